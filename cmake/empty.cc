@@ -1,0 +1,1 @@
+// placeholder for an area with no sources yet

@@ -1,0 +1,53 @@
+// The op interface every backend implements (CPU is the reference, CUDA the fast one).
+// Models call only these ops; nothing above backend/ includes a device header.
+// Ops are asynchronous on devices with streams: results are visible after synchronize()
+// or a copy_to_host().
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/op_params.h"
+#include "core/tensor.h"
+
+namespace vireo {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DeviceKind kind() const = 0;
+  virtual std::string name() const = 0;
+  // Activations dtype: F32 on the CPU; BF16 (or F16/F32 per --dtype) on CUDA.
+  virtual DType activation_dtype() const = 0;
+
+  // ---- memory ----
+  // Allocates device memory owned by the backend until free(). Contents undefined.
+  virtual Tensor alloc(std::vector<int64_t> shape, DType dtype) = 0;
+  virtual void free(Tensor& t) = 0;
+  // Copies host data (F32/F16/BF16) into a new device tensor of `dtype`, converting if needed.
+  // The CPU backend may return a view of `host` when no conversion is needed (mmapped weights).
+  virtual Tensor upload(const Tensor& host, DType dtype) = 0;
+  virtual void copy_from_host(const void* src, Tensor& dst) = 0;  // dst.nbytes() bytes
+  virtual void copy_to_host(const Tensor& src, void* dst) = 0;     // src.nbytes() bytes, waits
+  virtual void synchronize() = 0;
+  // Free bytes left on the device (CPU: a large number); used to size the KV cache.
+  virtual size_t free_memory_bytes() const = 0;
+
+  // ---- ops (shapes in op_params.h) ----
+  virtual void embedding(const EmbeddingParams& p) = 0;
+  virtual void rms_norm(const RmsNormParams& p) = 0;
+  virtual void linear(const LinearParams& p) = 0;
+  virtual void silu_and_mul(const SiluAndMulParams& p) = 0;
+  virtual void add(const AddParams& p) = 0;
+  virtual void gather_rows(const GatherRowsParams& p) = 0;
+  virtual void qkv_prepare(const QkvPrepareParams& p) = 0;
+  virtual void paged_attention(const AttentionParams& p) = 0;
+};
+
+// "cpu" or "cuda" ("auto": cuda when built and a GPU is present, else cpu).
+// `dtype_name` is vLLM's --dtype ("auto", "bfloat16", "float16", "float32").
+std::unique_ptr<Backend> create_backend(const std::string& device, const std::string& dtype_name = "auto");
+bool cuda_available();
+
+}  // namespace vireo

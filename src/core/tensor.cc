@@ -1,0 +1,21 @@
+#include "core/tensor.h"
+
+namespace vireo {
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  int64_t row = numel() / (shape.empty() || shape[0] == 0 ? 1 : shape[0]);
+  std::vector<int64_t> s = shape;
+  s[0] = end - begin;
+  return Tensor(static_cast<char*>(data) + begin * row * static_cast<int64_t>(dtype_size(dtype)), dtype, s, device);
+}
+
+std::string Tensor::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace vireo

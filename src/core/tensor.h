@@ -1,0 +1,44 @@
+// A non-owning view of a dense row-major tensor in some device's memory.
+// Ownership stays with whoever allocated it (a Backend, an mmapped file, a std::vector).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace vireo {
+
+enum class DeviceKind : uint8_t { kCPU, kCUDA };
+
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  DeviceKind device = DeviceKind::kCPU;
+
+  Tensor() = default;
+  Tensor(void* d, DType t, std::vector<int64_t> s, DeviceKind dev = DeviceKind::kCPU)
+      : data(d), dtype(t), shape(std::move(s)), device(dev) {}
+
+  int ndim() const { return static_cast<int>(shape.size()); }
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    return n;
+  }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool empty() const { return data == nullptr; }
+  template <typename T>
+  T* ptr() const { return static_cast<T*>(data); }
+
+  // Same memory, new shape with the same number of elements.
+  Tensor view(std::vector<int64_t> new_shape) const { return Tensor(data, dtype, std::move(new_shape), device); }
+  // Rows [begin, end) of the first dimension.
+  Tensor slice_rows(int64_t begin, int64_t end) const;
+  std::string shape_str() const;  // "[2, 3, 4]"
+};
+
+}  // namespace vireo

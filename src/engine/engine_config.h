@@ -1,0 +1,28 @@
+// Engine settings; the CLI maps vLLM's flag names onto these fields one to one.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace vireo {
+
+struct EngineConfig {
+  std::string model;                 // HF directory; "" = the built-in default model
+  std::string tokenizer;             // "" = same as model
+  std::string load_format = "auto";  // auto | dummy
+  std::string dtype = "auto";
+  std::string device = "auto";       // auto | cpu | cuda
+  uint64_t seed = 0;
+  int max_model_len = 0;             // 0 = from config (max_position_embeddings)
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int block_size = 16;
+  bool enable_prefix_caching = true;
+  std::optional<size_t> kv_cache_memory_bytes;
+  double gpu_memory_utilization = 0.9;
+  std::string generation_config = "auto";  // auto | vllm | a folder
+  bool enforce_eager = false;
+  std::string served_model_name;     // "" = model path
+};
+
+}  // namespace vireo

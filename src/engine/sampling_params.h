@@ -1,0 +1,32 @@
+// Per-request generation settings, with vLLM's names and defaults.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vireo {
+
+struct SamplingParams {
+  int n = 1;                       // handled by the server (n requests); the engine sees 1
+  float temperature = 1.0f;        // 0 = greedy
+  float top_p = 1.0f;              // (0, 1]
+  int top_k = 0;                   // 0 or -1 = off
+  float min_p = 0.0f;              // [0, 1]
+  float repetition_penalty = 1.0f; // > 0; 1 = off (HF/vLLM semantics over prompt + output)
+  float presence_penalty = 0.0f;   // [-2, 2], over output tokens
+  float frequency_penalty = 0.0f;  // [-2, 2], over output tokens
+  std::optional<uint64_t> seed;    // same seed, same output
+  int max_tokens = 16;
+  int min_tokens = 0;              // EOS/stop tokens are masked until this many are generated
+  std::vector<std::string> stop;   // stop strings: output is truncated before the match
+  std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  bool ignore_eos = false;
+  std::optional<int> logprobs;         // top-N logprobs per generated token (0 = chosen only)
+  std::optional<int> prompt_logprobs;  // top-N logprobs per prompt token (echo)
+  bool skip_special_tokens = true;
+  bool detokenize = true;
+};
+
+}  // namespace vireo

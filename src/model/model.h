@@ -1,0 +1,63 @@
+// What the engine sees of a model: a config, a paged KV cache, and forward(step) -> logits.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_config.h"
+
+namespace vireo {
+
+// Host-side inputs of one engine step: a flat batch of T tokens from S sequences, each
+// sequence's tokens contiguous (chunked prefill and decode rows mixed freely).
+struct StepInput {
+  std::vector<int32_t> token_ids;        // [T]
+  std::vector<int32_t> positions;        // [T]
+  std::vector<int32_t> slot_mapping;     // [T] block_id * block_size + offset in the KV cache
+  std::vector<int32_t> query_start;      // [S + 1] cumulative token offsets
+  std::vector<int32_t> seq_lens;         // [S] context length after this step
+  std::vector<int32_t> block_tables;     // [S * max_blocks_per_seq], padded with 0
+  int max_blocks_per_seq = 0;
+  std::vector<int32_t> logits_indices;   // rows of T whose logits are wanted (e.g. last of each seq)
+};
+
+// Per-layer K and V pages: [num_blocks, block_size, num_kv_heads, head_dim] each.
+struct KvCache {
+  std::vector<Tensor> k, v;
+  int num_blocks = 0;
+  int block_size = 16;
+};
+
+struct LoadOptions {
+  std::string load_format = "auto";  // "auto" (safetensors) | "dummy" (random weights, seeded)
+  uint64_t seed = 0;                 // dummy weights
+  std::string dtype = "auto";        // weight dtype on the device (vLLM --dtype)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual Backend& backend() = 0;
+
+  // Allocates the KV cache for num_blocks blocks on the model's backend.
+  virtual KvCache allocate_kv_cache(int num_blocks, int block_size) = 0;
+  virtual void free_kv_cache(KvCache& kv) = 0;
+  // Bytes one KV block takes over all layers (to size the cache from free memory).
+  virtual size_t kv_block_bytes(int block_size) const = 0;
+
+  // Runs the step; writes logits [logits_indices.size(), vocab_size] (F32, row-major) to host.
+  virtual void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) = 0;
+};
+
+// Builds the model named by config.architectures[0] from the registry, loads its weights
+// (model_dir's safetensors, or dummy), on `backend`.
+std::unique_ptr<Model> load_model(const std::string& model_dir, std::unique_ptr<Backend> backend,
+                                  const LoadOptions& opts);
+// Same, from an already parsed config (used by the built-in default model).
+std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& model_dir,
+                                  std::unique_ptr<Backend> backend, const LoadOptions& opts);
+
+}  // namespace vireo

@@ -1,0 +1,34 @@
+// Chat templates (Jinja2 as used by HF tokenizer_config.json), rendered by our own engine.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <string>
+
+namespace vireo {
+
+struct ChatTemplateOptions {
+  bool add_generation_prompt = true;
+  nlohmann::json tools;           // null or a list of OpenAI tool objects
+  nlohmann::json extra_context;   // e.g. {"enable_thinking": false}; merged into the context
+};
+
+class ChatTemplate {
+ public:
+  // `source`: the Jinja text. bos/eos are exposed to the template as bos_token/eos_token.
+  // Throws vireo::Error on a syntax error (message says line and what was expected).
+  ChatTemplate(std::string source, std::string bos_token, std::string eos_token);
+  ~ChatTemplate();
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+
+  // `messages`: a JSON list of {"role", "content", ...} as transformers' apply_chat_template
+  // takes them. Returns exactly the string transformers renders (tokenize=False).
+  // Throws vireo::Error for raise_exception() in the template or a render error.
+  std::string apply(const nlohmann::json& messages, const ChatTemplateOptions& opts) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vireo
