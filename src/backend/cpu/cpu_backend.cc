@@ -1,8 +1,107 @@
+// The CPU reference backend: F32 activations, host memory, ops in cpu_ops*.cc.
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/thread_pool.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace vireo {
-// Placeholder until the CPU backend lands (helper C replaces this file).
-std::unique_ptr<Backend> make_cpu_backend(const std::string&) { throw Error("CPU backend not built yet"); }
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  ~CpuBackend() override {
+    for (void* p : owned_) std::free(p);
+  }
+
+  DeviceKind kind() const override { return DeviceKind::kCPU; }
+  std::string name() const override { return "cpu"; }
+  DType activation_dtype() const override { return DType::kF32; }
+
+  Tensor alloc(std::vector<int64_t> shape, DType dtype) override {
+    Tensor t(nullptr, dtype, std::move(shape), DeviceKind::kCPU);
+    for (auto s : t.shape)
+      if (s < 0) throw Error("cpu alloc: negative dimension in " + t.shape_str());
+    // 64-byte aligned, never a null pointer (empty() means "absent" for optional tensors).
+    const size_t bytes = (std::max<size_t>(t.nbytes(), 1) + 63) / 64 * 64;
+    t.data = std::aligned_alloc(64, bytes);
+    if (!t.data) throw Error("cpu alloc: out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::lock_guard<std::mutex> lock(mu_);
+    owned_.insert(t.data);
+    return t;
+  }
+
+  void free(Tensor& t) override {
+    if (!t.data) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Views handed out by upload() are not ours to free.
+      if (owned_.erase(t.data) == 0) {
+        t.data = nullptr;
+        return;
+      }
+    }
+    std::free(t.data);
+    t.data = nullptr;
+  }
+
+  Tensor upload(const Tensor& host, DType dtype) override {
+    if (host.dtype == dtype) return host;  // no conversion: share the host memory (e.g. mmapped weights)
+    Tensor t = alloc(host.shape, dtype);
+    const int64_t n = host.numel();
+    if (dtype == DType::kF32) {
+      auto* dst = t.ptr<float>();
+      const size_t es = dtype_size(host.dtype);
+      pool_.parallel_for(n, [&](int64_t b, int64_t e) {
+        convert_to_f32(static_cast<const char*>(host.data) + b * es, host.dtype, dst + b, e - b);
+      }, 1 << 16);
+    } else if (dtype == DType::kBF16 || dtype == DType::kF16) {
+      pool_.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) cpu::store_elem(t.data, dtype, i, cpu::load_elem(host.data, host.dtype, i));
+      }, 1 << 16);
+    } else {
+      free(t);
+      throw Error("cpu upload: cannot convert " + std::string(dtype_name(host.dtype)) + " to " +
+                  std::string(dtype_name(dtype)));
+    }
+    return t;
+  }
+
+  void copy_from_host(const void* src, Tensor& dst) override { std::memcpy(dst.data, src, dst.nbytes()); }
+  void copy_to_host(const Tensor& src, void* dst) override { std::memcpy(dst, src.data, src.nbytes()); }
+  void synchronize() override {}
+  size_t free_memory_bytes() const override { return size_t{1} << 40; }
+
+  void embedding(const EmbeddingParams& p) override { cpu::embedding(pool_, p); }
+  void rms_norm(const RmsNormParams& p) override { cpu::rms_norm(pool_, p); }
+  void linear(const LinearParams& p) override { cpu::linear(pool_, p); }
+  void silu_and_mul(const SiluAndMulParams& p) override { cpu::silu_and_mul(pool_, p); }
+  void add(const AddParams& p) override { cpu::add(pool_, p); }
+  void gather_rows(const GatherRowsParams& p) override { cpu::gather_rows(pool_, p); }
+  void qkv_prepare(const QkvPrepareParams& p) override { cpu::qkv_prepare(pool_, p); }
+  void paged_attention(const AttentionParams& p) override { cpu::paged_attention(pool_, p); }
+
+ private:
+  ThreadPool pool_;
+  std::mutex mu_;
+  std::unordered_set<void*> owned_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const std::string& dtype_name) {
+  // Activations are always F32 on the CPU; --dtype only changes how weights are stored upstream.
+  if (dtype_name != "auto" && dtype_name != "float32" && dtype_name != "float" && dtype_name != "bfloat16" &&
+      dtype_name != "float16" && dtype_name != "half")
+    throw Error("--dtype: unknown value '" + dtype_name + "' (expected auto, bfloat16, float16 or float32)");
+  return std::make_unique<CpuBackend>();
+}
+
 }  // namespace vireo

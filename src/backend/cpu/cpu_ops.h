@@ -1,0 +1,41 @@
+// The CPU reference implementations of the backend ops (semantics in backend/op_params.h).
+// Activations are F32; weights and tables may be F32, F16 or BF16; KV caches F32, F16 or BF16.
+// Inputs are validated on the calling thread; bad indices throw vireo::Error.
+#pragma once
+#include "backend/cpu/thread_pool.h"
+#include "backend/op_params.h"
+
+namespace vireo::cpu {
+
+void embedding(ThreadPool& pool, const EmbeddingParams& p);
+void rms_norm(ThreadPool& pool, const RmsNormParams& p);
+void linear(ThreadPool& pool, const LinearParams& p);
+void silu_and_mul(ThreadPool& pool, const SiluAndMulParams& p);
+void add(ThreadPool& pool, const AddParams& p);
+void gather_rows(ThreadPool& pool, const GatherRowsParams& p);
+void qkv_prepare(ThreadPool& pool, const QkvPrepareParams& p);
+void paged_attention(ThreadPool& pool, const AttentionParams& p);
+
+// Element access shared by the op files.
+inline float load_elem(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    default: return 0.0f;
+  }
+}
+inline void store_elem(void* base, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(base)[i] = v; break;
+    case DType::kBF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); break;
+    case DType::kF16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); break;
+    default: break;
+  }
+}
+// Throws unless t is F32/F16/BF16; `what` names the op argument.
+void require_float(const Tensor& t, const char* what);
+void require_f32(const Tensor& t, const char* what);
+void require_i32(const Tensor& t, const char* what);
+
+}  // namespace vireo::cpu
