@@ -9,7 +9,7 @@ SUDO=""
 
 PKGS=(build-essential cmake pkg-config git nodejs npm
       nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libcli11-dev libfmt-dev
-      libopenblas-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev curl python3)
+      libopenblas-dev libgtest-dev libgmock-dev libutf8proc-dev libssl-dev zlib1g-dev curl python3)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
