@@ -1,0 +1,112 @@
+// AsyncEngine::create: load tokenizer, chat template, generation config, backend and model,
+// size the KV cache, and start the engine.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/async_engine_impl.h"
+#include "engine/model_runner.h"
+
+namespace vireo {
+
+// Provided by the model and tokenizer areas (model/default_model.h, tokenizer/tokenizer.h).
+ModelConfig default_model_config();
+std::string default_tokenizer_dir();
+
+namespace {
+
+bool is_default_model(const std::string& m) { return m.empty() || m == "default"; }
+
+std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
+  LoadOptions opts;
+  opts.load_format = cfg.load_format;
+  opts.seed = cfg.seed;
+  opts.dtype = cfg.dtype;
+  auto backend = create_backend(cfg.device, cfg.dtype);
+  if (is_default_model(cfg.model)) {
+    opts.load_format = "dummy";
+    return load_model(default_model_config(), "", std::move(backend), opts);
+  }
+  return load_model(cfg.model, std::move(backend), opts);
+}
+
+std::string tokenizer_dir(const EngineConfig& cfg) {
+  if (!cfg.tokenizer.empty()) return cfg.tokenizer;
+  if (is_default_model(cfg.model)) return default_tokenizer_dir();
+  return cfg.model;
+}
+
+GenerationConfig load_generation_config(const EngineConfig& cfg) {
+  if (cfg.generation_config == "vllm") return {};
+  if (cfg.generation_config == "auto") {
+    if (is_default_model(cfg.model)) return {};
+    return GenerationConfig::from_dir(cfg.model);
+  }
+  if (!std::filesystem::is_directory(cfg.generation_config))
+    throw Error("--generation-config: '" + cfg.generation_config + "' is not auto, vllm or a folder");
+  return GenerationConfig::from_dir(cfg.generation_config);
+}
+
+}  // namespace
+
+std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
+  EngineParts parts;
+  parts.config = config;
+  if (parts.config.block_size <= 0) throw Error("--block-size must be positive");
+  if (parts.config.max_num_seqs <= 0) throw Error("--max-num-seqs must be positive");
+
+  parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
+  const Tokenizer& tok = *parts.tokenizer;
+  if (!tok.chat_template().empty()) {
+    try {
+      parts.chat_template = std::make_unique<ChatTemplate>(tok.chat_template(), tok.bos_token().value_or(""),
+                                                           tok.eos_token().value_or(""));
+    } catch (const Error& e) {
+      log_warn("chat template ignored: {}", e.what());
+    }
+  }
+  parts.generation_config = load_generation_config(config);
+
+  parts.model = load_engine_model(config);
+  const ModelConfig& mc = parts.model->config();
+  int derived_len = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 2048;
+  if (config.max_model_len > 0) {
+    if (config.max_model_len > derived_len)
+      log_warn("--max-model-len {} exceeds the model's max_position_embeddings {}", config.max_model_len, derived_len);
+    parts.max_model_len = config.max_model_len;
+  } else {
+    parts.max_model_len = derived_len;
+  }
+
+  std::set<int32_t> eos(mc.eos_token_ids.begin(), mc.eos_token_ids.end());
+  eos.insert(parts.generation_config.eos_token_ids.begin(), parts.generation_config.eos_token_ids.end());
+  if (auto id = tok.eos_token_id()) eos.insert(*id);
+  parts.eos_token_ids.assign(eos.begin(), eos.end());
+
+  if (parts.config.max_num_batched_tokens < parts.config.max_num_seqs)
+    parts.config.max_num_batched_tokens = parts.config.max_num_seqs;
+  parts.num_kv_blocks = compute_num_kv_blocks(parts.config, *parts.model, parts.max_model_len);
+  const long kv_tokens = static_cast<long>(parts.num_kv_blocks - 1) * parts.config.block_size;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const size_t block_bytes = parts.model->kv_block_bytes(parts.config.block_size);
+  if (kv_tokens < parts.max_model_len) {
+    throw Error(fmt::format(
+        "To serve at least one request with the model's max seq len ({}), {:.2f} GiB KV cache is needed, which is "
+        "larger than the available KV cache memory ({:.2f} GiB). Try increasing --gpu-memory-utilization or "
+        "--kv-cache-memory-bytes, or decreasing --max-model-len.",
+        parts.max_model_len,
+        static_cast<double>((parts.max_model_len + parts.config.block_size - 1) / parts.config.block_size) *
+            block_bytes / gib,
+        static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib));
+  }
+  log_info("KV cache: {} tokens ({} blocks of {}, {:.2f} GiB); maximum concurrency for {} tokens per request: {:.2f}x",
+           kv_tokens, parts.num_kv_blocks - 1, parts.config.block_size,
+           static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib, parts.max_model_len,
+           static_cast<double>(kv_tokens) / parts.max_model_len);
+  return std::make_unique<AsyncEngineImpl>(std::move(parts));
+}
+
+}  // namespace vireo

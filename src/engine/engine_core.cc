@@ -1,0 +1,185 @@
+#include "engine/engine_core.h"
+
+#include <chrono>
+#include <optional>
+#include <span>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/sampler.h"
+#include "engine/step_input_builder.h"
+
+namespace vireo {
+
+double monotonic_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// vLLM's bucket bounds (vllm/v1/metrics/loggers.py).
+EngineMetrics::EngineMetrics()
+    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+            80.0, 160.0, 640.0, 2560.0}),
+      itl({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      e2e({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+           960.0, 1920.0, 7680.0}) {}
+
+EngineCore::EngineCore(std::unique_ptr<Model> model, const Tokenizer* tok, const EngineCoreConfig& cfg)
+    : cfg_(cfg), tok_(tok), scheduler_(cfg.scheduler),
+      runner_(std::move(model), cfg.scheduler.num_blocks, cfg.scheduler.block_size), rng_(cfg.seed) {}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::add_request(std::shared_ptr<Request> req) {
+  const std::string id = req->request_id;
+  auto state = std::make_unique<RequestOutputState>(tok_, *req);
+  scheduler_.add_request(std::move(req));
+  states_[id] = std::move(state);
+}
+
+RequestOutput EngineCore::final_output_without_tokens(const Request& req) {
+  RequestOutput out;
+  auto it = states_.find(req.request_id);
+  if (it != states_.end()) {
+    out = it->second->process(req, {}, {});
+    states_.erase(it);
+  }
+  out.request_id = req.request_id;
+  out.finished = true;
+  out.finish_reason = finish_reason_name(req.finish_reason);
+  out.error = req.error;
+  return out;
+}
+
+void EngineCore::abort_request(const std::string& id) {
+  auto req = scheduler_.finish_request(id, FinishReason::kAbort);
+  if (!req) return;
+  on_finished(*req, monotonic_seconds());
+  pending_outputs_.push_back(final_output_without_tokens(*req));
+}
+
+std::vector<RequestOutput> EngineCore::fail_all(const std::string& message) {
+  std::vector<RequestOutput> outputs;
+  outputs.swap(pending_outputs_);
+  const double now = monotonic_seconds();
+  for (const auto& id : scheduler_.unfinished_ids()) {
+    auto req = scheduler_.find(id);
+    req->error = message;
+    scheduler_.finish_request(id, FinishReason::kError);
+    on_finished(*req, now);
+    outputs.push_back(final_output_without_tokens(*req));
+  }
+  return outputs;
+}
+
+void EngineCore::on_finished(const Request& req, double now) {
+  if (req.finish_reason == FinishReason::kStop || req.finish_reason == FinishReason::kLength) {
+    ++metrics_.request_success_total;
+  }
+  metrics_.e2e.observe(now - req.arrival_time);
+}
+
+std::vector<RequestOutput> EngineCore::step() {
+  std::vector<RequestOutput> outputs;
+  outputs.swap(pending_outputs_);
+  SchedulerOutput sched = scheduler_.schedule();
+  if (sched.empty()) return outputs;
+  const double t_sched = monotonic_seconds();
+  for (auto& s : sched.scheduled)
+    if (s.req->first_scheduled_time < 0) s.req->first_scheduled_time = t_sched;
+
+  BuiltStep built = build_step_input(sched, scheduler_.config().block_size);
+  try {
+    runner_.execute(built, logits_);
+  } catch (const std::exception& e) {
+    // A failed forward finishes the requests of this step with "error"; the engine keeps going.
+    log_error("step failed ({} requests): {}", sched.scheduled.size(), e.what());
+    const double now = monotonic_seconds();
+    for (auto& s : sched.scheduled) {
+      s.req->error = e.what();
+      auto req = scheduler_.finish_request(s.req->request_id, FinishReason::kError);
+      if (!req) continue;
+      on_finished(*req, now);
+      outputs.push_back(final_output_without_tokens(*req));
+    }
+    return outputs;
+  }
+
+  // Sample, and collect logprobs.
+  const int vocab = runner_.vocab_size();
+  std::vector<std::optional<int32_t>> sampled(sched.scheduled.size());
+  std::vector<std::optional<TokenLogprob>> token_lps(sched.scheduled.size());
+  const auto& eos = scheduler_.config().eos_token_ids;
+  for (size_t r = 0; r < built.rows.size(); ++r) {
+    const LogitsRowInfo& row = built.rows[r];
+    Request& req = *sched.scheduled[row.sched_index].req;
+    std::span<const float> lg(logits_.data() + r * static_cast<size_t>(vocab), vocab);
+    if (row.prompt_pos >= 0) {
+      if (req.prompt_logprobs.empty()) req.prompt_logprobs.resize(req.num_prompt_tokens());
+      int32_t next = req.prompt_token_ids[row.prompt_pos + 1];
+      req.prompt_logprobs[row.prompt_pos + 1] = compute_logprobs(lg, next, *req.params.prompt_logprobs);
+      continue;
+    }
+    SamplingContext ctx{&req.params, req.prompt_token_ids, req.output_token_ids, eos,
+                        req.generator ? &*req.generator : &rng_};
+    int32_t tok = sample_token(lg, ctx);
+    sampled[row.sched_index] = tok;
+    if (req.params.logprobs) token_lps[row.sched_index] = compute_logprobs(lg, tok, *req.params.logprobs);
+  }
+
+  // Index of each scheduled request, to find its logprobs after update_from_output.
+  std::unordered_map<const Request*, size_t> index;
+  for (size_t i = 0; i < sched.scheduled.size(); ++i) index[sched.scheduled[i].req.get()] = i;
+
+  auto updates = scheduler_.update_from_output(sched, sampled);
+  const double now = monotonic_seconds();
+  for (auto& u : updates) {
+    Request& req = *u.req;
+    metrics_.generation_tokens_total += u.new_token_ids.size();
+    if (req.first_token_time < 0) {
+      req.first_token_time = now;
+      metrics_.prompt_tokens_total += req.num_prompt_tokens();
+      metrics_.ttft.observe(now - req.arrival_time);
+    } else {
+      metrics_.itl.observe(now - req.last_token_time);
+    }
+    req.last_token_time = now;
+
+    std::vector<TokenLogprob> lps;
+    if (auto& lp = token_lps[index[&req]]) lps.push_back(std::move(*lp));
+    auto it = states_.find(req.request_id);
+    if (it == states_.end()) continue;
+    RequestOutput out = it->second->process(req, u.new_token_ids, std::move(lps));
+    req.prompt_logprobs_sent = true;
+    if (!u.finished && it->second->stopped_by_string()) {
+      scheduler_.finish_request(req.request_id, FinishReason::kStop);
+      u.finished = true;
+    }
+    if (u.finished) {
+      on_finished(req, now);
+      states_.erase(it);
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+void EngineCore::fill_stats(EngineStats& s) const {
+  const auto& kv = scheduler_.kv();
+  s.num_requests_running = scheduler_.num_running();
+  s.num_requests_waiting = scheduler_.num_waiting();
+  s.kv_cache_usage = kv.usage();
+  s.num_free_blocks = kv.num_free_blocks();
+  s.num_total_blocks = kv.num_total_blocks();
+  s.prefix_cache_queries = kv.prefix_cache_queries();
+  s.prefix_cache_hits = kv.prefix_cache_hits();
+  s.prompt_tokens_total = metrics_.prompt_tokens_total;
+  s.generation_tokens_total = metrics_.generation_tokens_total;
+  s.num_preemptions_total = scheduler_.num_preemptions();
+  s.request_success_total = metrics_.request_success_total;
+  s.time_to_first_token_seconds = metrics_.ttft;
+  s.inter_token_latency_seconds = metrics_.itl;
+  s.e2e_request_latency_seconds = metrics_.e2e;
+}
+
+}  // namespace vireo

@@ -1,0 +1,72 @@
+// The synchronous engine: schedule -> build inputs -> forward -> sample -> update -> outputs.
+// Single-threaded; AsyncEngine drives it from its background thread, tests drive it directly.
+#pragma once
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_stats.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
+#include "engine/request_output.h"
+#include "engine/scheduler.h"
+
+namespace vireo {
+
+class Tokenizer;
+
+struct EngineCoreConfig {
+  SchedulerConfig scheduler;
+  uint64_t seed = 0;  // the engine RNG for unseeded requests
+};
+
+// Counters and latency histograms with vLLM's bucket bounds.
+struct EngineMetrics {
+  EngineMetrics();
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generation_tokens_total = 0;
+  uint64_t request_success_total = 0;
+  Histogram ttft, itl, e2e;
+};
+
+class EngineCore {
+ public:
+  // tok may be null: outputs then carry token ids only.
+  EngineCore(std::unique_ptr<Model> model, const Tokenizer* tok, const EngineCoreConfig& cfg);
+  ~EngineCore();
+
+  void add_request(std::shared_ptr<Request> req);
+  // Finishes the request with "abort"; its final output is returned by the next step().
+  void abort_request(const std::string& id);
+  // One step; returns an output for every request that made progress or finished.
+  std::vector<RequestOutput> step();
+  // Finishes every request with "error" (after an unexpected failure of the step loop).
+  std::vector<RequestOutput> fail_all(const std::string& message);
+  bool has_unfinished() const { return scheduler_.has_unfinished() || !pending_outputs_.empty(); }
+
+  Scheduler& scheduler() { return scheduler_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const EngineMetrics& metrics() const { return metrics_; }
+  void fill_stats(EngineStats& s) const;
+  ModelRunner& runner() { return runner_; }
+
+ private:
+  void on_finished(const Request& req, double now);
+  RequestOutput final_output_without_tokens(const Request& req);
+
+  EngineCoreConfig cfg_;
+  const Tokenizer* tok_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  std::mt19937_64 rng_;
+  std::unordered_map<std::string, std::unique_ptr<RequestOutputState>> states_;
+  std::vector<RequestOutput> pending_outputs_;  // aborts since the last step
+  EngineMetrics metrics_;
+  std::vector<float> logits_;
+};
+
+double monotonic_seconds();
+
+}  // namespace vireo

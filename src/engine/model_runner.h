@@ -1,0 +1,32 @@
+// Owns the model and its paged KV cache; runs one scheduled step and returns the logits rows.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/engine_config.h"
+#include "engine/step_input_builder.h"
+#include "model/model.h"
+
+namespace vireo {
+
+// Number of KV blocks (including the null block 0) for this model and config:
+// kv_cache_memory_bytes if set, else free device memory * gpu_memory_utilization
+// (CPU: at most 4 GiB and at most max_num_seqs * max_model_len tokens' worth).
+int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_len);
+
+class ModelRunner {
+ public:
+  ModelRunner(std::unique_ptr<Model> model, int num_blocks, int block_size);
+  ~ModelRunner();
+
+  // Runs the step; logits: [built.rows.size(), vocab] row-major.
+  void execute(const BuiltStep& built, std::vector<float>& logits);
+  Model& model() { return *model_; }
+  int vocab_size() const { return model_->config().vocab_size; }
+
+ private:
+  std::unique_ptr<Model> model_;
+  KvCache kv_;
+};
+
+}  // namespace vireo

@@ -1,0 +1,69 @@
+// One generation request as the engine core sees it: tokens, progress, KV blocks, timing.
+// Owned by the Scheduler (shared_ptr so the core can keep a finished one until it is reported).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/request_output.h"
+#include "engine/sampling_params.h"
+
+namespace vireo {
+
+enum class RequestStatus { kWaiting, kRunning, kPreempted, kFinished };
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+
+const char* finish_reason_name(FinishReason r);  // "stop" | "length" | "abort" | "error" | ""
+
+struct Request {
+  Request(std::string id, std::vector<int32_t> prompt, SamplingParams sp, double arrival);
+
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> output_token_ids;
+  std::vector<int32_t> all_token_ids;  // prompt + output: what the KV cache must hold
+  SamplingParams params;
+
+  RequestStatus status = RequestStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::optional<int32_t> stop_token_id;  // a params.stop_token_ids entry that ended it
+  std::string error;                     // finish_reason == kError
+
+  // Tokens whose K/V are in the cache (prefix hits included). The scheduler hands out
+  // num_tokens() - num_computed_tokens new tokens; 1 per step once decoding.
+  int num_computed_tokens = 0;
+  int num_cached_tokens = -1;  // prompt tokens served by the prefix cache at first admission
+  int num_preemptions = 0;
+
+  // KV cache: block ids in order (block i holds positions [i*bs, (i+1)*bs)), and the chained
+  // hashes of the full blocks of all_token_ids computed so far (prefix caching).
+  std::vector<int32_t> block_ids;
+  std::vector<uint64_t> block_hashes;
+  int num_hashed_cached_blocks = 0;  // leading blocks already registered in the prefix cache
+
+  // Per-request RNG when params.seed is set (same seed, same tokens regardless of batching).
+  std::optional<std::mt19937_64> generator;
+
+  // Prompt logprobs, filled as prefill chunks run; emitted once, with the first output.
+  std::vector<std::optional<TokenLogprob>> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+
+  // Timing (seconds on a monotonic clock) for metrics.
+  double arrival_time = 0.0;
+  double first_scheduled_time = -1.0;
+  double first_token_time = -1.0;
+  double last_token_time = -1.0;
+
+  int num_tokens() const { return static_cast<int>(all_token_ids.size()); }
+  int num_prompt_tokens() const { return static_cast<int>(prompt_token_ids.size()); }
+  int num_output_tokens() const { return static_cast<int>(output_token_ids.size()); }
+  bool is_finished() const { return status == RequestStatus::kFinished; }
+  void append_output_token(int32_t id) {
+    output_token_ids.push_back(id);
+    all_token_ids.push_back(id);
+  }
+};
+
+}  // namespace vireo

@@ -1,0 +1,153 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vireo {
+
+Scheduler::Scheduler(const SchedulerConfig& cfg)
+    : cfg_(cfg), kv_(cfg.num_blocks, cfg.block_size, cfg.enable_prefix_caching),
+      eos_(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end()) {}
+
+void Scheduler::add_request(std::shared_ptr<Request> req) {
+  if (requests_.count(req->request_id)) throw Error("request id '" + req->request_id + "' is already in use");
+  req->status = RequestStatus::kWaiting;
+  requests_[req->request_id] = req;
+  waiting_.push_back(std::move(req));
+}
+
+std::shared_ptr<Request> Scheduler::find(const std::string& id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> Scheduler::unfinished_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& r : running_) ids.push_back(r->request_id);
+  for (const auto& r : waiting_) ids.push_back(r->request_id);
+  return ids;
+}
+
+void Scheduler::preempt(std::shared_ptr<Request> req) {
+  // Recompute: drop the KV, keep the generated tokens; prompt + output run again as a prefill.
+  kv_.free(*req);
+  req->num_computed_tokens = 0;
+  req->status = RequestStatus::kPreempted;
+  ++req->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(std::move(req));
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int budget = cfg_.max_num_batched_tokens;
+
+  // 1. Running requests, oldest first.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    auto req = running_[i];
+    int num_new = std::min(req->num_tokens() - req->num_computed_tokens, budget);
+    if (num_new <= 0) {
+      ++i;
+      continue;
+    }
+    bool scheduled = false;
+    while (true) {
+      if (kv_.allocate_slots(*req, num_new)) {
+        scheduled = true;
+        break;
+      }
+      // Out of blocks: preempt the newest running request (possibly this one).
+      auto victim = running_.back();
+      running_.pop_back();
+      out.preempted.push_back(victim->request_id);
+      preempt(victim);
+      if (victim == req) break;
+    }
+    if (!scheduled) break;  // req itself was preempted; nothing after it is left
+    out.scheduled.push_back({req, num_new});
+    budget -= num_new;
+    ++i;
+  }
+
+  // 2. Waiting requests (not in a step that had to preempt: memory is tight).
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
+    auto req = waiting_.front();
+    ComputedBlocks computed;
+    if (req->num_computed_tokens == 0) computed = kv_.get_computed_blocks(*req);
+    int num_new = std::min(req->num_tokens() - req->num_computed_tokens - computed.num_tokens, budget);
+    if (num_new <= 0) throw Error("Scheduler: request '" + req->request_id + "' has nothing to compute");
+    if (!kv_.allocate_slots(*req, num_new, computed)) break;
+    waiting_.pop_front();
+    if (req->num_cached_tokens < 0) {
+      req->num_cached_tokens = std::min(computed.num_tokens, req->num_prompt_tokens());
+    }
+    if (req->status == RequestStatus::kWaiting) kv_.record_prefix_stats(req->num_tokens(), computed.num_tokens);
+    req->num_computed_tokens += computed.num_tokens;
+    req->status = RequestStatus::kRunning;
+    running_.push_back(req);
+    out.scheduled.push_back({req, num_new});
+    budget -= num_new;
+  }
+  out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
+  return out;
+}
+
+bool Scheduler::check_stop(Request& req) const {
+  const auto& p = req.params;
+  if (req.num_output_tokens() >= p.min_tokens && !req.output_token_ids.empty()) {
+    int32_t last = req.output_token_ids.back();
+    if (!p.ignore_eos && eos_.count(last)) {
+      req.finish_reason = FinishReason::kStop;
+      return true;
+    }
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end()) {
+      req.finish_reason = FinishReason::kStop;
+      req.stop_token_id = last;
+      return true;
+    }
+  }
+  if (req.num_output_tokens() >= p.max_tokens || req.num_tokens() >= cfg_.max_model_len) {
+    req.finish_reason = FinishReason::kLength;
+    return true;
+  }
+  return false;
+}
+
+std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& out,
+                                                         const std::vector<std::optional<int32_t>>& sampled) {
+  if (sampled.size() != out.scheduled.size()) throw Error("Scheduler::update_from_output: sampled size mismatch");
+  std::vector<RequestUpdate> updates;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const auto& s = out.scheduled[i];
+    Request& req = *s.req;
+    if (req.is_finished()) continue;  // finished meanwhile (abort between schedule and update)
+    req.num_computed_tokens += s.num_new_tokens;
+    kv_.cache_computed_blocks(req);
+    if (req.num_computed_tokens < req.num_tokens() || !sampled[i]) continue;  // chunked prefill
+    req.append_output_token(*sampled[i]);
+    RequestUpdate u{s.req, {*sampled[i]}, false};
+    if (check_stop(req)) {
+      finish_request(req.request_id, req.finish_reason);
+      u.finished = true;
+    }
+    updates.push_back(std::move(u));
+  }
+  return updates;
+}
+
+std::shared_ptr<Request> Scheduler::finish_request(const std::string& id, FinishReason reason) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return nullptr;
+  auto req = it->second;
+  requests_.erase(it);
+  if (auto r = std::find(running_.begin(), running_.end(), req); r != running_.end()) running_.erase(r);
+  if (auto w = std::find(waiting_.begin(), waiting_.end(), req); w != waiting_.end()) waiting_.erase(w);
+  kv_.free(*req);
+  req->status = RequestStatus::kFinished;
+  req->finish_reason = reason;
+  return req;
+}
+
+}  // namespace vireo

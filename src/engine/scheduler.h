@@ -1,0 +1,84 @@
+// Continuous batching with one rule (vLLM v1): each step, every running request gets as many of
+// its not-yet-computed tokens as the token budget allows, then waiting requests are admitted.
+// Chunked prefill, prefix-cache hits, decode and recompute after preemption all fall out of
+// num_computed_tokens vs num_tokens. No model, no tensors: unit-tested on its own.
+#pragma once
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+
+namespace vireo {
+
+struct SchedulerConfig {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 4096;
+  int block_size = 16;
+  int num_blocks = 1024;  // including the null block 0
+  bool enable_prefix_caching = true;
+  std::vector<int32_t> eos_token_ids;  // stop the request unless ignore_eos
+};
+
+struct ScheduledRequest {
+  std::shared_ptr<Request> req;
+  int num_new_tokens = 0;  // tokens [num_computed_tokens, num_computed_tokens + num_new_tokens) run
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;  // running order
+  int total_num_scheduled_tokens = 0;
+  std::vector<std::string> preempted;       // preempted in this step (for logs/tests)
+  bool empty() const { return scheduled.empty(); }
+};
+
+// What update_from_output reports per request that made progress or finished.
+struct RequestUpdate {
+  std::shared_ptr<Request> req;
+  std::vector<int32_t> new_token_ids;  // 0 or 1 token this step
+  bool finished = false;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& cfg);
+
+  void add_request(std::shared_ptr<Request> req);
+  SchedulerOutput schedule();
+  // sampled[i]: the token sampled for out.scheduled[i], or nullopt if its prefill is not done.
+  std::vector<RequestUpdate> update_from_output(const SchedulerOutput& out,
+                                                const std::vector<std::optional<int32_t>>& sampled);
+  // Finishes (abort, stop string, error) a request wherever it is, freeing its blocks.
+  // Returns it (nullptr if unknown or already finished).
+  std::shared_ptr<Request> finish_request(const std::string& id, FinishReason reason);
+
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+  KvCacheManager& kv() { return kv_; }
+  const KvCacheManager& kv() const { return kv_; }
+  const SchedulerConfig& config() const { return cfg_; }
+  std::shared_ptr<Request> find(const std::string& id) const;
+  std::vector<std::string> unfinished_ids() const;  // running, then waiting
+
+ private:
+  void preempt(std::shared_ptr<Request> req);
+  bool check_stop(Request& req) const;
+
+  SchedulerConfig cfg_;
+  KvCacheManager kv_;
+  std::deque<std::shared_ptr<Request>> waiting_;
+  std::vector<std::shared_ptr<Request>> running_;
+  std::unordered_map<std::string, std::shared_ptr<Request>> requests_;
+  std::set<int32_t> eos_;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace vireo

@@ -1,0 +1,57 @@
+#include "engine/step_input_builder.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vireo {
+
+BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
+  BuiltStep b;
+  StepInput& in = b.input;
+  const int num_seqs = static_cast<int>(out.scheduled.size());
+  int max_blocks = 1;
+  for (const auto& s : out.scheduled) max_blocks = std::max<int>(max_blocks, s.req->block_ids.size());
+  in.max_blocks_per_seq = max_blocks;
+  in.token_ids.reserve(out.total_num_scheduled_tokens);
+  in.positions.reserve(out.total_num_scheduled_tokens);
+  in.slot_mapping.reserve(out.total_num_scheduled_tokens);
+  in.query_start.reserve(num_seqs + 1);
+  in.query_start.push_back(0);
+  in.block_tables.assign(static_cast<size_t>(num_seqs) * max_blocks, 0);
+
+  for (int i = 0; i < num_seqs; ++i) {
+    const Request& req = *out.scheduled[i].req;
+    const int start = req.num_computed_tokens;
+    const int n = out.scheduled[i].num_new_tokens;
+    const int end = start + n;
+    if (end > req.num_tokens()) throw Error("build_step_input: request '" + req.request_id + "' scheduled past its tokens");
+    if ((end + block_size - 1) / block_size > static_cast<int>(req.block_ids.size()))
+      throw Error("build_step_input: request '" + req.request_id + "' has too few KV blocks");
+    const int row0 = static_cast<int>(in.token_ids.size());
+    for (int pos = start; pos < end; ++pos) {
+      in.token_ids.push_back(req.all_token_ids[pos]);
+      in.positions.push_back(pos);
+      in.slot_mapping.push_back(req.block_ids[pos / block_size] * block_size + pos % block_size);
+    }
+    in.query_start.push_back(static_cast<int>(in.token_ids.size()));
+    in.seq_lens.push_back(end);
+    std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
+
+    // Prompt logprobs: position p scores prompt token p + 1, for p < num_prompt - 1.
+    if (req.params.prompt_logprobs && !req.prompt_logprobs_sent) {
+      const int last = std::min(end, req.num_prompt_tokens() - 1);
+      for (int p = start; p < last; ++p) {
+        in.logits_indices.push_back(row0 + (p - start));
+        b.rows.push_back({i, p});
+      }
+    }
+    if (end == req.num_tokens()) {  // the request's prefill is complete: sample its next token
+      in.logits_indices.push_back(row0 + n - 1);
+      b.rows.push_back({i, -1});
+    }
+  }
+  return b;
+}
+
+}  // namespace vireo

@@ -1,0 +1,26 @@
+// SchedulerOutput -> the flat StepInput the model runs, plus which logits row means what.
+#pragma once
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace vireo {
+
+struct LogitsRowInfo {
+  int sched_index = 0;  // index into SchedulerOutput::scheduled
+  // -1: the row samples the request's next token; else the prompt position p whose logits
+  // score prompt token p + 1 (prompt logprobs).
+  int prompt_pos = -1;
+};
+
+struct BuiltStep {
+  StepInput input;
+  std::vector<LogitsRowInfo> rows;  // one per input.logits_indices entry
+};
+
+// Each scheduled request contributes tokens [num_computed, num_computed + num_new) of its
+// all_token_ids; its KV slots come from its block table.
+BuiltStep build_step_input(const SchedulerOutput& out, int block_size);
+
+}  // namespace vireo
