@@ -8,6 +8,21 @@
 
 namespace vireo {
 
+// rope_scaling / rope_parameters of config.json (HF names). type: default | linear | dynamic | llama3 | yarn.
+struct RopeScaling {
+  std::string type = "default";
+  float factor = 1.0f;
+  // llama3
+  float low_freq_factor = 1.0f, high_freq_factor = 4.0f;
+  int original_max_position_embeddings = 0;  // llama3, yarn (0: max_position_embeddings)
+  // yarn
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  std::optional<float> attention_factor, mscale, mscale_all_dim;
+  bool truncate = true;
+  // dynamic NTK-alpha (HunYuan): base = theta * alpha ** (dim / (dim - 2))
+  std::optional<float> alpha;
+};
+
 struct ModelConfig {
   std::string architecture;  // architectures[0], e.g. "Qwen3ForCausalLM"
   std::string model_type;
@@ -24,6 +39,14 @@ struct ModelConfig {
   std::string torch_dtype = "float32";  // checkpoint dtype ("dtype" in newer configs)
   std::vector<int32_t> eos_token_ids;   // config.json eos_token_id (int or list)
   std::optional<int32_t> bos_token_id;
+  float rope_theta = 10000.0f;          // top level or rope_parameters.rope_theta
+  RopeScaling rope_scaling;
+  float partial_rotary_factor = 1.0f;   // rotary_dim = head_dim * factor
+  bool attention_bias = false;          // q/k/v/o biases
+  bool mlp_bias = false;                // gate/up/down biases
+  std::string hidden_act = "silu";
+
+  int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
   nlohmann::json raw;                   // the whole config.json
 
   // Parses and validates; errors name `source` (a path) and the field.

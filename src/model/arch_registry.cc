@@ -1,0 +1,27 @@
+#include "core/error.h"
+#include "model/arch_spec.h"
+
+namespace vireo {
+
+const std::vector<ArchSpec>& arch_specs() {
+  static const std::vector<ArchSpec> specs = [] {
+    std::vector<ArchSpec> v;
+    register_llama_family(v);
+    register_qwen_family(v);
+    register_olmo_family(v);
+    register_hunyuan_family(v);
+    return v;
+  }();
+  return specs;
+}
+
+const ArchSpec& find_arch_spec(const std::string& name) {
+  std::string names;
+  for (const auto& s : arch_specs()) {
+    if (s.name == name) return s;
+    names += (names.empty() ? "" : ", ") + s.name;
+  }
+  throw Error("config.json: architecture '" + name + "' is not supported (supported: " + names + ")");
+}
+
+}  // namespace vireo

@@ -1,0 +1,33 @@
+// What distinguishes one decoder family from another, as data: the generic decoder
+// (decoder_model.cc) reads this; arch/<family>.cc files only fill it in by HF name.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backend/op_params.h"
+
+namespace vireo {
+
+struct ArchSpec {
+  std::string name;                      // HF architectures[0], e.g. "Qwen3ForCausalLM"
+  QkNorm qk_norm = QkNorm::kNone;        // where q/k RMSNorm sits relative to RoPE
+  std::string q_norm_name = "q_norm";    // self_attn.<q_norm_name>.weight
+  std::string k_norm_name = "k_norm";
+  bool qkv_bias = false;                 // q/k/v biases always present (Qwen2); else config.attention_bias
+  bool post_norm = false;                // OLMo-2: h += norm(attn(h)); h += norm(mlp(h)); no input_layernorm
+  bool neox_rope = true;                 // rotate halves (HF rotate_half) vs GPT-J interleaved pairs
+};
+
+// The registered families (arch/*.cc), in a fixed order.
+const std::vector<ArchSpec>& arch_specs();
+// Throws vireo::Error listing the supported names when `name` is unknown.
+const ArchSpec& find_arch_spec(const std::string& name);
+
+// One function per family file; arch_registry.cc lists them (explicit, so static-library
+// linking cannot drop a family).
+void register_llama_family(std::vector<ArchSpec>& out);
+void register_qwen_family(std::vector<ArchSpec>& out);
+void register_olmo_family(std::vector<ArchSpec>& out);
+void register_hunyuan_family(std::vector<ArchSpec>& out);
+
+}  // namespace vireo

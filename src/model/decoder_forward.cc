@@ -1,0 +1,165 @@
+// DecoderModel::forward: one engine step through the backend ops.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "model/decoder_model.h"
+
+namespace vireo {
+namespace {
+
+void validate(const StepInput& in, const KvCache& kv, int num_layers) {
+  const size_t T = in.token_ids.size();
+  if (in.positions.size() != T || in.slot_mapping.size() != T)
+    throw Error("forward: token_ids, positions and slot_mapping must have the same length");
+  if (in.query_start.empty() || in.query_start.front() != 0 || static_cast<size_t>(in.query_start.back()) != T)
+    throw Error("forward: query_start must run from 0 to the number of tokens");
+  const size_t S = in.query_start.size() - 1;
+  if (in.seq_lens.size() != S) throw Error("forward: seq_lens must have one entry per sequence");
+  for (size_t s = 0; s < S; ++s)
+    if (in.query_start[s + 1] < in.query_start[s]) throw Error("forward: query_start must be non-decreasing");
+  if (in.max_blocks_per_seq <= 0 || in.block_tables.size() != S * static_cast<size_t>(in.max_blocks_per_seq))
+    throw Error("forward: block_tables must hold num_seqs * max_blocks_per_seq entries");
+  for (int32_t i : in.logits_indices)
+    if (i < 0 || static_cast<size_t>(i) >= T) throw Error("forward: logits index " + std::to_string(i) + " out of range");
+  if (static_cast<int>(kv.k.size()) != num_layers || static_cast<int>(kv.v.size()) != num_layers)
+    throw Error("forward: KV cache has the wrong number of layers");
+}
+
+}  // namespace
+
+void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) {
+  validate(in, kv, cfg_.num_hidden_layers);
+  const int64_t T = static_cast<int64_t>(in.token_ids.size());
+  const int64_t M = static_cast<int64_t>(in.logits_indices.size());
+  const int S = static_cast<int>(in.seq_lens.size());
+  const int64_t V = cfg_.vocab_size, hidden = cfg_.hidden_size;
+  const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
+  logits.assign(static_cast<size_t>(M * V), 0.0f);
+  if (T == 0) return;
+
+  // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
+  std::vector<int32_t> ints;
+  ints.reserve(3 * T + 2 * S + 1 + in.block_tables.size() + M);
+  auto append = [&](const std::vector<int32_t>& v) {
+    const int64_t off = static_cast<int64_t>(ints.size());
+    ints.insert(ints.end(), v.begin(), v.end());
+    return off;
+  };
+  const int64_t o_ids = append(in.token_ids), o_pos = append(in.positions), o_slot = append(in.slot_mapping);
+  const int64_t o_qs = append(in.query_start), o_lens = append(in.seq_lens), o_tab = append(in.block_tables);
+  const int64_t o_li = append(in.logits_indices);
+  ensure_workspace(T, std::max<int64_t>(M, 1), static_cast<int64_t>(ints.size()));
+  Tensor all_ints = ws_.ints.view({static_cast<int64_t>(ints.size())});
+  be_->copy_from_host(ints.data(), all_ints);
+  auto iv = [&](int64_t off, int64_t n) {
+    return Tensor(static_cast<int32_t*>(ws_.ints.data) + off, DType::kI32, {n}, ws_.ints.device);
+  };
+  const Tensor ids = iv(o_ids, T), positions = iv(o_pos, T), slots = iv(o_slot, T);
+  const Tensor query_start = iv(o_qs, S + 1), seq_lens = iv(o_lens, S);
+  const Tensor block_tables = iv(o_tab, static_cast<int64_t>(in.block_tables.size()));
+  const Tensor logits_idx = iv(o_li, M);
+
+  auto rows = [&](const Tensor& buf, int64_t n, int64_t width) { return buf.view({n, width}); };
+  const int64_t qkv_w = static_cast<int64_t>(H + 2 * Hkv) * D, inter = cfg_.intermediate_size;
+  Tensor residual = rows(ws_.residual, T, hidden), hid = rows(ws_.hidden, T, hidden);
+  Tensor branch = rows(ws_.branch, T, hidden), qkv = rows(ws_.qkv, T, qkv_w);
+  Tensor q = ws_.q.view({T, H, D}), attn = ws_.attn.view({T, H, D});
+  Tensor gate_up = rows(ws_.gate_up, T, 2 * inter), act = rows(ws_.act, T, inter);
+
+  AttentionParams ap;
+  ap.q = q;
+  ap.out = attn;
+  ap.query_start = query_start;
+  ap.seq_lens = seq_lens;
+  ap.block_tables = block_tables;
+  ap.num_seqs = S;
+  ap.max_blocks_per_seq = in.max_blocks_per_seq;
+  ap.block_size = kv.block_size;
+  ap.num_heads = H;
+  ap.num_kv_heads = Hkv;
+  ap.head_dim = D;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  for (int s = 0; s < S; ++s) {
+    ap.max_query_len = std::max(ap.max_query_len, in.query_start[s + 1] - in.query_start[s]);
+    ap.max_seq_len = std::max(ap.max_seq_len, in.seq_lens[s]);
+  }
+
+  QkvPrepareParams qp;
+  qp.qkv = qkv;
+  qp.positions = positions;
+  qp.rope_cos_sin = rope_;
+  qp.rotary_dim = cfg_.rotary_dim();
+  qp.neox = spec_.neox_rope;
+  qp.qk_norm = spec_.qk_norm;
+  qp.norm_eps = cfg_.rms_norm_eps;
+  qp.q_out = q;
+  qp.slot_mapping = slots;
+  qp.num_heads = H;
+  qp.num_kv_heads = Hkv;
+  qp.head_dim = D;
+  qp.block_size = kv.block_size;
+
+  const float eps = cfg_.rms_norm_eps;
+  be_->embedding({embed_, ids, residual});  // residual = embed_tokens(input_ids)
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const DecoderLayerWeights& w = layers_[l];
+    // Attention input: pre-norm models normalise (fusing the previous MLP's residual add);
+    // post-norm models feed the residual stream itself.
+    Tensor attn_in = residual;
+    if (!spec_.post_norm) {
+      if (l == 0) {
+        be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
+      } else {
+        be_->rms_norm({branch, w.input_norm, hid, residual, eps});  // h += mlp_out; input_layernorm(h)
+      }
+      attn_in = hid;
+    }
+    be_->linear({attn_in, w.qkv_w, w.qkv_b, qkv});  // [q_proj; k_proj; v_proj](x)
+    qp.q_norm = w.q_norm;
+    qp.k_norm = w.k_norm;
+    qp.k_cache = kv.k[l];
+    qp.v_cache = kv.v[l];
+    be_->qkv_prepare(qp);
+    ap.k_cache = kv.k[l];
+    ap.v_cache = kv.v[l];
+    be_->paged_attention(ap);
+    be_->linear({attn.view({T, static_cast<int64_t>(H) * D}), w.o_w, w.o_b, branch});  // o_proj
+    Tensor mlp_in;
+    if (spec_.post_norm) {
+      be_->rms_norm({branch, w.post_attn_norm, hid, Tensor(), eps});  // post_attention_layernorm(attn_out)
+      be_->add({residual, hid, residual});                            // h = h + that
+      mlp_in = residual;
+    } else {
+      be_->rms_norm({branch, w.post_attn_norm, hid, residual, eps});  // h += attn_out; post_attention_layernorm(h)
+      mlp_in = hid;
+    }
+    be_->linear({mlp_in, w.gate_up_w, w.gate_up_b, gate_up});  // [gate_proj; up_proj](x)
+    be_->silu_and_mul({gate_up, act});                         // act_fn(gate) * up
+    be_->linear({act, w.down_w, w.down_b, branch});            // down_proj
+    if (spec_.post_norm) {
+      be_->rms_norm({branch, w.post_ffn_norm, hid, Tensor(), eps});  // post_feedforward_layernorm(mlp_out)
+      be_->add({residual, hid, residual});
+    }
+  }
+  if (spec_.post_norm) {
+    be_->rms_norm({residual, final_norm_, hid, Tensor(), eps});  // model.norm(h)
+  } else {
+    be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
+  }
+  if (M == 0) return;
+  Tensor sel = rows(ws_.rows, M, hidden);
+  be_->gather_rows({hid, logits_idx, sel});
+  Tensor out = rows(ws_.logits, M, V);
+  be_->linear({sel, lm_head_, Tensor(), out});  // lm_head
+  if (out.dtype == DType::kF32) {
+    be_->copy_to_host(out, logits.data());
+  } else {
+    std::vector<uint16_t> tmp(static_cast<size_t>(M * V));
+    be_->copy_to_host(out, tmp.data());
+    convert_to_f32(tmp.data(), out.dtype, logits.data(), tmp.size());
+  }
+}
+
+}  // namespace vireo

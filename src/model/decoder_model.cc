@@ -1,0 +1,198 @@
+// DecoderModel construction: weight loading (checkpoint or dummy), KV cache, workspace.
+#include "model/decoder_model.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/dummy_weights.h"
+#include "model/rope.h"
+
+namespace vireo {
+namespace {
+constexpr float kDummyStd = 0.02f;
+
+// Converts n F32/F16/BF16 values to `dst_dtype` at dst.
+void convert_into(const Tensor& src, void* dst, DType dst_dtype) {
+  const int64_t n = src.numel();
+  if (src.dtype == dst_dtype) {
+    std::memcpy(dst, src.data, src.nbytes());
+    return;
+  }
+  std::vector<float> tmp(n);
+  convert_to_f32(src.data, src.dtype, tmp.data(), n);
+  if (dst_dtype == DType::kF32) {
+    std::memcpy(dst, tmp.data(), n * 4);
+  } else {
+    auto* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = dst_dtype == DType::kBF16 ? f32_to_bf16(tmp[i]) : f32_to_f16(tmp[i]);
+  }
+}
+}  // namespace
+
+DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique_ptr<Backend> backend,
+                           std::unique_ptr<Checkpoint> checkpoint, const LoadOptions& opts)
+    : cfg_(std::move(config)), spec_(spec), be_(std::move(backend)), ckpt_(std::move(checkpoint)), opts_(opts) {
+  // Weights live in the activation dtype (F32 on the CPU, BF16/F16/F32 on CUDA per --dtype).
+  wdtype_ = be_->activation_dtype();
+  try {
+    load_weights();
+    auto table = rope_cos_sin_table(cfg_, cfg_.max_position_embeddings);
+    Tensor host(table.data(), DType::kF32, {cfg_.max_position_embeddings, cfg_.rotary_dim()});
+    rope_ = be_->alloc(host.shape, DType::kF32);
+    owned_.push_back(rope_);
+    be_->copy_from_host(table.data(), rope_);
+    be_->synchronize();
+  } catch (...) {
+    for (auto& t : owned_) be_->free(t);
+    throw;
+  }
+}
+
+DecoderModel::~DecoderModel() {
+  free_workspace();
+  for (auto& t : owned_) be_->free(t);
+}
+
+Tensor DecoderModel::load(const std::string& fused_name, const std::vector<Part>& parts, float stddev) {
+  std::vector<int64_t> shape = parts[0].shape;
+  for (size_t i = 1; i < parts.size(); ++i) shape[0] += parts[i].shape[0];
+  if (!ckpt_) {  // dummy: generate in the device dtype; on the CPU straight into place
+    Tensor dev = be_->alloc(shape, wdtype_);
+    owned_.push_back(dev);
+    if (be_->kind() == DeviceKind::kCPU) {
+      fill_dummy(dev, opts_.seed, fused_name, stddev);
+    } else {
+      std::vector<uint8_t> host(dev.nbytes());
+      Tensor h(host.data(), wdtype_, shape);
+      fill_dummy(h, opts_.seed, fused_name, stddev);
+      be_->copy_from_host(host.data(), dev);
+      be_->synchronize();
+    }
+    return dev;
+  }
+  if (parts.size() == 1) {  // may be a view of the mmapped file on the CPU
+    Tensor dev = be_->upload(ckpt_->get(parts[0].name, parts[0].shape), wdtype_);
+    owned_.push_back(dev);
+    return dev;
+  }
+  Tensor dev = be_->alloc(shape, wdtype_);
+  owned_.push_back(dev);
+  std::vector<uint8_t> host(dev.nbytes());
+  size_t off = 0;
+  for (const auto& p : parts) {
+    Tensor src = ckpt_->get(p.name, p.shape);
+    convert_into(src, host.data() + off, wdtype_);
+    off += static_cast<size_t>(src.numel()) * dtype_size(wdtype_);
+  }
+  be_->copy_from_host(host.data(), dev);
+  be_->synchronize();
+  return dev;
+}
+
+void DecoderModel::load_weights() {
+  const int64_t hidden = cfg_.hidden_size, inter = cfg_.intermediate_size, vocab = cfg_.vocab_size;
+  const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
+  const bool qkv_bias = spec_.qkv_bias || cfg_.attention_bias;
+  embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
+  layers_.resize(cfg_.num_hidden_layers);
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.", m = p + "mlp.";
+    DecoderLayerWeights& w = layers_[l];
+    if (!spec_.post_norm) w.input_norm = load(p + "input_layernorm.weight", {{p + "input_layernorm.weight", {hidden}}}, 0);
+    w.qkv_w = load(a + "qkv_proj.weight",
+                   {{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
+                    {a + "v_proj.weight", {Hkv * D, hidden}}},
+                   kDummyStd);
+    if (qkv_bias)
+      w.qkv_b = load(a + "qkv_proj.bias",
+                     {{a + "q_proj.bias", {H * D}}, {a + "k_proj.bias", {Hkv * D}}, {a + "v_proj.bias", {Hkv * D}}},
+                     kDummyStd);
+    if (spec_.qk_norm != QkNorm::kNone) {
+      const bool full = spec_.qk_norm == QkNorm::kFullWidth;
+      const std::string qn = a + spec_.q_norm_name + ".weight", kn = a + spec_.k_norm_name + ".weight";
+      w.q_norm = load(qn, {{qn, {full ? H * D : D}}}, 0);
+      w.k_norm = load(kn, {{kn, {full ? Hkv * D : D}}}, 0);
+    }
+    w.o_w = load(a + "o_proj.weight", {{a + "o_proj.weight", {hidden, H * D}}}, kDummyStd);
+    if (cfg_.attention_bias) w.o_b = load(a + "o_proj.bias", {{a + "o_proj.bias", {hidden}}}, kDummyStd);
+    w.post_attn_norm = load(p + "post_attention_layernorm.weight", {{p + "post_attention_layernorm.weight", {hidden}}}, 0);
+    if (spec_.post_norm)
+      w.post_ffn_norm =
+          load(p + "post_feedforward_layernorm.weight", {{p + "post_feedforward_layernorm.weight", {hidden}}}, 0);
+    w.gate_up_w = load(m + "gate_up_proj.weight",
+                       {{m + "gate_proj.weight", {inter, hidden}}, {m + "up_proj.weight", {inter, hidden}}}, kDummyStd);
+    if (cfg_.mlp_bias)
+      w.gate_up_b =
+          load(m + "gate_up_proj.bias", {{m + "gate_proj.bias", {inter}}, {m + "up_proj.bias", {inter}}}, kDummyStd);
+    w.down_w = load(m + "down_proj.weight", {{m + "down_proj.weight", {hidden, inter}}}, kDummyStd);
+    if (cfg_.mlp_bias) w.down_b = load(m + "down_proj.bias", {{m + "down_proj.bias", {hidden}}}, kDummyStd);
+  }
+  final_norm_ = load("model.norm.weight", {{"model.norm.weight", {hidden}}}, 0);
+  // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
+  lm_head_ = cfg_.tie_word_embeddings ? embed_ : load("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+}
+
+KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0) throw Error("allocate_kv_cache: num_blocks and block_size must be > 0");
+  KvCache kv;
+  kv.num_blocks = num_blocks;
+  kv.block_size = block_size;
+  const std::vector<int64_t> shape{num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
+  try {
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      kv.k.push_back(be_->alloc(shape, be_->activation_dtype()));
+      kv.v.push_back(be_->alloc(shape, be_->activation_dtype()));
+    }
+  } catch (...) {
+    free_kv_cache(kv);
+    throw;
+  }
+  return kv;
+}
+
+void DecoderModel::free_kv_cache(KvCache& kv) {
+  for (auto& t : kv.k) be_->free(t);
+  for (auto& t : kv.v) be_->free(t);
+  kv.k.clear();
+  kv.v.clear();
+}
+
+size_t DecoderModel::kv_block_bytes(int block_size) const {
+  return size_t{2} * cfg_.num_hidden_layers * block_size * cfg_.num_key_value_heads * cfg_.head_dim *
+         dtype_size(be_->activation_dtype());
+}
+
+void DecoderModel::free_workspace() {
+  for (Tensor* t : {&ws_.ints, &ws_.residual, &ws_.hidden, &ws_.branch, &ws_.qkv, &ws_.q, &ws_.attn, &ws_.gate_up,
+                    &ws_.act, &ws_.rows, &ws_.logits})
+    if (!t->empty()) be_->free(*t);
+  ws_.token_cap = ws_.logit_cap = ws_.int_cap = 0;
+}
+
+void DecoderModel::ensure_workspace(int64_t tokens, int64_t logit_rows, int64_t ints) {
+  if (tokens <= ws_.token_cap && logit_rows <= ws_.logit_cap && ints <= ws_.int_cap) return;
+  const int64_t t = std::max(tokens, ws_.token_cap * 2), m = std::max(logit_rows, ws_.logit_cap * 2);
+  const int64_t n = std::max(ints, ws_.int_cap * 2);
+  free_workspace();
+  const DType act = be_->activation_dtype();
+  const int64_t hidden = cfg_.hidden_size, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+  const int64_t D = cfg_.head_dim, inter = cfg_.intermediate_size;
+  ws_.ints = be_->alloc({n}, DType::kI32);
+  ws_.residual = be_->alloc({t, hidden}, act);
+  ws_.hidden = be_->alloc({t, hidden}, act);
+  ws_.branch = be_->alloc({t, hidden}, act);
+  ws_.qkv = be_->alloc({t, (H + 2 * Hkv) * D}, act);
+  ws_.q = be_->alloc({t, H * D}, act);
+  ws_.attn = be_->alloc({t, H * D}, act);
+  ws_.gate_up = be_->alloc({t, 2 * inter}, act);
+  ws_.act = be_->alloc({t, inter}, act);
+  ws_.rows = be_->alloc({m, hidden}, act);
+  ws_.logits = be_->alloc({m, cfg_.vocab_size}, act);
+  ws_.token_cap = t;
+  ws_.logit_cap = m;
+  ws_.int_cap = n;
+}
+
+}  // namespace vireo

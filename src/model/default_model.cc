@@ -1,0 +1,78 @@
+#include "model/default_model.h"
+
+#include "core/error.h"
+
+namespace vireo {
+namespace {
+
+nlohmann::json qwen3_json(int hidden, int layers, int heads, int kv_heads, int inter, bool tied, int max_pos) {
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"model_type", "qwen3"},
+          {"vocab_size", 151936},
+          {"hidden_size", hidden},
+          {"intermediate_size", inter},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", heads},
+          {"num_key_value_heads", kv_heads},
+          {"head_dim", 128},
+          {"max_position_embeddings", max_pos},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 1000000.0},
+          {"tie_word_embeddings", tied},
+          {"attention_bias", false},
+          {"hidden_act", "silu"},
+          {"torch_dtype", "bfloat16"},
+          {"bos_token_id", 151643},
+          {"eos_token_id", {151645, 151643}}};
+}
+
+}  // namespace
+
+ModelConfig default_model_config() {
+  auto j = qwen3_json(256, 4, 4, 2, 768, true, 4096);
+  j["head_dim"] = 64;
+  return ModelConfig::from_json(j, "builtin:default");
+}
+
+ModelConfig qwen3_0_6b_config() {
+  return ModelConfig::from_json(qwen3_json(1024, 28, 16, 8, 3072, true, 40960), "builtin:qwen3-0.6b");
+}
+
+ModelConfig qwen3_8b_config() {
+  return ModelConfig::from_json(qwen3_json(4096, 36, 32, 8, 12288, false, 40960), "builtin:qwen3-8b");
+}
+
+ModelConfig llama3_8b_config() {
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
+                      {"model_type", "llama"},
+                      {"vocab_size", 128256},
+                      {"hidden_size", 4096},
+                      {"intermediate_size", 14336},
+                      {"num_hidden_layers", 32},
+                      {"num_attention_heads", 32},
+                      {"num_key_value_heads", 8},
+                      {"max_position_embeddings", 131072},
+                      {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 500000.0},
+                      {"rope_scaling",
+                       {{"rope_type", "llama3"},
+                        {"factor", 8.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}}},
+                      {"tie_word_embeddings", false},
+                      {"torch_dtype", "bfloat16"},
+                      {"bos_token_id", 128000},
+                      {"eos_token_id", {128001, 128008, 128009}}};
+  return ModelConfig::from_json(j, "builtin:llama3-8b");
+}
+
+ModelConfig builtin_model_config(const std::string& name) {
+  if (name == "default") return default_model_config();
+  if (name == "qwen3-0.6b") return qwen3_0_6b_config();
+  if (name == "qwen3-8b") return qwen3_8b_config();
+  if (name == "llama3-8b") return llama3_8b_config();
+  throw Error("--model builtin:" + name + ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, llama3-8b)");
+}
+
+}  // namespace vireo

@@ -1,0 +1,17 @@
+// Built-in model configs (used with dummy weights): the default model and benchmark shapes.
+#pragma once
+#include <string>
+
+#include "model/model_config.h"
+
+namespace vireo {
+
+// Qwen3ForCausalLM with the real Qwen3 vocabulary (151936 rows) but a tiny body, quick on 2 CPU cores.
+ModelConfig default_model_config();
+ModelConfig qwen3_0_6b_config();
+ModelConfig qwen3_8b_config();
+ModelConfig llama3_8b_config();
+// "default", "qwen3-0.6b", "qwen3-8b", "llama3-8b"; anything else throws listing these.
+ModelConfig builtin_model_config(const std::string& name);
+
+}  // namespace vireo

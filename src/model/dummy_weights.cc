@@ -1,0 +1,83 @@
+#include "model/dummy_weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace vireo {
+namespace {
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+template <typename Store>
+void fill_range(int64_t begin, int64_t end, uint64_t key, float half_width, Store store) {
+  // One 64-bit hash gives two 32-bit uniforms.
+  for (int64_t i = begin; i < end; ++i) {
+    const uint64_t h = splitmix64(key ^ static_cast<uint64_t>(i / 2) * 0xd1b54a32d192ed03ull);
+    const uint32_t bits = (i & 1) ? static_cast<uint32_t>(h >> 32) : static_cast<uint32_t>(h);
+    const float u = static_cast<float>(bits) * (1.0f / 4294967296.0f);  // [0, 1)
+    store(i, (2.0f * u - 1.0f) * half_width);
+  }
+}
+
+}  // namespace
+
+void fill_dummy(Tensor& out, uint64_t seed, const std::string& name, float stddev) {
+  const int64_t n = out.numel();
+  const uint64_t key = splitmix64(seed * 0x9e3779b97f4a7c15ull ^ fnv1a(name));
+  const float half_width = stddev * std::sqrt(3.0f);  // uniform(-a, a) has std a / sqrt(3)
+  const int nt = static_cast<int>(std::clamp<int64_t>(n / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
+  auto work = [&](int64_t b, int64_t e) {
+    switch (out.dtype) {
+      case DType::kF32: {
+        float* p = out.ptr<float>();
+        if (stddev == 0) std::fill(p + b, p + e, 1.0f);
+        else fill_range(b, e, key, half_width, [p](int64_t i, float v) { p[i] = v; });
+        break;
+      }
+      case DType::kBF16: {
+        auto* p = out.ptr<uint16_t>();
+        if (stddev == 0) std::fill(p + b, p + e, f32_to_bf16(1.0f));
+        else fill_range(b, e, key, half_width, [p](int64_t i, float v) { p[i] = f32_to_bf16(v); });
+        break;
+      }
+      case DType::kF16: {
+        auto* p = out.ptr<uint16_t>();
+        if (stddev == 0) std::fill(p + b, p + e, f32_to_f16(1.0f));
+        else fill_range(b, e, key, half_width, [p](int64_t i, float v) { p[i] = f32_to_f16(v); });
+        break;
+      }
+      default:
+        break;
+    }
+  };
+  if (out.dtype != DType::kF32 && out.dtype != DType::kBF16 && out.dtype != DType::kF16)
+    throw Error("dummy weights: unsupported dtype " + std::string(dtype_name(out.dtype)) + " for " + name);
+  if (nt == 1) {
+    work(0, n);
+    return;
+  }
+  std::vector<std::thread> threads;
+  const int64_t chunk = (n + nt - 1) / nt;
+  for (int t = 0; t < nt; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) threads.emplace_back(work, b, e);
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace vireo

@@ -1,0 +1,189 @@
+// config.json / generation_config.json parsing (HF field names, old and new spellings).
+#include "model/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace vireo {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& why) {
+  throw Error(source + ": field '" + field + "' " + why);
+}
+
+int get_int(const json& j, const std::string& source, const std::string& key, std::optional<int> def = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (def) return *def;
+    fail(source, key, "is missing");
+  }
+  if (!it->is_number_integer()) fail(source, key, "must be an integer, got " + it->dump());
+  return it->get<int>();
+}
+
+float get_float(const json& j, const std::string& source, const std::string& key, float def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number()) fail(source, key, "must be a number, got " + it->dump());
+  return it->get<float>();
+}
+
+std::optional<float> opt_float(const json& j, const std::string& source, const std::string& key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) fail(source, key, "must be a number, got " + it->dump());
+  return it->get<float>();
+}
+
+bool get_bool(const json& j, const std::string& source, const std::string& key, bool def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_boolean()) fail(source, key, "must be true or false, got " + it->dump());
+  return it->get<bool>();
+}
+
+// eos_token_id: int or list of ints.
+std::vector<int32_t> token_id_list(const json& j, const std::string& source, const std::string& key) {
+  std::vector<int32_t> out;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return out;
+  if (it->is_number_integer()) {
+    out.push_back(it->get<int32_t>());
+  } else if (it->is_array()) {
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) fail(source, key, "must be an int or a list of ints");
+      out.push_back(v.get<int32_t>());
+    }
+  } else {
+    fail(source, key, "must be an int or a list of ints");
+  }
+  return out;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error(path + ": cannot open file");
+  try {
+    return json::parse(f);
+  } catch (const json::exception& e) {
+    throw Error(path + ": malformed JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+RopeScaling parse_rope(const json& r, const std::string& source, const std::string& field) {
+  RopeScaling rs;
+  if (!r.is_object()) fail(source, field, "must be an object");
+  if (r.contains("rope_type") && r["rope_type"].is_string()) {
+    rs.type = r["rope_type"].get<std::string>();
+  } else if (r.contains("type") && r["type"].is_string()) {
+    rs.type = r["type"].get<std::string>();
+  }
+  if (rs.type == "su" || rs.type == "longrope" || rs.type == "mrope" || rs.type == "deepseek_yarn")
+    fail(source, field + ".rope_type", "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn)");
+  if (rs.type != "default" && rs.type != "linear" && rs.type != "dynamic" && rs.type != "llama3" && rs.type != "yarn")
+    fail(source, field + ".rope_type", "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn)");
+  rs.factor = get_float(r, source, "factor", 1.0f);
+  rs.low_freq_factor = get_float(r, source, "low_freq_factor", 1.0f);
+  rs.high_freq_factor = get_float(r, source, "high_freq_factor", 4.0f);
+  rs.original_max_position_embeddings = get_int(r, source, "original_max_position_embeddings", 0);
+  rs.beta_fast = get_float(r, source, "beta_fast", 32.0f);
+  rs.beta_slow = get_float(r, source, "beta_slow", 1.0f);
+  rs.attention_factor = opt_float(r, source, "attention_factor");
+  rs.mscale = opt_float(r, source, "mscale");
+  rs.mscale_all_dim = opt_float(r, source, "mscale_all_dim");
+  rs.truncate = get_bool(r, source, "truncate", true);
+  rs.alpha = opt_float(r, source, "alpha");
+  if (rs.type == "llama3" && rs.original_max_position_embeddings <= 0)
+    fail(source, field + ".original_max_position_embeddings", "is required for llama3 rope");
+  if ((rs.type == "linear" || rs.type == "llama3" || rs.type == "yarn") && !(rs.factor > 0))
+    fail(source, field + ".factor", "must be > 0");
+  return rs;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) throw Error(source + ": config must be a JSON object");
+  ModelConfig c;
+  c.raw = j;
+  auto arch = j.find("architectures");
+  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
+    fail(source, "architectures", "must be a non-empty list of names");
+  c.architecture = (*arch)[0].get<std::string>();
+  if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"].get<std::string>();
+  c.vocab_size = get_int(j, source, "vocab_size");
+  c.hidden_size = get_int(j, source, "hidden_size");
+  c.intermediate_size = get_int(j, source, "intermediate_size");
+  c.num_hidden_layers = get_int(j, source, "num_hidden_layers");
+  c.num_attention_heads = get_int(j, source, "num_attention_heads");
+  c.num_key_value_heads = get_int(j, source, "num_key_value_heads", c.num_attention_heads);
+  for (auto [name, v] : {std::pair<const char*, int>{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+                         {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_hidden_layers},
+                         {"num_attention_heads", c.num_attention_heads},
+                         {"num_key_value_heads", c.num_key_value_heads}})
+    if (v <= 0) fail(source, name, "must be > 0");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(source, "num_key_value_heads", "must divide num_attention_heads");
+  if (c.hidden_size % c.num_attention_heads != 0 && !j.contains("head_dim"))
+    fail(source, "head_dim", "is missing and hidden_size is not divisible by num_attention_heads");
+  c.head_dim = get_int(j, source, "head_dim", c.hidden_size / c.num_attention_heads);
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0) fail(source, "head_dim", "must be a positive even number");
+  c.max_position_embeddings = get_int(j, source, "max_position_embeddings", 2048);
+  if (c.max_position_embeddings <= 0) fail(source, "max_position_embeddings", "must be > 0");
+  c.rms_norm_eps = get_float(j, source, "rms_norm_eps", 1e-6f);
+  c.tie_word_embeddings = get_bool(j, source, "tie_word_embeddings", false);
+  if (j.contains("dtype") && j["dtype"].is_string()) {
+    c.torch_dtype = j["dtype"].get<std::string>();
+  } else if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
+    c.torch_dtype = j["torch_dtype"].get<std::string>();
+  }
+  c.eos_token_ids = token_id_list(j, source, "eos_token_id");
+  auto bos = token_id_list(j, source, "bos_token_id");
+  if (!bos.empty()) c.bos_token_id = bos[0];
+
+  // RoPE: transformers >= 5 writes rope_parameters {rope_type, rope_theta, ...}; older configs
+  // have top-level rope_theta and an optional rope_scaling object.
+  c.rope_theta = get_float(j, source, "rope_theta", 10000.0f);
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    c.rope_scaling = parse_rope(*it, source, key);
+    if (it->contains("rope_theta")) c.rope_theta = get_float(*it, source, "rope_theta", c.rope_theta);
+    if (it->contains("partial_rotary_factor"))
+      c.partial_rotary_factor = get_float(*it, source, "partial_rotary_factor", 1.0f);
+    break;
+  }
+  if (!(c.rope_theta > 0)) fail(source, "rope_theta", "must be > 0");
+  c.partial_rotary_factor = get_float(j, source, "partial_rotary_factor", c.partial_rotary_factor);
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() % 2 != 0)
+    fail(source, "partial_rotary_factor", "must be in (0, 1] and give an even rotary dimension");
+  c.attention_bias = get_bool(j, source, "attention_bias", false);
+  c.mlp_bias = get_bool(j, source, "mlp_bias", false);
+  if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
+  if (c.hidden_act != "silu" && c.hidden_act != "swish")
+    fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");
+  return c;
+}
+
+ModelConfig ModelConfig::from_file(const std::string& path) { return from_json(read_json_file(path), path); }
+
+GenerationConfig GenerationConfig::from_dir(const std::string& model_dir) {
+  GenerationConfig g;
+  const std::string path = (std::filesystem::path(model_dir) / "generation_config.json").string();
+  if (!std::filesystem::exists(path)) return g;
+  json j = read_json_file(path);
+  if (!j.is_object()) throw Error(path + ": must be a JSON object");
+  g.eos_token_ids = token_id_list(j, path, "eos_token_id");
+  g.temperature = opt_float(j, path, "temperature");
+  g.top_p = opt_float(j, path, "top_p");
+  g.min_p = opt_float(j, path, "min_p");
+  g.repetition_penalty = opt_float(j, path, "repetition_penalty");
+  if (j.contains("top_k") && !j["top_k"].is_null()) g.top_k = get_int(j, path, "top_k");
+  return g;
+}
+
+}  // namespace vireo

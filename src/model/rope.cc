@@ -1,0 +1,119 @@
+// Mirrors transformers' modeling_rope_utils: inv_freq in fp32, angles p * inv_freq in fp32.
+#include "model/rope.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace vireo {
+namespace {
+
+std::vector<float> base_inv_freq(double base, int dim) {
+  std::vector<float> f(dim / 2);
+  for (int i = 0; i < dim / 2; ++i) {
+    // torch: base ** (arange(0, dim, 2).float() / dim) in fp32, then 1.0 / that.
+    const float expo = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float pw = static_cast<float>(std::pow(base, static_cast<double>(expo)));
+    f[i] = 1.0f / pw;
+  }
+  return f;
+}
+
+double yarn_get_mscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
+}  // namespace
+
+RopeFrequencies rope_frequencies(const ModelConfig& c) {
+  const RopeScaling& rs = c.rope_scaling;
+  const int dim = c.rotary_dim();
+  const double base = c.rope_theta;
+  RopeFrequencies out;
+  if (rs.type == "default") {
+    out.inv_freq = base_inv_freq(base, dim);
+  } else if (rs.type == "linear") {
+    out.inv_freq = base_inv_freq(base, dim);
+    for (auto& f : out.inv_freq) f /= rs.factor;
+  } else if (rs.type == "dynamic") {
+    if (rs.alpha && *rs.alpha > 0) {
+      // HunYuan's DynamicNTKAlphaRotary: base grows with alpha, uses head_dim.
+      const double hd = c.head_dim;
+      out.inv_freq = base_inv_freq(base * std::pow(static_cast<double>(*rs.alpha), hd / (hd - 2)), c.head_dim);
+      out.inv_freq.resize(dim / 2);
+    } else {
+      // Dynamic NTK only changes the base past max_position_embeddings, which the engine never reaches.
+      out.inv_freq = base_inv_freq(base, dim);
+    }
+  } else if (rs.type == "llama3") {
+    auto inv = base_inv_freq(base, dim);
+    const double old_ctx = rs.original_max_position_embeddings;
+    const double low_wavelen = old_ctx / rs.low_freq_factor, high_wavelen = old_ctx / rs.high_freq_factor;
+    for (auto& f : inv) {
+      const float wavelen = static_cast<float>(2 * M_PI) / f;
+      float v = wavelen > low_wavelen ? f / rs.factor : f;
+      if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+        const float smooth = static_cast<float>((old_ctx / wavelen - rs.low_freq_factor) /
+                                                (rs.high_freq_factor - rs.low_freq_factor));
+        v = (1 - smooth) * v / rs.factor + smooth * v;
+      }
+      f = v;
+    }
+    out.inv_freq = inv;
+  } else if (rs.type == "yarn") {
+    double factor = rs.factor;
+    double orig = c.max_position_embeddings;
+    if (rs.original_max_position_embeddings > 0) {
+      // transformers derives the factor from the two lengths when both are given.
+      orig = rs.original_max_position_embeddings;
+      factor = static_cast<double>(c.max_position_embeddings) / orig;
+    }
+    double attn = 1.0;
+    if (rs.attention_factor) {
+      attn = *rs.attention_factor;
+    } else if (rs.mscale && rs.mscale_all_dim && *rs.mscale != 0 && *rs.mscale_all_dim != 0) {
+      attn = yarn_get_mscale(factor, *rs.mscale) / yarn_get_mscale(factor, *rs.mscale_all_dim);
+    } else {
+      attn = yarn_get_mscale(factor, 1.0);
+    }
+    auto corr_dim = [&](double rot) { return (dim * std::log(orig / (rot * 2 * M_PI))) / (2 * std::log(base)); };
+    double low = corr_dim(rs.beta_fast), high = corr_dim(rs.beta_slow);
+    if (rs.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;
+    const int half = dim / 2;
+    out.inv_freq.resize(half);
+    for (int i = 0; i < half; ++i) {
+      const float pos_freq = static_cast<float>(std::pow(base, static_cast<double>(static_cast<float>(2 * i) / dim)));
+      const float extrap = 1.0f / pos_freq;
+      const float interp = 1.0f / (static_cast<float>(factor) * pos_freq);
+      const float ramp = std::clamp(static_cast<float>((i - low) / (high - low)), 0.0f, 1.0f);
+      const float extrap_factor = 1.0f - ramp;
+      out.inv_freq[i] = interp * (1 - extrap_factor) + extrap * extrap_factor;
+    }
+    out.attention_scaling = static_cast<float>(attn);
+  } else {
+    throw Error("rope_scaling: unsupported rope_type '" + rs.type + "'");
+  }
+  return out;
+}
+
+std::vector<float> rope_cos_sin_table(const ModelConfig& c, int max_positions) {
+  const RopeFrequencies rf = rope_frequencies(c);
+  const int half = static_cast<int>(rf.inv_freq.size()), rd = 2 * half;
+  std::vector<float> table(static_cast<size_t>(max_positions) * rd);
+  for (int p = 0; p < max_positions; ++p) {
+    float* row = table.data() + static_cast<size_t>(p) * rd;
+    for (int i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(p) * rf.inv_freq[i];
+      row[i] = static_cast<float>(std::cos(static_cast<double>(angle))) * rf.attention_scaling;
+      row[half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) * rf.attention_scaling;
+    }
+  }
+  return table;
+}
+
+}  // namespace vireo

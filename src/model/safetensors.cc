@@ -1,0 +1,173 @@
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace vireo {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // safetensors caps headers at 100 MB
+
+std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr, DType::kF32, s).shape_str(); }
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw Error(path + ": cannot stat");
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    throw Error(path + ": truncated safetensors file (" + std::to_string(size_) + " bytes)");
+  }
+  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw Error(path + ": mmap failed");
+  }
+  try {
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, map_, 8);  // little-endian u64
+    if (header_len > kMaxHeaderBytes || header_len > size_ - 8)
+      throw Error(path + ": bad safetensors header length " + std::to_string(header_len) + " (file has " +
+                  std::to_string(size_) + " bytes)");
+    const char* hdr = static_cast<const char*>(map_) + 8;
+    data_ = hdr + header_len;
+    const uint64_t data_size = size_ - 8 - header_len;
+    json j;
+    try {
+      j = json::parse(hdr, hdr + header_len);
+    } catch (const json::exception& e) {
+      throw Error(path + ": malformed safetensors header JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw Error(path + ": safetensors header is not a JSON object");
+    for (auto& [name, v] : j.items()) {
+      if (name == "__metadata__") continue;
+      SafetensorsEntry e;
+      try {
+        e.dtype = v.at("dtype").get<std::string>();
+        e.shape = v.at("shape").get<std::vector<int64_t>>();
+        auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
+        if (off.size() != 2) throw Error("");
+        e.begin = off[0];
+        e.end = off[1];
+      } catch (const std::exception&) {
+        throw Error(path + ": malformed header entry for tensor '" + name + "'");
+      }
+      if (e.end < e.begin || e.end > data_size)
+        throw Error(path + ": tensor '" + name + "' data offsets [" + std::to_string(e.begin) + ", " +
+                    std::to_string(e.end) + ") exceed the data section of " + std::to_string(data_size) +
+                    " bytes (truncated file?)");
+      entries_.emplace(name, std::move(e));
+    }
+  } catch (...) {
+    ::munmap(map_, size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) ::munmap(map_, size_);
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) throw Error(path_ + ": no tensor '" + name + "'");
+  const SafetensorsEntry& e = it->second;
+  DType t;
+  if (e.dtype == "F32") {
+    t = DType::kF32;
+  } else if (e.dtype == "F16") {
+    t = DType::kF16;
+  } else if (e.dtype == "BF16") {
+    t = DType::kBF16;
+  } else {
+    throw Error(path_ + ": tensor '" + name + "' has dtype " + e.dtype + " (supported: F32, F16, BF16)");
+  }
+  Tensor view(const_cast<char*>(data_ + e.begin), t, e.shape);
+  for (auto d : e.shape)
+    if (d < 0) throw Error(path_ + ": tensor '" + name + "' has a negative dimension");
+  if (view.nbytes() != e.end - e.begin)
+    throw Error(path_ + ": tensor '" + name + "' shape " + view.shape_str() + " " + e.dtype + " needs " +
+                std::to_string(view.nbytes()) + " bytes, data_offsets give " + std::to_string(e.end - e.begin));
+  return view;
+}
+
+Checkpoint::Checkpoint(const std::string& model_dir) : dir_(model_dir) {
+  const fs::path dir(model_dir);
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::vector<std::string> shards;
+  if (fs::exists(index)) {
+    std::ifstream f(index);
+    json j;
+    try {
+      j = json::parse(f);
+    } catch (const json::exception& e) {
+      throw Error(index.string() + ": malformed JSON (" + e.what() + ")");
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      throw Error(index.string() + ": field 'weight_map' is missing");
+    std::map<std::string, std::string> wm;
+    for (auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string()) throw Error(index.string() + ": weight_map entry '" + name + "' is not a file name");
+      wm[name] = file.get<std::string>();
+      if (std::find(shards.begin(), shards.end(), wm[name]) == shards.end()) shards.push_back(wm[name]);
+    }
+    std::map<std::string, const SafetensorsFile*> by_file;
+    for (const auto& s : shards) {
+      if (!fs::exists(dir / s)) throw Error((dir / s).string() + ": shard listed in " + index.string() + " is missing");
+      files_.push_back(std::make_unique<SafetensorsFile>((dir / s).string()));
+      by_file[s] = files_.back().get();
+    }
+    for (auto& [name, file] : wm) {
+      const SafetensorsFile* sf = by_file[file];
+      if (!sf->entries().count(name))
+        throw Error(sf->path() + ": tensor '" + name + "' listed in the index is not in the shard");
+      where_[name] = sf;
+    }
+    return;
+  }
+  if (!fs::is_directory(dir)) throw Error(model_dir + ": model directory does not exist");
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") shards.push_back(e.path().string());
+  std::sort(shards.begin(), shards.end());
+  if (shards.empty()) throw Error(model_dir + ": no *.safetensors files (use --load-format dummy for random weights)");
+  for (const auto& s : shards) {
+    files_.push_back(std::make_unique<SafetensorsFile>(s));
+    for (const auto& [name, _] : files_.back()->entries()) where_.emplace(name, files_.back().get());
+  }
+}
+
+Tensor Checkpoint::get(const std::string& name, const std::vector<int64_t>& expected) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) {
+    std::string files;
+    for (const auto& f : files_) files += (files.empty() ? "" : ", ") + fs::path(f->path()).filename().string();
+    throw Error(dir_ + ": missing tensor '" + name + "' (looked in " + files + ")");
+  }
+  Tensor t = it->second->tensor(name);
+  if (t.shape != expected)
+    throw Error(it->second->path() + ": tensor '" + name + "' has shape " + t.shape_str() + ", expected " +
+                shape_string(expected));
+  return t;
+}
+
+}  // namespace vireo
