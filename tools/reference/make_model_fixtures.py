@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Tiny random-initialised checkpoints + fp32 reference outputs for the model parity tests.
+
+Run on the device machine (torch + transformers, no internet):
+    PYTHONUNBUFFERED=1 python3 tools/reference/make_model_fixtures.py --out $OUT/model_fixtures
+Writes <out>/<case>/{config.json, *.safetensors[, model.safetensors.index.json], generation_config.json,
+reference.json}; commit them under tests/fixtures/model/.
+
+reference.json:
+  prompts:        3 lists of token ids (lengths 5, 17, 40)
+  last_logits:    per prompt, fp32 logits of the last position [vocab]
+  full_logits:    per-position logits of prompts[1] [17][vocab]
+  greedy:         per prompt, 32 greedy tokens (argmax, full recompute each step)
+  min_margin:     smallest top1 - top2 logit gap met along the greedy paths (near-ties flip easily)
+  inv_freq, attention_scaling: the model's rotary embedding buffers (checks our RoPE tables)
+"""
+import argparse
+import inspect
+import json
+import os
+import sys
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM
+
+VOCAB = 512
+BASE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+            initializer_range=0.1, rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+PROMPT_LENS = (5, 17, 40)
+GREEDY = 32
+
+
+def rope_kwargs(cls, theta, params):
+    """transformers >= 5 takes rope_parameters (with rope_theta inside); older ones rope_scaling + rope_theta."""
+    sig = inspect.signature(cls.__init__).parameters
+    if "rope_parameters" in sig:
+        p = {"rope_type": "default"} if params is None else dict(params)
+        p["rope_theta"] = theta
+        return {"rope_parameters": p}
+    kw = {"rope_theta": theta}
+    if params is not None:
+        kw["rope_scaling"] = dict(params)
+    return kw
+
+
+def make_config(cls_name, rope_theta=10000.0, rope=None, **extra):
+    cls = getattr(transformers, cls_name)
+    kw = dict(BASE)
+    kw.update(rope_kwargs(cls, rope_theta, rope))
+    kw.update(extra)
+    return cls(**kw)
+
+
+CASES = [
+    # name, config class, architecture kwargs, save dtype, max_shard_size
+    ("llama3", "LlamaConfig", dict(tie_word_embeddings=False,
+                                   rope=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                             high_freq_factor=4.0, original_max_position_embeddings=64)),
+     torch.float32, None),
+    ("llama_yarn_bias", "LlamaConfig", dict(tie_word_embeddings=False, attention_bias=True, mlp_bias=True,
+                                            rope=dict(rope_type="yarn", factor=4.0,
+                                                      original_max_position_embeddings=128)),
+     torch.float32, None),
+    ("qwen2", "Qwen2Config", dict(tie_word_embeddings=True), torch.float32, None),
+    ("qwen3", "Qwen3Config", dict(tie_word_embeddings=True, head_dim=32, rope_theta=1000000.0), torch.float32, None),
+    ("qwen3_bf16_sharded", "Qwen3Config", dict(tie_word_embeddings=True, head_dim=32), torch.bfloat16, "60KB"),
+    ("olmo2", "Olmo2Config", dict(tie_word_embeddings=False), torch.float32, None),
+    ("hunyuan_dense", "HunYuanDenseV1Config", dict(tie_word_embeddings=True, head_dim=16,
+                                                   rope=dict(rope_type="dynamic", factor=1.0, alpha=1000.0)),
+     torch.float32, None),
+]
+
+
+def randomise_norms_and_biases(model, gen):
+    """HF init sets norms to 1 and biases to 0; random values make mis-wired weights visible."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+
+
+def rounded(t):
+    return [float(f"{v:.7g}") for v in t.tolist()]
+
+
+@torch.no_grad()
+def reference(model, gen):
+    prompts = [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in PROMPT_LENS]
+    out = {"prompts": prompts, "last_logits": [], "greedy": [], "min_margin": float("inf")}
+    for i, pr in enumerate(prompts):
+        logits = model(torch.tensor([pr]), use_cache=False).logits[0].float()
+        out["last_logits"].append(rounded(logits[-1]))
+        if i == 1:
+            out["full_logits"] = [rounded(row) for row in logits]
+        ids = list(pr)
+        gen_ids = []
+        for _ in range(GREEDY):
+            last = model(torch.tensor([ids]), use_cache=False).logits[0, -1].float()
+            top = torch.topk(last, 2).values
+            out["min_margin"] = min(out["min_margin"], float(top[0] - top[1]))
+            nxt = int(torch.argmax(last))
+            gen_ids.append(nxt)
+            ids.append(nxt)
+        out["greedy"].append(gen_ids)
+    return out
+
+
+def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
+    kw = dict(kw)
+    rope = kw.pop("rope", None)
+    theta = kw.pop("rope_theta", 10000.0)
+    cfg = make_config(cfg_cls, rope_theta=theta, rope=rope, **kw)
+    torch.manual_seed(seed)
+    try:
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    except TypeError:
+        cfg._attn_implementation = "eager"
+        model = AutoModelForCausalLM.from_config(cfg)
+    model = model.float().eval()
+    gen = torch.Generator().manual_seed(seed + 1000)
+    randomise_norms_and_biases(model, gen)
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    if save_dtype != torch.float32:
+        model = model.to(save_dtype)
+    save_kw = {"max_shard_size": shard} if shard else {}
+    model.save_pretrained(d, **save_kw)
+    model = model.float().eval()  # reference in fp32 from exactly the saved (possibly bf16) values
+    ref = reference(model, torch.Generator().manual_seed(seed + 2000))
+    rot = model.model.rotary_emb
+    ref["inv_freq"] = rounded(rot.inv_freq.float())
+    ref["rotary_class"] = type(rot).__name__
+    ref["attention_scaling"] = float(getattr(rot, "attention_scaling", 1.0))
+    ref["architecture"] = model.config.architectures[0]
+    ref["transformers_version"] = transformers.__version__
+    with open(os.path.join(d, "reference.json"), "w") as f:
+        json.dump(ref, f, separators=(",", ":"))
+    files = sorted(os.listdir(d))
+    size = sum(os.path.getsize(os.path.join(d, x)) for x in files)
+    print(f"{name}: {ref['architecture']} files={files} bytes={size} min_margin={ref['min_margin']:.4g} "
+          f"greedy0={ref['greedy'][0][:8]}")
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    print("  rope:", {k: c[k] for k in c if "rope" in k}, "attention_scaling", ref["attention_scaling"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(8)
+    print("torch", torch.__version__, "transformers", transformers.__version__)
+    failed = []
+    for i, (name, cls, kw, dt, shard) in enumerate(CASES):
+        if args.only and name not in args.only.split(","):
+            continue
+        try:
+            build(name, cls, kw, dt, shard, args.out, seed=1234 + i)
+        except Exception:  # keep going: one odd config must not cost the whole device call
+            import traceback
+            traceback.print_exc()
+            if "rope" in kw:  # retry with default RoPE so the architecture is still covered
+                try:
+                    print(f"{name}: retrying with default rope")
+                    build(name, cls, {k: v for k, v in kw.items() if k != "rope"}, dt, shard, args.out, seed=1234 + i)
+                    continue
+                except Exception:
+                    traceback.print_exc()
+            failed.append(name)
+    if failed:
+        print("FAILED:", failed)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
