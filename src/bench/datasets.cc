@@ -1,0 +1,200 @@
+#include "bench/datasets.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vireo::bench {
+
+namespace {
+
+// vLLM's gen_prompt_decode_to_target_len: decode, re-encode, then truncate or pad with random
+// ids and repeat, because N ids do not always decode to a text that encodes back to N ids.
+std::string decode_to_target_len(const Tokenizer& tok, std::vector<int32_t> ids, int target,
+                                 const std::vector<int32_t>& allowed, std::mt19937_64& rng, int& out_len) {
+  std::uniform_int_distribution<size_t> pick(0, allowed.size() - 1);
+  std::string prompt;
+  for (int attempt = 0;; ++attempt) {
+    prompt = tok.decode(ids, /*skip_special_tokens=*/false);
+    ids = tok.encode(prompt, /*add_special_tokens=*/false);
+    int n = static_cast<int>(ids.size());
+    if (n == target || attempt >= 50) {
+      out_len = n;
+      return prompt;
+    }
+    if (n < target) {
+      while (static_cast<int>(ids.size()) < target) ids.push_back(allowed[pick(rng)]);
+    } else {
+      ids.resize(static_cast<size_t>(target));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<SampleRequest> build_random_dataset(const Tokenizer& tok, const RandomDatasetOptions& opt) {
+  if (!(opt.range_ratio >= 0.0 && opt.range_ratio < 1.0))
+    throw Error("--random-range-ratio must be in [0, 1)");
+  if (opt.num_requests <= 0) throw Error("--num-prompts must be > 0");
+  int num_special = static_cast<int>(tok.encode("", /*add_special_tokens=*/true).size());
+  int real_input_len = std::max(0, opt.input_len - num_special);
+  int in_lo = static_cast<int>(std::floor(real_input_len * (1 - opt.range_ratio)));
+  int in_hi = static_cast<int>(std::ceil(real_input_len * (1 + opt.range_ratio)));
+  int out_lo = std::max(1, static_cast<int>(std::floor(opt.output_len * (1 - opt.range_ratio))));
+  int out_hi = std::max(1, static_cast<int>(std::ceil(opt.output_len * (1 + opt.range_ratio))));
+  if (opt.prefix_len + in_lo < 1)
+    throw Error("--random-input-len is too small: every prompt needs at least one token");
+
+  std::vector<int32_t> allowed;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (!tok.is_special(id) && !tok.id_to_token(id).empty()) allowed.push_back(id);
+  }
+  if (allowed.empty()) throw Error("random dataset: the tokenizer has no ordinary tokens");
+
+  std::mt19937_64 rng(opt.seed);
+  std::uniform_int_distribution<int> in_dist(in_lo, in_hi), out_dist(out_lo, out_hi);
+  std::uniform_int_distribution<size_t> any(0, allowed.size() - 1);
+  std::vector<int> in_lens(opt.num_requests), out_lens(opt.num_requests);
+  std::vector<size_t> offsets(opt.num_requests);
+  for (int i = 0; i < opt.num_requests; ++i) in_lens[i] = in_dist(rng);
+  for (int i = 0; i < opt.num_requests; ++i) out_lens[i] = out_dist(rng);
+  for (int i = 0; i < opt.num_requests; ++i) offsets[i] = any(rng);
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < opt.prefix_len; ++i) prefix.push_back(allowed[any(rng)]);
+
+  std::vector<SampleRequest> out;
+  out.reserve(opt.num_requests);
+  long long mismatch = 0;
+  for (int i = 0; i < opt.num_requests; ++i) {
+    std::vector<int32_t> ids = prefix;
+    for (int k = 0; k < in_lens[i]; ++k) ids.push_back(allowed[(offsets[i] + i + k) % allowed.size()]);
+    int target = opt.prefix_len + in_lens[i];
+    int got = 0;
+    std::string prompt = decode_to_target_len(tok, std::move(ids), target, allowed, rng, got);
+    mismatch += got - target;
+    out.push_back({std::move(prompt), got, out_lens[i]});
+  }
+  if (mismatch != 0)
+    log_warn("random dataset: {} tokens {} than requested after decoding and re-encoding", std::llabs(mismatch),
+             mismatch > 0 ? "more" : "fewer");
+  return out;
+}
+
+std::string format_user_message(const Tokenizer& tok, const std::string& content) {
+  const std::string& src = tok.chat_template();
+  if (src.empty()) return content;
+  ChatTemplate tmpl(src, tok.bos_token().value_or(""), tok.eos_token().value_or(""));
+  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", content}}});
+  return tmpl.apply(messages, ChatTemplateOptions{});
+}
+
+std::vector<std::string> read_lines_keep_newline(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open dataset file '" + path + "'");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(f, line)) lines.push_back(line + "\n");
+  if (!lines.empty() && f.eof()) {
+    // getline cannot tell whether the last line had a '\n'; check the file's last byte.
+    std::ifstream g(path, std::ios::binary | std::ios::ate);
+    auto size = g.tellg();
+    if (size > 0) {
+      g.seekg(-1, std::ios::end);
+      if (g.get() != '\n') lines.back().pop_back();
+    }
+  }
+  if (lines.empty()) throw Error("dataset file '" + path + "' is empty");
+  return lines;
+}
+
+std::vector<SampleRequest> build_sonnet_dataset(const Tokenizer& tok, const std::vector<std::string>& lines,
+                                                const SonnetDatasetOptions& opt) {
+  if (lines.empty()) throw Error("sonnet dataset: no lines");
+  if (opt.num_requests <= 0) throw Error("--num-prompts must be > 0");
+  auto count = [&](const std::string& s) { return static_cast<int>(tok.encode(s, true).size()); };
+  double total = 0;
+  for (const auto& l : lines) total += count(l);
+  double avg_len = total / static_cast<double>(lines.size());
+
+  const std::string base_prompt = "Pick as many lines as you can from these poem lines:\n";
+  if (tok.chat_template().empty())
+    log_warn("sonnet dataset: the tokenizer has no chat template; prompts are sent unformatted");
+  int base_offset = count(format_user_message(tok, base_prompt));
+  if (opt.input_len <= base_offset)
+    throw Error("--sonnet-input-len must be higher than the base prompt length (" + std::to_string(base_offset) + ")");
+  int num_input_lines = static_cast<int>(std::lround((opt.input_len - base_offset) / avg_len));
+  int num_prefix_lines = std::max(static_cast<int>(std::lround((opt.prefix_len - base_offset) / avg_len)), 0);
+  num_prefix_lines = std::min<int>(num_prefix_lines, static_cast<int>(lines.size()));
+  if (num_input_lines < num_prefix_lines)
+    throw Error("--sonnet-prefix-len must not exceed --sonnet-input-len");
+  std::string prefix = base_prompt;
+  for (int i = 0; i < num_prefix_lines; ++i) prefix += lines[i];
+
+  std::mt19937_64 rng(opt.seed);
+  std::uniform_int_distribution<size_t> pick(0, lines.size() - 1);
+  std::vector<SampleRequest> out;
+  int attempts = 0;
+  while (static_cast<int>(out.size()) < opt.num_requests) {
+    if (++attempts > opt.num_requests * 100 + 1000)
+      throw Error("sonnet dataset: cannot build prompts of at most " + std::to_string(opt.input_len) + " tokens");
+    std::string prompt = prefix;
+    for (int k = 0; k < num_input_lines - num_prefix_lines; ++k) prompt += lines[pick(rng)];
+    std::string formatted = format_user_message(tok, prompt);
+    int len = count(formatted);
+    if (len <= opt.input_len) {
+      out.push_back({opt.return_prompt_formatted ? formatted : prompt, len, opt.output_len});
+    }
+  }
+  return out;
+}
+
+std::vector<SampleRequest> load_custom_dataset(const Tokenizer& tok, const std::string& path,
+                                               const CustomDatasetOptions& opt) {
+  std::ifstream f(path);
+  if (!f) throw Error("cannot open dataset file '" + path + "'");
+  std::vector<SampleRequest> out;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(f, line) && static_cast<int>(out.size()) < opt.num_requests) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      throw Error(path + ":" + std::to_string(lineno) + ": not valid JSON");
+    }
+    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+      throw Error(path + ":" + std::to_string(lineno) + ": needs a string field \"prompt\"");
+    SampleRequest r;
+    r.prompt = j["prompt"].get<std::string>();
+    // Sent as is; counted as the server will see it (chat: after its template).
+    std::string counted = opt.count_chat_formatted ? format_user_message(tok, r.prompt) : r.prompt;
+    r.prompt_len = static_cast<int>(tok.encode(counted, true).size());
+    r.expected_output_len = opt.output_len;
+    if (j.contains("output_tokens")) {
+      if (!j["output_tokens"].is_number_integer() || j["output_tokens"].get<int>() <= 0)
+        throw Error(path + ":" + std::to_string(lineno) + ": \"output_tokens\" must be a positive integer");
+      r.expected_output_len = j["output_tokens"].get<int>();
+    }
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) throw Error("dataset file '" + path + "' has no prompts");
+  if (static_cast<int>(out.size()) < opt.num_requests) {
+    // vLLM oversamples to reach num_prompts.
+    size_t n = out.size();
+    for (size_t i = 0; static_cast<int>(out.size()) < opt.num_requests; ++i) out.push_back(out[i % n]);
+  }
+  return out;
+}
+
+}  // namespace vireo::bench

@@ -1,0 +1,80 @@
+// A small single-threaded HTTP/1.1 client on epoll, for `bench serve`: hundreds of concurrent
+// streaming requests cost one thread, and chunks are timestamped the moment they are read, so the
+// client adds (almost) no latency of its own. Keep-alive connections are pooled and reused.
+// Not thread-safe: start(), poll() and the handler callbacks all run on the caller's thread.
+#pragma once
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <netinet/in.h>
+
+namespace vireo::bench {
+
+class StreamHandler {
+ public:
+  virtual ~StreamHandler() = default;
+  virtual void on_status(int status, double now_s) {}
+  // Decoded body bytes (chunked encoding removed), as they arrive.
+  virtual void on_body(std::string_view data, double now_s) = 0;
+  // Exactly one of these ends every started request.
+  virtual void on_complete(double now_s) = 0;
+  virtual void on_error(const std::string& message, double now_s) = 0;
+};
+
+struct HttpRequest {
+  std::string method = "POST";
+  std::string path = "/";
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  double timeout_s = 0;  // 0 = none
+};
+
+class EpollHttpClient {
+ public:
+  // host: an IPv4/IPv6 literal or a name (resolved once, here). Throws vireo::Error.
+  EpollHttpClient(const std::string& host, int port);
+  ~EpollHttpClient();
+  EpollHttpClient(const EpollHttpClient&) = delete;
+  EpollHttpClient& operator=(const EpollHttpClient&) = delete;
+
+  // Sends `req` on an idle pooled connection or a new one; `handler` must outlive the request.
+  void start(const HttpRequest& req, StreamHandler* handler);
+  // Waits up to timeout_ms for socket events and dispatches them. Returns after one wait.
+  void poll(int timeout_ms);
+  int in_flight() const { return num_in_flight_; }
+  // Seconds on the steady clock since this client was made (the timestamps given to handlers).
+  double now() const;
+  std::chrono::steady_clock::time_point origin() const { return t0_; }
+
+ private:
+  struct Conn;
+  void open_conn(Conn* c);
+  void send_request(Conn* c, const HttpRequest& req, StreamHandler* h, bool reused);
+  void handle_event(Conn* c, uint32_t events);
+  void drain(Conn* c);
+  void on_readable(Conn* c);
+  void on_writable(Conn* c);
+  bool parse_input(Conn* c, double t);  // false once the connection was closed
+  void finish(Conn* c, bool keep_alive, double t);
+  void fail(Conn* c, const std::string& msg, double t);
+  void close_conn(Conn* c);
+  void watch(Conn* c, bool want_write);
+  void check_timeouts(double t);
+
+  int epfd_ = -1;
+  sockaddr_storage addr_{};
+  socklen_t addr_len_ = 0;
+  std::string host_header_;
+  std::chrono::steady_clock::time_point t0_;
+  std::vector<std::unique_ptr<Conn>> conns_;  // all live connections
+  std::vector<Conn*> idle_;
+  int num_in_flight_ = 0;
+};
+
+}  // namespace vireo::bench

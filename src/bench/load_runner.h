@@ -1,0 +1,46 @@
+// The load generator of `bench serve`: streamed OpenAI requests sent on an arrival schedule
+// under a concurrency cap, through the epoll client, one result per request.
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/datasets.h"
+#include "bench/openai_stream.h"
+#include "bench/serve_metrics.h"
+
+namespace vireo::bench {
+
+struct Endpoint {
+  std::string host;
+  int port = 80;
+  std::string path_prefix;  // from --base-url, e.g. "/proxy"
+};
+// "http://host:port/prefix" -> Endpoint; throws vireo::Error (https is not supported).
+Endpoint parse_base_url(const std::string& url);
+
+// Sends `requests` (and nothing else) with the given arrival process and concurrency cap.
+// Returns one result per request, in order; `duration_s` is first send -> last end.
+struct LoadOptions {
+  Backend backend = Backend::kCompletions;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string path = "/v1/completions";
+  std::string model;
+  double request_rate = INFINITY;
+  double burstiness = 1.0;
+  std::optional<int> max_concurrency;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  bool progress = false;
+  double request_timeout_s = 0;
+};
+// `origin` (optional) receives the steady_clock instant that start times are relative to.
+std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, const LoadOptions& opt,
+                                    double* duration_s,
+                                    std::chrono::steady_clock::time_point* origin = nullptr);
+
+}  // namespace vireo::bench

@@ -1,0 +1,43 @@
+// Request bodies for the OpenAI completions / chat endpoints and the handler that turns a
+// streamed (SSE) answer into a RequestResult, timing chunks as vLLM's request functions do.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "bench/epoll_http_client.h"
+#include "bench/serve_metrics.h"
+
+namespace vireo::bench {
+
+enum class Backend { kCompletions, kChat };
+// "openai" | "vllm" -> completions, "openai-chat" -> chat; throws vireo::Error otherwise.
+Backend parse_backend(const std::string& name);
+
+// Streaming, greedy (temperature 0), stream_options.include_usage, max_tokens = output_len.
+std::string build_request_body(Backend backend, const std::string& model, const std::string& prompt,
+                               int output_len, bool ignore_eos);
+
+class OpenAIStreamHandler : public StreamHandler {
+ public:
+  // `result` is filled in; `on_done` runs once the request has ended either way.
+  OpenAIStreamHandler(Backend backend, RequestResult* result, double start_time_s, std::function<void()> on_done);
+  void on_status(int status, double now_s) override;
+  void on_body(std::string_view data, double now_s) override;
+  void on_complete(double now_s) override;
+  void on_error(const std::string& message, double now_s) override;
+
+ private:
+  void handle_event(const std::string& payload, double now_s);
+
+  Backend backend_;
+  RequestResult* r_;
+  double start_;
+  std::function<void()> on_done_;
+  int status_ = 0;
+  std::string buf_;       // SSE bytes not yet split into events
+  std::string err_body_;  // non-200 body
+  bool got_first_ = false;
+  double last_ts_ = 0;
+};
+
+}  // namespace vireo::bench

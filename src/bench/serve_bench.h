@@ -1,0 +1,51 @@
+// `vireo bench serve`: drives an OpenAI-compatible server with streamed requests at a given
+// arrival rate / concurrency and reports vLLM's serving metrics (vllm bench serve).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/load_runner.h"
+
+namespace vireo::bench {
+
+struct ServeBenchArgs {
+  std::string backend = "openai";
+  std::string base_url;  // overrides host/port when set
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string endpoint;  // "" = /v1/completions or /v1/chat/completions
+  std::string model;     // "" = the first model of GET /v1/models
+  std::string served_model_name;
+  std::string tokenizer;
+  std::string dataset_name = "sonnet";
+  std::string dataset_path;
+  int num_prompts = 1000;
+  double request_rate = INFINITY;
+  double burstiness = 1.0;
+  std::optional<int> max_concurrency;
+  int random_input_len = 1024, random_output_len = 128, random_prefix_len = 0;
+  double random_range_ratio = 0.0;
+  int sonnet_input_len = 550, sonnet_output_len = 150, sonnet_prefix_len = 200;
+  int custom_output_len = 256;
+  bool ignore_eos = false;
+  uint64_t seed = 0;
+  int num_warmups = 0;
+  std::string percentile_metrics = "ttft,tpot,itl";
+  std::string metric_percentiles = "99";
+  std::vector<std::string> goodput;
+  bool save_result = false;
+  std::string result_dir;
+  std::string result_filename;
+  std::string label;
+  bool disable_tqdm = false;
+  double request_timeout_s = 6 * 3600;
+  double ready_check_timeout_s = 600;
+};
+
+// The whole command: datasets, ready check, warmups, run, report, JSON. Returns the exit code.
+int run_bench_serve(const ServeBenchArgs& args);
+
+}  // namespace vireo::bench

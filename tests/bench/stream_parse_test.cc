@@ -1,0 +1,128 @@
+// Chunked transfer decoding and OpenAI SSE parsing, fed in arbitrary splits.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/chunked_decoder.h"
+#include "bench/openai_stream.h"
+#include "core/error.h"
+
+using namespace vireo::bench;
+
+namespace {
+std::string chunk(const std::string& s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%zx\r\n", s.size());
+  return buf + s + "\r\n";
+}
+}  // namespace
+
+TEST(BenchChunked, DecodesAcrossAnySplit) {
+  std::string wire = chunk("hello ") + chunk(std::string(300, 'x')) + chunk("!") + "0\r\n\r\nNEXT";
+  std::string want = "hello " + std::string(300, 'x') + "!";
+  for (size_t step : {1, 2, 3, 7, 64, 1000}) {
+    ChunkedDecoder d;
+    std::string out;
+    size_t consumed = 0;
+    for (size_t i = 0; i < wire.size() && !d.done(); i += step) {
+      std::string_view piece(wire.data() + i, std::min(step, wire.size() - i));
+      consumed += d.feed(piece, out);
+    }
+    EXPECT_TRUE(d.done()) << step;
+    EXPECT_EQ(out, want) << step;
+    EXPECT_EQ(wire.substr(consumed), "NEXT") << step;
+  }
+}
+
+TEST(BenchChunked, ExtensionsAndTrailers) {
+  ChunkedDecoder d;
+  std::string out;
+  d.feed("3;ext=1\r\nabc\r\n0\r\nX-Trailer: y\r\n\r\n", out);
+  EXPECT_TRUE(d.done());
+  EXPECT_EQ(out, "abc");
+}
+
+TEST(BenchChunked, RejectsGarbageSize) {
+  ChunkedDecoder d;
+  std::string out;
+  EXPECT_THROW(d.feed("zz\r\n", out), vireo::Error);
+}
+
+TEST(BenchOpenAIStream, CompletionsTimingAndUsage) {
+  RequestResult r;
+  int done = 0;
+  OpenAIStreamHandler h(Backend::kCompletions, &r, 10.0, [&] { ++done; });
+  h.on_status(200, 10.0);
+  std::string sse =
+      "data: {\"choices\":[{\"index\":0,\"text\":\"Hel\"}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"text\":\"lo\"}]}\r\n\r\n"
+      "data: {\"choices\":[{\"index\":0,\"text\":\"\"}]}\n\n"  // empty: not a token chunk
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\n"
+      "data: [DONE]\n\n";
+  // Split mid-event: "Hel" arrives at 10.25, "lo" at 10.5, the rest at 10.75.
+  size_t cut1 = sse.find("data: {\"choices\":[{\"index\":0,\"text\":\"lo");
+  h.on_body(sse.substr(0, cut1 + 10), 10.25);
+  h.on_body(sse.substr(cut1 + 10, 40), 10.5);
+  h.on_body(sse.substr(cut1 + 50), 10.75);
+  h.on_complete(11.0);
+  EXPECT_EQ(done, 1);
+  EXPECT_TRUE(r.success) << r.error;
+  EXPECT_EQ(r.generated_text, "Hello");
+  EXPECT_DOUBLE_EQ(r.ttft, 0.25);
+  ASSERT_EQ(r.itl.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.itl[0], 0.25);
+  EXPECT_EQ(r.output_tokens, 3);
+  EXPECT_DOUBLE_EQ(r.latency, 1.0);
+}
+
+TEST(BenchOpenAIStream, ChatSkipsRoleChunk) {
+  RequestResult r;
+  OpenAIStreamHandler h(Backend::kChat, &r, 0.0, nullptr);
+  h.on_status(200, 0.0);
+  h.on_body("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n", 0.1);
+  h.on_body("data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n", 0.3);
+  h.on_body("data: {\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", 0.4);
+  h.on_complete(0.5);
+  EXPECT_TRUE(r.success);
+  EXPECT_DOUBLE_EQ(r.ttft, 0.3);
+  EXPECT_EQ(r.generated_text, "Hi there");
+  EXPECT_EQ(r.output_tokens, 0);  // no usage given
+}
+
+TEST(BenchOpenAIStream, HttpErrorAndEmptyStreamFail) {
+  RequestResult r;
+  OpenAIStreamHandler h(Backend::kCompletions, &r, 0.0, nullptr);
+  h.on_status(400, 0.0);
+  h.on_body("{\"error\":{\"message\":\"bad\"}}", 0.1);
+  h.on_complete(0.1);
+  EXPECT_FALSE(r.success);
+  EXPECT_NE(r.error.find("HTTP 400"), std::string::npos);
+  EXPECT_NE(r.error.find("bad"), std::string::npos);
+
+  RequestResult r2;
+  OpenAIStreamHandler h2(Backend::kCompletions, &r2, 0.0, nullptr);
+  h2.on_status(200, 0.0);
+  h2.on_body("data: [DONE]\n\n", 0.1);
+  h2.on_complete(0.1);
+  EXPECT_FALSE(r2.success);
+  EXPECT_FALSE(r2.error.empty());
+}
+
+TEST(BenchOpenAIStream, RequestBodies) {
+  auto c = nlohmann::json::parse(build_request_body(Backend::kCompletions, "m", "p", 7, true));
+  EXPECT_EQ(c["model"], "m");
+  EXPECT_EQ(c["prompt"], "p");
+  EXPECT_EQ(c["max_tokens"], 7);
+  EXPECT_EQ(c["stream"], true);
+  EXPECT_EQ(c["stream_options"]["include_usage"], true);
+  EXPECT_EQ(c["ignore_eos"], true);
+  EXPECT_EQ(c["temperature"], 0.0);
+  auto ch = nlohmann::json::parse(build_request_body(Backend::kChat, "m", "p", 7, false));
+  EXPECT_EQ(ch["messages"][0]["role"], "user");
+  EXPECT_EQ(ch["messages"][0]["content"], "p");
+  EXPECT_EQ(ch["max_completion_tokens"], 7);
+  EXPECT_FALSE(ch.contains("ignore_eos"));
+  EXPECT_EQ(parse_backend("vllm"), Backend::kCompletions);
+  EXPECT_EQ(parse_backend("openai-chat"), Backend::kChat);
+  EXPECT_THROW(parse_backend("tgi"), vireo::Error);
+}
