@@ -129,7 +129,15 @@ def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
         model = model.to(save_dtype)
     save_kw = {"max_shard_size": shard} if shard else {}
     model.save_pretrained(d, **save_kw)
-    model = model.float().eval()  # reference in fp32 from exactly the saved (possibly bf16) values
+    # Reference in fp32 from exactly the saved (possibly bf16) values, reloaded the way users load
+    # checkpoints: a fresh fp32 model, so non-persistent buffers (rotary inv_freq) are fp32 too
+    # (model.to(bfloat16).float() would leave inv_freq rounded to bf16).
+    del model
+    try:
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    except TypeError:
+        model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32, attn_implementation="eager")
+    model = model.float().eval()
     ref = reference(model, torch.Generator().manual_seed(seed + 2000))
     rot = model.model.rotary_emb
     ref["inv_freq"] = rounded(rot.inv_freq.float())
