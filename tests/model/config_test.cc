@@ -1,0 +1,105 @@
+// config.json parsing: defaults, old/new RoPE spellings, eos forms, field errors; RoPE tables.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/model_config.h"
+#include "model/rope.h"
+
+namespace vireo {
+namespace {
+
+using nlohmann::json;
+
+json base() {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"vocab_size", 100}, {"hidden_size", 64},
+          {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+          {"max_position_embeddings", 256}};
+}
+
+TEST(ModelConfig, Defaults) {
+  ModelConfig c = ModelConfig::from_json(base(), "x/config.json");
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.rotary_dim(), 16);
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_EQ(c.rope_scaling.type, "default");
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.eos_token_ids.empty());
+}
+
+TEST(ModelConfig, OldStyleRopeScalingAndEosList) {
+  json j = base();
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  j["eos_token_id"] = {7, 9};
+  j["bos_token_id"] = 3;
+  j["torch_dtype"] = "bfloat16";
+  j["partial_rotary_factor"] = 0.5;
+  ModelConfig c = ModelConfig::from_json(j, "x/config.json");
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_scaling.type, "linear");
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 2.0f);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(c.bos_token_id, 3);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.rotary_dim(), 8);
+  // linear: inv_freq / factor, over rotary_dim
+  RopeFrequencies rf = rope_frequencies(c);
+  ASSERT_EQ(rf.inv_freq.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(rf.inv_freq[i], std::pow(500000.0, -2.0 * i / 8) / 2, 1e-7);
+}
+
+TEST(ModelConfig, NewStyleRopeParameters) {
+  json j = base();
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0},
+                          {"original_max_position_embeddings", 64}};
+  ModelConfig c = ModelConfig::from_json(j, "x/config.json");
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64);
+}
+
+TEST(ModelConfig, ErrorsNameFileAndField) {
+  auto expect_error = [](json j, const std::string& field) {
+    try {
+      ModelConfig::from_json(j, "dir/config.json");
+      ADD_FAILURE() << "no error for " << field;
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("dir/config.json"), std::string::npos) << m;
+      EXPECT_NE(m.find(field), std::string::npos) << m;
+    }
+  };
+  json j = base();
+  j["hidden_size"] = "big";
+  expect_error(j, "hidden_size");
+  j = base();
+  j.erase("architectures");
+  expect_error(j, "architectures");
+  j = base();
+  j["num_key_value_heads"] = 3;
+  expect_error(j, "num_key_value_heads");
+  j = base();
+  j["rope_scaling"] = {{"rope_type", "longrope"}};
+  expect_error(j, "rope_scaling");
+  j = base();
+  j["eos_token_id"] = "x";
+  expect_error(j, "eos_token_id");
+}
+
+TEST(RopeTable, LayoutIsCosThenSinPerPosition) {
+  ModelConfig c = ModelConfig::from_json(base(), "x");
+  auto t = rope_cos_sin_table(c, 10);
+  ASSERT_EQ(t.size(), 10u * 16);
+  for (int p = 0; p < 10; ++p)
+    for (int i = 0; i < 8; ++i) {
+      const double f = std::pow(10000.0, -2.0 * i / 16);
+      EXPECT_NEAR(t[p * 16 + i], std::cos(p * f), 2e-6);
+      EXPECT_NEAR(t[p * 16 + 8 + i], std::sin(p * f), 2e-6);
+    }
+}
+
+}  // namespace
+}  // namespace vireo
