@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tokenizer/default_dir.h"
 
 namespace vireo::bench {
 
+using vireo::default_tokenizer_dir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -43,6 +45,8 @@ std::string resolve_tokenizer_dir(const std::string& tokenizer_flag, const std::
   }
   std::error_code ec;
   if (!model_flag.empty() && fs::exists(fs::path(model_flag) / "tokenizer.json", ec)) return model_flag;
+  std::string def = default_tokenizer_dir();
+  if (fs::exists(fs::path(def) / "tokenizer.json", ec)) return def;
   std::string dir = find_under_roots("models/qwen3/tokenizer.json");
   if (dir.empty())
     throw Error("no tokenizer: pass --tokenizer DIR (a folder with tokenizer.json), or run scripts/setup.sh for models/qwen3");

@@ -1,0 +1,26 @@
+// Engine flags shared by `vireo bench latency` and `vireo bench throughput` (vLLM's names).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "engine/engine_config.h"
+
+namespace vireo {
+
+inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_ptr<size_t> kv_bytes) {
+  app.add_option("--model", c.model, "HF model folder (\"\" = the built-in default model)");
+  app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder (default: the model's)");
+  app.add_option("--load-format", c.load_format, "auto | dummy")->capture_default_str();
+  app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
+  app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
+  app.add_option("--seed", c.seed)->capture_default_str();
+  app.add_option("--max-model-len", c.max_model_len)->capture_default_str();
+  app.add_option("--max-num-seqs", c.max_num_seqs)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens)->capture_default_str();
+  app.add_option("--kv-cache-memory-bytes", *kv_bytes, "KV cache size in bytes (default: from memory utilization)");
+  app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
+  app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching)
+      ->capture_default_str();
+}
+
+}  // namespace vireo

@@ -1,0 +1,61 @@
+// `vireo bench serve`: load-test an OpenAI-compatible server (flags as `vllm bench serve`).
+#include <cmath>
+#include <memory>
+
+#include "bench/serve_bench.h"
+#include "cli/command_registry.h"
+
+namespace {
+
+vireo::CommandRunner setup_bench_serve(CLI::App& app) {
+  auto a = std::make_shared<vireo::bench::ServeBenchArgs>();
+  auto max_conc = std::make_shared<int>(0);
+  app.add_option("--backend", a->backend, "openai | openai-chat (vllm = openai)")->capture_default_str();
+  app.add_option("--base-url", a->base_url, "Server base URL (http://host:port), instead of --host/--port");
+  app.add_option("--host", a->host, "Server host")->capture_default_str();
+  app.add_option("--port", a->port, "Server port")->capture_default_str();
+  app.add_option("--endpoint", a->endpoint, "API path (default /v1/completions or /v1/chat/completions)");
+  app.add_option("--model", a->model, "Model name sent in requests (default: first of GET /v1/models)");
+  app.add_option("--served-model-name", a->served_model_name, "Model name in requests, if not --model");
+  app.add_option("--tokenizer", a->tokenizer, "Folder with tokenizer.json (default: --model's, else models/qwen3)");
+  app.add_option("--dataset-name", a->dataset_name, "sonnet | random | custom")->capture_default_str();
+  app.add_option("--dataset-path", a->dataset_path, "sonnet text (default benchmarks/data/sonnet.txt) or custom JSONL");
+  app.add_option("--num-prompts", a->num_prompts, "Number of requests")->capture_default_str();
+  app.add_option("--request-rate", a->request_rate, "Requests/s (inf = all at once; else Poisson/gamma arrivals)")
+      ->capture_default_str();
+  app.add_option("--burstiness", a->burstiness, "Gamma shape of the gaps (1 = Poisson)")->capture_default_str();
+  app.add_option("--max-concurrency", *max_conc, "Maximum requests in flight");
+  app.add_option("--random-input-len", a->random_input_len)->capture_default_str();
+  app.add_option("--random-output-len", a->random_output_len)->capture_default_str();
+  app.add_option("--random-range-ratio", a->random_range_ratio)->capture_default_str();
+  app.add_option("--random-prefix-len", a->random_prefix_len)->capture_default_str();
+  app.add_option("--sonnet-input-len", a->sonnet_input_len)->capture_default_str();
+  app.add_option("--sonnet-output-len", a->sonnet_output_len)->capture_default_str();
+  app.add_option("--sonnet-prefix-len", a->sonnet_prefix_len)->capture_default_str();
+  app.add_option("--custom-output-len", a->custom_output_len, "Output tokens for custom lines without output_tokens")
+      ->capture_default_str();
+  app.add_flag("--ignore-eos", a->ignore_eos, "Send ignore_eos so every request generates its output length");
+  app.add_option("--seed", a->seed)->capture_default_str();
+  app.add_option("--num-warmups", a->num_warmups, "Warmup requests before the run")->capture_default_str();
+  app.add_option("--percentile-metrics", a->percentile_metrics, "Comma list of ttft,tpot,itl,e2el")
+      ->capture_default_str();
+  app.add_option("--metric-percentiles", a->metric_percentiles, "Comma list of percentiles, e.g. 50,90,99")
+      ->capture_default_str();
+  app.add_option("--goodput", a->goodput, "SLOs KEY:MS (ttft, tpot, e2el)")->expected(1, 3);
+  app.add_flag("--save-result", a->save_result, "Save the result JSON");
+  app.add_option("--result-dir", a->result_dir, "Folder for the result JSON");
+  app.add_option("--result-filename", a->result_filename, "Result file name");
+  app.add_option("--label", a->label, "Result label (default: --backend)");
+  app.add_flag("--disable-tqdm", a->disable_tqdm, "No progress bar");
+  app.add_option("--request-timeout", a->request_timeout_s, "Per-request timeout (s)")->capture_default_str();
+  app.add_option("--ready-check-timeout-sec", a->ready_check_timeout_s, "Wait this long for the server")
+      ->capture_default_str();
+  return [a, max_conc, &app]() {
+    if (app.count("--max-concurrency")) a->max_concurrency = *max_conc;
+    return vireo::bench::run_bench_serve(*a);
+  };
+}
+
+const bool kRegistered = vireo::register_command("bench serve", "Benchmark an OpenAI-compatible server", setup_bench_serve);
+
+}  // namespace
