@@ -15,13 +15,13 @@ const std::vector<ArchSpec>& arch_specs() {
   return specs;
 }
 
-const ArchSpec& find_arch_spec(const std::string& name) {
+const ArchSpec& find_arch_spec(const std::string& name, const std::string& source) {
   std::string names;
   for (const auto& s : arch_specs()) {
     if (s.name == name) return s;
     names += (names.empty() ? "" : ", ") + s.name;
   }
-  throw Error("config.json: architecture '" + name + "' is not supported (supported: " + names + ")");
+  throw Error(source + ": architecture '" + name + "' is not supported (supported: " + names + ")");
 }
 
 }  // namespace vireo

@@ -20,8 +20,8 @@ struct ArchSpec {
 
 // The registered families (arch/*.cc), in a fixed order.
 const std::vector<ArchSpec>& arch_specs();
-// Throws vireo::Error listing the supported names when `name` is unknown.
-const ArchSpec& find_arch_spec(const std::string& name);
+// Throws vireo::Error naming `source` (the config file) and listing the supported names.
+const ArchSpec& find_arch_spec(const std::string& name, const std::string& source = "config.json");
 
 // One function per family file; arch_registry.cc lists them (explicit, so static-library
 // linking cannot drop a family).

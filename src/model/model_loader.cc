@@ -10,7 +10,9 @@ namespace vireo {
 std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& model_dir,
                                   std::unique_ptr<Backend> backend, const LoadOptions& opts) {
   if (!backend) throw Error("load_model: no backend");
-  const ArchSpec& spec = find_arch_spec(config.architecture);
+  const std::string source =
+      model_dir.empty() ? "config" : (std::filesystem::path(model_dir) / "config.json").string();
+  const ArchSpec& spec = find_arch_spec(config.architecture, source);
   std::unique_ptr<Checkpoint> ckpt;
   if (opts.load_format == "dummy") {
     log_info("loading {} with dummy weights (seed {})", config.architecture, opts.seed);
