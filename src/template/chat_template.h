@@ -6,10 +6,12 @@
 
 namespace vireo {
 
+// ordered_json keeps the caller's key order, which `tojson` in templates reproduces (transformers
+// renders Python dicts in insertion order); a plain nlohmann::json converts implicitly (keys sorted).
 struct ChatTemplateOptions {
   bool add_generation_prompt = true;
-  nlohmann::json tools;           // null or a list of OpenAI tool objects
-  nlohmann::json extra_context;   // e.g. {"enable_thinking": false}; merged into the context
+  nlohmann::ordered_json tools;           // null or a list of OpenAI tool objects
+  nlohmann::ordered_json extra_context;   // e.g. {"enable_thinking": false}; merged into the context
 };
 
 class ChatTemplate {
@@ -25,6 +27,8 @@ class ChatTemplate {
   // takes them. Returns exactly the string transformers renders (tokenize=False).
   // Throws vireo::Error for raise_exception() in the template or a render error.
   std::string apply(const nlohmann::json& messages, const ChatTemplateOptions& opts) const;
+  // Same, keeping the messages' key order (use it when messages are parsed as ordered_json).
+  std::string apply(const nlohmann::ordered_json& messages, const ChatTemplateOptions& opts) const;
 
  private:
   struct Impl;
