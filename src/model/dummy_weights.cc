@@ -23,14 +23,24 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// Counter-based: each block of 256 values seeds a xorshift64* stream from (key, block index), so a
+// value depends only on its position. One 64-bit draw gives two 32-bit uniforms.
+constexpr int64_t kBlock = 256;
+
 template <typename Store>
 void fill_range(int64_t begin, int64_t end, uint64_t key, float half_width, Store store) {
-  // One 64-bit hash gives two 32-bit uniforms.
-  for (int64_t i = begin; i < end; ++i) {
-    const uint64_t h = splitmix64(key ^ static_cast<uint64_t>(i / 2) * 0xd1b54a32d192ed03ull);
-    const uint32_t bits = (i & 1) ? static_cast<uint32_t>(h >> 32) : static_cast<uint32_t>(h);
-    const float u = static_cast<float>(bits) * (1.0f / 4294967296.0f);  // [0, 1)
-    store(i, (2.0f * u - 1.0f) * half_width);
+  const float scale = 2.0f * half_width * (1.0f / 4294967296.0f);
+  for (int64_t blk = begin / kBlock; blk * kBlock < end; ++blk) {
+    uint64_t s = splitmix64(key ^ (static_cast<uint64_t>(blk) * 0xd1b54a32d192ed03ull)) | 1;
+    const int64_t b0 = blk * kBlock, lo = std::max(begin, b0), hi = std::min(end, b0 + kBlock);
+    for (int64_t i = b0; i < hi; i += 2) {
+      s ^= s >> 12;
+      s ^= s << 25;
+      s ^= s >> 27;
+      const uint64_t h = s * 0x2545f4914f6cdd1dull;
+      if (i >= lo) store(i, static_cast<float>(static_cast<uint32_t>(h)) * scale - half_width);
+      if (i + 1 >= lo && i + 1 < hi) store(i + 1, static_cast<float>(static_cast<uint32_t>(h >> 32)) * scale - half_width);
+    }
   }
 }
 
@@ -40,7 +50,8 @@ void fill_dummy(Tensor& out, uint64_t seed, const std::string& name, float stdde
   const int64_t n = out.numel();
   const uint64_t key = splitmix64(seed * 0x9e3779b97f4a7c15ull ^ fnv1a(name));
   const float half_width = stddev * std::sqrt(3.0f);  // uniform(-a, a) has std a / sqrt(3)
-  const int nt = static_cast<int>(std::clamp<int64_t>(n / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
+  const int nt = static_cast<int>(
+      std::clamp<int64_t>(n / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
   auto work = [&](int64_t b, int64_t e) {
     switch (out.dtype) {
       case DType::kF32: {
@@ -72,7 +83,7 @@ void fill_dummy(Tensor& out, uint64_t seed, const std::string& name, float stdde
     return;
   }
   std::vector<std::thread> threads;
-  const int64_t chunk = (n + nt - 1) / nt;
+  const int64_t chunk = ((n + nt - 1) / nt + kBlock - 1) / kBlock * kBlock;
   for (int t = 0; t < nt; ++t) {
     const int64_t b = t * chunk, e = std::min(n, b + chunk);
     if (b < e) threads.emplace_back(work, b, e);

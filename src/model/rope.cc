@@ -109,8 +109,8 @@ std::vector<float> rope_cos_sin_table(const ModelConfig& c, int max_positions) {
     float* row = table.data() + static_cast<size_t>(p) * rd;
     for (int i = 0; i < half; ++i) {
       const float angle = static_cast<float>(p) * rf.inv_freq[i];
-      row[i] = static_cast<float>(std::cos(static_cast<double>(angle))) * rf.attention_scaling;
-      row[half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) * rf.attention_scaling;
+      row[i] = std::cos(angle) * rf.attention_scaling;  // fp32 like torch's emb.cos()
+      row[half + i] = std::sin(angle) * rf.attention_scaling;
     }
   }
   return table;
