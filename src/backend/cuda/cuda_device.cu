@@ -1,8 +1,7 @@
-// Device discovery for the factory; the backend itself lives beside this file.
+// Device discovery for the factory; the backend itself is cuda_backend.cc.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend_factory.h"
-#include "core/error.h"
 
 namespace vireo {
 
@@ -14,7 +13,5 @@ int cuda_device_count() {
   }
   return n;
 }
-
-std::unique_ptr<Backend> make_cuda_backend(const std::string&) { throw Error("CUDA backend not built yet"); }
 
 }  // namespace vireo

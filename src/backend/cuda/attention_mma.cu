@@ -1,0 +1,472 @@
+// Paged attention on the tensor cores (mma.sync m16n8k16, bf16/f16 in, fp32 accumulate) for head
+// dims 64 and 128. Query rows are packed GQA-style: the rows of a block are (token, head-in-group)
+// pairs of one sequence and one KV head, so each K/V tile is read once per KV head and serves all G
+// query heads of the group. Two shapes of one kernel:
+//   decode  (q_len * G <= 16): 16 rows; the 4 warps split each 64-key tile (16 keys each) and merge
+//           at the end; blocks also split the sequence (flash-decoding) so one long sequence fills
+//           the chip; a reduce kernel merges the splits.
+//   prefill (q_len * G > 16):  64 rows (16 per warp) that share each 64-key tile; causal; optional
+//           key splits for long chunked-prefill contexts.
+// K/V tiles are gathered page by page with cp.async into padded shared memory, two stages deep.
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_types.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kBN = 64;       // keys per tile
+constexpr int kThreads = 128; // 4 warps
+constexpr int kPad = 8;       // elements of padding per smem row: conflict-free ldmatrix
+
+struct MmaArgs {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;
+  const int* query_start;
+  const int* seq_lens;
+  const int* block_tables;
+  float* ws_o;     // [T, H, max_splits, D] unnormalised partial outputs
+  float2* ws_ml;   // [T, H, max_splits] (running max in log2 units, sum of exp)
+  int num_seqs, max_blocks_per_seq, block_size, num_heads, num_kv_heads, group;
+  float scale_log2;  // softmax scale * log2(e)
+  int split_len_decode, split_len_prefill, max_splits;
+};
+
+// Key splits of a sequence: the planned length, stretched when the host hint undercounted.
+__device__ __forceinline__ int split_len_for(int kv_len, int planned, int max_splits) {
+  const int need = (kv_len + max_splits - 1) / max_splits;
+  const int need64 = (need + kBN - 1) / kBN * kBN;
+  return max(planned, need64);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int sz = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(sz));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+  }
+}
+
+// kRowWarps = 4: prefill shape (64 rows, warps own rows); 1: decode shape (16 rows, warps own keys).
+template <typename T, int D, int kRowWarps>
+__global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
+  constexpr bool kDecode = kRowWarps == 1;
+  constexpr int kBM = 16 * kRowWarps;
+  constexpr int kKeysPerWarp = kDecode ? kBN / 4 : kBN;
+  constexpr int kNT = kKeysPerWarp / 8;  // score n-tiles per warp
+  constexpr int kDT = D / 8;             // output n-tiles
+  constexpr int kLd = D + kPad;          // smem row stride (elements)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* ks = reinterpret_cast<T*>(smem_raw);  // [2][kBN][kLd]
+  T* vs = ks + 2 * kBN * kLd;              // [2][kBN][kLd]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+  const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
+  const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
+  const int rows = q_len * a.group;
+  if (q_len <= 0 || kDecode != (rows <= 16)) return;
+  const int row0 = blockIdx.x * kBM;
+  if (row0 >= rows) return;
+  const int split_len = split_len_for(kv_len, kDecode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
+  const int nsplit = (kv_len + split_len - 1) / split_len;
+  if (static_cast<int>(blockIdx.z) >= nsplit) return;
+  const int kstart = blockIdx.z * split_len;
+  const int last_tok = (min(rows, row0 + kBM) - 1) / a.group;
+  const int kend = min(min(kv_len, kstart + split_len), kv_len - q_len + last_tok + 1);
+  const int ntiles = kend > kstart ? (kend - kstart + kBN - 1) / kBN : 0;
+
+  // This lane's two rows (g and g + 8 of its warp's 16).
+  const int wr0 = row0 + (kDecode ? 0 : 16 * warp);
+  int tok[2], head[2], pos[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = wr0 + g + 8 * i;
+    const bool ok = r < rows;
+    tok[i] = ok ? r / a.group : -1;
+    head[i] = ok ? hk * a.group + r % a.group : 0;
+    pos[i] = ok ? kv_len - q_len + tok[i] : -1;  // -1: every key masked
+  }
+  // Q fragments for all D/16 k-steps: a0 (row g, k 2t), a1 (row g+8), a2 (row g, k 2t+8), a3 (row g+8, +8).
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const unsigned* qrow = tok[i] >= 0 ? reinterpret_cast<const unsigned*>(
+                                             static_cast<const T*>(a.q) +
+                                             (static_cast<int64_t>(q0 + tok[i]) * a.num_heads + head[i]) * D)
+                                       : nullptr;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][i] = qrow ? qrow[(kk * 16 + 2 * tq) / 2] : 0u;
+      qf[kk][i + 2] = qrow ? qrow[(kk * 16 + 8 + 2 * tq) / 2] : 0u;
+    }
+  }
+
+  const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+  auto load_tile = [&](int it, int stage) {
+    const int kt0 = kstart + it * kBN;
+    constexpr int kChunksPerRow = D / 8;
+#pragma unroll
+    for (int i = 0; i < kBN * kChunksPerRow / kThreads; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const int key = kt0 + r;
+      const bool valid = key < kend;
+      int64_t off = 0;
+      if (valid) {
+        const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+        off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + col;
+      }
+      cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
+      cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
+    }
+    cp_async_commit();
+  };
+
+  float oacc[kDT][4];
+#pragma unroll
+  for (int i = 0; i < kDT; ++i) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's partial row sums
+  const int kw0 = kDecode ? warp * kKeysPerWarp : 0;
+
+  if (ntiles > 0) load_tile(0, 0);
+  for (int it = 0; it < ntiles; ++it) {
+    const int stage = it & 1;
+    if (it + 1 < ntiles) {
+      load_tile(it + 1, stage ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* kt = ks + stage * kBN * kLd;
+    const T* vt = vs + stage * kBN * kLd;
+    // S = Q K^T for this warp's keys.
+    float sacc[kNT][4];
+#pragma unroll
+    for (int i = 0; i < kNT; ++i) sacc[i][0] = sacc[i][1] = sacc[i][2] = sacc[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int nt = 0; nt < kNT; nt += 2) {
+        unsigned b[4];
+        const int key = kw0 + nt * 8 + (lane % 8) + (lane / 16) * 8;
+        const int col = kk * 16 + ((lane / 8) % 2) * 8;
+        ldmatrix_x4(b, kt + key * kLd + col);
+        mma16816<T>(sacc[nt], qf[kk], b[0], b[1]);
+        mma16816<T>(sacc[nt + 1], qf[kk], b[2], b[3]);
+      }
+    }
+    // Mask, online softmax (log2 domain).
+    const int kbase = kstart + it * kBN + kw0;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+        const int ri = e / 2;
+        const float v = (key < kend && key <= pos[ri]) ? sacc[nt][e] * a.scale_log2 : -INFINITY;
+        sacc[nt][e] = v;
+        mx[ri] = fmaxf(mx[ri], v);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
+      mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
+      const float m_new = fmaxf(m[ri], mx[ri]);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      corr[ri] = exp2f(m[ri] - m_use);
+      m[ri] = m_new;
+      mx[ri] = m_use;
+      l[ri] *= corr[ri];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = exp2f(sacc[nt][e] - mx[e / 2]);
+        sacc[nt][e] = p;
+        l[e / 2] += p;
+      }
+    }
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      oacc[dt][0] *= corr[0];
+      oacc[dt][1] *= corr[0];
+      oacc[dt][2] *= corr[1];
+      oacc[dt][3] *= corr[1];
+    }
+    // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
+#pragma unroll
+    for (int kc = 0; kc < kNT / 2; ++kc) {
+      unsigned pa[4];
+      pa[0] = pack2<T>(sacc[2 * kc][0], sacc[2 * kc][1]);
+      pa[1] = pack2<T>(sacc[2 * kc][2], sacc[2 * kc][3]);
+      pa[2] = pack2<T>(sacc[2 * kc + 1][0], sacc[2 * kc + 1][1]);
+      pa[3] = pack2<T>(sacc[2 * kc + 1][2], sacc[2 * kc + 1][3]);
+#pragma unroll
+      for (int dt = 0; dt < kDT; dt += 2) {
+        unsigned b[4];
+        const int key = kw0 + kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+        const int col = dt * 8 + (lane / 16) * 8;
+        ldmatrix_x4_trans(b, vt + key * kLd + col);
+        mma16816<T>(oacc[dt], pa, b[0], b[1]);
+        mma16816<T>(oacc[dt + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is refilled by the next iteration's load
+  }
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
+    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
+  }
+  const int split = blockIdx.z;
+  const bool direct = nsplit == 1;
+
+  if constexpr (kDecode) {
+    // Merge the 4 warps' partial softmaxes over their key quarters through shared memory.
+    float* sm_o = reinterpret_cast<float*>(smem_raw);  // [4][16][D]
+    float* sm_m = sm_o + 4 * 16 * D;                   // [4][16]
+    float* sm_l = sm_m + 4 * 16;                       // [4][16]
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      const int col = dt * 8 + 2 * tq;
+      sm_o[(warp * 16 + g) * D + col] = oacc[dt][0];
+      sm_o[(warp * 16 + g) * D + col + 1] = oacc[dt][1];
+      sm_o[(warp * 16 + g + 8) * D + col] = oacc[dt][2];
+      sm_o[(warp * 16 + g + 8) * D + col + 1] = oacc[dt][3];
+    }
+    if (tq == 0) {
+      sm_m[warp * 16 + g] = m[0];
+      sm_m[warp * 16 + g + 8] = m[1];
+      sm_l[warp * 16 + g] = l[0];
+      sm_l[warp * 16 + g + 8] = l[1];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < 16 * D; idx += kThreads) {
+      const int r = idx / D, col = idx % D;
+      const int rr = row0 + r;
+      if (rr >= rows) continue;
+      float mm = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) mm = fmaxf(mm, sm_m[w * 16 + r]);
+      const float mu = mm == -INFINITY ? 0.f : mm;
+      float ll = 0.f, oo = 0.f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float f = exp2f(sm_m[w * 16 + r] - mu);
+        ll += sm_l[w * 16 + r] * f;
+        oo += sm_o[(w * 16 + r) * D + col] * f;
+      }
+      const int64_t th = static_cast<int64_t>(q0 + rr / a.group) * a.num_heads + hk * a.group + rr % a.group;
+      if (direct) {
+        static_cast<T*>(a.out)[th * D + col] = from_f<T>(ll > 0.f ? oo / ll : 0.f);
+      } else {
+        a.ws_o[(th * a.max_splits + split) * D + col] = oo;
+        if (col == 0) a.ws_ml[th * a.max_splits + split] = make_float2(mm, ll);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      if (tok[ri] < 0) continue;
+      const int64_t th = static_cast<int64_t>(q0 + tok[ri]) * a.num_heads + head[ri];
+      const float inv = l[ri] > 0.f ? 1.f / l[ri] : 0.f;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const int col = dt * 8 + 2 * tq;
+        const float o0 = oacc[dt][2 * ri], o1 = oacc[dt][2 * ri + 1];
+        if (direct) {
+          *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
+        } else {
+          *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + split) * D + col) = make_float2(o0, o1);
+        }
+      }
+      if (!direct && tq == 0) a.ws_ml[th * a.max_splits + split] = make_float2(m[ri], l[ri]);
+    }
+  }
+}
+
+// Merges the key splits of every (token, head) whose sequence was split. One block per token.
+template <typename T>
+__global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
+  const int64_t t = blockIdx.x;
+  int lo = 0, hi = a.num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.query_start[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  const int q_len = a.query_start[lo + 1] - a.query_start[lo], kv_len = a.seq_lens[lo];
+  if (q_len <= 0 || t >= a.query_start[lo + 1]) return;
+  const bool decode = q_len * a.group <= 16;
+  const int split_len = split_len_for(kv_len, decode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
+  const int nsplit = (kv_len + split_len - 1) / split_len;
+  if (nsplit <= 1) return;
+  for (int idx = threadIdx.x; idx < a.num_heads * head_dim; idx += blockDim.x) {
+    const int h = idx / head_dim, col = idx % head_dim;
+    const int64_t th = t * a.num_heads + h;
+    float mm = -INFINITY;
+    for (int z = 0; z < nsplit; ++z) mm = fmaxf(mm, a.ws_ml[th * a.max_splits + z].x);
+    const float mu = mm == -INFINITY ? 0.f : mm;
+    float ll = 0.f, oo = 0.f;
+    for (int z = 0; z < nsplit; ++z) {
+      const float2 ml = a.ws_ml[th * a.max_splits + z];
+      const float f = exp2f(ml.x - mu);
+      ll += ml.y * f;
+      oo += a.ws_o[(th * a.max_splits + z) * head_dim + col] * f;
+    }
+    static_cast<T*>(a.out)[th * head_dim + col] = from_f<T>(ll > 0.f ? oo / ll : 0.f);
+  }
+}
+
+template <typename T, int D, int kRowWarps>
+void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
+  constexpr size_t smem = 2 * 2 * kBN * (D + kPad) * sizeof(T);
+  static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
+  static bool configured = false;  // per instantiation; the attribute is per process and device
+  if (!configured) {
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    configured = true;
+  }
+  attention_mma_kernel<T, D, kRowWarps><<<grid, kThreads, smem, stream>>>(a);
+  check_launch("paged_attention");
+}
+
+template <typename T, int D>
+void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& workspace, const DeviceInfo& dev,
+                  cudaStream_t stream) {
+  const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * D);
+  const int g = a.group;
+  const int max_q = p.max_query_len > 0 ? p.max_query_len : static_cast<int>(num_tokens);
+  const int max_kv = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
+  const bool any_prefill = static_cast<int64_t>(max_q) * g > 16;
+  const bool any_decode = !(p.num_seqs == 1 && any_prefill);
+  auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
+  // Decode: enough blocks for ~3 per SM, each split at least 256 keys.
+  const int64_t dec_base = int64_t{p.num_seqs} * p.num_kv_heads;
+  int dec_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(3 * dev.num_sms, dec_base), 1,
+                                                        std::max<int64_t>(1, ceil_div(max_kv, 256))));
+  dec_splits = std::min(dec_splits, 64);
+  int dec_len = static_cast<int>(ceil_div(ceil_div(max_kv, dec_splits), kBN) * kBN);
+  dec_splits = static_cast<int>(ceil_div(max_kv, dec_len));
+  // Prefill: split keys only when the row tiles alone leave SMs idle and the context is long.
+  const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, 64));
+  const int64_t pre_base = int64_t{row_tiles} * p.num_seqs * p.num_kv_heads;
+  int pre_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(2 * dev.num_sms, pre_base), 1,
+                                                        std::max<int64_t>(1, ceil_div(max_kv, 512))));
+  const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
+  while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
+  int pre_len = static_cast<int>(ceil_div(ceil_div(max_kv, pre_splits), kBN) * kBN);
+  pre_splits = static_cast<int>(ceil_div(max_kv, pre_len));
+  if (!any_prefill) pre_splits = 1;
+  if (!any_decode) dec_splits = 1;
+  a.max_splits = std::max(dec_splits, pre_splits);
+  a.split_len_decode = dec_len;
+  a.split_len_prefill = pre_len;
+  if (a.max_splits > 1) {
+    char* ws = static_cast<char*>(workspace(per_split_bytes * a.max_splits));
+    a.ws_o = reinterpret_cast<float*>(ws);
+    a.ws_ml = reinterpret_cast<float2*>(ws + num_tokens * p.num_heads * int64_t{a.max_splits} * D * 4);
+  }
+  const unsigned sh = static_cast<unsigned>(p.num_seqs * p.num_kv_heads);
+  if (any_decode) launch_shape<T, D, 1>(a, dim3(1, sh, dec_splits), stream);
+  if (any_prefill) launch_shape<T, D, 4>(a, dim3(row_tiles, sh, pre_splits), stream);
+  if (a.max_splits > 1) {
+    attention_merge_kernel<T><<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(a, D);
+    check_launch("paged_attention merge");
+  }
+}
+
+}  // namespace
+
+void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
+                            cudaStream_t stream) {
+  if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.head_dim <= 0)
+    throw Error("paged_attention: bad num_heads/num_kv_heads/head_dim");
+  const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * p.head_dim);
+  if (p.q.numel() != num_tokens * p.num_heads * p.head_dim || p.out.numel() != p.q.numel())
+    throw Error("paged_attention: q and out must be [T, H, D]");
+  if (p.k_cache.dtype != p.q.dtype || p.v_cache.dtype != p.q.dtype || p.out.dtype != p.q.dtype)
+    throw Error("paged_attention: q, caches and out must share one dtype");
+  if (p.query_start.dtype != DType::kI32 || p.seq_lens.dtype != DType::kI32 || p.block_tables.dtype != DType::kI32)
+    throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
+  if (num_tokens == 0 || p.num_seqs == 0) return;
+  const bool fast = (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && (p.head_dim == 64 || p.head_dim == 128);
+  if (!fast) {
+    launch_paged_attention_simple(p, stream);
+    return;
+  }
+  MmaArgs a{};
+  a.q = p.q.data;
+  a.k_cache = p.k_cache.data;
+  a.v_cache = p.v_cache.data;
+  a.out = p.out.data;
+  a.query_start = p.query_start.ptr<int>();
+  a.seq_lens = p.seq_lens.ptr<int>();
+  a.block_tables = p.block_tables.ptr<int>();
+  a.num_seqs = p.num_seqs;
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.block_size = p.block_size;
+  a.num_heads = p.num_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.group = p.num_heads / p.num_kv_heads;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  if (p.q.dtype == DType::kBF16) {
+    if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(p, a, workspace, dev, stream);
+    else launch_typed<__nv_bfloat16, 128>(p, a, workspace, dev, stream);
+  } else {
+    if (p.head_dim == 64) launch_typed<__half, 64>(p, a, workspace, dev, stream);
+    else launch_typed<__half, 128>(p, a, workspace, dev, stream);
+  }
+}
+
+}  // namespace vireo::cuda

@@ -1,0 +1,145 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+
+#include "backend/cuda/cuda_backend_factory.h"
+#include "backend/cuda/cuda_common.h"
+
+namespace vireo::cuda {
+namespace {
+
+void require_device(const Tensor& t, const char* op, const char* field) {
+  if (!t.empty() && t.device != DeviceKind::kCUDA)
+    throw Error(std::string(op) + ": " + field + " is not a CUDA tensor");
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(DType act, int device) : act_(act), device_(device) {
+  VIREO_CUDA_CHECK(cudaSetDevice(device_));
+  VIREO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  cudaDeviceProp prop{};
+  VIREO_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  info_.num_sms = prop.multiProcessorCount;
+  info_.max_smem_per_block = prop.sharedMemPerBlockOptin;
+  gemm_ = std::make_unique<CublasLtGemm>();
+  VIREO_CUDA_CHECK(cudaMallocHost(&pinned_, pinned_bytes_));
+  VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_done_, cudaEventDisableTiming));
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  gemm_.reset();
+  if (ws_) alloc_.release(ws_);
+  if (pinned_) cudaFreeHost(pinned_);
+  if (pinned_done_) cudaEventDestroy(pinned_done_);
+  alloc_.empty_cache();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Tensor CudaBackend::alloc(std::vector<int64_t> shape, DType dtype) {
+  Tensor t(nullptr, dtype, std::move(shape), DeviceKind::kCUDA);
+  t.data = alloc_.allocate(t.nbytes());
+  return t;
+}
+
+void CudaBackend::free(Tensor& t) {
+  if (t.data) alloc_.release(t.data);
+  t.data = nullptr;
+}
+
+Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
+  if (host.device != DeviceKind::kCPU) throw Error("upload: source tensor is not on the host");
+  Tensor out = alloc(host.shape, dtype);
+  if (host.dtype == dtype) {
+    VIREO_CUDA_CHECK(cudaMemcpyAsync(out.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream_));
+  } else {
+    if (!is_float_dtype(host.dtype) || !is_float_dtype(dtype))
+      throw Error("upload: cannot convert " + std::string(dtype_name(host.dtype)) + " to " +
+                  std::string(dtype_name(dtype)));
+    void* staging = alloc_.allocate(host.nbytes());
+    VIREO_CUDA_CHECK(cudaMemcpyAsync(staging, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    launch_convert(staging, host.dtype, out.data, dtype, static_cast<size_t>(host.numel()), stream_);
+    alloc_.release(staging);  // stream-ordered: a later allocation reuses it after the convert
+  }
+  VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host buffer may go away after we return
+  return out;
+}
+
+void CudaBackend::copy_from_host(const void* src, Tensor& dst) {
+  const size_t n = dst.nbytes();
+  if (n == 0) return;
+  if (n <= pinned_bytes_) {
+    // Small metadata (ids, positions, block tables): through pinned memory, truly asynchronous.
+    VIREO_CUDA_CHECK(cudaEventSynchronize(pinned_done_));
+    std::memcpy(pinned_, src, n);
+    VIREO_CUDA_CHECK(cudaMemcpyAsync(dst.data, pinned_, n, cudaMemcpyHostToDevice, stream_));
+    VIREO_CUDA_CHECK(cudaEventRecord(pinned_done_, stream_));
+  } else {
+    VIREO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, n, cudaMemcpyHostToDevice, stream_));
+    VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+}
+
+void CudaBackend::copy_to_host(const Tensor& src, void* dst) {
+  if (src.nbytes() == 0) return;
+  VIREO_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::synchronize() { VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+size_t CudaBackend::free_memory_bytes() const {
+  size_t free_b = 0, total = 0;
+  VIREO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return free_b + alloc_.cached_bytes();
+}
+
+void* CudaBackend::workspace(size_t bytes) {
+  if (bytes > ws_bytes_) {
+    if (ws_) alloc_.release(ws_);
+    ws_ = alloc_.allocate(bytes);
+    ws_bytes_ = CudaAllocator::round_size(bytes);
+  }
+  return ws_;
+}
+
+void CudaBackend::embedding(const EmbeddingParams& p) {
+  require_device(p.table, "embedding", "table");
+  launch_embedding(p, stream_);
+}
+void CudaBackend::rms_norm(const RmsNormParams& p) {
+  require_device(p.x, "rms_norm", "x");
+  launch_rms_norm(p, stream_);
+}
+void CudaBackend::linear(const LinearParams& p) {
+  require_device(p.w, "linear", "w");
+  gemm_->run(p, stream_);
+}
+void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
+void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
+void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
+void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {
+  require_device(p.k_cache, "qkv_prepare", "k_cache");
+  launch_qkv_prepare(p, stream_);
+}
+void CudaBackend::paged_attention(const AttentionParams& p) {
+  require_device(p.k_cache, "paged_attention", "k_cache");
+  launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_);
+}
+
+}  // namespace vireo::cuda
+
+namespace vireo {
+
+std::unique_ptr<Backend> make_cuda_backend(const std::string& dtype_name) {
+  DType act = DType::kBF16;
+  if (dtype_name != "auto" && !dtype_name.empty()) {
+    act = parse_dtype(dtype_name);
+    if (!cuda::is_float_dtype(act)) throw Error("--dtype " + dtype_name + ": not a float dtype");
+  }
+  if (cuda_device_count() == 0) throw Error("--device cuda: no CUDA GPU is visible");
+  return std::make_unique<cuda::CudaBackend>(act);
+}
+
+}  // namespace vireo

@@ -1,0 +1,61 @@
+// The CUDA backend: one device, one stream, a caching allocator, cuBLASLt GEMMs and the kernels of
+// this folder. Activations are BF16 by default (F16 or F32 per --dtype).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_allocator.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace vireo::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(DType activation_dtype, int device = 0);
+  ~CudaBackend() override;
+
+  DeviceKind kind() const override { return DeviceKind::kCUDA; }
+  std::string name() const override { return "cuda"; }
+  DType activation_dtype() const override { return act_; }
+
+  Tensor alloc(std::vector<int64_t> shape, DType dtype) override;
+  void free(Tensor& t) override;
+  Tensor upload(const Tensor& host, DType dtype) override;
+  void copy_from_host(const void* src, Tensor& dst) override;
+  void copy_to_host(const Tensor& src, void* dst) override;
+  void synchronize() override;
+  size_t free_memory_bytes() const override;
+
+  void embedding(const EmbeddingParams& p) override;
+  void rms_norm(const RmsNormParams& p) override;
+  void linear(const LinearParams& p) override;
+  void silu_and_mul(const SiluAndMulParams& p) override;
+  void add(const AddParams& p) override;
+  void gather_rows(const GatherRowsParams& p) override;
+  void qkv_prepare(const QkvPrepareParams& p) override;
+  void paged_attention(const AttentionParams& p) override;
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  void* workspace(size_t bytes);
+
+  DType act_;
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  DeviceInfo info_;
+  CudaAllocator alloc_;
+  std::unique_ptr<CublasLtGemm> gemm_;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  // Pinned staging for small host->device copies, reusable once the last copy from it finished.
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = size_t{4} << 20;
+  cudaEvent_t pinned_done_ = nullptr;
+};
+
+}  // namespace vireo::cuda

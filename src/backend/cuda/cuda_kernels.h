@@ -1,0 +1,36 @@
+// Host entry points of the CUDA kernels (one .cu file each). Plain C++: callers need only cuda_runtime.h.
+// Each takes the op's params struct with device views, validates shapes, launches on `stream`.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <functional>
+
+#include "backend/op_params.h"
+
+namespace vireo::cuda {
+
+void launch_embedding(const EmbeddingParams& p, cudaStream_t stream);
+void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
+void launch_silu_and_mul(const SiluAndMulParams& p, cudaStream_t stream);
+void launch_add(const AddParams& p, cudaStream_t stream);
+void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream);
+// dst[i] = src[i] converted; both device pointers, float dtypes.
+void launch_convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n, cudaStream_t stream);
+// out[n, m] += bias[m] (bias in any float dtype); used when the GEMM epilogue cannot take the bias.
+void launch_bias_add(void* out, DType out_dtype, const void* bias, DType bias_dtype, int64_t rows, int64_t cols,
+                     cudaStream_t stream);
+void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream);
+
+// Returns device scratch of at least `bytes` bytes, valid until the next call (stream-ordered).
+using WorkspaceFn = std::function<void*(size_t bytes)>;
+struct DeviceInfo {
+  int num_sms = 132;
+  size_t max_smem_per_block = 227 * 1024;
+};
+void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
+                            cudaStream_t stream);
+// The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
+void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
+
+}  // namespace vireo::cuda

@@ -1,0 +1,154 @@
+// The fused Q/K path of one token per block: split qkv, optional q/k RMSNorm (per head or full
+// width, before or after RoPE), RoPE (NeoX halves or GPT-J pairs, partial rotary), write q to q_out
+// and k, v into the paged cache at slot_mapping (slot < 0: skipped). Math in fp32 in shared memory.
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_types.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+__device__ __forceinline__ float load_w(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  }
+}
+
+struct QkvArgs {
+  const void* qkv;
+  const int* positions;
+  const float* cos_sin;
+  const int* slots;
+  const void* q_norm;
+  const void* k_norm;
+  DType q_norm_dt, k_norm_dt;
+  void* q_out;
+  void* k_cache;
+  void* v_cache;
+  int num_heads, num_kv_heads, head_dim, rotary_dim;
+  bool neox;
+  QkNorm qk_norm;
+  float eps;
+};
+
+// RMSNorm over `n` values of buf with weight w[0, n) (block-wide when full_width, else per head).
+__device__ void rms_block(float* buf, int n, const void* w, DType wt, float eps, float* scratch) {
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += buf[i] * buf[i];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int k = 0; k < static_cast<int>(blockDim.x / 32); ++k) tot += scratch[k];
+  const float inv = rsqrtf(tot / n + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = buf[i] * inv * load_w(w, wt, i);
+  __syncthreads();
+}
+
+__device__ void rms_per_head(float* buf, int num, int d, const void* w, DType wt, float eps) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  for (int h = warp; h < num; h += nw) {
+    float* x = buf + h * d;
+    float ss = 0.f;
+    for (int i = lane; i < d; i += 32) ss += x[i] * x[i];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / d + eps);
+    for (int i = lane; i < d; i += 32) x[i] = x[i] * inv * load_w(w, wt, i);
+  }
+}
+
+// Rotates the first rotary_dim values of each of `num` heads in buf.
+__device__ void rope_heads(float* buf, int num, int d, int rd, bool neox, const float* cs) {
+  const int half = rd / 2;
+  for (int i = threadIdx.x; i < num * half; i += blockDim.x) {
+    const int h = i / half, k = i % half;
+    float* x = buf + h * d;
+    const int i1 = neox ? k : 2 * k, i2 = neox ? k + half : 2 * k + 1;
+    const float c = cs[k], s = cs[half + k];
+    const float a = x[i1], b = x[i2];
+    x[i1] = a * c - b * s;
+    x[i2] = b * c + a * s;
+  }
+}
+
+template <typename T>
+__global__ void qkv_prepare_kernel(QkvArgs a) {
+  extern __shared__ float smem[];  // [(H + Hkv) * D] fp32 q then k
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  const int h = a.num_heads, hk = a.num_kv_heads, d = a.head_dim;
+  const int nq = h * d, nk = hk * d;
+  const T* row = static_cast<const T*>(a.qkv) + t * static_cast<int64_t>(nq + 2 * nk);
+  for (int i = threadIdx.x; i < nq + nk; i += blockDim.x) smem[i] = to_f(row[i]);
+  __syncthreads();
+  float* q = smem;
+  float* k = smem + nq;
+  if (a.qk_norm == QkNorm::kFullWidth) {
+    rms_block(q, nq, a.q_norm, a.q_norm_dt, a.eps, scratch);
+    rms_block(k, nk, a.k_norm, a.k_norm_dt, a.eps, scratch);
+  } else if (a.qk_norm == QkNorm::kPerHeadBeforeRope) {
+    rms_per_head(q, h, d, a.q_norm, a.q_norm_dt, a.eps);
+    rms_per_head(k, hk, d, a.k_norm, a.k_norm_dt, a.eps);
+    __syncthreads();
+  }
+  if (a.rotary_dim > 0) {
+    const float* cs = a.cos_sin + static_cast<int64_t>(a.positions[t]) * a.rotary_dim;
+    rope_heads(smem, h + hk, d, a.rotary_dim, a.neox, cs);  // q and k heads are contiguous in smem
+    __syncthreads();
+  }
+  if (a.qk_norm == QkNorm::kPerHeadAfterRope) {
+    rms_per_head(q, h, d, a.q_norm, a.q_norm_dt, a.eps);
+    rms_per_head(k, hk, d, a.k_norm, a.k_norm_dt, a.eps);
+    __syncthreads();
+  }
+  T* qo = static_cast<T*>(a.q_out) + t * static_cast<int64_t>(nq);
+  for (int i = threadIdx.x; i < nq; i += blockDim.x) qo[i] = from_f<T>(q[i]);
+  const int slot = a.slots[t];
+  if (slot < 0) return;
+  // Cache layout [num_blocks, block_size, Hkv, D]: a slot's Hkv*D values are contiguous.
+  T* kc = static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * nk;
+  T* vc = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * nk;
+  const T* v = row + nq + nk;
+  for (int i = threadIdx.x; i < nk; i += blockDim.x) {
+    kc[i] = from_f<T>(k[i]);
+    vc[i] = v[i];
+  }
+}
+
+}  // namespace
+
+void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
+  const int h = p.num_heads, hk = p.num_kv_heads, d = p.head_dim;
+  if (h <= 0 || hk <= 0 || d <= 0 || h % hk != 0) throw Error("qkv_prepare: bad num_heads/num_kv_heads/head_dim");
+  const int64_t t = p.positions.numel();
+  if (p.qkv.numel() != t * (h + 2 * hk) * d) throw Error("qkv_prepare: qkv must be [T, (H + 2*Hkv) * D]");
+  if (p.q_out.numel() != t * h * d) throw Error("qkv_prepare: q_out must be [T, H, D]");
+  if (p.q_out.dtype != p.qkv.dtype || p.k_cache.dtype != p.qkv.dtype || p.v_cache.dtype != p.qkv.dtype)
+    throw Error("qkv_prepare: q_out and the caches must have the activation dtype");
+  if (p.rotary_dim < 0 || p.rotary_dim > d || p.rotary_dim % 2 != 0) throw Error("qkv_prepare: bad rotary_dim");
+  if (p.positions.dtype != DType::kI32 || p.slot_mapping.dtype != DType::kI32)
+    throw Error("qkv_prepare: positions and slot_mapping must be I32");
+  if (p.rotary_dim > 0 && p.rope_cos_sin.dtype != DType::kF32) throw Error("qkv_prepare: rope_cos_sin must be F32");
+  if (p.qk_norm != QkNorm::kNone) {
+    const int64_t qn = p.qk_norm == QkNorm::kFullWidth ? int64_t{h} * d : d;
+    const int64_t kn = p.qk_norm == QkNorm::kFullWidth ? int64_t{hk} * d : d;
+    if (p.q_norm.numel() != qn || p.k_norm.numel() != kn) throw Error("qkv_prepare: q_norm/k_norm have the wrong size");
+  }
+  if (t == 0) return;
+  QkvArgs a{p.qkv.data, p.positions.ptr<int>(), p.rope_cos_sin.ptr<float>(), p.slot_mapping.ptr<int>(),
+            p.q_norm.data, p.k_norm.data, p.q_norm.dtype, p.k_norm.dtype, p.q_out.data, p.k_cache.data,
+            p.v_cache.data, h, hk, d, p.rotary_dim, p.neox, p.qk_norm, p.norm_eps};
+  const size_t smem = static_cast<size_t>(h + hk) * d * sizeof(float);
+  dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
+    using T = decltype(tag);
+    if (smem > 48 * 1024)
+      VIREO_CUDA_CHECK(cudaFuncSetAttribute(qkv_prepare_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+    qkv_prepare_kernel<T><<<t, 256, smem, stream>>>(a);
+  });
+  check_launch("qkv_prepare");
+}
+
+}  // namespace vireo::cuda

@@ -1,0 +1,235 @@
+// Kernel microbenchmarks of the CUDA backend (device only; skipped unless VIREO_KERNEL_BENCH=1, so
+// ctest never times anything). Each line: kernel, shape, median time, bytes or FLOPs over time, and
+// the share of the measured ceiling (HBM copy, cuBLASLt bf16 GEMM) taken in the same process.
+// Run: VIREO_KERNEL_BENCH=1 build-cuda/tests/test_cuda_bench [--gtest_filter=*Attention*]
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+namespace vireo {
+namespace {
+
+struct Row {
+  std::string name;
+  double us, rate, ceiling;
+  const char* unit;
+};
+std::vector<Row>& rows() {
+  static std::vector<Row> r;
+  return r;
+}
+double g_hbm_gbs = 4300, g_gemm_tflops = 790;
+
+class KernelBench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* on = std::getenv("VIREO_KERNEL_BENCH");
+    if (!on || std::string(on) != "1") GTEST_SKIP() << "set VIREO_KERNEL_BENCH=1 to run the kernel benchmarks";
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+    be_ = create_backend("cuda", "bfloat16");
+    stream_ = static_cast<cuda::CudaBackend*>(be_.get())->stream();
+  }
+  void TearDown() override {
+    for (auto& t : owned_) be_->free(t);
+  }
+  // Random bf16 tensor filled on the device through upload (never zeros).
+  Tensor rand_t(std::vector<int64_t> shape, float lo = -1, float hi = 1, DType dt = DType::kBF16) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    std::vector<float> h(n);
+    std::mt19937 rng(1234 + owned_.size());
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (auto& x : h) x = u(rng);
+    Tensor t = be_->upload(Tensor(h.data(), DType::kF32, shape), dt);
+    owned_.push_back(t);
+    return t;
+  }
+  Tensor ints(const std::vector<int>& v) {
+    Tensor t = be_->upload(Tensor(const_cast<int*>(v.data()), DType::kI32, {int64_t(v.size())}), DType::kI32);
+    owned_.push_back(t);
+    return t;
+  }
+  // Median over `reps` timed calls of f (each after `warm` warm-up calls), in microseconds.
+  double time_us(const std::function<void(int)>& f, int reps = 20, int warm = 3) {
+    for (int i = 0; i < warm; ++i) f(i);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<double> ts;
+    for (int i = 0; i < reps; ++i) {
+      cudaEventRecord(a, stream_);
+      f(i);
+      cudaEventRecord(b, stream_);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      ts.push_back(ms * 1e3);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+  }
+  void report_bw(const std::string& name, double us, double bytes) {
+    rows().push_back({name, us, bytes / us / 1e3, g_hbm_gbs, "GB/s"});
+    std::printf("%-48s %10.1f us %9.1f GB/s  %5.1f%% of HBM\n", name.c_str(), us, bytes / us / 1e3,
+                100 * bytes / us / 1e3 / g_hbm_gbs);
+  }
+  void report_flops(const std::string& name, double us, double flops) {
+    rows().push_back({name, us, flops / us / 1e6, g_gemm_tflops, "TFLOP/s"});
+    std::printf("%-48s %10.1f us %9.1f TFLOP/s %5.1f%% of GEMM peak\n", name.c_str(), us, flops / us / 1e6,
+                100 * flops / us / 1e6 / g_gemm_tflops);
+  }
+
+  void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d) {
+    const int bs = 16, nb_seq = (kv_len + bs - 1) / bs, num_blocks = num_seqs * nb_seq;
+    const int t = num_seqs * q_len;
+    std::vector<int> qs(num_seqs + 1), lens(num_seqs, kv_len), tables(size_t(num_seqs) * nb_seq);
+    for (int s = 0; s <= num_seqs; ++s) qs[s] = s * q_len;
+    std::vector<int> perm(num_blocks);
+    for (int i = 0; i < num_blocks; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+    for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
+    AttentionParams p;
+    p.q = rand_t({t, h, d});
+    p.k_cache = rand_t({num_blocks, bs, hkv, d});
+    p.v_cache = rand_t({num_blocks, bs, hkv, d});
+    p.out = rand_t({t, h, d});
+    p.query_start = ints(qs);
+    p.seq_lens = ints(lens);
+    p.block_tables = ints(tables);
+    p.num_seqs = num_seqs;
+    p.max_blocks_per_seq = nb_seq;
+    p.block_size = bs;
+    p.num_heads = h;
+    p.num_kv_heads = hkv;
+    p.head_dim = d;
+    p.scale = 1.f / std::sqrt(float(d));
+    p.max_query_len = q_len;
+    p.max_seq_len = kv_len;
+    const double us = time_us([&](int) { be_->paged_attention(p); });
+    if (q_len == 1) {
+      const double bytes = 2.0 * num_seqs * kv_len * hkv * d * 2 + 2.0 * t * h * d * 2;
+      report_bw(name, us, bytes);
+    } else {
+      // Causal: query j of a chunk attends to kv_len - q_len + j + 1 keys; QK^T and PV: 4 FLOP per (q, k, d).
+      double pairs = 0;
+      for (int j = 0; j < q_len; ++j) pairs += kv_len - q_len + j + 1;
+      report_flops(name, us, 4.0 * num_seqs * pairs * h * d);
+    }
+  }
+
+  std::unique_ptr<Backend> be_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<Tensor> owned_;
+};
+
+TEST_F(KernelBench, A_Ceilings) {
+  const size_t n = size_t{1} << 30;  // 1 GiB each way
+  Tensor a = rand_t({int64_t(n / 2)}), b = rand_t({int64_t(n / 2)});
+  const double us = time_us([&](int) { cudaMemcpyAsync(b.data, a.data, n, cudaMemcpyDeviceToDevice, stream_); });
+  g_hbm_gbs = 2.0 * n / us / 1e3;
+  std::printf("ceiling: device copy %.0f GB/s (read + write)\n", g_hbm_gbs);
+  const int64_t s = 8192;
+  Tensor x = rand_t({s, s}), w = rand_t({s, s}, -0.01f, 0.01f), o = rand_t({s, s});
+  const double gus = time_us([&](int) { be_->linear({x, w, Tensor(), o}); }, 10);
+  g_gemm_tflops = 2.0 * s * s * s / gus / 1e6;
+  std::printf("ceiling: cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s\n", g_gemm_tflops);
+}
+
+TEST_F(KernelBench, B_DecodeAttention) {
+  attention("decode attn 32 seqs x 4k, H32/8 D128", 32, 1, 4096, 32, 8, 128);
+  attention("decode attn 128 seqs x 1k, H32/8 D128", 128, 1, 1024, 32, 8, 128);
+  attention("decode attn 1 seq x 32k, H32/8 D128", 1, 1, 32768, 32, 8, 128);
+  attention("decode attn 8 seqs x 16k, H32/8 D128", 8, 1, 16384, 32, 8, 128);
+  attention("decode attn 32 seqs x 4k, H16/16 D64", 32, 1, 4096, 16, 16, 64);
+}
+
+TEST_F(KernelBench, C_PrefillAttention) {
+  attention("prefill attn 1 x 8k causal, H32/8 D128", 1, 8192, 8192, 32, 8, 128);
+  attention("prefill attn 4 x 2k causal, H32/8 D128", 4, 2048, 2048, 32, 8, 128);
+  attention("chunk attn 512 rows on 8k ctx, H32/8 D128", 1, 512, 8192, 32, 8, 128);
+}
+
+TEST_F(KernelBench, D_Gemm) {
+  struct Shape {
+    const char* name;
+    int64_t n, k, m;
+  };
+  for (const Shape& sh : std::vector<Shape>{{"qkv 4096->6144", 1, 4096, 6144},
+                                            {"o_proj 4096->4096", 1, 4096, 4096},
+                                            {"gate_up 4096->24576", 1, 4096, 24576},
+                                            {"down 12288->4096", 1, 12288, 4096},
+                                            {"qkv 4096->6144", 16384, 4096, 6144},
+                                            {"o_proj 4096->4096", 16384, 4096, 4096},
+                                            {"gate_up 4096->24576", 16384, 4096, 24576},
+                                            {"down 12288->4096", 16384, 12288, 4096}}) {
+    // Several weight copies so N=1 GEMMs stream from HBM, not from the 50 MB L2.
+    const int copies = sh.n == 1 ? 4 : 1;
+    std::vector<Tensor> ws;
+    for (int i = 0; i < copies; ++i) ws.push_back(rand_t({sh.m, sh.k}, -0.02f, 0.02f));
+    Tensor x = rand_t({sh.n, sh.k}), o = rand_t({sh.n, sh.m});
+    const double us = time_us([&](int i) { be_->linear({x, ws[i % copies], Tensor(), o}); }, 40);
+    const std::string name = std::string("linear N=") + std::to_string(sh.n) + " " + sh.name;
+    if (sh.n == 1)
+      report_bw(name, us, 2.0 * sh.m * sh.k + 2.0 * (sh.k + sh.m));
+    else
+      report_flops(name, us, 2.0 * sh.n * sh.m * sh.k);
+  }
+}
+
+TEST_F(KernelBench, E_Elementwise) {
+  const int64_t n = 16384, c = 4096, inter = 12288;
+  Tensor x = rand_t({n, c}), r = rand_t({n, c}), w = rand_t({c}, 0.5f, 1.5f), o = rand_t({n, c});
+  double us = time_us([&](int) { be_->rms_norm({x, w, o, Tensor(), 1e-6f}); });
+  report_bw("rms_norm 16384x4096", us, 2.0 * n * c * 2);
+  us = time_us([&](int) { be_->rms_norm({x, w, o, r, 1e-6f}); });
+  report_bw("add+rms_norm 16384x4096 (residual)", us, 4.0 * n * c * 2);
+  Tensor gu = rand_t({n, 2 * inter}), a = rand_t({n, inter});
+  us = time_us([&](int) { be_->silu_and_mul({gu, a}); });
+  report_bw("silu_and_mul 16384x12288", us, 3.0 * n * inter * 2);
+  us = time_us([&](int) { be_->add({x, r, o}); });
+  report_bw("add 16384x4096", us, 3.0 * n * c * 2);
+  // qkv_prepare, Qwen3-8B: per-head q/k norm + NeoX rope + cache write.
+  const int t = 16384, h = 32, hk = 8, d = 128;
+  QkvPrepareParams q;
+  q.qkv = rand_t({t, (h + 2 * hk) * d});
+  std::vector<int> pos(t), slots(t);
+  for (int i = 0; i < t; ++i) pos[i] = i, slots[i] = i;
+  q.positions = ints(pos);
+  q.slot_mapping = ints(slots);
+  q.rope_cos_sin = rand_t({t, d}, -1, 1, DType::kF32);
+  q.rotary_dim = d;
+  q.qk_norm = QkNorm::kPerHeadBeforeRope;
+  q.q_norm = rand_t({d});
+  q.k_norm = rand_t({d});
+  q.q_out = rand_t({t, h, d});
+  q.k_cache = rand_t({t / 16, 16, hk, d});
+  q.v_cache = rand_t({t / 16, 16, hk, d});
+  q.num_heads = h;
+  q.num_kv_heads = hk;
+  q.head_dim = d;
+  us = time_us([&](int) { be_->qkv_prepare(q); });
+  report_bw("qkv_prepare 16384 tok H32/8 D128", us, 2.0 * t * (h + 2 * hk) * d * 2 + 4.0 * t * d);
+}
+
+TEST_F(KernelBench, Z_Table) {
+  std::printf("\n%-48s %10s %10s %8s\n", "kernel", "us", "rate", "%roof");
+  for (auto& r : rows())
+    std::printf("%-48s %10.1f %10.1f %7.1f%% %s\n", r.name.c_str(), r.us, r.rate, 100 * r.rate / r.ceiling, r.unit);
+}
+
+}  // namespace
+}  // namespace vireo

@@ -1,0 +1,148 @@
+// paged_attention vs the CPU backend: decode at lengths 1..32k (split-K), GQA 1..16, head dims 64 and
+// 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
+// mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints.
+#include "cuda_test_util.h"
+
+namespace vireo::testing {
+namespace {
+
+struct Seq {
+  int q_len, kv_len;
+};
+
+struct AttnCase {
+  std::vector<Seq> seqs;
+  int h, hkv, d;
+  bool scatter = true;
+  bool hints = true;
+  int block_size = 16;
+};
+
+class AttentionTest : public CudaOpsTest {
+ protected:
+  void run(const AttnCase& c, DType act) {
+    std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
+                       " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " seqs";
+    for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
+    SCOPED_TRACE(desc);
+    const int S = int(c.seqs.size()), bs = c.block_size;
+    int total_blocks = 0, max_blocks = 1, T = 0, max_q = 0, max_kv = 0;
+    std::vector<int> qs(S + 1, 0), lens(S);
+    for (int s = 0; s < S; ++s) {
+      const int nb = (c.seqs[s].kv_len + bs - 1) / bs;
+      total_blocks += nb;
+      max_blocks = std::max(max_blocks, nb + 1);  // one spare column: tables wider than needed
+      qs[s + 1] = qs[s] + c.seqs[s].q_len;
+      lens[s] = c.seqs[s].kv_len;
+      max_q = std::max(max_q, c.seqs[s].q_len);
+      max_kv = std::max(max_kv, c.seqs[s].kv_len);
+    }
+    T = qs[S];
+    const int num_blocks = total_blocks + 3;
+    std::vector<int> ids(num_blocks);
+    for (int i = 0; i < num_blocks; ++i) ids[i] = i;
+    if (c.scatter) std::shuffle(ids.begin(), ids.end(), rng_);
+    std::vector<int> tables(size_t(S) * max_blocks, -1);  // unused entries: -1, never read
+    int next = 0;
+    for (int s = 0; s < S; ++s)
+      for (int b = 0; b < (c.seqs[s].kv_len + bs - 1) / bs; ++b) tables[size_t(s) * max_blocks + b] = ids[next++];
+    const int64_t cache_n = int64_t(num_blocks) * bs * c.hkv * c.d;
+    auto kc = rand_vec(cache_n, -1.5f, 1.5f, act), vc = rand_vec(cache_n, -1, 1, act);
+    auto q = rand_vec(size_t(T) * c.h * c.d, -1.5f, 1.5f, act);
+    std::vector<int64_t> cache_shape{num_blocks, bs, c.hkv, c.d};
+
+    AttentionParams g;
+    g.q = gpu_from(q, {T, c.h, c.d}, act);
+    g.k_cache = gpu_from(kc, cache_shape, act);
+    g.v_cache = gpu_from(vc, cache_shape, act);
+    g.out = gpu_poisoned({T, c.h, c.d}, act);
+    g.query_start = gpu_i32(qs, {S + 1});
+    g.seq_lens = gpu_i32(lens, {S});
+    g.block_tables = gpu_i32(tables, {S, max_blocks});
+    g.num_seqs = S;
+    g.max_blocks_per_seq = max_blocks;
+    g.block_size = bs;
+    g.num_heads = c.h;
+    g.num_kv_heads = c.hkv;
+    g.head_dim = c.d;
+    g.scale = 1.f / std::sqrt(float(c.d));
+    g.max_query_len = c.hints ? max_q : 0;
+    g.max_seq_len = c.hints ? max_kv : 0;
+    gpu_->paged_attention(g);
+
+    AttentionParams r = g;
+    r.q = cpu_f32(q, {T, c.h, c.d});
+    r.k_cache = cpu_f32(kc, cache_shape);
+    r.v_cache = cpu_f32(vc, cache_shape);
+    r.out = cpu_poisoned({T, c.h, c.d});
+    r.query_start = cpu_i32(qs, {S + 1});
+    r.seq_lens = cpu_i32(lens, {S});
+    r.block_tables = cpu_i32(tables, {S, max_blocks});
+    cpu_->paged_attention(r);
+    expect_close(to_host(g.out), to_host(r.out), tol_for(act), "attention out");
+    // A second run on the same inputs must agree bit for bit (no races, no stale workspace).
+    std::vector<float> first = to_host(g.out);
+    g.out = gpu_poisoned({T, c.h, c.d}, act);
+    gpu_->paged_attention(g);
+    EXPECT_EQ(first, to_host(g.out)) << "second run differs";
+  }
+};
+
+TEST_F(AttentionTest, DecodeLengths) {
+  use_dtype(DType::kBF16);
+  std::vector<Seq> seqs;
+  for (int len : {1, 2, 15, 16, 17, 31, 33, 64, 65, 100, 1000, 4097}) seqs.push_back({1, len});
+  run({seqs, 32, 8, 128}, DType::kBF16);
+  run({seqs, 32, 8, 64}, DType::kBF16);
+}
+
+TEST_F(AttentionTest, DecodeLongSplitK) {
+  use_dtype(DType::kBF16);
+  run({{{1, 32768}}, 32, 8, 128}, DType::kBF16);           // one sequence fills the chip via splits
+  run({{{1, 20000}, {1, 5}, {1, 777}}, 16, 2, 64}, DType::kBF16);
+  run({{{1, 9000}}, 8, 8, 128, true, false}, DType::kBF16);  // no host hints: plan from table width
+}
+
+TEST_F(AttentionTest, DecodeGqaRatios) {
+  use_dtype(DType::kBF16);
+  for (auto [h, hkv] : std::vector<std::pair<int, int>>{{8, 8}, {8, 4}, {16, 4}, {32, 4}, {16, 1}})
+    for (int d : {64, 128}) run({{{1, 300}, {1, 47}, {1, 2049}}, h, hkv, d}, DType::kBF16);
+}
+
+TEST_F(AttentionTest, Prefill) {
+  use_dtype(DType::kBF16);
+  for (auto [h, hkv] : std::vector<std::pair<int, int>>{{8, 8}, {16, 4}, {32, 4}})
+    for (int d : {64, 128}) run({{{300, 300}}, h, hkv, d}, DType::kBF16);
+  run({{{1000, 1000}, {17, 17}}, 32, 8, 128}, DType::kBF16);
+}
+
+TEST_F(AttentionTest, ChunkedPrefillOverCachedPrefix) {
+  use_dtype(DType::kBF16);
+  run({{{100, 700}}, 32, 8, 128}, DType::kBF16);
+  run({{{64, 4160}, {3, 50}}, 16, 2, 64}, DType::kBF16);
+  run({{{40, 12000}}, 8, 1, 128}, DType::kBF16);  // long context, few rows: key splits
+}
+
+TEST_F(AttentionTest, MixedBatch) {
+  use_dtype(DType::kBF16);
+  const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {2, 300}, {3, 18}, {1, 2048}, {129, 2000}};
+  run({mix, 32, 8, 128}, DType::kBF16);
+  run({mix, 32, 4, 64}, DType::kBF16);
+  run({mix, 8, 8, 128, false}, DType::kBF16);  // contiguous block tables
+  run({mix, 16, 2, 128, true, true, 32}, DType::kBF16);  // 32-token pages
+}
+
+TEST_F(AttentionTest, Float16) {
+  use_dtype(DType::kF16);
+  run({{{1, 3000}, {50, 50}, {20, 900}}, 32, 8, 128}, DType::kF16);
+}
+
+TEST_F(AttentionTest, SimplePathF32AndOddHeadDim) {
+  use_dtype(DType::kF32);
+  run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 128}, DType::kF32);
+  use_dtype(DType::kBF16);
+  run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 96}, DType::kBF16);
+}
+
+}  // namespace
+}  // namespace vireo::testing

@@ -1,0 +1,57 @@
+// linear (cuBLASLt) vs the CPU backend (OpenBLAS): decode and prefill shapes, odd sizes, bias.
+#include "cuda_test_util.h"
+
+namespace vireo::testing {
+namespace {
+
+TEST_F(CudaOpsTest, Linear) {
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_dtype(act);
+    for (auto [n, k, m, bias] : std::vector<std::tuple<int, int, int, bool>>{
+             {1, 4096, 6144, false}, {1, 4096, 512, true}, {7, 256, 96, true}, {33, 520, 1000, false},
+             {130, 128, 77, true}, {257, 1024, 1024, false}}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " K " + std::to_string(k) + " M " +
+                   std::to_string(m) + (bias ? " bias" : ""));
+      const float ws = 1.f / std::sqrt(float(k));
+      auto x = rand_vec(size_t(n) * k, -1, 1, act);
+      auto w = rand_vec(size_t(m) * k, -ws, ws, act);
+      auto b = rand_vec(m, -1, 1, act);
+      Tensor out = gpu_poisoned({n, m}, act);
+      gpu_->linear({gpu_from(x, {n, k}, act), gpu_from(w, {m, k}, act), bias ? gpu_from(b, {m}, act) : Tensor(), out});
+      // Same shape again: the cached plan is reused.
+      Tensor out2 = gpu_poisoned({n, m}, act);
+      gpu_->linear({gpu_from(x, {n, k}, act), gpu_from(w, {m, k}, act), bias ? gpu_from(b, {m}, act) : Tensor(), out2});
+      Tensor ref = cpu_poisoned({n, m});
+      cpu_->linear({cpu_f32(x, {n, k}), cpu_f32(w, {m, k}), bias ? cpu_f32(b, {m}) : Tensor(), ref});
+      const auto want = to_host(ref);
+      Tolerance tol = tol_for(act);
+      if (act == DType::kF32) tol = {2e-4f, 2e-4f};  // summation order over K differs
+      expect_close(to_host(out), want, tol, "linear");
+      expect_close(to_host(out2), want, tol, "linear (cached plan)");
+    }
+  }
+}
+
+TEST_F(CudaOpsTest, LinearBiasInOtherDtype) {
+  use_dtype(DType::kBF16);
+  const int n = 5, k = 64, m = 40;
+  auto x = rand_vec(n * k, -1, 1, DType::kBF16);
+  auto w = rand_vec(m * k, -0.1f, 0.1f, DType::kBF16);
+  auto b = rand_vec(m, -1, 1, DType::kF32);  // F32 bias: not fusable into a BF16 epilogue
+  Tensor out = gpu_poisoned({n, m}, DType::kBF16);
+  gpu_->linear({gpu_from(x, {n, k}, DType::kBF16), gpu_from(w, {m, k}, DType::kBF16), gpu_from(b, {m}, DType::kF32), out});
+  Tensor ref = cpu_poisoned({n, m});
+  cpu_->linear({cpu_f32(x, {n, k}), cpu_f32(w, {m, k}), cpu_f32(b, {m}), ref});
+  expect_close(to_host(out), to_host(ref), tol_for(DType::kBF16), "linear f32 bias");
+}
+
+TEST_F(CudaOpsTest, LinearRejectsMismatchedShapes) {
+  use_dtype(DType::kBF16);
+  Tensor x = gpu_own(gpu_->alloc({2, 64}, DType::kBF16));
+  Tensor w = gpu_own(gpu_->alloc({8, 32}, DType::kBF16));
+  Tensor out = gpu_own(gpu_->alloc({2, 8}, DType::kBF16));
+  EXPECT_THROW(gpu_->linear({x, w, Tensor(), out}), Error);
+}
+
+}  // namespace
+}  // namespace vireo::testing

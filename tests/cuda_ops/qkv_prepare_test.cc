@@ -1,0 +1,106 @@
+// qkv_prepare vs the CPU backend: every QkNorm mode, NeoX and GPT-J RoPE, partial rotary, GQA head
+// counts, skipped slots (< 0), scattered slots; q_out and the whole K/V caches are compared.
+#include "cuda_test_util.h"
+
+namespace vireo::testing {
+namespace {
+
+struct QkvCase {
+  int h, hkv, d, rotary;
+  bool neox;
+  QkNorm norm;
+  int tokens;
+};
+
+class QkvPrepareTest : public CudaOpsTest {
+ protected:
+  void run(const QkvCase& c, DType act) {
+    SCOPED_TRACE(std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
+                 " D " + std::to_string(c.d) + " rd " + std::to_string(c.rotary) + (c.neox ? " neox" : " gptj") +
+                 " norm " + std::to_string(int(c.norm)) + " T " + std::to_string(c.tokens));
+    const int t = c.tokens, bs = 16, num_blocks = 9, max_pos = 4096;
+    const int width = (c.h + 2 * c.hkv) * c.d;
+    auto qkv = rand_vec(size_t(t) * width, -2, 2, act);
+    std::vector<int> pos(t), slots(t);
+    std::vector<int> perm(num_blocks * bs);
+    for (int i = 0; i < int(perm.size()); ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    for (int i = 0; i < t; ++i) {
+      pos[i] = rand_int(0, max_pos - 1);
+      slots[i] = (i % 5 == 3) ? -1 : perm[i];  // distinct slots, some skipped
+    }
+    std::vector<float> cs(size_t(max_pos) * std::max(c.rotary, 1));
+    const int half = c.rotary / 2;
+    for (int p = 0; p < max_pos && c.rotary > 0; ++p)
+      for (int i = 0; i < half; ++i) {
+        const double inv_freq = std::pow(10000.0, -2.0 * i / c.rotary);
+        cs[size_t(p) * c.rotary + i] = float(std::cos(p * inv_freq));
+        cs[size_t(p) * c.rotary + half + i] = float(std::sin(p * inv_freq));
+      }
+    const bool full = c.norm == QkNorm::kFullWidth;
+    auto qn = rand_vec(full ? c.h * c.d : c.d, 0.5f, 1.5f, act);
+    auto kn = rand_vec(full ? c.hkv * c.d : c.d, 0.5f, 1.5f, act);
+    const int64_t cache_n = int64_t(num_blocks) * bs * c.hkv * c.d;
+    auto kc0 = rand_vec(cache_n, -1, 1, act), vc0 = rand_vec(cache_n, -1, 1, act);
+    std::vector<int64_t> cache_shape{num_blocks, bs, c.hkv, c.d};
+
+    QkvPrepareParams g;
+    g.qkv = gpu_from(qkv, {t, width}, act);
+    g.positions = gpu_i32(pos, {t});
+    g.rope_cos_sin = gpu_from(cs, {max_pos, std::max(c.rotary, 1)}, DType::kF32);
+    g.rotary_dim = c.rotary;
+    g.neox = c.neox;
+    g.qk_norm = c.norm;
+    if (c.norm != QkNorm::kNone) {
+      g.q_norm = gpu_from(qn, {int64_t(qn.size())}, act);
+      g.k_norm = gpu_from(kn, {int64_t(kn.size())}, act);
+    }
+    g.norm_eps = 1e-6f;
+    g.q_out = gpu_poisoned({t, c.h, c.d}, act);
+    g.k_cache = gpu_from(kc0, cache_shape, act);
+    g.v_cache = gpu_from(vc0, cache_shape, act);
+    g.slot_mapping = gpu_i32(slots, {t});
+    g.num_heads = c.h;
+    g.num_kv_heads = c.hkv;
+    g.head_dim = c.d;
+    g.block_size = bs;
+    gpu_->qkv_prepare(g);
+
+    QkvPrepareParams r = g;
+    r.qkv = cpu_f32(qkv, {t, width});
+    r.positions = cpu_i32(pos, {t});
+    r.rope_cos_sin = cpu_f32(cs, {max_pos, std::max(c.rotary, 1)});
+    if (c.norm != QkNorm::kNone) {
+      r.q_norm = cpu_f32(qn, {int64_t(qn.size())});
+      r.k_norm = cpu_f32(kn, {int64_t(kn.size())});
+    }
+    r.q_out = cpu_poisoned({t, c.h, c.d});
+    r.k_cache = cpu_f32(kc0, cache_shape);
+    r.v_cache = cpu_f32(vc0, cache_shape);
+    r.slot_mapping = cpu_i32(slots, {t});
+    cpu_->qkv_prepare(r);
+    const Tolerance tol = tol_for(act);
+    expect_close(to_host(g.q_out), to_host(r.q_out), tol, "q_out");
+    // The CPU cache is F32: round its values to the GPU cache dtype before comparing.
+    auto kr = to_host(r.k_cache), vr = to_host(r.v_cache);
+    expect_close(to_host(g.k_cache), kr, tol, "k_cache");
+    expect_close(to_host(g.v_cache), vr, {0, 0}, "v_cache");
+  }
+};
+
+TEST_F(QkvPrepareTest, AllModes) {
+  for (DType act : {DType::kBF16, DType::kF32}) {
+    use_dtype(act);
+    for (QkNorm norm : {QkNorm::kNone, QkNorm::kPerHeadBeforeRope, QkNorm::kPerHeadAfterRope, QkNorm::kFullWidth})
+      for (bool neox : {true, false}) {
+        run({32, 8, 128, 128, neox, norm, 13}, act);
+        run({4, 4, 64, 32, neox, norm, 1}, act);  // partial rotary, MHA, one token
+      }
+    run({16, 2, 64, 64, true, QkNorm::kPerHeadBeforeRope, 40}, act);
+    run({8, 1, 128, 0, true, QkNorm::kNone, 5}, act);  // no rotary at all
+    run({64, 8, 128, 128, true, QkNorm::kFullWidth, 3}, act);  // large q: > 48 KiB of smem
+  }
+}
+
+}  // namespace
+}  // namespace vireo::testing
