@@ -115,7 +115,7 @@ nlohmann::json latency_summary_json(const std::vector<LatencyIteration>& iters, 
     j["median_" + name] = median(v);
     j["p90_" + name] = percentile(v, 90);
     j["p99_" + name] = percentile(v, 99);
-    j[name + "s"] = v;
+    j[name + "_list"] = v;
   };
   add("prefill_time_ms", pre, 1000.0);
   add("decode_step_ms", step, 1000.0);

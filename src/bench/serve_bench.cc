@@ -38,15 +38,22 @@ class BodyCollector : public StreamHandler {
   }
 };
 
-std::string fetch_first_model(const std::string& host, int port, const std::string& path) {
-  EpollHttpClient client(host, port);
+// GET /v1/models, retried while the server does not accept connections (still starting).
+std::string fetch_first_model(const std::string& host, int port, const std::string& path, double wait_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   BodyCollector c;
-  HttpRequest req;
-  req.method = "GET";
-  req.path = path;
-  req.timeout_s = 30;
-  client.start(req, &c);
-  while (!c.finished) client.poll(100);
+  while (true) {
+    EpollHttpClient client(host, port);
+    c = BodyCollector();
+    HttpRequest req;
+    req.method = "GET";
+    req.path = path;
+    req.timeout_s = 30;
+    client.start(req, &c);
+    while (!c.finished) client.poll(100);
+    if (c.error.rfind("connect failed", 0) != 0 || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   if (!c.error.empty() || c.status != 200)
     throw Error("cannot list models at http://" + host + ":" + std::to_string(port) + path + ": " +
                 (c.error.empty() ? "HTTP " + std::to_string(c.status) : c.error) + " (is the server running?)");
@@ -92,7 +99,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
     std::fprintf(stderr, "warning: --endpoint %s with --backend %s\n", endpoint.c_str(), args.backend.c_str());
 
   std::string model_id = args.model;
-  if (model_id.empty()) model_id = fetch_first_model(ep.host, ep.port, ep.path_prefix + "/v1/models");
+  if (model_id.empty()) model_id = fetch_first_model(ep.host, ep.port, ep.path_prefix + "/v1/models", args.ready_check_timeout_s);
   std::string model_name = args.served_model_name.empty() ? model_id : args.served_model_name;
 
   std::string tok_dir = resolve_tokenizer_dir(args.tokenizer, args.model);
@@ -146,7 +153,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
     while (true) {
       auto r = run_load({requests[0]}, lo, nullptr);
       if (r[0].success) break;
-      bool connecting = r[0].error.rfind("connect failed", 0) == 0 || r[0].error.rfind("connection closed", 0) == 0;
+      bool connecting = r[0].error.rfind("connect failed", 0) == 0 || r[0].error.rfind("connection closed", 0) == 0 ||
+                        r[0].error.rfind("recv failed", 0) == 0;
       if (!connecting || std::chrono::steady_clock::now() > deadline)
         throw Error("initial test run failed - make sure the benchmark arguments are right. Error: " + r[0].error);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));

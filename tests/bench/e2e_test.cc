@@ -154,13 +154,13 @@ TEST(BenchE2E, BenchThroughputAndLatencyInProcess) {
   ASSERT_EQ(rc, 0) << out;
   auto l = read_json(dir / "l.json");
   EXPECT_EQ(l["latencies"].size(), 3u);
-  EXPECT_EQ(l["prefill_time_mss"].size(), 3u);
+  EXPECT_EQ(l["prefill_time_ms_list"].size(), 3u);
   for (const char* k : {"avg_latency", "mean_prefill_time_ms", "mean_decode_step_ms", "mean_decode_tokens_per_s",
                         "percentiles"})
     EXPECT_TRUE(l.contains(k)) << k;
   for (size_t i = 0; i < 3; ++i) {
     double lat_ms = l["latencies"][i].get<double>() * 1000;
-    double pre_ms = l["prefill_time_mss"][i].get<double>();
+    double pre_ms = l["prefill_time_ms_list"][i].get<double>();
     EXPECT_GT(pre_ms, 0.0);
     EXPECT_LE(pre_ms, lat_ms + 1e-6);
   }

@@ -37,7 +37,7 @@ def latency_summary(iters, batch_size, input_len, output_len):
         j["median_" + name] = percentile(v, 50)
         j["p90_" + name] = percentile(v, 90)
         j["p99_" + name] = percentile(v, 99)
-        j[name + "s"] = v
+        j[name + "_list"] = v
 
     add("prefill_time_ms", pre, 1000.0)
     add("decode_step_ms", step, 1000.0)

@@ -9,7 +9,7 @@ from hf_summary import latency_summary, percentile  # noqa: E402
 
 VIREO_FIELDS = ["batch_size", "input_len", "output_len", "avg_latency", "latencies", "percentiles"] + [
     f"{stat}_{name}" for name in ("prefill_time_ms", "decode_step_ms", "decode_tokens_per_s")
-    for stat in ("mean", "median", "p90", "p99")] + ["prefill_time_mss", "decode_step_mss", "decode_tokens_per_ss"]
+    for stat in ("mean", "median", "p90", "p99")] + ["prefill_time_ms_list", "decode_step_ms_list", "decode_tokens_per_s_list"]
 
 
 class SummaryTest(unittest.TestCase):
