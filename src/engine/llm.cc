@@ -22,7 +22,6 @@ void accumulate_output(RequestOutput& agg, RequestOutput&& d) {
   agg.error = d.error;
 }
 
-LLM::LLM(const EngineConfig& config) : engine_(AsyncEngine::create(config)) {}
 LLM::LLM(std::unique_ptr<AsyncEngine> engine) : engine_(std::move(engine)) {}
 LLM::~LLM() = default;
 

@@ -3,6 +3,8 @@
 // any mistake in slot mapping, block tables, prefix caching or preemption changes the output.
 #pragma once
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -75,7 +77,6 @@ inline void fake_logits(const std::vector<int32_t>& context, float* out) {
     uint64_t r = fake_mix(h ^ (0x1000ULL + v));
     out[v] = static_cast<float>(r >> 40) / static_cast<float>(1u << 24) * 8.0f - 4.0f;
   }
-  out[kFakeEos] -= 2.0f;  // EOS is rarer than the rest
 }
 
 struct FakeModelStats {
@@ -86,8 +87,9 @@ struct FakeModelStats {
 
 class FakeModel : public Model {
  public:
-  explicit FakeModel(FakeModelStats* stats = nullptr, int fail_on_forward = -1)
-      : stats_(stats), fail_on_forward_(fail_on_forward) {
+  explicit FakeModel(FakeModelStats* stats = nullptr, int fail_on_forward = -1,
+                     std::chrono::milliseconds delay = std::chrono::milliseconds(0))
+      : stats_(stats), fail_on_forward_(fail_on_forward), delay_(delay) {
     cfg_.architecture = "FakeForCausalLM";
     cfg_.vocab_size = kFakeVocab;
     cfg_.max_position_embeddings = 512;
@@ -108,6 +110,7 @@ class FakeModel : public Model {
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override {
     int n = stats_ ? stats_->num_forwards++ : 0;
     if (n == fail_on_forward_) throw Error("fake model failure");
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     const int T = static_cast<int>(in.token_ids.size());
     const int S = static_cast<int>(in.seq_lens.size());
     if (stats_) {
@@ -142,6 +145,7 @@ class FakeModel : public Model {
   std::vector<int32_t> cache_;
   FakeModelStats* stats_;
   int fail_on_forward_;
+  std::chrono::milliseconds delay_;
 };
 
 // Greedy continuation computed straight from fake_logits (the oracle).
