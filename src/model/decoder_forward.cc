@@ -19,7 +19,7 @@ void validate(const StepInput& in, const KvCache& kv, int num_layers) {
   if (in.seq_lens.size() != S) throw Error("forward: seq_lens must have one entry per sequence");
   for (size_t s = 0; s < S; ++s)
     if (in.query_start[s + 1] < in.query_start[s]) throw Error("forward: query_start must be non-decreasing");
-  if (in.max_blocks_per_seq <= 0 || in.block_tables.size() != S * static_cast<size_t>(in.max_blocks_per_seq))
+  if ((S > 0 && in.max_blocks_per_seq <= 0) || in.block_tables.size() != S * static_cast<size_t>(in.max_blocks_per_seq))
     throw Error("forward: block_tables must hold num_seqs * max_blocks_per_seq entries");
   for (int32_t i : in.logits_indices)
     if (i < 0 || static_cast<size_t>(i) >= T) throw Error("forward: logits index " + std::to_string(i) + " out of range");
