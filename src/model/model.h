@@ -33,7 +33,9 @@ struct KvCache {
 struct LoadOptions {
   std::string load_format = "auto";  // "auto" (safetensors) | "dummy" (random weights, seeded)
   uint64_t seed = 0;                 // dummy weights
-  std::string dtype = "auto";        // weight dtype on the device (vLLM --dtype)
+  // vLLM --dtype. Weights and the KV cache are stored in backend.activation_dtype() (F32 on the
+  // CPU; the CUDA backend picks it from --dtype when created), so this is informational here.
+  std::string dtype = "auto";
 };
 
 class Model {
