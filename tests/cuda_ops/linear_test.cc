@@ -9,7 +9,9 @@ TEST_F(CudaOpsTest, Linear) {
     use_dtype(act);
     for (auto [n, k, m, bias] : std::vector<std::tuple<int, int, int, bool>>{
              {1, 4096, 6144, false}, {1, 4096, 512, true}, {7, 256, 96, true}, {33, 520, 1000, false},
-             {130, 128, 77, true}, {257, 1024, 1024, false}}) {
+             {130, 128, 77, true}, {257, 1024, 1024, false},
+             // N <= 4: the GEMV path (K % 8 == 0), and one K it does not take
+             {3, 12288, 40, true}, {4, 200, 64, false}, {2, 4104, 33, true}, {1, 12288, 4096, false}, {2, 100, 16, true}}) {
       SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " K " + std::to_string(k) + " M " +
                    std::to_string(m) + (bias ? " bias" : ""));
       const float ws = 1.f / std::sqrt(float(k));

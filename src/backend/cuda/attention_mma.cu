@@ -7,7 +7,7 @@
 //           the chip; a reduce kernel merges the splits.
 //   prefill (q_len * G > 16):  64 rows (16 per warp) that share each 64-key tile; causal; optional
 //           key splits for long chunked-prefill contexts.
-// K/V tiles are gathered page by page with cp.async into padded shared memory, two stages deep.
+// K/V tiles are gathered page by page with cp.async into padded shared memory, three stages deep.
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.h"
@@ -20,6 +20,7 @@ namespace {
 constexpr int kBN = 64;       // keys per tile
 constexpr int kThreads = 128; // 4 warps
 constexpr int kPad = 8;       // elements of padding per smem row: conflict-free ldmatrix
+constexpr int kStages = 3;    // K/V tiles in flight: two loading while one is computed
 
 struct MmaArgs {
   const void* q;
@@ -63,6 +64,13 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
 }
 
+// 2^x on the SFU; 2^-inf = +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -101,8 +109,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   constexpr int kDT = D / 8;             // output n-tiles
   constexpr int kLd = D + kPad;          // smem row stride (elements)
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* ks = reinterpret_cast<T*>(smem_raw);  // [2][kBN][kLd]
-  T* vs = ks + 2 * kBN * kLd;              // [2][kBN][kLd]
+  T* ks = reinterpret_cast<T*>(smem_raw);  // [kStages][kBN][kLd]
+  T* vs = ks + kStages * kBN * kLd;        // [kStages][kBN][kLd]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
   const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
@@ -164,7 +172,6 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
       cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
       cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
     }
-    cp_async_commit();
   };
 
   float oacc[kDT][4];
@@ -173,16 +180,22 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's partial row sums
   const int kw0 = kDecode ? warp * kKeysPerWarp : 0;
 
-  if (ntiles > 0) load_tile(0, 0);
+  // Pipeline: one commit group per tile (empty past the end) keeps the wait counts uniform.
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < ntiles) load_tile(st, st);
+    cp_async_commit();
+  }
+  // Rows of this warp that are all valid, and the smallest position among them: tiles wholly below
+  // it and inside kend need no mask.
+  const bool warp_rows_full = wr0 + 15 < rows;
+  const int warp_min_pos = kv_len - q_len + wr0 / a.group;
   for (int it = 0; it < ntiles; ++it) {
-    const int stage = it & 1;
-    if (it + 1 < ntiles) {
-      load_tile(it + 1, stage ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const int stage = it % kStages;
+    cp_async_wait<kStages - 2>();  // tile `it` landed (this thread's copies) ...
+    __syncthreads();               // ... everyone's, and every warp is done with tile it - 1
+    if (it + kStages - 1 < ntiles) load_tile(it + kStages - 1, (it + kStages - 1) % kStages);
+    cp_async_commit();
     const T* kt = ks + stage * kBN * kLd;
     const T* vt = vs + stage * kBN * kLd;
     // S = Q K^T for this warp's keys.
@@ -201,20 +214,30 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
         mma16816<T>(sacc[nt + 1], qf[kk], b[2], b[3]);
       }
     }
-    // Mask, online softmax (log2 domain).
+    // Mask, online softmax (log2 domain; the scale is folded into the exponent).
     const int kbase = kstart + it * kBN + kw0;
+    const bool full = warp_rows_full && kbase + kKeysPerWarp - 1 <= warp_min_pos && kbase + kKeysPerWarp <= kend;
     float mx[2] = {-INFINITY, -INFINITY};
+    if (full) {
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = kbase + nt * 8 + 2 * tq + (e & 1);
-        const int ri = e / 2;
-        const float v = (key < kend && key <= pos[ri]) ? sacc[nt][e] * a.scale_log2 : -INFINITY;
-        sacc[nt][e] = v;
-        mx[ri] = fmaxf(mx[ri], v);
+        for (int e = 0; e < 4; ++e) mx[e / 2] = fmaxf(mx[e / 2], sacc[nt][e]);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+          const int ri = e / 2;
+          const float v = (key < kend && key <= pos[ri]) ? sacc[nt][e] : -INFINITY;
+          sacc[nt][e] = v;
+          mx[ri] = fmaxf(mx[ri], v);
+        }
       }
     }
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * a.scale_log2;
     float corr[2];
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
@@ -231,7 +254,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float p = exp2f(sacc[nt][e] - mx[e / 2]);
+        const float p = fast_exp2(fmaf(sacc[nt][e], a.scale_log2, -mx[e / 2]));
         sacc[nt][e] = p;
         l[e / 2] += p;
       }
@@ -261,7 +284,6 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
         mma16816<T>(oacc[dt + 1], pa, b[2], b[3]);
       }
     }
-    __syncthreads();  // this stage is refilled by the next iteration's load
   }
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -272,6 +294,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   const bool direct = nsplit == 1;
 
   if constexpr (kDecode) {
+    cp_async_wait<0>();
+    __syncthreads();  // the tile buffers become the merge buffers
     // Merge the 4 warps' partial softmaxes over their key quarters through shared memory.
     float* sm_o = reinterpret_cast<float*>(smem_raw);  // [4][16][D]
     float* sm_m = sm_o + 4 * 16 * D;                   // [4][16]
@@ -335,10 +359,14 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   }
 }
 
-// Merges the key splits of every (token, head) whose sequence was split. One block per token.
+// Merges the key splits of every (token, head) whose sequence was split: one block of head_dim
+// threads per (token, head); the split weights are computed once into shared memory.
 template <typename T>
 __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
+  extern __shared__ float wts[];  // [max_splits]
+  __shared__ float inv_l;
   const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
   int lo = 0, hi = a.num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -350,35 +378,70 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   const int split_len = split_len_for(kv_len, decode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (nsplit <= 1) return;
-  for (int idx = threadIdx.x; idx < a.num_heads * head_dim; idx += blockDim.x) {
-    const int h = idx / head_dim, col = idx % head_dim;
-    const int64_t th = t * a.num_heads + h;
+  const int64_t th = t * a.num_heads + h;
+  const float2* ml = a.ws_ml + th * a.max_splits;
+  if (threadIdx.x < 32) {
     float mm = -INFINITY;
-    for (int z = 0; z < nsplit; ++z) mm = fmaxf(mm, a.ws_ml[th * a.max_splits + z].x);
+    for (int z = threadIdx.x; z < nsplit; z += 32) mm = fmaxf(mm, ml[z].x);
+    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
     const float mu = mm == -INFINITY ? 0.f : mm;
-    float ll = 0.f, oo = 0.f;
-    for (int z = 0; z < nsplit; ++z) {
-      const float2 ml = a.ws_ml[th * a.max_splits + z];
-      const float f = exp2f(ml.x - mu);
-      ll += ml.y * f;
-      oo += a.ws_o[(th * a.max_splits + z) * head_dim + col] * f;
+    float ll = 0.f;
+    for (int z = threadIdx.x; z < nsplit; z += 32) {
+      const float2 v = ml[z];
+      const float f = exp2f(v.x - mu);
+      wts[z] = f;
+      ll += v.y * f;
     }
-    static_cast<T*>(a.out)[th * head_dim + col] = from_f<T>(ll > 0.f ? oo / ll : 0.f);
+    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
+    if (threadIdx.x == 0) inv_l = ll > 0.f ? 1.f / ll : 0.f;
   }
+  __syncthreads();
+  const float* po = a.ws_o + th * a.max_splits * head_dim + threadIdx.x;
+  float oo = 0.f;
+#pragma unroll 8
+  for (int z = 0; z < nsplit; ++z) oo += po[z * head_dim] * wts[z];
+  static_cast<T*>(a.out)[th * head_dim + threadIdx.x] = from_f<T>(oo * inv_l);
+}
+
+// Blocks of one kernel shape resident per SM (registers and shared memory decide), once per shape.
+template <typename T, int D, int kRowWarps>
+int blocks_per_sm() {
+  static const int n = [] {
+    constexpr size_t smem = kStages * 2 * kBN * (D + kPad) * sizeof(T);
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int b = 0;
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps>,
+                                                                   kThreads, smem));
+    return b < 1 ? 1 : b;
+  }();
+  return n;
 }
 
 template <typename T, int D, int kRowWarps>
 void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = 2 * 2 * kBN * (D + kPad) * sizeof(T);
+  constexpr size_t smem = kStages * 2 * kBN * (D + kPad) * sizeof(T);
   static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
-  static bool configured = false;  // per instantiation; the attribute is per process and device
-  if (!configured) {
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    configured = true;
-  }
+  blocks_per_sm<T, D, kRowWarps>();  // sets the shared-memory attribute
   attention_mma_kernel<T, D, kRowWarps><<<grid, kThreads, smem, stream>>>(a);
   check_launch("paged_attention");
+}
+
+// Key splits for `base` blocks of work on `slots` resident blocks: the fewest waves per unit of work,
+// each split at least `min_keys` long, a small charge per split for the merge (ties: fewer splits).
+int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap) {
+  const int limit = static_cast<int>(std::clamp<int64_t>((max_kv + min_keys - 1) / min_keys, 1, cap));
+  int best = 1;
+  double best_cost = 1e30;
+  for (int s = 1; s <= limit; ++s) {
+    const double waves = static_cast<double>((base * s + slots - 1) / slots);
+    const double cost = waves / s + (s > 1 ? 0.0005 * s : 0.0);
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
 }
 
 template <typename T, int D>
@@ -391,24 +454,21 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   const bool any_prefill = static_cast<int64_t>(max_q) * g > 16;
   const bool any_decode = !(p.num_seqs == 1 && any_prefill);
   auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
-  // Decode: enough blocks for ~3 per SM, each split at least 256 keys.
-  const int64_t dec_base = int64_t{p.num_seqs} * p.num_kv_heads;
-  int dec_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(3 * dev.num_sms, dec_base), 1,
-                                                        std::max<int64_t>(1, ceil_div(max_kv, 256))));
-  dec_splits = std::min(dec_splits, 64);
-  int dec_len = static_cast<int>(ceil_div(ceil_div(max_kv, dec_splits), kBN) * kBN);
-  dec_splits = static_cast<int>(ceil_div(max_kv, dec_len));
-  // Prefill: split keys only when the row tiles alone leave SMs idle and the context is long.
+  const int64_t sh = int64_t{p.num_seqs} * p.num_kv_heads;
+  int dec_splits = 1, pre_splits = 1;
+  if (any_decode)
+    dec_splits = choose_splits(sh, int64_t{dev.num_sms} * blocks_per_sm<T, D, 1>(), max_kv, 256, 128);
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, 64));
-  const int64_t pre_base = int64_t{row_tiles} * p.num_seqs * p.num_kv_heads;
-  int pre_splits = static_cast<int>(std::clamp<int64_t>(ceil_div(2 * dev.num_sms, pre_base), 1,
-                                                        std::max<int64_t>(1, ceil_div(max_kv, 512))));
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
-  while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
-  int pre_len = static_cast<int>(ceil_div(ceil_div(max_kv, pre_splits), kBN) * kBN);
+  if (any_prefill) {
+    pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * blocks_per_sm<T, D, 4>(), max_kv,
+                               512, 128);
+    while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
+  }
+  const int dec_len = static_cast<int>(ceil_div(ceil_div(max_kv, dec_splits), kBN) * kBN);
+  const int pre_len = static_cast<int>(ceil_div(ceil_div(max_kv, pre_splits), kBN) * kBN);
+  dec_splits = static_cast<int>(ceil_div(max_kv, dec_len));
   pre_splits = static_cast<int>(ceil_div(max_kv, pre_len));
-  if (!any_prefill) pre_splits = 1;
-  if (!any_decode) dec_splits = 1;
   a.max_splits = std::max(dec_splits, pre_splits);
   a.split_len_decode = dec_len;
   a.split_len_prefill = pre_len;
@@ -417,11 +477,11 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     a.ws_o = reinterpret_cast<float*>(ws);
     a.ws_ml = reinterpret_cast<float2*>(ws + num_tokens * p.num_heads * int64_t{a.max_splits} * D * 4);
   }
-  const unsigned sh = static_cast<unsigned>(p.num_seqs * p.num_kv_heads);
-  if (any_decode) launch_shape<T, D, 1>(a, dim3(1, sh, dec_splits), stream);
-  if (any_prefill) launch_shape<T, D, 4>(a, dim3(row_tiles, sh, pre_splits), stream);
+  if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
+  if (any_prefill) launch_shape<T, D, 4>(a, dim3(row_tiles, static_cast<unsigned>(sh), pre_splits), stream);
   if (a.max_splits > 1) {
-    attention_merge_kernel<T><<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(a, D);
+    attention_merge_kernel<T><<<dim3(static_cast<unsigned>(num_tokens), p.num_heads), D,
+                                a.max_splits * sizeof(float), stream>>>(a, D);
     check_launch("paged_attention merge");
   }
 }

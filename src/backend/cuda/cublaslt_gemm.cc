@@ -92,6 +92,7 @@ void CublasLtGemm::run(const LinearParams& p, cudaStream_t stream) {
     throw Error("linear: x, w and out must share one dtype (upload weights in the activation dtype)");
   if (!p.bias.empty() && p.bias.numel() != m) throw Error("linear: bias must be [M]");
   if (n == 0 || m == 0) return;
+  if (launch_gemv_small_n(p, stream)) return;  // decode shapes: a streaming GEMV beats the library
   const bool fused_bias = !p.bias.empty() && p.bias.dtype == p.out.dtype;
   Plan& pl = plan(n, m, k, p.x.dtype, fused_bias);
   if (fused_bias) {

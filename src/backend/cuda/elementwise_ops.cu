@@ -1,5 +1,7 @@
 // Memory-bound row ops: embedding gather, fused residual-add + RMSNorm, SiLU-and-mul, add,
 // gather_rows, dtype conversion, bias add. Math in fp32; 16-byte accesses where rows allow.
+#include <type_traits>
+
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -60,20 +62,23 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return s;
 }
 
-// One block per row. Vectorised over 16-byte chunks of T (C % kN == 0 checked by the host).
+// One block per row. Vectorised over 16-byte chunks of T (C % kN == 0 checked by the host); the
+// row's first kKeep chunks per thread stay in registers between the sum-of-squares and the scaling
+// pass, so the row is read from memory once.
 template <typename T>
 __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residual, const void* __restrict__ weight,
                                 DType wt, T* __restrict__ out, int64_t cols, float eps) {
   using V = Vec<T>;
   constexpr int kN = V::kN;
+  constexpr int kKeep = 4;
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int64_t nvec = cols / kN;
   const uint4* xv = reinterpret_cast<const uint4*>(x + row * cols);
   uint4* rv = residual ? reinterpret_cast<uint4*>(residual + row * cols) : nullptr;
+  V keep[kKeep];
   float ss = 0.f;
-  for (int64_t c = threadIdx.x; c < nvec; c += blockDim.x) {
-    V a;
+  auto load_sum = [&](int64_t c, V& a) {
     a.raw = xv[c];
     if (rv) {
       V r;
@@ -85,19 +90,44 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
     }
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
-      float f = to_f(a.v[k]);
+      const float f = to_f(a.v[k]);
       ss += f * f;
     }
+  };
+#pragma unroll
+  for (int i = 0; i < kKeep; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c < nvec) load_sum(c, keep[i]);
+  }
+  for (int64_t c = threadIdx.x + static_cast<int64_t>(kKeep) * blockDim.x; c < nvec; c += blockDim.x) {
+    V a;
+    load_sum(c, a);
   }
   const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(cols) + eps);
   const uint4* src = rv ? rv : xv;
   uint4* ov = reinterpret_cast<uint4*>(out + row * cols);
-  for (int64_t c = threadIdx.x; c < nvec; c += blockDim.x) {
+  const bool w_same = wt == (sizeof(T) == 4 ? DType::kF32 : std::is_same_v<T, __half> ? DType::kF16 : DType::kBF16);
+  auto scale = [&](int64_t c, V& a) {
+    if (w_same) {
+      V wv;
+      wv.raw = reinterpret_cast<const uint4*>(weight)[c];
+#pragma unroll
+      for (int k = 0; k < kN; ++k) a.v[k] = from_f<T>(to_f(a.v[k]) * inv * to_f(wv.v[k]));
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) a.v[k] = from_f<T>(to_f(a.v[k]) * inv * load_any(weight, wt, c * kN + k));
+    }
+    ov[c] = a.raw;
+  };
+#pragma unroll
+  for (int i = 0; i < kKeep; ++i) {
+    const int64_t c = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (c < nvec) scale(c, keep[i]);
+  }
+  for (int64_t c = threadIdx.x + static_cast<int64_t>(kKeep) * blockDim.x; c < nvec; c += blockDim.x) {
     V a;
     a.raw = src[c];
-#pragma unroll
-    for (int k = 0; k < kN; ++k) a.v[k] = from_f<T>(to_f(a.v[k]) * inv * load_any(weight, wt, c * kN + k));
-    ov[c] = a.raw;
+    scale(c, a);
   }
 }
 
@@ -234,9 +264,11 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     using T = decltype(tag);
     constexpr int kN = Vec<T>::kN;
     T* res = p.residual.empty() ? nullptr : p.residual.ptr<T>();
-    const bool vec = cols % kN == 0 && aligned16(p.x.ptr<T>()) && aligned16(p.out.ptr<T>()) && (!res || aligned16(res));
+    const bool vec = cols % kN == 0 && aligned16(p.x.ptr<T>()) && aligned16(p.out.ptr<T>()) && (!res || aligned16(res)) &&
+                     aligned16(static_cast<const char*>(p.weight.data));
     const int64_t work = vec ? cols / kN : cols;
-    const int threads = work >= 1024 ? 1024 : work >= 512 ? 512 : work >= 256 ? 256 : 128;
+    int threads = work >= 1024 ? 1024 : work >= 512 ? 512 : work >= 256 ? 256 : 128;
+    if (vec) threads = work >= 2048 ? 512 : threads;  // wide rows: 4+ chunks per thread kept in registers
     if (vec)
       rms_norm_kernel<T><<<rows, threads, 0, stream>>>(p.x.ptr<T>(), res, p.weight.data, p.weight.dtype, p.out.ptr<T>(),
                                                        cols, p.eps);
