@@ -18,20 +18,45 @@ std::string opt_string(const nlohmann::json& j, const char* key) {
 }
 }  // namespace
 
-BpeModel::BpeModel(const nlohmann::json& j, const std::string& what) {
+BpeModel::BpeModel(const nlohmann::json& j, const std::string& what, VocabList* vocab_in, MergeList* merges_in) {
   std::string type = j.value("type", "BPE");
   if (type != "BPE") throw Error(what + ": unsupported model type '" + type + "' (only BPE)");
-  if (!j.contains("vocab") || !j.at("vocab").is_object()) throw Error(what + ": model.vocab missing");
-  const auto& vocab = j.at("vocab");
-  vocab_.reserve(vocab.size());
-  int32_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int32_t id = it.value().get<int32_t>();
-    vocab_.emplace(it.key(), id);
-    max_id = std::max(max_id, id);
+  VocabList vocab_local;
+  MergeList merges_local;
+  if (!vocab_in) {
+    if (!j.contains("vocab") || !j.at("vocab").is_object()) throw Error(what + ": model.vocab missing");
+    for (auto it = j.at("vocab").begin(); it != j.at("vocab").end(); ++it)
+      vocab_local.emplace_back(it.key(), it.value().get<int32_t>());
+    vocab_in = &vocab_local;
   }
+  if (!merges_in) {
+    if (!j.contains("merges") || !j.at("merges").is_array()) throw Error(what + ": model.merges missing");
+    for (const auto& m : j.at("merges")) {
+      if (m.is_string()) {  // "a b"
+        const auto& s = m.get_ref<const std::string&>();
+        size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+          throw Error(what + ": bad merge '" + s + "'");
+        merges_local.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+      } else if (m.is_array() && m.size() == 2) {  // ["a", "b"]
+        merges_local.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      } else {
+        throw Error(what + ": bad merge entry " + m.dump());
+      }
+    }
+    merges_in = &merges_local;
+  }
+  if (vocab_in->empty()) throw Error(what + ": model.vocab is empty");
+
+  vocab_.reserve(vocab_in->size());
+  int32_t max_id = -1;
+  for (auto& [tok, id] : *vocab_in) max_id = std::max(max_id, id);
   id_to_token_.resize(static_cast<size_t>(max_id + 1));
-  for (auto& [tok, id] : vocab_) id_to_token_[static_cast<size_t>(id)] = tok;
+  for (auto& [tok, id] : *vocab_in) {
+    if (id < 0) throw Error(what + ": negative id for token '" + tok + "'");
+    id_to_token_[static_cast<size_t>(id)] = tok;
+    vocab_.emplace(std::move(tok), id);
+  }
 
   continuing_prefix_ = opt_string(j, "continuing_subword_prefix");
   end_suffix_ = opt_string(j, "end_of_word_suffix");
@@ -49,26 +74,13 @@ BpeModel::BpeModel(const nlohmann::json& j, const std::string& what) {
     byte_ids_[b] = id ? *id : -1;
   }
 
-  const auto& merges = j.at("merges");
-  merges_.reserve(merges.size());
+  merges_.reserve(merges_in->size());
   int32_t rank = 0;
-  for (const auto& m : merges) {
-    std::string a, b;
-    if (m.is_string()) {  // "a b"
-      const auto& s = m.get_ref<const std::string&>();
-      size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        throw Error(what + ": bad merge '" + s + "'");
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2) {  // ["a", "b"]
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      throw Error(what + ": bad merge entry " + m.dump());
-    }
+  std::string merged;
+  for (const auto& [a, b] : *merges_in) {
     auto ia = token_to_id(a), ib = token_to_id(b);
-    std::string merged = a + b.substr(std::min(continuing_prefix_.size(), b.size()));
+    merged.assign(a);
+    merged.append(b, std::min(continuing_prefix_.size(), b.size()));
     auto im = token_to_id(merged);
     if (!ia || !ib || !im) throw Error(what + ": merge '" + a + " " + b + "' uses a token not in the vocab");
     merges_.emplace(pair_key(*ia, *ib), MergeValue{rank++, *im});
@@ -129,7 +141,7 @@ void BpeModel::tokenize_uncached(std::string_view w, std::vector<int32_t>& out) 
     int i = static_cast<int>(sym.size());
     sym.push_back({id, i - 1, i + 1, true});
   };
-  std::optional<int32_t> pending_unk;  // fuse_unk: consecutive unknown chars become one <unk>
+  int32_t pending_unk = -1;  // fuse_unk: consecutive unknown chars become one <unk>
   std::string s;
   for (size_t i = 0; i < w.size();) {
     size_t st = i;
@@ -140,9 +152,9 @@ void BpeModel::tokenize_uncached(std::string_view w, std::vector<int32_t>& out) 
     if (!first && !continuing_prefix_.empty()) s.insert(0, continuing_prefix_);
     if (last && !end_suffix_.empty()) s += end_suffix_;
     if (auto id = token_to_id(s)) {
-      if (pending_unk) {
-        add(*pending_unk);
-        pending_unk.reset();
+      if (pending_unk >= 0) {
+        add(pending_unk);
+        pending_unk = -1;
       }
       add(*id);
       continue;
@@ -156,11 +168,11 @@ void BpeModel::tokenize_uncached(std::string_view w, std::vector<int32_t>& out) 
       }
     }
     if (unk_id_) {
-      if (pending_unk && !fuse_unk_) add(*pending_unk);
+      if (pending_unk >= 0 && !fuse_unk_) add(pending_unk);
       pending_unk = *unk_id_;
     }
   }
-  if (pending_unk) add(*pending_unk);
+  if (pending_unk >= 0) add(pending_unk);
   if (sym.empty()) return;
   sym.back().next = -1;
 

@@ -20,8 +20,11 @@ struct StringHash {
 
 class BpeModel {
  public:
-  // j: tokenizer.json's "model" object. Throws vireo::Error naming `what` on a bad model.
-  BpeModel(const nlohmann::json& j, const std::string& what);
+  using VocabList = std::vector<std::pair<std::string, int32_t>>;
+  using MergeList = std::vector<std::pair<std::string, std::string>>;
+  // j: tokenizer.json's "model" object; its vocab/merges, unless given (already streamed out by
+  // load_tokenizer_json). Throws vireo::Error naming `what` on a bad model.
+  BpeModel(const nlohmann::json& j, const std::string& what, VocabList* vocab = nullptr, MergeList* merges = nullptr);
 
   // Appends the ids of one pre-token word.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;

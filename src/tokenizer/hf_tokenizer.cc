@@ -1,8 +1,6 @@
 #include "tokenizer/hf_tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "tokenizer/utf8.h"
@@ -29,10 +27,14 @@ std::optional<std::string> token_field(const nlohmann::json& config, const char*
 
 }  // namespace
 
-HfTokenizer::HfTokenizer(const nlohmann::json& tok, const nlohmann::json& config, const std::string& dir) {
+HfTokenizer::HfTokenizer(TokenizerJson& tj, const nlohmann::json& config, const std::string& dir) {
   const std::string what = dir + "/tokenizer.json";
-  if (!tok.is_object() || !tok.contains("model")) throw Error(what + ": no \"model\" object");
-  model_ = std::make_unique<BpeModel>(tok.at("model"), what);
+  const nlohmann::json& tok = tj.doc;
+  if (!tok.is_object() || !tok.contains("model") || !tok.at("model").is_object())
+    throw Error(what + ": no \"model\" object");
+  bool streamed = tj.captured && !tj.vocab.empty();
+  model_ = std::make_unique<BpeModel>(tok.at("model"), what, streamed ? &tj.vocab : nullptr,
+                                      streamed ? &tj.merges : nullptr);
   normalizer_ = make_normalizer(tok.value("normalizer", nlohmann::json()), what);
   pre_tokenizer_ = make_pre_tokenizer(tok.value("pre_tokenizer", nlohmann::json()), what);
   decoder_ = make_decoder(tok.value("decoder", nlohmann::json()), what);
@@ -183,16 +185,8 @@ bool HfTokenizer::is_special(int32_t id) const {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 nlohmann::json parse_json(const std::string& path) {
-  std::string text = read_file(path);
+  std::string text = read_whole_file(path);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -208,7 +202,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& path) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::string tok_path = dir + "/tokenizer.json";
   if (!fs::exists(tok_path)) throw Error(tok_path + ": not found");
-  nlohmann::json tok = parse_json(tok_path);
+  TokenizerJson tok = load_tokenizer_json(tok_path);
   nlohmann::json config;
   std::string config_path = dir + "/tokenizer_config.json";
   if (fs::exists(config_path)) config = parse_json(config_path);
@@ -220,7 +214,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& path) {
   }
   // Newer checkpoints keep the template in its own file.
   if (t->chat_template().empty() && fs::exists(dir + "/chat_template.jinja"))
-    t->set_chat_template(read_file(dir + "/chat_template.jinja"));
+    t->set_chat_template(read_whole_file(dir + "/chat_template.jinja"));
   return t;
 }
 

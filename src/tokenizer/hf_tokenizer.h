@@ -13,13 +13,14 @@
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace vireo {
 
 class HfTokenizer final : public Tokenizer {
  public:
   // tok: parsed tokenizer.json; config: parsed tokenizer_config.json (or null); `dir` names files in errors.
-  HfTokenizer(const nlohmann::json& tok, const nlohmann::json& config, const std::string& dir);
+  HfTokenizer(TokenizerJson& tok, const nlohmann::json& config, const std::string& dir);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
