@@ -50,7 +50,13 @@ std::string ChatTemplate::apply(const nlohmann::ordered_json& messages, const Ch
   top->parent = ctx;
   Interpreter in(top);
   std::string out;
-  in.render(impl_->body, out);
+  try {
+    in.render(impl_->body, out);
+  } catch (const std::bad_alloc&) {
+    throw Error("chat template: out of memory while rendering");
+  } catch (const std::length_error&) {
+    throw Error("chat template: value too large while rendering");
+  }
   return out;
 }
 

@@ -3,6 +3,13 @@
 
 namespace vireo::tmpl {
 
+// Keeps a hostile template (s = s ~ s in a loop) from growing values without bound.
+static Value checked(Value v) {
+  if (v.is_string() && v.str().size() > Interpreter::kMaxOutput) fail("string value too large");
+  if (v.is_list() && v.list()->items.size() > Interpreter::kMaxListSize) fail("list value too large");
+  return v;
+}
+
 Value ConstExpr::eval(Interpreter&) const { return value; }
 
 Value NameExpr::eval(Interpreter& in) const { return in.lookup(name); }
@@ -30,7 +37,7 @@ static CallArgs eval_args(Interpreter& in, const std::vector<ExprPtr>& args, con
 Value CallExpr::eval(Interpreter& in) const {
   Value f = callee->eval(in);
   CallArgs a = eval_args(in, args, kwargs);
-  return in.call(f, a);
+  return checked(in.call(f, a));
 }
 
 Value CallExpr::eval_with_caller(Interpreter& in, Value caller) const {
@@ -42,7 +49,7 @@ Value CallExpr::eval_with_caller(Interpreter& in, Value caller) const {
 
 Value FilterExpr::apply(Interpreter& in, Value v) const {
   CallArgs a = eval_args(in, args, kwargs);
-  return apply_filter(in, name, std::move(v), a);
+  return checked(apply_filter(in, name, std::move(v), a));
 }
 
 Value FilterExpr::eval(Interpreter& in) const { return apply(in, operand->eval(in)); }
@@ -73,7 +80,7 @@ Value BinaryExpr::eval(Interpreter& in) const {
   if (op == "and") return truthy(l) ? right->eval(in) : l;
   if (op == "or") return truthy(l) ? l : right->eval(in);
   Value r = right->eval(in);
-  return binary_op(op, l, r);
+  return checked(binary_op(op, l, r));
 }
 
 static bool compare(const std::string& op, const Value& a, const Value& b) {

@@ -51,13 +51,13 @@ static std::string obj_desc(const Value& obj) {
 Value Interpreter::getattr(const Value& obj, const std::string& name) const {
   if (obj.is_undefined()) fail_undefined(obj);
   if (obj.is_dict() && obj.dict()->is_namespace) {
-    if (const Value* v = obj.dict()->find(name)) return *v;
+    if (const Value* v = obj.dict()->find_str(name)) return *v;
     return Value::undefined(obj_desc(obj) + " has no attribute '" + name + "'");
   }
   Value m = get_method(obj, name);
   if (!m.is_undefined()) return m;
   if (obj.is_dict()) {
-    if (const Value* v = obj.dict()->find(name)) return *v;
+    if (const Value* v = obj.dict()->find_str(name)) return *v;
   }
   return Value::undefined(obj_desc(obj) + " has no attribute '" + name + "'");
 }
@@ -182,11 +182,11 @@ Flow Interpreter::render(const Body& body, std::string& out) {
 }
 
 void Interpreter::check_output(const std::string& out) const {
-  if (out.size() > kMaxOutput) fail("rendered output exceeds " + std::to_string(kMaxOutput >> 20) + " MiB");
+  if (out.size() > max_output) fail("rendered output exceeds " + std::to_string(max_output) + " bytes");
 }
 
 void Interpreter::step() {
-  if (++steps_ > kMaxSteps) fail("template exceeded " + std::to_string(kMaxSteps) + " loop iterations/calls");
+  if (++steps_ > max_steps) fail("template exceeded " + std::to_string(max_steps) + " steps (loop iterations, calls, filters)");
 }
 
 }  // namespace vireo::tmpl

@@ -19,11 +19,16 @@ struct Scope {
 class Interpreter {
  public:
   static constexpr int kMaxCallDepth = 100;
-  static constexpr int64_t kMaxSteps = 20'000'000;        // loop iterations + macro calls
-  static constexpr size_t kMaxOutput = 256ull << 20;      // bytes of rendered text
+  static constexpr int64_t kMaxSteps = 2'000'000;         // loop iterations + calls + filters
+  static constexpr size_t kMaxOutput = 32ull << 20;       // bytes of rendered text or of one string
+  static constexpr size_t kMaxListSize = 1'000'000;       // elements of one list
   static constexpr int64_t kMaxRange = 100000;            // jinja2 sandbox's MAX_RANGE
 
   explicit Interpreter(std::shared_ptr<Scope> globals) : scope_(std::move(globals)) {}
+
+  // Guards (defaults above; tests lower them).
+  int64_t max_steps = kMaxSteps;
+  size_t max_output = kMaxOutput;
 
   Value lookup(const std::string& name) const;
   void assign(const std::string& name, Value v) { scope_->vars[name] = std::move(v); }

@@ -53,7 +53,7 @@ Value repeat(const Value& seq, int64_t n) {
     return Value(out);
   }
   const auto& items = seq.list()->items;
-  if (items.size() * static_cast<uint64_t>(n) > 10'000'000) fail("repeated list too large");
+  if (items.size() * static_cast<uint64_t>(n) > Interpreter::kMaxListSize) fail("repeated list too large");
   std::vector<Value> out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   return make_list(std::move(out), seq.list()->is_tuple);

@@ -1,5 +1,7 @@
 #include "template/py_string.h"
 
+#include <algorithm>
+
 #include "template/py_format.h"
 #include "template/value.h"
 
@@ -167,6 +169,10 @@ std::vector<std::string> py_splitlines(const std::string& s) {
 
 std::string py_replace(const std::string& s, const std::string& old, const std::string& rep, int64_t count) {
   std::string out;
+  uint64_t n_max = old.empty() ? utf8_length(s) + 1 : s.size() / old.size();
+  if (count >= 0) n_max = std::min<uint64_t>(n_max, static_cast<uint64_t>(count));
+  if (rep.size() > old.size() && s.size() + n_max * (rep.size() - old.size()) > (32ull << 20))
+    fail("replace: result too large");
   if (old.empty()) {
     // Python inserts `rep` between every code point (and at both ends).
     std::u32string u = utf8_decode(s);

@@ -27,7 +27,7 @@ Value* DictObj::find(const Value& key) {
   return nullptr;
 }
 
-const Value* DictObj::find(const std::string& key) const {
+const Value* DictObj::find_str(const std::string& key) const {
   for (const auto& [k, v] : items)
     if (k.is_string() && k.str() == key) return &v;
   return nullptr;

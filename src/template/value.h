@@ -79,7 +79,7 @@ struct DictObj {
   bool is_namespace = false;
   const Value* find(const Value& key) const;
   Value* find(const Value& key);
-  const Value* find(const std::string& key) const;
+  const Value* find_str(const std::string& key) const;
   void set(Value key, Value value);
 };
 
