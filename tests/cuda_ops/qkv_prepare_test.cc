@@ -98,6 +98,7 @@ TEST_F(QkvPrepareTest, AllModes) {
       }
     run({16, 2, 64, 64, true, QkNorm::kPerHeadBeforeRope, 40}, act);
     run({8, 1, 128, 0, true, QkNorm::kNone, 5}, act);  // no rotary at all
+    run({2, 1, 36, 36, true, QkNorm::kPerHeadBeforeRope, 7}, act);  // bf16 rows not 16-byte multiples: scalar path
     run({64, 8, 128, 128, true, QkNorm::kFullWidth, 3}, act);  // large q: > 48 KiB of smem
   }
 }

@@ -360,13 +360,13 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
 }
 
 // Merges the key splits of every (token, head) whose sequence was split: one block of head_dim
-// threads per (token, head); the split weights are computed once into shared memory.
+// threads per token (tokens of unsplit sequences leave at once), heads in turn; the split weights of
+// a head are computed once into shared memory.
 template <typename T>
 __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   extern __shared__ float wts[];  // [max_splits]
   __shared__ float inv_l;
   const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
   int lo = 0, hi = a.num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -378,29 +378,32 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   const int split_len = split_len_for(kv_len, decode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (nsplit <= 1) return;
-  const int64_t th = t * a.num_heads + h;
-  const float2* ml = a.ws_ml + th * a.max_splits;
-  if (threadIdx.x < 32) {
-    float mm = -INFINITY;
-    for (int z = threadIdx.x; z < nsplit; z += 32) mm = fmaxf(mm, ml[z].x);
-    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-    const float mu = mm == -INFINITY ? 0.f : mm;
-    float ll = 0.f;
-    for (int z = threadIdx.x; z < nsplit; z += 32) {
-      const float2 v = ml[z];
-      const float f = exp2f(v.x - mu);
-      wts[z] = f;
-      ll += v.y * f;
+  for (int h = 0; h < a.num_heads; ++h) {
+    const int64_t th = t * a.num_heads + h;
+    const float2* ml = a.ws_ml + th * a.max_splits;
+    if (threadIdx.x < 32) {
+      float mm = -INFINITY;
+      for (int z = threadIdx.x; z < nsplit; z += 32) mm = fmaxf(mm, ml[z].x);
+      for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+      const float mu = mm == -INFINITY ? 0.f : mm;
+      float ll = 0.f;
+      for (int z = threadIdx.x; z < nsplit; z += 32) {
+        const float2 v = ml[z];
+        const float f = exp2f(v.x - mu);
+        wts[z] = f;
+        ll += v.y * f;
+      }
+      for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
+      if (threadIdx.x == 0) inv_l = ll > 0.f ? 1.f / ll : 0.f;
     }
-    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
-    if (threadIdx.x == 0) inv_l = ll > 0.f ? 1.f / ll : 0.f;
-  }
-  __syncthreads();
-  const float* po = a.ws_o + th * a.max_splits * head_dim + threadIdx.x;
-  float oo = 0.f;
+    __syncthreads();
+    const float* po = a.ws_o + th * a.max_splits * head_dim + threadIdx.x;
+    float oo = 0.f;
 #pragma unroll 8
-  for (int z = 0; z < nsplit; ++z) oo += po[z * head_dim] * wts[z];
-  static_cast<T*>(a.out)[th * head_dim + threadIdx.x] = from_f<T>(oo * inv_l);
+    for (int z = 0; z < nsplit; ++z) oo += po[z * head_dim] * wts[z];
+    static_cast<T*>(a.out)[th * head_dim + threadIdx.x] = from_f<T>(oo * inv_l);
+    __syncthreads();  // wts and inv_l are rewritten for the next head
+  }
 }
 
 // Blocks of one kernel shape resident per SM (registers and shared memory decide), once per shape.
@@ -456,9 +459,11 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const int64_t sh = int64_t{p.num_seqs} * p.num_kv_heads;
   int dec_splits = 1, pre_splits = 1;
-  if (any_decode)
-    dec_splits = choose_splits(sh, int64_t{dev.num_sms} * blocks_per_sm<T, D, 1>(), max_kv, 256, 128);
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, 64));
+  // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
+  const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1>();
+  if (any_decode && (!any_prefill || int64_t{row_tiles} * sh < dec_slots))
+    dec_splits = choose_splits(sh, dec_slots, max_kv, 256, 128);
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
     pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * blocks_per_sm<T, D, 4>(), max_kv,
@@ -480,7 +485,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) launch_shape<T, D, 4>(a, dim3(row_tiles, static_cast<unsigned>(sh), pre_splits), stream);
   if (a.max_splits > 1) {
-    attention_merge_kernel<T><<<dim3(static_cast<unsigned>(num_tokens), p.num_heads), D,
+    attention_merge_kernel<T><<<static_cast<unsigned>(num_tokens), D,
                                 a.max_splits * sizeof(float), stream>>>(a, D);
     check_launch("paged_attention merge");
   }

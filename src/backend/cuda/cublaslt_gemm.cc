@@ -23,7 +23,8 @@ cudaDataType_t cuda_type(DType t) {
 
 }  // namespace
 
-CublasLtGemm::CublasLtGemm(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+CublasLtGemm::CublasLtGemm(size_t workspace_bytes, bool use_gemv)
+    : workspace_bytes_(workspace_bytes), use_gemv_(use_gemv) {
   lt_check(cublasLtCreate(&handle_), "cublasLtCreate");
   VIREO_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }
@@ -92,7 +93,7 @@ void CublasLtGemm::run(const LinearParams& p, cudaStream_t stream) {
     throw Error("linear: x, w and out must share one dtype (upload weights in the activation dtype)");
   if (!p.bias.empty() && p.bias.numel() != m) throw Error("linear: bias must be [M]");
   if (n == 0 || m == 0) return;
-  if (launch_gemv_small_n(p, stream)) return;  // decode shapes: a streaming GEMV beats the library
+  if (use_gemv_ && launch_gemv_small_n(p, stream)) return;  // decode shapes: a streaming GEMV beats the library
   const bool fused_bias = !p.bias.empty() && p.bias.dtype == p.out.dtype;
   Plan& pl = plan(n, m, k, p.x.dtype, fused_bias);
   if (fused_bias) {

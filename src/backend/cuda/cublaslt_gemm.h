@@ -13,7 +13,8 @@ namespace vireo::cuda {
 
 class CublasLtGemm {
  public:
-  explicit CublasLtGemm(size_t workspace_bytes = size_t{32} << 20);
+  // use_gemv: small-N bf16/f16 shapes go to the GEMV kernel (gemv.cu); off to time cuBLASLt alone.
+  explicit CublasLtGemm(size_t workspace_bytes = size_t{32} << 20, bool use_gemv = true);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
@@ -33,6 +34,7 @@ class CublasLtGemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_;
+  bool use_gemv_;
   std::map<Key, Plan> plans_;
 };
 

@@ -1,5 +1,6 @@
 // Memory-bound row ops: embedding gather, fused residual-add + RMSNorm, SiLU-and-mul, add,
 // gather_rows, dtype conversion, bias add. Math in fp32; 16-byte accesses where rows allow.
+#include <algorithm>
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
@@ -267,8 +268,10 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     const bool vec = cols % kN == 0 && aligned16(p.x.ptr<T>()) && aligned16(p.out.ptr<T>()) && (!res || aligned16(res)) &&
                      aligned16(static_cast<const char*>(p.weight.data));
     const int64_t work = vec ? cols / kN : cols;
-    int threads = work >= 1024 ? 1024 : work >= 512 ? 512 : work >= 256 ? 256 : 128;
-    if (vec) threads = work >= 2048 ? 512 : threads;  // wide rows: 4+ chunks per thread kept in registers
+    // Vector path: ~4 chunks per thread held in registers (several loads in flight per thread, small
+    // blocks so that many rows are resident per SM). Scalar path: one element per thread-iteration.
+    int threads = vec ? static_cast<int>(std::min<int64_t>(1024, ((work + 3) / 4 + 31) / 32 * 32))
+                      : (work >= 1024 ? 1024 : work >= 512 ? 512 : work >= 256 ? 256 : 128);
     if (vec)
       rms_norm_kernel<T><<<rows, threads, 0, stream>>>(p.x.ptr<T>(), res, p.weight.data, p.weight.dtype, p.out.ptr<T>(),
                                                        cols, p.eps);

@@ -29,6 +29,7 @@ struct QkvArgs {
   void* v_cache;
   int num_heads, num_kv_heads, head_dim, rotary_dim;
   bool neox;
+  bool vec;  // 16-byte loads and stores: head_dim * sizeof(T) % 16 == 0 and aligned base pointers
   QkNorm qk_norm;
   float eps;
 };
@@ -80,8 +81,19 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
   const int64_t t = blockIdx.x;
   const int h = a.num_heads, hk = a.num_kv_heads, d = a.head_dim;
   const int nq = h * d, nk = hk * d;
+  using V = Vec<T>;
+  constexpr int kN = V::kN;
   const T* row = static_cast<const T*>(a.qkv) + t * static_cast<int64_t>(nq + 2 * nk);
-  for (int i = threadIdx.x; i < nq + nk; i += blockDim.x) smem[i] = to_f(row[i]);
+  if (a.vec) {
+    for (int i = threadIdx.x; i < (nq + nk) / kN; i += blockDim.x) {
+      V v;
+      v.raw = reinterpret_cast<const uint4*>(row)[i];
+#pragma unroll
+      for (int e = 0; e < kN; ++e) smem[i * kN + e] = to_f(v.v[e]);
+    }
+  } else {
+    for (int i = threadIdx.x; i < nq + nk; i += blockDim.x) smem[i] = to_f(row[i]);
+  }
   __syncthreads();
   float* q = smem;
   float* k = smem + nq;
@@ -104,13 +116,28 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
     __syncthreads();
   }
   T* qo = static_cast<T*>(a.q_out) + t * static_cast<int64_t>(nq);
-  for (int i = threadIdx.x; i < nq; i += blockDim.x) qo[i] = from_f<T>(q[i]);
   const int slot = a.slots[t];
-  if (slot < 0) return;
   // Cache layout [num_blocks, block_size, Hkv, D]: a slot's Hkv*D values are contiguous.
   T* kc = static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * nk;
   T* vc = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * nk;
   const T* v = row + nq + nk;
+  if (a.vec) {
+    auto pack = [&](const float* src, int i) {
+      V o;
+#pragma unroll
+      for (int e = 0; e < kN; ++e) o.v[e] = from_f<T>(src[i * kN + e]);
+      return o.raw;
+    };
+    for (int i = threadIdx.x; i < nq / kN; i += blockDim.x) reinterpret_cast<uint4*>(qo)[i] = pack(q, i);
+    if (slot < 0) return;
+    for (int i = threadIdx.x; i < nk / kN; i += blockDim.x) {
+      reinterpret_cast<uint4*>(kc)[i] = pack(k, i);
+      reinterpret_cast<uint4*>(vc)[i] = reinterpret_cast<const uint4*>(v)[i];
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < nq; i += blockDim.x) qo[i] = from_f<T>(q[i]);
+  if (slot < 0) return;
   for (int i = threadIdx.x; i < nk; i += blockDim.x) {
     kc[i] = from_f<T>(k[i]);
     vc[i] = v[i];
@@ -139,7 +166,10 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
   if (t == 0) return;
   QkvArgs a{p.qkv.data, p.positions.ptr<int>(), p.rope_cos_sin.ptr<float>(), p.slot_mapping.ptr<int>(),
             p.q_norm.data, p.k_norm.data, p.q_norm.dtype, p.k_norm.dtype, p.q_out.data, p.k_cache.data,
-            p.v_cache.data, h, hk, d, p.rotary_dim, p.neox, p.qk_norm, p.norm_eps};
+            p.v_cache.data, h, hk, d, p.rotary_dim, p.neox, false, p.qk_norm, p.norm_eps};
+  auto al16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  a.vec = (static_cast<size_t>(d) * dtype_size(p.qkv.dtype)) % 16 == 0 && al16(p.qkv.data) && al16(p.q_out.data) &&
+          al16(p.k_cache.data) && al16(p.v_cache.data);
   const size_t smem = static_cast<size_t>(h + hk) * d * sizeof(float);
   dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
     using T = decltype(tag);
