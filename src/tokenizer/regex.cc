@@ -76,7 +76,15 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
     // The text was validated once by the caller, so PCRE2 need not re-check it on every call.
     int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr)
                         : pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc < 0) break;
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH && impl_->jit)  // e.g. JIT stack exhausted: use the interpreter
+      rc = pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      PCRE2_UCHAR buf[256];
+      pcre2_get_error_message(rc, buf, sizeof(buf));
+      throw Error(std::string("tokenizer regex failed: ") + reinterpret_cast<char*>(buf));
+    }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     size_t s = ov[0], e = ov[1];
     out.emplace_back(s, e);
