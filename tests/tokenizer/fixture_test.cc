@@ -89,6 +89,24 @@ TEST_P(TokenizerFixture, MatchesTransformers) {
   EXPECT_EQ(bad_random, 0) << name << " random-id decode mismatches";
 }
 
+TEST_P(TokenizerFixture, MetadataMatchesTransformers) {
+  const std::string name = GetParam();
+  const Tokenizer& tok = test::cached_tokenizer(name);
+  std::ifstream f(test::source_path("tests/fixtures/tokenizer/tokenizer_meta.json"));
+  ASSERT_TRUE(f);
+  auto meta = nlohmann::json::parse(f).at("tokenizers_meta").at(name);
+  EXPECT_EQ(tok.vocab_size(), meta.at("len").get<int32_t>());
+  auto opt_id = [](const nlohmann::json& j) { return j.is_null() ? std::nullopt : std::optional<int32_t>(j.get<int32_t>()); };
+  auto opt_str = [](const nlohmann::json& j) {
+    return j.is_null() ? std::nullopt : std::optional<std::string>(j.get<std::string>());
+  };
+  EXPECT_EQ(tok.bos_token_id(), opt_id(meta.at("bos_token_id")));
+  EXPECT_EQ(tok.eos_token_id(), opt_id(meta.at("eos_token_id")));
+  EXPECT_EQ(tok.bos_token(), opt_str(meta.at("bos_token")));
+  EXPECT_EQ(tok.eos_token(), opt_str(meta.at("eos_token")));
+  for (const auto& id : meta.at("all_special_ids")) EXPECT_TRUE(tok.is_special(id.get<int32_t>())) << id;
+}
+
 INSTANTIATE_TEST_SUITE_P(Six, TokenizerFixture,
                          ::testing::Values("qwen3", "llama3", "deepseek_v3", "gemma3", "gptoss", "llama2"));
 
