@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
 
 namespace vireo {
 namespace {
@@ -97,7 +98,8 @@ class KernelBench : public ::testing::Test {
                 100 * flops / us / 1e6 / g_gemm_tflops);
   }
 
-  void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d) {
+  void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d,
+                 int prefill_m_tiles = 0) {
     const int bs = 16, nb_seq = (kv_len + bs - 1) / bs, num_blocks = num_seqs * nb_seq;
     const int t = num_seqs * q_len;
     std::vector<int> qs(num_seqs + 1), lens(num_seqs, kv_len), tables(size_t(num_seqs) * nb_seq);
@@ -123,7 +125,17 @@ class KernelBench : public ::testing::Test {
     p.scale = 1.f / std::sqrt(float(d));
     p.max_query_len = q_len;
     p.max_seq_len = kv_len;
-    const double us = time_us([&](int) { be_->paged_attention(p); }, q_len == 1 ? 15 : 5, q_len == 1 ? 10 : 3);
+    cuda::DeviceInfo dev;
+    cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+    cuda::AttentionTuning tuning;
+    tuning.prefill_m_tiles = prefill_m_tiles;
+    Tensor ws = be_->alloc({int64_t{1} << 30}, DType::kU8);  // ample: direct launches plan their own splits
+    owned_.push_back(ws);
+    auto call = [&](int) {
+      if (prefill_m_tiles == 0) be_->paged_attention(p);
+      else cuda::launch_paged_attention(p, [&](size_t) { return ws.data; }, dev, stream_, tuning);
+    };
+    const double us = time_us(call, q_len == 1 ? 15 : 5, q_len == 1 ? 10 : 3);
     if (q_len == 1) {
       const double bytes = 2.0 * num_seqs * kv_len * hkv * d * 2 + 2.0 * t * h * d * 2;
       report_bw(name, us, bytes);
@@ -166,6 +178,9 @@ TEST_F(KernelBench, B_DecodeAttention) {
 
 TEST_F(KernelBench, C_PrefillAttention) {
   attention("prefill attn 1 x 8k causal, H32/8 D128", 1, 8192, 8192, 32, 8, 128);
+  attention("prefill attn 1 x 8k causal, 64-row shape", 1, 8192, 8192, 32, 8, 128, 1);
+  attention("prefill attn 1 x 8k causal, 128-row shape", 1, 8192, 8192, 32, 8, 128, 2);
+  attention("prefill attn 1 x 8k causal, H32/8 D64", 1, 8192, 8192, 32, 8, 64);
   attention("prefill attn 4 x 2k causal, H32/8 D128", 4, 2048, 2048, 32, 8, 128);
   attention("chunk attn 512 rows on 8k ctx, H32/8 D128", 1, 512, 8192, 32, 8, 128);
 }

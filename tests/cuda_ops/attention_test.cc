@@ -1,6 +1,8 @@
 // paged_attention vs the CPU backend: decode at lengths 1..32k (split-K), GQA 1..16, head dims 64 and
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"
 
 namespace vireo::testing {
@@ -16,10 +18,24 @@ struct AttnCase {
   bool scatter = true;
   bool hints = true;
   int block_size = 16;
+  int prefill_m_tiles = 0;  // 0: through the backend; 1 or 2: that prefill kernel shape, launched directly
 };
 
 class AttentionTest : public CudaOpsTest {
  protected:
+  void attend(const AttentionParams& p, int prefill_m_tiles) {
+    if (prefill_m_tiles == 0) {
+      gpu_->paged_attention(p);
+      return;
+    }
+    cuda::DeviceInfo dev;
+    cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+    cuda::AttentionTuning tuning;
+    tuning.prefill_m_tiles = prefill_m_tiles;
+    auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
+    cuda::launch_paged_attention(p, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream(), tuning);
+  }
+
   void run(const AttnCase& c, DType act) {
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                        " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " seqs";
@@ -68,7 +84,7 @@ class AttentionTest : public CudaOpsTest {
     g.scale = 1.f / std::sqrt(float(c.d));
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hints ? max_kv : 0;
-    gpu_->paged_attention(g);
+    attend(g, c.prefill_m_tiles);
 
     AttentionParams r = g;
     r.q = cpu_f32(q, {T, c.h, c.d});
@@ -83,7 +99,7 @@ class AttentionTest : public CudaOpsTest {
     // A second run on the same inputs must agree bit for bit (no races, no stale workspace).
     std::vector<float> first = to_host(g.out);
     g.out = gpu_poisoned({T, c.h, c.d}, act);
-    gpu_->paged_attention(g);
+    attend(g, c.prefill_m_tiles);
     EXPECT_EQ(first, to_host(g.out)) << "second run differs";
   }
 };
@@ -130,6 +146,25 @@ TEST_F(AttentionTest, MixedBatch) {
   run({mix, 32, 4, 64}, DType::kBF16);
   run({mix, 8, 8, 128, false}, DType::kBF16);  // contiguous block tables
   run({mix, 16, 2, 128, true, true, 32}, DType::kBF16);  // 32-token pages
+}
+
+TEST_F(AttentionTest, BothPrefillShapes) {
+  use_dtype(DType::kBF16);
+  for (int mt : {1, 2}) {
+    SCOPED_TRACE("prefill m-tiles " + std::to_string(mt));
+    AttnCase c{{{300, 300}}, 16, 4, 128};
+    c.prefill_m_tiles = mt;
+    run(c, DType::kBF16);
+    c = {{{129, 129}, {1, 70}, {40, 1000}, {3, 18}, {200, 4500}}, 32, 8, 64};
+    c.prefill_m_tiles = mt;
+    run(c, DType::kBF16);
+    c = {{{40, 12000}}, 8, 1, 128};  // key splits in the prefill shape
+    c.prefill_m_tiles = mt;
+    run(c, DType::kBF16);
+    c = {{{250, 250}}, 8, 8, 128};  // MHA: 250 rows, a partial last tile
+    c.prefill_m_tiles = mt;
+    run(c, DType::kBF16);
+  }
 }
 
 TEST_F(AttentionTest, Float16) {

@@ -117,7 +117,9 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
   const int rows = q_len * a.group;
   if (q_len <= 0 || kDecode != (rows <= 16)) return;
-  const int row0 = blockIdx.x * kBM;
+  // Row tiles in reverse: under the causal mask the last rows see the most keys, so they start first
+  // and the short tiles fill in behind them (less tail).
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   if (row0 >= rows) return;
   const int split_len = split_len_for(kv_len, kDecode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
   const int nsplit = (kv_len + split_len - 1) / split_len;
@@ -359,14 +361,244 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   }
 }
 
+// Prefill shape with two 16-row m-tiles per warp (128 rows per block): each K/V fragment read from
+// shared memory feeds two mma, halving shared-memory traffic per FLOP against the 64-row shape. Q
+// sits in shared memory (ldmatrix per k-step) to leave registers for 2 x D/8 output tiles; two stages.
+constexpr int kWideStages = 2;
+constexpr int kWideMT = 2;
+
+template <typename T, int D>
+constexpr size_t wide_smem_bytes() {
+  return (kWideStages * 2 * kBN + 4 * 16 * kWideMT) * static_cast<size_t>(D + kPad) * sizeof(T);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_prefill_wide_kernel(MmaArgs a) {
+  constexpr int kBM = 4 * 16 * kWideMT;
+  constexpr int kNT = kBN / 8;
+  constexpr int kDT = D / 8;
+  constexpr int kLd = D + kPad;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* ks = reinterpret_cast<T*>(smem_raw);     // [kWideStages][kBN][kLd]
+  T* vs = ks + kWideStages * kBN * kLd;       // [kWideStages][kBN][kLd]
+  T* qs = vs + kWideStages * kBN * kLd;       // [kBM][kLd]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+  const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
+  const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
+  const int rows = q_len * a.group;
+  if (q_len <= 0 || rows <= 16) return;
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // heaviest (last) rows first
+  if (row0 >= rows) return;
+  const int split_len = split_len_for(kv_len, a.split_len_prefill, a.max_splits);
+  const int nsplit = (kv_len + split_len - 1) / split_len;
+  if (static_cast<int>(blockIdx.z) >= nsplit) return;
+  const int kstart = blockIdx.z * split_len;
+  const int last_tok = (min(rows, row0 + kBM) - 1) / a.group;
+  const int kend = min(min(kv_len, kstart + split_len), kv_len - q_len + last_tok + 1);
+  const int ntiles = kend > kstart ? (kend - kstart + kBN - 1) / kBN : 0;
+
+  // Q tile -> shared memory (zero rows past the sequence).
+  {
+    constexpr int kChunks = D / 8;
+    for (int c = threadIdx.x; c < kBM * kChunks; c += kThreads) {
+      const int r = c / kChunks, col = (c % kChunks) * 8;
+      const int rr = row0 + r;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (rr < rows) {
+        const int64_t th = static_cast<int64_t>(q0 + rr / a.group) * a.num_heads + hk * a.group + rr % a.group;
+        v = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) + th * D + col);
+      }
+      *reinterpret_cast<uint4*>(qs + r * kLd + col) = v;
+    }
+  }
+  const int wr0 = row0 + warp * 16 * kWideMT;
+  int tok[kWideMT][2], pos[kWideMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kWideMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = wr0 + mt * 16 + g + 8 * i;
+      tok[mt][i] = r < rows ? r / a.group : -1;
+      pos[mt][i] = r < rows ? kv_len - q_len + tok[mt][i] : -1;
+    }
+
+  const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+  auto load_tile = [&](int it, int stage) {
+    const int kt0 = kstart + it * kBN;
+    constexpr int kChunksPerRow = D / 8;
+#pragma unroll
+    for (int i = 0; i < kBN * kChunksPerRow / kThreads; ++i) {
+      const int c = threadIdx.x + i * kThreads;
+      const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const int key = kt0 + r;
+      const bool valid = key < kend;
+      int64_t off = 0;
+      if (valid) {
+        const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+        off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + col;
+      }
+      cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
+      cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
+    }
+  };
+
+  float oacc[kWideMT][kDT][4];
+#pragma unroll
+  for (int mt = 0; mt < kWideMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < kDT; ++i) oacc[mt][i][0] = oacc[mt][i][1] = oacc[mt][i][2] = oacc[mt][i][3] = 0.f;
+  float m[kWideMT][2], l[kWideMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kWideMT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+
+#pragma unroll
+  for (int st = 0; st < kWideStages - 1; ++st) {
+    if (st < ntiles) load_tile(st, st);
+    cp_async_commit();
+  }
+  const bool warp_rows_full = wr0 + 16 * kWideMT - 1 < rows;
+  const int warp_min_pos = kv_len - q_len + wr0 / a.group;
+  for (int it = 0; it < ntiles; ++it) {
+    const int stage = it % kWideStages;
+    cp_async_wait<kWideStages - 2>();
+    __syncthreads();  // tile `it` (and the Q tile) visible; every warp done with tile it - 1
+    if (it + kWideStages - 1 < ntiles) load_tile(it + kWideStages - 1, (it + kWideStages - 1) % kWideStages);
+    cp_async_commit();
+    const T* kt = ks + stage * kBN * kLd;
+    const T* vt = vs + stage * kBN * kLd;
+    float sacc[kWideMT][kNT][4];
+#pragma unroll
+    for (int mt = 0; mt < kWideMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < kNT; ++i) sacc[mt][i][0] = sacc[mt][i][1] = sacc[mt][i][2] = sacc[mt][i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      unsigned qa[kWideMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kWideMT; ++mt)
+        ldmatrix_x4(qa[mt], qs + (warp * 16 * kWideMT + mt * 16 + (lane % 16)) * kLd + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+      for (int nt = 0; nt < kNT; nt += 2) {
+        unsigned b[4];
+        const int key = nt * 8 + (lane % 8) + (lane / 16) * 8;
+        const int col = kk * 16 + ((lane / 8) % 2) * 8;
+        ldmatrix_x4(b, kt + key * kLd + col);
+#pragma unroll
+        for (int mt = 0; mt < kWideMT; ++mt) {
+          mma16816<T>(sacc[mt][nt], qa[mt], b[0], b[1]);
+          mma16816<T>(sacc[mt][nt + 1], qa[mt], b[2], b[3]);
+        }
+      }
+    }
+    const int kbase = kstart + it * kBN;
+    const bool full = warp_rows_full && kbase + kBN - 1 <= warp_min_pos && kbase + kBN <= kend;
+#pragma unroll
+    for (int mt = 0; mt < kWideMT; ++mt) {
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ri = e / 2;
+          float v = sacc[mt][nt][e];
+          if (!full) {
+            const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+            v = (key < kend && key <= pos[mt][ri]) ? v : -INFINITY;
+            sacc[mt][nt][e] = v;
+          }
+          mx[ri] = fmaxf(mx[ri], v);
+        }
+      float corr[2];
+#pragma unroll
+      for (int ri = 0; ri < 2; ++ri) {
+        mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * a.scale_log2;
+        mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
+        mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
+        const float m_new = fmaxf(m[mt][ri], mx[ri]);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        corr[ri] = exp2f(m[mt][ri] - m_use);
+        m[mt][ri] = m_new;
+        mx[ri] = m_use;
+        l[mt][ri] *= corr[ri];
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = fast_exp2(fmaf(sacc[mt][nt][e], a.scale_log2, -mx[e / 2]));
+          sacc[mt][nt][e] = p;
+          l[mt][e / 2] += p;
+        }
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        oacc[mt][dt][0] *= corr[0];
+        oacc[mt][dt][1] *= corr[0];
+        oacc[mt][dt][2] *= corr[1];
+        oacc[mt][dt][3] *= corr[1];
+      }
+    }
+#pragma unroll
+    for (int kc = 0; kc < kNT / 2; ++kc) {
+      unsigned pa[kWideMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kWideMT; ++mt) {
+        pa[mt][0] = pack2<T>(sacc[mt][2 * kc][0], sacc[mt][2 * kc][1]);
+        pa[mt][1] = pack2<T>(sacc[mt][2 * kc][2], sacc[mt][2 * kc][3]);
+        pa[mt][2] = pack2<T>(sacc[mt][2 * kc + 1][0], sacc[mt][2 * kc + 1][1]);
+        pa[mt][3] = pack2<T>(sacc[mt][2 * kc + 1][2], sacc[mt][2 * kc + 1][3]);
+      }
+#pragma unroll
+      for (int dt = 0; dt < kDT; dt += 2) {
+        unsigned b[4];
+        const int key = kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+        const int col = dt * 8 + (lane / 16) * 8;
+        ldmatrix_x4_trans(b, vt + key * kLd + col);
+#pragma unroll
+        for (int mt = 0; mt < kWideMT; ++mt) {
+          mma16816<T>(oacc[mt][dt], pa[mt], b[0], b[1]);
+          mma16816<T>(oacc[mt][dt + 1], pa[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+  const int split = blockIdx.z;
+  const bool direct = nsplit == 1;
+#pragma unroll
+  for (int mt = 0; mt < kWideMT; ++mt)
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      float ll = l[mt][ri];
+      ll += __shfl_xor_sync(0xffffffffu, ll, 1);
+      ll += __shfl_xor_sync(0xffffffffu, ll, 2);
+      if (tok[mt][ri] < 0) continue;
+      const int r = wr0 + mt * 16 + g + 8 * ri;
+      const int64_t th = static_cast<int64_t>(q0 + tok[mt][ri]) * a.num_heads + hk * a.group + r % a.group;
+      const float inv = ll > 0.f ? 1.f / ll : 0.f;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const int col = dt * 8 + 2 * tq;
+        const float o0 = oacc[mt][dt][2 * ri], o1 = oacc[mt][dt][2 * ri + 1];
+        if (direct) {
+          *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
+        } else {
+          *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + split) * D + col) = make_float2(o0, o1);
+        }
+      }
+      if (!direct && tq == 0) a.ws_ml[th * a.max_splits + split] = make_float2(m[mt][ri], ll);
+    }
+}
+
 // Merges the key splits of every (token, head) whose sequence was split: one block of head_dim
-// threads per token (tokens of unsplit sequences leave at once), heads in turn; the split weights of
-// a head are computed once into shared memory.
+// threads per (token, head); the split weights are computed once into shared memory. Splits are
+// planned only when the grid is small (decode, or few prefill rows), so this grid stays small too.
 template <typename T>
 __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   extern __shared__ float wts[];  // [max_splits]
   __shared__ float inv_l;
   const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
   int lo = 0, hi = a.num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -378,32 +610,29 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   const int split_len = split_len_for(kv_len, decode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (nsplit <= 1) return;
-  for (int h = 0; h < a.num_heads; ++h) {
-    const int64_t th = t * a.num_heads + h;
-    const float2* ml = a.ws_ml + th * a.max_splits;
-    if (threadIdx.x < 32) {
-      float mm = -INFINITY;
-      for (int z = threadIdx.x; z < nsplit; z += 32) mm = fmaxf(mm, ml[z].x);
-      for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-      const float mu = mm == -INFINITY ? 0.f : mm;
-      float ll = 0.f;
-      for (int z = threadIdx.x; z < nsplit; z += 32) {
-        const float2 v = ml[z];
-        const float f = exp2f(v.x - mu);
-        wts[z] = f;
-        ll += v.y * f;
-      }
-      for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
-      if (threadIdx.x == 0) inv_l = ll > 0.f ? 1.f / ll : 0.f;
+  const int64_t th = t * a.num_heads + h;
+  const float2* ml = a.ws_ml + th * a.max_splits;
+  if (threadIdx.x < 32) {
+    float mm = -INFINITY;
+    for (int z = threadIdx.x; z < nsplit; z += 32) mm = fmaxf(mm, ml[z].x);
+    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+    const float mu = mm == -INFINITY ? 0.f : mm;
+    float ll = 0.f;
+    for (int z = threadIdx.x; z < nsplit; z += 32) {
+      const float2 v = ml[z];
+      const float f = exp2f(v.x - mu);
+      wts[z] = f;
+      ll += v.y * f;
     }
-    __syncthreads();
-    const float* po = a.ws_o + th * a.max_splits * head_dim + threadIdx.x;
-    float oo = 0.f;
-#pragma unroll 8
-    for (int z = 0; z < nsplit; ++z) oo += po[z * head_dim] * wts[z];
-    static_cast<T*>(a.out)[th * head_dim + threadIdx.x] = from_f<T>(oo * inv_l);
-    __syncthreads();  // wts and inv_l are rewritten for the next head
+    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
+    if (threadIdx.x == 0) inv_l = ll > 0.f ? 1.f / ll : 0.f;
   }
+  __syncthreads();
+  const float* po = a.ws_o + th * a.max_splits * head_dim + threadIdx.x;
+  float oo = 0.f;
+#pragma unroll 8
+  for (int z = 0; z < nsplit; ++z) oo += po[z * head_dim] * wts[z];
+  static_cast<T*>(a.out)[th * head_dim + threadIdx.x] = from_f<T>(oo * inv_l);
 }
 
 // Blocks of one kernel shape resident per SM (registers and shared memory decide), once per shape.
@@ -430,6 +659,20 @@ void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
   check_launch("paged_attention");
 }
 
+template <typename T, int D>
+int wide_blocks_per_sm() {
+  static const int n = [] {
+    constexpr size_t smem = wide_smem_bytes<T, D>();
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wide_kernel<T, D>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int b = 0;
+    VIREO_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_prefill_wide_kernel<T, D>, kThreads, smem));
+    return b < 1 ? 1 : b;
+  }();
+  return n;
+}
+
 // Key splits for `base` blocks of work on `slots` resident blocks: the fewest waves per unit of work,
 // each split at least `min_keys` long, a small charge per split for the merge (ties: fewer splits).
 int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap) {
@@ -449,7 +692,9 @@ int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap
 
 template <typename T, int D>
 void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                  cudaStream_t stream) {
+                  const AttentionTuning& tuning, cudaStream_t stream) {
+  const bool wide = tuning.prefill_m_tiles == 2;
+  const int prefill_rows = wide ? 128 : 64;
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * D);
   const int g = a.group;
   const int max_q = p.max_query_len > 0 ? p.max_query_len : static_cast<int>(num_tokens);
@@ -459,15 +704,15 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const int64_t sh = int64_t{p.num_seqs} * p.num_kv_heads;
   int dec_splits = 1, pre_splits = 1;
-  const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, 64));
+  const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
   const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1>();
   if (any_decode && (!any_prefill || int64_t{row_tiles} * sh < dec_slots))
     dec_splits = choose_splits(sh, dec_slots, max_kv, 256, 128);
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
-    pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * blocks_per_sm<T, D, 4>(), max_kv,
-                               512, 128);
+    const int per_sm = wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
+    pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * per_sm, max_kv, 512, 128);
     while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
   }
   const int dec_len = static_cast<int>(ceil_div(ceil_div(max_kv, dec_splits), kBN) * kBN);
@@ -483,9 +728,18 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     a.ws_ml = reinterpret_cast<float2*>(ws + num_tokens * p.num_heads * int64_t{a.max_splits} * D * 4);
   }
   if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
-  if (any_prefill) launch_shape<T, D, 4>(a, dim3(row_tiles, static_cast<unsigned>(sh), pre_splits), stream);
+  if (any_prefill) {
+    const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
+    if (wide) {
+      wide_blocks_per_sm<T, D>();  // sets the shared-memory attribute
+      attention_prefill_wide_kernel<T, D><<<grid, kThreads, wide_smem_bytes<T, D>(), stream>>>(a);
+      check_launch("paged_attention prefill");
+    } else {
+      launch_shape<T, D, 4>(a, grid, stream);
+    }
+  }
   if (a.max_splits > 1) {
-    attention_merge_kernel<T><<<static_cast<unsigned>(num_tokens), D,
+    attention_merge_kernel<T><<<dim3(static_cast<unsigned>(num_tokens), p.num_heads), D,
                                 a.max_splits * sizeof(float), stream>>>(a, D);
     check_launch("paged_attention merge");
   }
@@ -494,7 +748,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
 }  // namespace
 
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, const AttentionTuning& tuning) {
   if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.head_dim <= 0)
     throw Error("paged_attention: bad num_heads/num_kv_heads/head_dim");
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * p.head_dim);
@@ -526,11 +780,11 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
   a.group = p.num_heads / p.num_kv_heads;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   if (p.q.dtype == DType::kBF16) {
-    if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(p, a, workspace, dev, stream);
-    else launch_typed<__nv_bfloat16, 128>(p, a, workspace, dev, stream);
+    if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(p, a, workspace, dev, tuning, stream);
+    else launch_typed<__nv_bfloat16, 128>(p, a, workspace, dev, tuning, stream);
   } else {
-    if (p.head_dim == 64) launch_typed<__half, 64>(p, a, workspace, dev, stream);
-    else launch_typed<__half, 128>(p, a, workspace, dev, stream);
+    if (p.head_dim == 64) launch_typed<__half, 64>(p, a, workspace, dev, tuning, stream);
+    else launch_typed<__half, 128>(p, a, workspace, dev, tuning, stream);
   }
 }
 

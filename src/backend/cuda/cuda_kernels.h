@@ -30,8 +30,12 @@ struct DeviceInfo {
   int num_sms = 132;
   size_t max_smem_per_block = 227 * 1024;
 };
+// Kernel-shape choices of the tensor-core attention (tests and benchmarks exercise each).
+struct AttentionTuning {
+  int prefill_m_tiles = 2;  // 16-row m-tiles per warp in the prefill shape: 1 (64-row blocks) or 2 (128-row)
+};
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                            cudaStream_t stream);
+                            cudaStream_t stream, const AttentionTuning& tuning = {});
 // The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
 
