@@ -1,0 +1,140 @@
+// `vireo serve [MODEL]`: the OpenAI-compatible server (vLLM's `vllm serve` flags). The listener
+// comes up first (/health answers 503 while the model loads on a thread), then
+// "Started server on http://host:port" is logged once requests can be served.
+// SIGTERM/SIGINT: refuse new requests, drain in-flight ones up to --shutdown-timeout seconds
+// (default 30; 0 aborts at once), abort the rest, exit 0.
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <thread>
+
+#include "cli/command_registry.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/async_engine.h"
+#include "server/api_server.h"
+
+namespace vireo {
+namespace {
+
+struct ServeArgs {
+  std::string model_positional;
+  EngineConfig engine;
+  server::ServerOptions server;
+  std::string api_key;
+  std::string kv_cache_memory;
+};
+
+// "1000000", "512MiB", "2GiB", "64M", "1G" -> bytes.
+size_t parse_bytes(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  if (i == 0) throw Error("--kv-cache-memory-bytes: '" + s + "' is not a size");
+  double v = std::stod(s.substr(0, i));
+  std::string unit = s.substr(i);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  double mult = 1;
+  if (unit == "" || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kib" || unit == "kb") mult = 1024.0;
+  else if (unit == "m" || unit == "mib" || unit == "mb") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb") mult = 1024.0 * 1024 * 1024;
+  else throw Error("--kv-cache-memory-bytes: unknown unit in '" + s + "'");
+  return static_cast<size_t>(v * mult);
+}
+
+int run_serve(ServeArgs& a) {
+  if (!a.model_positional.empty()) {
+    if (!a.engine.model.empty() && a.engine.model != a.model_positional)
+      throw Error("serve: the positional MODEL and --model disagree");
+    a.engine.model = a.model_positional;
+  }
+  if (!a.kv_cache_memory.empty()) a.engine.kv_cache_memory_bytes = parse_bytes(a.kv_cache_memory);
+  std::string key = a.api_key;
+  if (key.empty())
+    if (const char* k = std::getenv("VLLM_API_KEY"); k && *k) key = k;
+  if (key.empty())
+    if (const char* k = std::getenv("VIREO_API_KEY"); k && *k) key = k;
+  if (!key.empty()) a.server.api_key = key;
+  if (a.server.served_model_name.empty()) a.server.served_model_name = a.engine.served_model_name;
+  if (a.server.served_model_name.empty()) a.server.served_model_name = a.engine.model.empty() ? "default" : a.engine.model;
+  a.engine.served_model_name = a.server.served_model_name;
+  // A stream holds a pool thread for its whole life: room for every running and waiting sequence.
+  a.server.num_threads = std::max(64, 2 * a.engine.max_num_seqs + 16);
+  if (a.server.shutdown_timeout_s < 0) throw Error("--shutdown-timeout must be >= 0");
+
+  // Signals go to one thread (sigwait), never to the pool threads.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  server::ApiServer srv(a.server);
+  int port = srv.bind();
+  std::thread listener([&] { srv.run(); });
+  log_info("Listening on {}:{}; loading the model (/health answers 503 until it is ready)", a.server.host, port);
+
+  std::shared_ptr<AsyncEngine> engine;
+  std::atomic<bool> load_done{false};
+  std::thread loader([&] {
+    try {
+      engine = AsyncEngine::create(a.engine);
+      srv.set_engine(engine);
+      log_info("Started server on http://{}:{}", a.server.host, port);
+    } catch (const std::exception& e) {
+      log_error("Model loading failed: {}", e.what());
+      srv.set_load_error(e.what());
+      kill(getpid(), SIGTERM);  // nothing to serve: shut down
+    }
+    load_done = true;
+  });
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  log_info("Received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  loader.join();  // a load in progress is finished first (it cannot be interrupted)
+  srv.shutdown();
+  listener.join();
+  if (engine) engine->shutdown(std::chrono::milliseconds(0));
+  bool failed = srv.context().load_error().has_value();
+  log_info("Server stopped");
+  return failed ? 1 : 0;
+}
+
+CommandRunner setup_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  EngineConfig& c = a->engine;
+  server::ServerOptions& s = a->server;
+  app.add_option("model_tag", a->model_positional, "Model folder (same as --model)");
+  app.add_option("--model", c.model, "HF model folder (\"\" = the built-in default model)");
+  app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder (default: the model's)");
+  app.add_option("--load-format", c.load_format, "auto | dummy")->capture_default_str();
+  app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
+  app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
+  app.add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", s.port, "Port to listen on (0 = any free port)")->capture_default_str();
+  app.add_option("--max-model-len", c.max_model_len, "Context length (default: from the model config)");
+  app.add_option("--max-num-seqs", c.max_num_seqs)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens)->capture_default_str();
+  app.add_option("--block-size", c.block_size)->capture_default_str();
+  app.add_option("--seed", c.seed)->capture_default_str();
+  app.add_option("--served-model-name", s.served_model_name, "Model name in the API (default: the model path)");
+  app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>' on /v1 routes (also VLLM_API_KEY / VIREO_API_KEY)");
+  app.add_option("--generation-config", c.generation_config, "auto | vllm | a folder")->capture_default_str();
+  app.add_option("--kv-cache-memory-bytes", a->kv_cache_memory, "KV cache size (bytes, or with K/M/G/KiB/MiB/GiB)");
+  app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching)->capture_default_str();
+  app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
+  app.add_option("--shutdown-timeout", s.shutdown_timeout_s,
+                 "Seconds to let in-flight requests finish on SIGTERM/SIGINT before aborting them")
+      ->capture_default_str();
+  app.add_option("--max-request-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->capture_default_str();
+  return [a] { return run_serve(*a); };
+}
+
+const bool kRegistered = register_command("serve", "Serve the OpenAI-compatible HTTP API", setup_serve);
+
+}  // namespace
+}  // namespace vireo

@@ -1,0 +1,187 @@
+#include "server/api_server.h"
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "server/auth.h"
+#include "server/completion_handler.h"
+#include "server/http_util.h"
+#include "server/info_handlers.h"
+
+namespace vireo::server {
+namespace {
+
+using Handler = void (*)(ServerContext&, const httplib::Request&, httplib::Response&);
+
+struct Route {
+  const char* method;
+  const char* path;
+  Handler handler;
+  bool needs_engine;
+  bool generates;  // refused while draining
+};
+
+const Route kRoutes[] = {
+    {"POST", "/v1/completions", handle_completions, true, true},
+    {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
+    {"GET", "/v1/models", handle_models, true, false},
+    {"POST", "/tokenize", handle_tokenize, true, false},
+    {"POST", "/detokenize", handle_detokenize, true, false},
+    {"GET", "/version", handle_version, false, false},
+    {"GET", "/metrics", handle_metrics, false, false},
+    {"GET", "/health", nullptr, false, false},
+};
+
+const Route* find_route(const std::string& path) {
+  for (const auto& r : kRoutes)
+    if (path == r.path) return &r;
+  return nullptr;
+}
+
+void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, httplib::Response& res) {
+  try {
+    h(ctx, req, res);
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const Error& e) {
+    send_error(res, bad_request(e.what()));  // engine / tokenizer validation: the request's fault
+  } catch (const std::exception& e) {
+    log_error("server: {} {} failed: {}", req.method, req.path, e.what());
+    send_error(res, 500, std::string("Internal server error: ") + e.what());
+  }
+}
+
+}  // namespace
+
+ApiServer::ApiServer(ServerOptions options)
+    : ctx_(std::make_unique<ServerContext>(std::move(options))), svr_(std::make_unique<httplib::Server>()) {
+  // A client vanishing mid-write must surface as a failed write, not kill the process.
+  signal(SIGPIPE, SIG_IGN);
+  int threads = std::max(8, ctx_->options().num_threads);
+  svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  svr_->set_payload_max_length(ctx_->options().max_body_bytes);
+  svr_->set_keep_alive_timeout(ctx_->options().keep_alive_timeout_s);
+  svr_->set_read_timeout(30, 0);
+  svr_->set_write_timeout(30, 0);
+  install_routes();
+}
+
+ApiServer::~ApiServer() { stop(); }
+
+void ApiServer::install_routes() {
+  ServerContext& ctx = *ctx_;
+  svr_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    const Route* route = find_route(req.path);
+    if (!route) {
+      send_error(res, 404, "Not Found: " + req.path);
+      return R::Handled;
+    }
+    bool method_ok = req.method == route->method || (req.method == "HEAD" && std::string(route->method) == "GET");
+    if (!method_ok) {
+      res.set_header("Allow", route->method);
+      send_error(res, 405, "Method Not Allowed: " + req.method + " " + req.path);
+      return R::Handled;
+    }
+    const auto& key = ctx.options().api_key;
+    if (key && route_needs_auth(req.path) && !bearer_matches(req.get_header_value("Authorization"), *key)) {
+      send_error(res, 401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
+      return R::Handled;
+    }
+    if (route->needs_engine && !ctx.engine()) {
+      auto err = ctx.load_error();
+      send_error(res, 503, err ? "The model failed to load: " + *err : "The model is still loading");
+      return R::Handled;
+    }
+    if (route->generates && ctx.draining) {
+      send_error(res, 503, "The server is shutting down");
+      return R::Handled;
+    }
+    return R::Unhandled;
+  });
+  for (const auto& route : kRoutes) {
+    httplib::Server::Handler fn;
+    if (route.handler) {
+      Handler h = route.handler;
+      fn = [&ctx, h](const httplib::Request& req, httplib::Response& res) { run_guarded(ctx, h, req, res); };
+    } else {  // /health: 200 once the engine is up (vLLM answers with an empty body)
+      fn = [&ctx](const httplib::Request&, httplib::Response& res) {
+        if (ctx.engine()) {
+          res.status = 200;
+        } else {
+          auto err = ctx.load_error();
+          send_error(res, 503, err ? "The model failed to load: " + *err : "The model is still loading");
+        }
+      };
+    }
+    if (std::string(route.method) == "GET") svr_->Get(route.path, fn);
+    else svr_->Post(route.path, fn);
+  }
+  svr_->set_error_handler(httplib::Server::HandlerWithResponse([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "HTTP " + std::to_string(res.status);
+    if (res.status == 413)
+      message = "Request body too large (limit " + std::to_string(ctx.options().max_body_bytes) + " bytes)";
+    else if (res.status == 400)
+      message = "Bad request";
+    send_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, "Internal server error: " + what);
+  });
+}
+
+int ApiServer::bind() {
+  const auto& o = ctx_->options();
+  int port = o.port == 0 ? svr_->bind_to_any_port(o.host) : (svr_->bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0) throw Error("server: cannot listen on " + o.host + ":" + std::to_string(o.port));
+  port_ = port;
+  return port;
+}
+
+void ApiServer::run() { svr_->listen_after_bind(); }
+
+void ApiServer::set_engine(std::shared_ptr<AsyncEngine> engine) { ctx_->set_engine(std::move(engine)); }
+
+void ApiServer::set_load_error(const std::string& message) { ctx_->set_load_error(message); }
+
+void ApiServer::shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    ServerContext& ctx = *ctx_;
+    ctx.draining = true;
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(ctx.options().shutdown_timeout_s * 1000));
+    size_t left = ctx.num_in_flight();
+    if (left > 0) log_info("Shutting down: draining {} in-flight request(s), up to {} s", left, ctx.options().shutdown_timeout_s);
+    if (!ctx.wait_drained(deadline)) {
+      log_info("Shutdown timeout: aborting {} request(s)", ctx.num_in_flight());
+      ctx.aborting_all = true;
+      ctx.abort_all_in_flight();
+      ctx.wait_drained(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    }
+    // Let handlers write their last bytes (error events, [DONE]) before the listener stops.
+    auto jobs_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ctx.active_jobs > 0 && std::chrono::steady_clock::now() < jobs_deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stop();
+  });
+}
+
+void ApiServer::stop() {
+  if (svr_) svr_->stop();
+}
+
+}  // namespace vireo::server

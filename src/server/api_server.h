@@ -1,0 +1,52 @@
+// The OpenAI-compatible HTTP server (cpp-httplib). Lifecycle:
+//   ApiServer s(opts); int port = s.bind();   // listener up: /health answers 503
+//   std::thread t([&]{ s.run(); });            // serves until shutdown()
+//   s.set_engine(engine);                      // model loaded: /health 200, /v1 routes open
+//   s.shutdown();                              // graceful: see below; run() then returns
+// Shutdown (SIGTERM/SIGINT in `vireo serve`): new generation requests are refused at once with
+// 503; in-flight ones get up to options.shutdown_timeout_s to finish; the rest are aborted (a
+// stream ends with an error event and [DONE], a plain request with 503); then the listener stops.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/async_engine.h"
+#include "server/server_context.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace vireo::server {
+
+class ApiServer {
+ public:
+  explicit ApiServer(ServerOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds host:port (port 0 = any free one) and returns the port; throws vireo::Error on failure.
+  int bind();
+  // Accepts connections until shutdown(); call after bind(), from its own thread if needed.
+  void run();
+  void set_engine(std::shared_ptr<AsyncEngine> engine);
+  void set_load_error(const std::string& message);  // /health keeps answering 503 with it
+  // Drains, aborts what is left, stops the listener. Idempotent; safe from any thread.
+  void shutdown();
+  // Stops the listener immediately (tests, or after shutdown()).
+  void stop();
+
+  ServerContext& context() { return *ctx_; }
+  int port() const { return port_; }
+
+ private:
+  void install_routes();
+  std::unique_ptr<ServerContext> ctx_;
+  std::unique_ptr<httplib::Server> svr_;
+  int port_ = -1;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace vireo::server

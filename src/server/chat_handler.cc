@@ -1,0 +1,145 @@
+// /v1/chat/completions: messages rendered with the model's chat template, tokenized without
+// adding special tokens again (vLLM), then generated like a single completions prompt.
+#include "core/error.h"
+#include "server/completion_handler.h"
+#include "server/http_util.h"
+#include "server/logprobs_format.h"
+#include "server/request_validation.h"
+#include "server/stream_job.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vireo::server {
+namespace {
+
+Json stop_reason_json(const ChoiceState& c) {
+  if (c.stop_string) return *c.stop_string;
+  if (c.stop_token_id) return *c.stop_token_id;
+  return nullptr;
+}
+
+class ChatStreamFormatter : public StreamFormatter {
+ public:
+  ChatStreamFormatter(const Tokenizer& tok, ChatRequest req, std::string id, int64_t created, int num_prompt_tokens)
+      : tok_(tok), req_(std::move(req)), id_(std::move(id)), created_(created), num_prompt_tokens_(num_prompt_tokens) {}
+
+  std::vector<Json> start(const ChoiceGroup& group) override {
+    std::vector<Json> out;
+    for (const auto& c : group.choices()) {
+      Json choice = {{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                     {"finish_reason", nullptr}};
+      out.push_back(chunk({choice}, c));
+    }
+    return out;
+  }
+
+  std::vector<Json> on_output(const ChoiceState& c, const RequestOutput& out) override {
+    Json logprobs = nullptr;
+    if (req_.logprobs && !out.logprobs.empty()) {
+      Json content = Json::array();
+      for (const auto& e : out.logprobs) content.push_back(chat_logprob_entry(tok_, e, req_.top_logprobs));
+      logprobs = {{"content", content}};
+    }
+    if (out.text.empty() && !out.finished && logprobs.is_null()) return {};
+    Json delta = Json::object();
+    if (!out.text.empty()) delta["content"] = out.text;
+    Json choice = {{"index", c.index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+    if (out.finished) {
+      choice["finish_reason"] = c.finish_reason;
+      choice["stop_reason"] = stop_reason_json(c);
+    }
+    return {chunk({choice}, c)};
+  }
+
+  std::optional<Json> final_chunk(const ChoiceGroup& group) override {
+    if (!req_.include_usage) return std::nullopt;
+    int64_t completion = 0;
+    for (const auto& c : group.choices()) completion += c.num_output_tokens;
+    return Json{{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", req_.model},
+                {"choices", Json::array()}, {"usage", usage_json(num_prompt_tokens_, completion)}};
+  }
+
+ private:
+  Json chunk(Json choices, const ChoiceState& c) const {
+    Json j = {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", req_.model}, {"choices", choices}};
+    if (req_.continuous_usage) j["usage"] = usage_json(num_prompt_tokens_, c.num_output_tokens);
+    return j;
+  }
+  const Tokenizer& tok_;
+  ChatRequest req_;
+  std::string id_;
+  int64_t created_;
+  int num_prompt_tokens_;
+};
+
+Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChoiceGroup& group, const std::string& id,
+                   int64_t created, int num_prompt_tokens) {
+  Json choices = Json::array();
+  int64_t completion = 0;
+  for (const auto& c : group.choices()) {
+    completion += c.num_output_tokens;
+    Json logprobs = nullptr;
+    if (req.logprobs) {
+      Json content = Json::array();
+      for (const auto& e : c.logprobs) content.push_back(chat_logprob_entry(tok, e, req.top_logprobs));
+      logprobs = {{"content", content}};
+    }
+    choices.push_back({{"index", c.index},
+                       {"message", {{"role", "assistant"}, {"content", c.text}, {"reasoning_content", nullptr}, {"tool_calls", Json::array()}}},
+                       {"logprobs", logprobs},
+                       {"finish_reason", c.finish_reason},
+                       {"stop_reason", stop_reason_json(c)}});
+  }
+  return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", req.model},
+          {"choices", choices}, {"usage", usage_json(num_prompt_tokens, completion)}, {"prompt_logprobs", nullptr}};
+}
+
+}  // namespace
+
+// Shared with /tokenize: renders messages with the engine's template.
+std::string render_chat(const AsyncEngine& engine, const Json& messages, bool add_generation_prompt, const Json& tools,
+                        const Json& kwargs) {
+  const ChatTemplate* tpl = engine.chat_template();
+  if (!tpl)
+    throw bad_request("This model's tokenizer has no chat template, so chat requests cannot be rendered", "messages");
+  ChatTemplateOptions opts;
+  opts.add_generation_prompt = add_generation_prompt;
+  opts.tools = tools;
+  opts.extra_context = kwargs.is_object() ? kwargs : Json::object();
+  try {
+    return tpl->apply(messages, opts);
+  } catch (const Error& e) {
+    throw bad_request(std::string("Chat template error: ") + e.what(), "messages");
+  }
+}
+
+void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  ActiveJob active(ctx);
+  auto engine = ctx.engine();
+  ModelInfo info = ctx.model_info();
+  Json body = parse_json_body(req);
+  ChatRequest r = parse_chat_request(body, info, ctx.options().limits);
+  std::string prompt = render_chat(*engine, r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+  const Tokenizer& tok = engine->tokenizer();
+  std::vector<int32_t> ids = tok.encode(prompt, r.add_special_tokens);
+  if (ids.empty()) throw bad_request("The rendered prompt is empty", "messages");
+  int num_prompt = static_cast<int>(ids.size());
+  check_context_length(num_prompt, r.max_tokens, info.max_model_len, "messages");
+  r.params.max_tokens = r.max_tokens.value_or(info.max_model_len - num_prompt);
+  if (r.params.min_tokens > r.params.max_tokens) r.params.min_tokens = r.params.max_tokens;
+
+  std::string id = ctx.new_id("chatcmpl");
+  int64_t created = unix_now();
+  auto group = std::make_unique<ChoiceGroup>(ctx, engine, id);
+  group->add_prompt(0, ids, r.params);
+  ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
+  if (r.stream) {
+    auto fmt = std::make_unique<ChatStreamFormatter>(tok, r, id, created, num_prompt);
+    install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)));
+    return;
+  }
+  if (!collect_all(ctx, *group, probe)) return;
+  send_json(res, 200, chat_response(tok, r, *group, id, created, num_prompt));
+}
+
+}  // namespace vireo::server

@@ -1,0 +1,16 @@
+// POST /v1/completions and POST /v1/chat/completions.
+#pragma once
+#include <httplib.h>
+
+#include "server/server_context.h"
+
+namespace vireo::server {
+
+void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+// The engine's chat template applied to validated messages (400 when there is none or it raises).
+std::string render_chat(const AsyncEngine& engine, const nlohmann::json& messages, bool add_generation_prompt,
+                        const nlohmann::json& tools, const nlohmann::json& kwargs);
+
+}  // namespace vireo::server

@@ -1,0 +1,43 @@
+#include "server/http_util.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace vireo::server {
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_json(e)); }
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, error_json(status, error_type_for_status(status), message));
+}
+
+Json parse_json_body(const httplib::Request& req) {
+  std::string ct = req.get_header_value("Content-Type");
+  std::string media = ct.substr(0, ct.find(';'));
+  media.erase(std::remove_if(media.begin(), media.end(), [](unsigned char c) { return std::isspace(c); }), media.end());
+  std::transform(media.begin(), media.end(), media.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (media != "application/json")
+    throw ApiError(415, "UnsupportedMediaTypeError", "Unsupported Media Type: Only 'application/json' is allowed");
+  Json body;
+  try {
+    body = Json::parse(req.body);
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e999
+    throw bad_request(std::string("Invalid JSON body (malformed or not UTF-8): ") + e.what());
+  }
+  if (!body.is_object()) throw bad_request("The request body must be a JSON object");
+  return body;
+}
+
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"completion_tokens", completion_tokens},
+          {"prompt_tokens_details", nullptr}};
+}
+
+}  // namespace vireo::server

@@ -1,0 +1,24 @@
+// Small helpers between cpp-httplib and the OpenAI JSON shapes.
+#pragma once
+#include <httplib.h>
+
+#include <ctime>
+
+#include "server/json_fields.h"
+#include "server/openai_errors.h"
+
+namespace vireo::server {
+
+void send_json(httplib::Response& res, int status, const Json& body);
+void send_error(httplib::Response& res, const ApiError& e);
+void send_error(httplib::Response& res, int status, const std::string& message);
+
+// Checks Content-Type is application/json (415 otherwise, as vLLM) and parses the body
+// (400 on malformed JSON or invalid UTF-8; the body must be an object).
+Json parse_json_body(const httplib::Request& req);
+
+inline int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+}  // namespace vireo::server

@@ -1,0 +1,89 @@
+#include "server/info_handlers.h"
+
+#include "model/model_config.h"
+#include "server/completion_handler.h"
+#include "server/http_util.h"
+#include "server/metrics_renderer.h"
+#include "server/request_validation.h"
+#include "tokenizer/tokenizer.h"
+
+namespace vireo::server {
+
+// vLLM shapes: {"prompt", "add_special_tokens"=true} or {"messages", "add_generation_prompt"=true,
+// "add_special_tokens"=false, ...} -> {"count", "max_model_len", "tokens", "token_strs"}.
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto engine = ctx.engine();
+  ModelInfo info = ctx.model_info();
+  Json body = parse_json_body(req);
+  check_model_name(body, info);
+  const Tokenizer& tok = engine->tokenizer();
+  bool has_prompt = body.contains("prompt") && !body["prompt"].is_null();
+  bool has_messages = body.contains("messages") && !body["messages"].is_null();
+  if (has_prompt == has_messages) throw bad_request("Exactly one of 'prompt' or 'messages' is required", "prompt");
+  std::vector<int32_t> ids;
+  if (has_prompt) {
+    auto prompt = get_string(body, "prompt");
+    bool special = get_bool(body, "add_special_tokens").value_or(true);
+    ids = tok.encode(*prompt, special);
+  } else {
+    Json chat_body = body;  // reuse the chat validation of messages / tools / kwargs
+    chat_body.erase("add_special_tokens");
+    chat_body.erase("return_token_strs");
+    ChatRequest r = parse_chat_request(chat_body, info, ctx.options().limits);
+    bool special = get_bool(body, "add_special_tokens").value_or(false);
+    std::string text = render_chat(*engine, r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+    ids = tok.encode(text, special);
+  }
+  Json out = {{"count", ids.size()}, {"max_model_len", info.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
+  if (get_bool(body, "return_token_strs").value_or(false)) {
+    Json strs = Json::array();
+    for (int32_t id : ids) strs.push_back(tok.id_to_token(id));
+    out["token_strs"] = strs;
+  }
+  send_json(res, 200, out);
+}
+
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto engine = ctx.engine();
+  ModelInfo info = ctx.model_info();
+  Json body = parse_json_body(req);
+  check_model_name(body, info);
+  auto ids64 = get_int_list(body, "tokens");
+  if (!ids64) throw bad_request("'tokens' is required", "tokens");
+  std::vector<int32_t> ids;
+  for (int64_t id : *ids64) {
+    if (id < 0 || id >= info.vocab_size)
+      throw bad_request("Token id " + std::to_string(id) + " is out of vocabulary (vocab size " +
+                            std::to_string(info.vocab_size) + ")", "tokens");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  send_json(res, 200, {{"prompt", engine->tokenizer().decode(ids, false)}});
+}
+
+void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  auto engine = ctx.engine();
+  ModelInfo info = ctx.model_info();
+  std::string root = engine->config().model.empty() ? info.served_model_name : engine->config().model;
+  Json model = {{"id", info.served_model_name}, {"object", "model"},     {"created", unix_now()},
+                {"owned_by", "vireo"},           {"root", root},         {"parent", nullptr},
+                {"max_model_len", info.max_model_len}};
+  send_json(res, 200, {{"object", "list"}, {"data", {model}}});
+}
+
+void handle_version(ServerContext&, const httplib::Request&, httplib::Response& res) {
+  send_json(res, 200, {{"version", kVireoVersion}});
+}
+
+void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  auto engine = ctx.engine();
+  EngineStats stats;
+  std::string name = ctx.options().served_model_name;
+  if (engine) {
+    stats = engine->stats();
+    name = ctx.model_info().served_model_name;
+  }
+  res.status = 200;
+  res.set_content(render_metrics(stats, ctx.finish_counts(), name), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace vireo::server

@@ -1,0 +1,17 @@
+// The non-generating routes: /tokenize, /detokenize, /v1/models, /version, /metrics.
+#pragma once
+#include <httplib.h>
+
+#include "server/server_context.h"
+
+namespace vireo::server {
+
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_version(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+inline constexpr const char* kVireoVersion = "0.1.0";
+
+}  // namespace vireo::server

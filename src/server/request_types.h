@@ -1,0 +1,66 @@
+// Parsed, validated OpenAI requests (after JSON checks, before tokenization).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace vireo::server {
+
+// Caps on what one request may ask for; each violation is a 400 naming the field.
+struct ValidationLimits {
+  int max_n = 128;
+  int max_logprobs = 20;             // vLLM's default max_logprobs
+  int max_stop_strings = 64;
+  size_t max_stop_string_bytes = 1024;
+  int max_stop_token_ids = 1024;
+  int max_batch_prompts = 1024;      // completions: prompts in one request
+  int max_choices = 1024;            // prompts * n
+  int max_messages = 4096;
+};
+
+// What validation needs to know about the served model.
+struct ModelInfo {
+  std::string served_model_name;
+  int max_model_len = 0;
+  int32_t vocab_size = 0;
+  // generation_config.json defaults (vLLM --generation-config auto); used when a request omits them.
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k;
+};
+
+struct PromptInput {
+  std::optional<std::string> text;  // set for text prompts; token_ids filled by tokenization
+  std::vector<int32_t> token_ids;
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::vector<PromptInput> prompts;
+  SamplingParams params;            // params.n = choices per prompt; params.max_tokens is final
+  bool stream = false;
+  bool include_usage = false;       // stream_options.include_usage
+  bool continuous_usage = false;    // stream_options.continuous_usage_stats (vLLM)
+  bool echo = false;
+};
+
+struct ChatRequest {
+  std::string model;
+  nlohmann::json messages;          // content flattened to strings
+  nlohmann::json tools;             // null or list
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  bool add_generation_prompt = true;
+  bool add_special_tokens = false;  // vLLM: the template already placed them
+  SamplingParams params;
+  std::optional<int> max_tokens;    // explicit max_completion_tokens / max_tokens; else the rest of the context
+  bool stream = false;
+  bool include_usage = false;
+  bool continuous_usage = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+}  // namespace vireo::server

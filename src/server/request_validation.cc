@@ -1,0 +1,228 @@
+#include "server/request_validation.h"
+
+#include <fmt/format.h>
+
+#include "server/openai_errors.h"
+#include "server/sampling_validation.h"
+
+namespace vireo::server {
+namespace {
+
+std::vector<int32_t> to_token_ids(const Json& list, const ModelInfo& model) {
+  std::vector<int32_t> ids;
+  ids.reserve(list.size());
+  for (const auto& e : list) {
+    if (!is_integral(e)) throw bad_request("'prompt' token ids must be integers", "prompt");
+    int64_t id = as_int64(e);
+    if (id < 0 || id >= model.vocab_size)
+      throw bad_request(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, model.vocab_size), "prompt");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  if (ids.empty()) throw bad_request("The prompt must not be empty", "prompt");
+  return ids;
+}
+
+std::vector<PromptInput> parse_prompt(const Json& body, const ModelInfo& model, const ValidationLimits& limits) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) throw bad_request("'prompt' is required", "prompt");
+  const Json& p = *it;
+  const char* shape = "'prompt' must be a string, a list of strings, a list of token ids or a list of token-id lists";
+  std::vector<PromptInput> out;
+  if (p.is_string()) {
+    if (p.get_ref<const std::string&>().empty()) throw bad_request("The prompt must not be empty", "prompt");
+    out.push_back({p.get<std::string>(), {}});
+    return out;
+  }
+  if (!p.is_array()) throw bad_request(shape, "prompt");
+  if (p.empty()) throw bad_request("The prompt must not be empty", "prompt");
+  if (p[0].is_number()) {
+    out.push_back({std::nullopt, to_token_ids(p, model)});
+    return out;
+  }
+  if (static_cast<int>(p.size()) > limits.max_batch_prompts)
+    throw bad_request(fmt::format("at most {} prompts are allowed in one request, got {}", limits.max_batch_prompts, p.size()), "prompt");
+  bool strings = p[0].is_string();
+  for (const auto& e : p) {
+    if (strings) {
+      if (!e.is_string()) throw bad_request(shape, "prompt");
+      if (e.get_ref<const std::string&>().empty()) throw bad_request("The prompt must not be empty", "prompt");
+      out.push_back({e.get<std::string>(), {}});
+    } else {
+      if (!e.is_array()) throw bad_request(shape, "prompt");
+      out.push_back({std::nullopt, to_token_ids(e, model)});
+    }
+  }
+  return out;
+}
+
+Json flatten_content(const Json& content, size_t index) {
+  if (content.is_null() || content.is_string()) return content;
+  std::string where = fmt::format("messages[{}].content", index);
+  if (!content.is_array()) throw bad_request(where + " must be a string or a list of content parts", "messages");
+  std::string text;
+  bool first = true;
+  for (const auto& part : content) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      throw bad_request(where + ": each content part must be an object with a string 'type'", "messages");
+    const std::string& type = part["type"].get_ref<const std::string&>();
+    if (type != "text")
+      throw bad_request(where + ": content part type '" + type + "' is not supported (text only)", "messages");
+    if (!part.contains("text") || !part["text"].is_string())
+      throw bad_request(where + ": a text part needs a string 'text'", "messages");
+    if (!first) text += "\n";  // vLLM's "string" content format joins text parts with newlines
+    text += part["text"].get<std::string>();
+    first = false;
+  }
+  return text;
+}
+
+Json parse_messages(const Json& body, const ValidationLimits& limits) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) throw bad_request("'messages' is required", "messages");
+  if (!it->is_array()) throw bad_request("'messages' must be a list of message objects", "messages");
+  if (it->empty()) throw bad_request("'messages' must not be empty", "messages");
+  if (static_cast<int>(it->size()) > limits.max_messages)
+    throw bad_request(fmt::format("at most {} messages are allowed", limits.max_messages), "messages");
+  Json out = Json::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& m = (*it)[i];
+    if (!m.is_object()) throw bad_request(fmt::format("messages[{}] must be an object", i), "messages");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      throw bad_request(fmt::format("messages[{}].role must be a string", i), "messages");
+    const std::string& r = role->get_ref<const std::string&>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
+      throw bad_request(fmt::format("messages[{}].role '{}' is not one of system, user, assistant, tool, developer", i, r), "messages");
+    Json msg = m;
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      if (r != "assistant") throw bad_request(fmt::format("messages[{}].content is required", i), "messages");
+      msg["content"] = "";  // templates expect a string; tool-call-only assistant turns have none
+    } else {
+      msg["content"] = flatten_content(*content, i);
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].is_array())
+      throw bad_request(fmt::format("messages[{}].tool_calls must be a list", i), "messages");
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string check_model_name(const Json& body, const ModelInfo& model) {
+  auto name = get_string(body, "model");
+  if (name && *name != model.served_model_name)
+    throw not_found("The model `" + *name + "` does not exist.");
+  return model.served_model_name;
+}
+
+void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const char* param) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab_size)
+      throw bad_request(fmt::format("Token id {} is out of vocabulary (vocab size {})", id, vocab_size), param);
+}
+
+void check_context_length(int num_prompt_tokens, std::optional<int> max_tokens, int max_model_len, const char* prompt_param) {
+  if (num_prompt_tokens >= max_model_len)
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
+                                  "tokens. Please reduce the length of the input.",
+                                  max_model_len, num_prompt_tokens),
+                      prompt_param);
+  if (max_tokens && static_cast<int64_t>(num_prompt_tokens) + *max_tokens > max_model_len)
+    throw bad_request(fmt::format("'max_tokens' is too large: {}. This model's maximum context length is {} tokens and "
+                                  "your request has {} input tokens ({} > {} - {}).",
+                                  *max_tokens, max_model_len, num_prompt_tokens, *max_tokens, max_model_len, num_prompt_tokens),
+                      "max_tokens");
+}
+
+CompletionRequest parse_completion_request(const Json& body, const ModelInfo& model, const ValidationLimits& limits) {
+  if (!body.is_object()) throw bad_request("The request body must be a JSON object");
+  CompletionRequest r;
+  r.model = check_model_name(body, model);
+  reject_unsupported(body);
+  r.params = parse_sampling_params(body, model, limits);
+  r.prompts = parse_prompt(body, model, limits);
+  if (static_cast<int64_t>(r.prompts.size()) * r.params.n > limits.max_choices)
+    throw bad_request(fmt::format("at most {} choices (prompts x n) are allowed", limits.max_choices), "n");
+  int64_t max_tokens = get_int(body, "max_tokens").value_or(16);  // OpenAI's completions default
+  if (max_tokens < 1) throw bad_request(fmt::format("max_tokens must be at least 1, got {}", max_tokens), "max_tokens");
+  if (max_tokens > (1 << 30)) throw bad_request(fmt::format("max_tokens is too large: {}", max_tokens), "max_tokens");
+  r.params.max_tokens = static_cast<int>(max_tokens);
+  if (r.params.min_tokens > r.params.max_tokens)
+    throw bad_request(fmt::format("min_tokens ({}) must be less than or equal to max_tokens ({})", r.params.min_tokens, r.params.max_tokens), "min_tokens");
+  if (auto lp = get_int(body, "logprobs")) {
+    if (*lp < 0) throw bad_request(fmt::format("logprobs must be non-negative, got {}", *lp), "logprobs");
+    if (*lp > limits.max_logprobs)
+      throw bad_request(fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}", *lp, limits.max_logprobs), "logprobs");
+    r.params.logprobs = static_cast<int>(*lp);
+  }
+  if (auto echo = get_bool(body, "echo")) r.echo = *echo;
+  if (r.echo && r.params.logprobs) r.params.prompt_logprobs = r.params.logprobs;
+  StreamFlags f = parse_stream_flags(body);
+  r.stream = f.stream;
+  r.include_usage = f.include_usage;
+  r.continuous_usage = f.continuous_usage;
+  return r;
+}
+
+ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const ValidationLimits& limits) {
+  if (!body.is_object()) throw bad_request("The request body must be a JSON object");
+  ChatRequest r;
+  r.model = check_model_name(body, model);
+  reject_unsupported(body);
+  r.messages = parse_messages(body, limits);
+  r.params = parse_sampling_params(body, model, limits);
+  std::optional<int64_t> max_tokens = get_int(body, "max_completion_tokens");
+  const char* max_param = "max_completion_tokens";
+  if (!max_tokens) {
+    max_tokens = get_int(body, "max_tokens");
+    max_param = "max_tokens";
+  }
+  if (max_tokens) {
+    if (*max_tokens < 1) throw bad_request(fmt::format("{} must be at least 1, got {}", max_param, *max_tokens), max_param);
+    if (*max_tokens > (1 << 30)) throw bad_request(fmt::format("{} is too large: {}", max_param, *max_tokens), max_param);
+    r.max_tokens = static_cast<int>(*max_tokens);
+    if (r.params.min_tokens > *r.max_tokens)
+      throw bad_request(fmt::format("min_tokens ({}) must be less than or equal to max_tokens ({})", r.params.min_tokens, *r.max_tokens), "min_tokens");
+  }
+  if (static_cast<int64_t>(r.params.n) > limits.max_choices)
+    throw bad_request(fmt::format("at most {} choices are allowed", limits.max_choices), "n");
+  if (auto lp = get_bool(body, "logprobs")) r.logprobs = *lp;
+  if (auto top = get_int(body, "top_logprobs")) {
+    if (*top < 0) throw bad_request(fmt::format("top_logprobs must be non-negative, got {}", *top), "top_logprobs");
+    if (*top > limits.max_logprobs)
+      throw bad_request(fmt::format("top_logprobs must be at most {}, got {}", limits.max_logprobs, *top), "top_logprobs");
+    if (!r.logprobs) throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+    r.top_logprobs = static_cast<int>(*top);
+  }
+  if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  auto tools = body.find("tools");
+  if (tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) throw bad_request("'tools' must be a list", "tools");
+    for (const auto& t : *tools)
+      if (!t.is_object()) throw bad_request("each entry of 'tools' must be an object", "tools");
+    if (!tools->empty()) r.tools = *tools;
+  }
+  auto choice = body.find("tool_choice");
+  if (choice != body.end() && !choice->is_null()) {
+    if (!choice->is_string() || (*choice != "none" && *choice != "auto"))
+      throw bad_request("only tool_choice \"none\" and \"auto\" are supported", "tool_choice");
+  }
+  auto kwargs = body.find("chat_template_kwargs");
+  if (kwargs != body.end() && !kwargs->is_null()) {
+    if (!kwargs->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    r.chat_template_kwargs = *kwargs;
+  }
+  if (get_string(body, "chat_template")) throw bad_request("a per-request chat_template is not supported", "chat_template");
+  if (auto v = get_bool(body, "add_generation_prompt")) r.add_generation_prompt = *v;
+  if (auto v = get_bool(body, "add_special_tokens")) r.add_special_tokens = *v;
+  if (auto v = get_bool(body, "echo"); v && *v) throw bad_request("echo is not supported for chat completions", "echo");
+  StreamFlags f = parse_stream_flags(body);
+  r.stream = f.stream;
+  r.include_usage = f.include_usage;
+  r.continuous_usage = f.continuous_usage;
+  return r;
+}
+
+}  // namespace vireo::server

@@ -1,0 +1,136 @@
+#include "server/sampling_validation.h"
+
+#include <fmt/format.h>
+
+#include "server/openai_errors.h"
+
+namespace vireo::server {
+namespace {
+
+float to_float(double v) { return static_cast<float>(v); }
+
+}  // namespace
+
+SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, const ValidationLimits& limits) {
+  SamplingParams p;
+  if (model.temperature) p.temperature = *model.temperature;
+  if (model.top_p) p.top_p = *model.top_p;
+  if (model.top_k) p.top_k = *model.top_k;
+  if (model.min_p) p.min_p = *model.min_p;
+  if (model.repetition_penalty) p.repetition_penalty = *model.repetition_penalty;
+
+  if (auto n = get_int(body, "n")) {
+    if (*n < 1) throw bad_request("n must be at least 1, got " + std::to_string(*n), "n");
+    if (*n > limits.max_n)
+      throw bad_request(fmt::format("n must be at most {}, got {}", limits.max_n, *n), "n");
+    p.n = static_cast<int>(*n);
+  }
+  if (auto best_of = get_int(body, "best_of")) {
+    if (*best_of != p.n) throw bad_request("best_of is not supported (it must equal n when set)", "best_of");
+  }
+  if (auto t = get_number(body, "temperature")) {
+    if (*t < 0.0) throw bad_request(fmt::format("temperature must be non-negative, got {}", *t), "temperature");
+    p.temperature = to_float(*t);
+  }
+  if (auto v = get_number(body, "top_p")) {
+    if (!(*v > 0.0 && *v <= 1.0)) throw bad_request(fmt::format("top_p must be in (0, 1], got {}", *v), "top_p");
+    p.top_p = to_float(*v);
+  }
+  if (auto v = get_int(body, "top_k")) {
+    if (*v < -1) throw bad_request(fmt::format("top_k must be -1 (disable), 0 (disable) or at least 1, got {}", *v), "top_k");
+    if (*v > (1 << 30)) throw bad_request(fmt::format("top_k is too large: {}", *v), "top_k");
+    p.top_k = static_cast<int>(*v);
+  }
+  if (auto v = get_number(body, "min_p")) {
+    if (!(*v >= 0.0 && *v <= 1.0)) throw bad_request(fmt::format("min_p must be in [0, 1], got {}", *v), "min_p");
+    p.min_p = to_float(*v);
+  }
+  if (auto v = get_number(body, "presence_penalty")) {
+    if (!(*v >= -2.0 && *v <= 2.0))
+      throw bad_request(fmt::format("presence_penalty must be in [-2, 2], got {}", *v), "presence_penalty");
+    p.presence_penalty = to_float(*v);
+  }
+  if (auto v = get_number(body, "frequency_penalty")) {
+    if (!(*v >= -2.0 && *v <= 2.0))
+      throw bad_request(fmt::format("frequency_penalty must be in [-2, 2], got {}", *v), "frequency_penalty");
+    p.frequency_penalty = to_float(*v);
+  }
+  if (auto v = get_number(body, "repetition_penalty")) {
+    if (!(*v > 0.0) || *v > 1e6)
+      throw bad_request(fmt::format("repetition_penalty must be greater than zero, got {}", *v), "repetition_penalty");
+    p.repetition_penalty = to_float(*v);
+  }
+  if (auto v = get_int(body, "seed")) p.seed = static_cast<uint64_t>(*v);
+
+  if (auto stops = get_string_or_list(body, "stop")) {
+    if (static_cast<int>(stops->size()) > limits.max_stop_strings)
+      throw bad_request(fmt::format("at most {} stop strings are allowed, got {}", limits.max_stop_strings, stops->size()), "stop");
+    for (auto& s : *stops) {
+      if (s.size() > limits.max_stop_string_bytes)
+        throw bad_request(fmt::format("stop strings must be at most {} bytes, got one of {}", limits.max_stop_string_bytes, s.size()), "stop");
+      if (!s.empty()) p.stop.push_back(s);  // "" can never match; vLLM ignores it too
+    }
+  }
+  if (auto ids = get_int_list(body, "stop_token_ids")) {
+    if (static_cast<int>(ids->size()) > limits.max_stop_token_ids)
+      throw bad_request(fmt::format("at most {} stop_token_ids are allowed", limits.max_stop_token_ids), "stop_token_ids");
+    for (int64_t id : *ids) {
+      if (id < 0 || id >= model.vocab_size)
+        throw bad_request(fmt::format("stop_token_ids: token id {} is out of vocabulary (size {})", id, model.vocab_size), "stop_token_ids");
+      p.stop_token_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  if (auto v = get_bool(body, "ignore_eos")) p.ignore_eos = *v;
+  if (auto v = get_bool(body, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
+  if (auto v = get_bool(body, "skip_special_tokens")) p.skip_special_tokens = *v;
+  get_bool(body, "spaces_between_special_tokens");  // accepted for compatibility; type-checked only
+  if (auto v = get_int(body, "min_tokens")) {
+    if (*v < 0) throw bad_request(fmt::format("min_tokens must be non-negative, got {}", *v), "min_tokens");
+    if (*v > (1 << 30)) throw bad_request(fmt::format("min_tokens is too large: {}", *v), "min_tokens");
+    p.min_tokens = static_cast<int>(*v);
+  }
+  get_string(body, "user");  // accepted, type-checked, unused
+  return p;
+}
+
+StreamFlags parse_stream_flags(const Json& body) {
+  StreamFlags f;
+  if (auto v = get_bool(body, "stream")) f.stream = *v;
+  auto it = body.find("stream_options");
+  if (it != body.end() && !it->is_null()) {
+    if (!it->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
+    if (!f.stream) throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
+    if (auto v = get_bool(*it, "include_usage")) f.include_usage = *v;
+    if (auto v = get_bool(*it, "continuous_usage_stats")) f.continuous_usage = *v;
+  }
+  return f;
+}
+
+void reject_unsupported(const Json& body) {
+  auto present = [&](const char* key) {
+    auto it = body.find(key);
+    return it != body.end() && !it->is_null();
+  };
+  if (present("logit_bias")) {
+    const Json& lb = body["logit_bias"];
+    if (!lb.is_object()) throw bad_request("'logit_bias' must be an object", "logit_bias");
+    if (!lb.empty()) throw bad_request("logit_bias is not supported", "logit_bias");
+  }
+  if (present("suffix")) {
+    const Json& s = body["suffix"];
+    if (!s.is_string()) throw bad_request("'suffix' must be a string", "suffix");
+    if (!s.get<std::string>().empty()) throw bad_request("suffix is not supported", "suffix");
+  }
+  if (present("response_format")) {
+    const Json& rf = body["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
+    if (rf["type"] != "text")
+      throw bad_request("response_format type '" + rf["type"].get<std::string>() + "' is not supported", "response_format");
+  }
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
+    if (present(key)) throw bad_request(std::string(key) + " is not supported", key);
+  }
+}
+
+}  // namespace vireo::server

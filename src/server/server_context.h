@@ -1,0 +1,74 @@
+// State shared by the HTTP handlers: the engine (null while it loads), what validation needs,
+// the registry of in-flight engine requests (for draining and aborting on shutdown) and the
+// finish-reason counters behind vllm:request_success_total.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "engine/async_engine.h"
+#include "server/metrics_renderer.h"
+#include "server/request_types.h"
+
+namespace vireo::server {
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";  // vLLM/uvicorn listen on all interfaces by default
+  int port = 8000;               // 0 = any free port
+  std::optional<std::string> api_key;
+  std::string served_model_name;  // "" = the engine config's served_model_name, else its model path
+  size_t max_body_bytes = 32u << 20;  // larger bodies get 413
+  int num_threads = 64;               // connections served at once (a stream holds one)
+  double shutdown_timeout_s = 30.0;   // drain time for in-flight requests on SIGTERM/SIGINT
+  int keep_alive_timeout_s = 5;
+  ValidationLimits limits;
+};
+
+class ServerContext {
+ public:
+  explicit ServerContext(ServerOptions options) : options_(std::move(options)) {}
+
+  const ServerOptions& options() const { return options_; }
+
+  void set_engine(std::shared_ptr<AsyncEngine> engine);
+  std::shared_ptr<AsyncEngine> engine() const;  // null while loading
+  void set_load_error(std::string message);
+  std::optional<std::string> load_error() const;
+  ModelInfo model_info() const;  // only once the engine is set
+
+  // Unique ids: "<prefix>-<32 hex>".
+  std::string new_id(const char* prefix);
+
+  // In-flight engine requests.
+  void register_request(const std::string& id);
+  void unregister_request(const std::string& id);
+  size_t num_in_flight() const;
+  // Waits until no request is in flight or the deadline passes; true when drained.
+  bool wait_drained(std::chrono::steady_clock::time_point deadline);
+  void abort_all_in_flight();
+
+  void count_finish(const std::string& reason);
+  FinishCounts finish_counts() const;
+
+  std::atomic<bool> draining{false};      // refuse new generation requests
+  std::atomic<int> active_jobs{0};        // generation handlers / streams still writing
+  std::atomic<bool> aborting_all{false};  // aborts now come from the shutdown, not the engine
+
+ private:
+  ServerOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable drained_cv_;
+  std::shared_ptr<AsyncEngine> engine_;
+  ModelInfo model_info_;
+  std::optional<std::string> load_error_;
+  std::set<std::string> in_flight_;
+  FinishCounts finish_counts_;
+  uint64_t id_counter_ = 0;
+};
+
+}  // namespace vireo::server

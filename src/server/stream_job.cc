@@ -1,0 +1,83 @@
+#include "server/stream_job.h"
+
+#include "server/sse_writer.h"
+
+namespace vireo::server {
+
+using namespace std::chrono_literals;
+
+std::optional<ApiError> choice_failure(const ServerContext& ctx, const ChoiceState& c) {
+  if (c.finish_reason == "error")
+    return ApiError(500, "InternalServerError", c.error.empty() ? "the engine failed on this request" : c.error);
+  if (c.finish_reason == "abort") {
+    if (ctx.aborting_all) return ApiError(503, "ServiceUnavailableError", "The server is shutting down; the request was aborted");
+    return ApiError(500, "InternalServerError", "The request was aborted by the engine");
+  }
+  return std::nullopt;
+}
+
+bool collect_all(ServerContext& ctx, ChoiceGroup& group, const ConnectionProbe& probe) {
+  while (!group.all_finished()) {
+    auto out = group.next(100ms);
+    if (probe.client_closed()) {
+      group.abort_unfinished();
+      return false;
+    }
+    if (out) {
+      if (auto err = choice_failure(ctx, group.choices()[out->first])) {
+        group.abort_unfinished();
+        throw *err;
+      }
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// Returns false when the client went away (and the provider should fail the connection).
+bool run_stream(StreamJob& job, httplib::DataSink& sink) {
+  SseWriter w(sink.write);
+  auto fail = [&] {
+    job.group->abort_unfinished();
+    return false;
+  };
+  for (const Json& c : job.formatter->start(*job.group))
+    if (!w.send(c)) return fail();
+  while (!job.group->all_finished()) {
+    auto out = job.group->next(100ms);
+    if (!out) {
+      if (job.probe.client_closed()) return fail();
+      continue;
+    }
+    const ChoiceState& c = job.group->choices()[out->first];
+    if (auto err = choice_failure(job.ctx, c)) {
+      // vLLM: an error event, then [DONE]; the other choices stop too.
+      job.group->abort_unfinished();
+      w.send(error_json(*err));
+      w.done();
+      sink.done();
+      return true;
+    }
+    for (const Json& chunk : job.formatter->on_output(c, out->second))
+      if (!w.send(chunk)) return fail();
+  }
+  if (auto last = job.formatter->final_chunk(*job.group))
+    if (!w.send(*last)) return fail();
+  if (!w.done()) return fail();
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+void install_stream(httplib::Response& res, std::shared_ptr<StreamJob> job) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job](size_t, httplib::DataSink& sink) { return run_stream(*job, sink); },
+      [job](bool) { job->group->abort_unfinished(); });
+}
+
+}  // namespace vireo::server

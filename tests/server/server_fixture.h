@@ -1,0 +1,70 @@
+// Starts an ApiServer on a free loopback port with a FakeEngine, in-process.
+#pragma once
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "fake_engine.h"
+#include "server/api_server.h"
+
+namespace vireo::testing {
+
+class LiveServer {
+ public:
+  explicit LiveServer(server::ServerOptions opts = {}, FakeEngineOptions eopts = {}, bool load_engine = true) {
+    opts.host = "127.0.0.1";
+    opts.port = 0;
+    if (opts.shutdown_timeout_s == 30.0) opts.shutdown_timeout_s = 2.0;
+    server_ = std::make_unique<server::ApiServer>(opts);
+    port_ = server_->bind();
+    thread_ = std::thread([this] { server_->run(); });
+    engine_ = std::make_shared<FakeEngine>(eopts);
+    if (load_engine) server_->set_engine(engine_);
+  }
+  ~LiveServer() {
+    server_->stop();
+    if (thread_.joinable()) thread_.join();
+    engine_->shutdown(std::chrono::milliseconds(0));
+  }
+  void load() { server_->set_engine(engine_); }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  int port() const { return port_; }
+  FakeEngine& engine() { return *engine_; }
+  server::ApiServer& server() { return *server_; }
+
+ private:
+  std::unique_ptr<server::ApiServer> server_;
+  std::shared_ptr<FakeEngine> engine_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+inline httplib::Result post_json(httplib::Client& c, const std::string& path, const nlohmann::json& body) {
+  return c.Post(path.c_str(), body.dump(), "application/json");
+}
+
+// Parses "data: ..." SSE events; returns the JSON chunks and whether [DONE] came last.
+inline std::vector<nlohmann::json> parse_sse(const std::string& body, bool* done = nullptr) {
+  std::vector<nlohmann::json> out;
+  if (done) *done = false;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    size_t end = body.find("\n\n", pos);
+    std::string data = body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (data == "[DONE]") {
+      if (done) *done = true;
+      continue;
+    }
+    out.push_back(nlohmann::json::parse(data));
+  }
+  return out;
+}
+
+}  // namespace vireo::testing
