@@ -37,7 +37,7 @@ std::string arg_str(CallArgs& a, size_t i, const char* name, const std::string& 
 int64_t length(const Value& v) {
   if (v.is_undefined()) return 0;
   if (v.is_string()) return static_cast<int64_t>(utf8_length(v.str()));
-  if (v.is_list()) return static_cast<int64_t>(v.list()->items.size());
+  if (v.is_list() && !v.list()->is_generator) return static_cast<int64_t>(v.list()->items.size());
   if (v.is_dict() && !v.dict()->is_namespace) return static_cast<int64_t>(v.dict()->items.size());
   fail("object of type '" + type_name(v) + "' has no len()");
 }
@@ -194,6 +194,7 @@ using FilterFn = Value (*)(Interpreter&, Value&, CallArgs&);
 #define FILTER(name) Value f_##name(Interpreter& in, Value& v, CallArgs& a)
 
 FILTER(abs) {
+  if (v.is_undefined()) fail_undefined(v);
   if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
   if (v.is_int()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
   if (v.is_float()) return Value(std::fabs(v.as_float()));
@@ -214,7 +215,7 @@ FILTER(batch) {
     cur.push_back(x);
     if (static_cast<int64_t>(cur.size()) == n) {
       out.push_back(make_list(std::move(cur)));
-      cur.clear();
+      cur = {};
     }
   }
   if (!cur.empty()) {
@@ -222,7 +223,7 @@ FILTER(batch) {
       while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*fill);
     out.push_back(make_list(std::move(cur)));
   }
-  return make_list(std::move(out));
+  return make_generator(std::move(out));
 }
 FILTER(capitalize) { return Value(py_capitalize(py_str(v))); }
 FILTER(center) {
@@ -260,11 +261,13 @@ FILTER(first) {
   return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
 }
 FILTER(last) {
+  if (v.is_list() && v.list()->is_generator) fail("'generator' object is not reversible");
   std::vector<Value> items = in.iterate(v);
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
 }
 FILTER(float) {
   double d;
+  if (v.is_undefined()) fail_undefined(v);
   if (v.is_float()) return v;
   if (v.is_int()) return Value(static_cast<double>(v.as_int()));
   if (v.is_bool()) return Value(v.as_bool() ? 1.0 : 0.0);
@@ -281,6 +284,7 @@ FILTER(indent) {
   return Value(do_indent(py_str(v), arg(a, 0, "width"), arg_bool(a, 1, "first", false), arg_bool(a, 2, "blank", false)));
 }
 FILTER(int) {
+  if (v.is_undefined()) fail_undefined(v);
   int64_t base = arg_int(a, 1, "base", 10);
   int64_t r;
   if (v.is_int()) return v;
@@ -299,7 +303,7 @@ FILTER(items) {
   if (!v.is_dict() || v.dict()->is_namespace) fail("Can only get item pairs from a mapping.");
   std::vector<Value> out;
   for (const auto& [k, x] : v.dict()->items) out.push_back(make_list({k, x}, true));
-  return make_list(std::move(out));
+  return make_generator(std::move(out));
 }
 FILTER(join) {
   std::string sep = arg_str(a, 0, "d", "");
@@ -338,7 +342,7 @@ FILTER(map) {
       Value r = attr_path(in, x, py_str(*attr));
       out.push_back(r.is_undefined() && dflt ? *dflt : r);
     }
-    return make_list(std::move(out));
+    return make_generator(std::move(out));
   }
   if (a.pos.empty()) fail("map requires a filter argument");
   std::string name = py_str(a.pos[0]);
@@ -350,7 +354,7 @@ FILTER(map) {
     CallArgs c = fa;
     out.push_back(apply_filter(in, name, x, c));
   }
-  return make_list(std::move(out));
+  return make_generator(std::move(out));
 }
 Value minmax(Interpreter& in, Value& v, CallArgs& a, bool want_max) {
   bool cs = arg_bool(a, 0, "case_sensitive", false);
@@ -367,10 +371,10 @@ Value minmax(Interpreter& in, Value& v, CallArgs& a, bool want_max) {
 }
 FILTER(max) { return minmax(in, v, a, true); }
 FILTER(min) { return minmax(in, v, a, false); }
-FILTER(select) { return make_list(select_items(in, v, a, false, true)); }
-FILTER(reject) { return make_list(select_items(in, v, a, false, false)); }
-FILTER(selectattr) { return make_list(select_items(in, v, a, true, true)); }
-FILTER(rejectattr) { return make_list(select_items(in, v, a, true, false)); }
+FILTER(select) { return make_generator(select_items(in, v, a, false, true)); }
+FILTER(reject) { return make_generator(select_items(in, v, a, false, false)); }
+FILTER(selectattr) { return make_generator(select_items(in, v, a, true, true)); }
+FILTER(rejectattr) { return make_generator(select_items(in, v, a, true, false)); }
 FILTER(replace) {
   const Value* cnt = arg(a, 2, "count");
   return Value(py_replace(py_str(v), arg_str(a, 0, "old", ""), arg_str(a, 1, "new", ""),
@@ -384,7 +388,8 @@ FILTER(reverse) {
   }
   std::vector<Value> items = in.iterate(v);
   std::reverse(items.begin(), items.end());
-  return make_list(std::move(items));
+  // reversed(list) is a lazy iterator; a generator input is materialized into a list first.
+  return (v.is_list() && !v.list()->is_generator) ? make_generator(std::move(items)) : make_list(std::move(items));
 }
 FILTER(round) { return do_round(v, arg_int(a, 0, "precision", 0), arg_str(a, 1, "method", "common")); }
 FILTER(safe) { return Value(py_str(v)); }
@@ -416,8 +421,12 @@ FILTER(trim) {
   return Value(py_strip(py_str(v), chars && !chars->is_none() ? std::optional<std::string>(py_str(*chars)) : std::nullopt, true, true));
 }
 FILTER(truncate) {
-  std::string s = py_str(v);
   int64_t len = arg_int(a, 0, "length", 255);
+  if (!v.is_string()) {  // jinja2 takes len() of anything and returns short values untouched
+    if (length(v) <= len + arg_int(a, 3, "leeway", 5)) return v;
+    fail("truncate: object of type '" + type_name(v) + "' is not a string");
+  }
+  std::string s = py_str(v);
   bool killwords = arg_bool(a, 1, "killwords", false);
   std::string end = arg_str(a, 2, "end", "...");
   int64_t leeway = arg_int(a, 3, "leeway", 5);
@@ -440,7 +449,7 @@ FILTER(unique) {
     seen.push_back(k);
     out.push_back(x);
   }
-  return make_list(std::move(out));
+  return make_generator(std::move(out));
 }
 FILTER(wordcount) {
   int64_t n = 0;

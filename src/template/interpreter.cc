@@ -78,7 +78,7 @@ Value Interpreter::getitem(const Value& obj, const Value& key) const {
   if (obj.is_dict()) {
     if (obj.dict()->is_namespace) return key.is_string() ? getattr(obj, key.str()) : Value::undefined();
     if (const Value* v = obj.dict()->find(key)) return *v;
-  } else if (obj.is_list()) {
+  } else if (obj.is_list() && !obj.list()->is_generator && !obj.list()->view_name) {
     int64_t i;
     const auto& items = obj.list()->items;
     if (index_of(key, static_cast<int64_t>(items.size()), &i)) return items[i];
@@ -136,7 +136,7 @@ static std::vector<int64_t> slice_indices(int64_t len, const Value& start, const
 
 Value Interpreter::slice(const Value& obj, const Value& start, const Value& stop, const Value& step) const {
   if (obj.is_undefined()) fail_undefined(obj);
-  if (obj.is_list()) {
+  if (obj.is_list() && !obj.list()->is_generator && !obj.list()->view_name) {
     const auto& items = obj.list()->items;
     std::vector<Value> out;
     for (int64_t i : slice_indices(static_cast<int64_t>(items.size()), start, stop, step)) out.push_back(items[i]);

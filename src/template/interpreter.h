@@ -80,6 +80,7 @@ Value get_method(const Value& obj, const std::string& name);  // undefined if no
 void install_globals(Scope& s);
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 bool contains(const Value& container, const Value& item);
-std::string percent_format(const std::string& fmt, const std::vector<Value>& args);
+// `mapping_arg`: the right operand was a list or dict (Python then allows it to go unused).
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool mapping_arg = false);
 
 }  // namespace vireo::tmpl

@@ -276,14 +276,18 @@ Value dict_method(const DictPtr& d, const std::string& name) {
     return m([d](Interpreter&, CallArgs&) {
       std::vector<Value> out;
       for (const auto& [k, v] : d->items) out.push_back(make_list({k, v}, true));
-      return make_list(std::move(out));
+      Value r = make_list(std::move(out));
+      r.list()->view_name = "dict_items";
+      return r;
     });
   if (name == "keys" || name == "values") {
     bool keys = name == "keys";
     return m([d, keys](Interpreter&, CallArgs&) {
       std::vector<Value> out;
       for (const auto& [k, v] : d->items) out.push_back(keys ? k : v);
-      return make_list(std::move(out));
+      Value r = make_list(std::move(out));
+      r.list()->view_name = keys ? "dict_keys" : "dict_values";
+      return r;
     });
   }
   if (name == "get")

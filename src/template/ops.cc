@@ -73,7 +73,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
     if (nums) return Value(to_f(a) + to_f(b));
     if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
-    if (a.is_list() && b.is_list() && a.list()->is_tuple == b.list()->is_tuple) {
+    if (a.is_list() && b.is_list() && a.list()->is_tuple == b.list()->is_tuple && !a.list()->is_generator &&
+        !b.list()->is_generator) {
       std::vector<Value> out = a.list()->items;
       out.insert(out.end(), b.list()->items.begin(), b.list()->items.end());
       return make_list(std::move(out), a.list()->is_tuple);
@@ -92,8 +93,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return Value(to_f(a) * to_f(b));
     }
     if (nums) return Value(to_f(a) * to_f(b));
-    if ((a.is_string() || a.is_list()) && is_intlike(b)) return repeat(a, to_i(b));
-    if ((b.is_string() || b.is_list()) && is_intlike(a)) return repeat(b, to_i(a));
+    auto seq = [](const Value& v) { return v.is_string() || (v.is_list() && !v.list()->is_generator); };
+    if (seq(a) && is_intlike(b)) return repeat(a, to_i(b));
+    if (seq(b) && is_intlike(a)) return repeat(b, to_i(a));
   } else if (op == "/") {
     if (nums) {
       if (to_f(b) == 0.0) fail("division by zero");
@@ -118,9 +120,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
     if (op == "%" && a.is_string()) {
       std::vector<Value> args;
+      // A non-tuple right operand is one argument; a list or dict also counts as a mapping, and
+      // Python then tolerates it going unused.
       if (b.is_list() && b.list()->is_tuple) args = b.list()->items;
       else args.push_back(b);
-      return Value(percent_format(a.str(), args));
+      return Value(percent_format(a.str(), args, b.is_dict() || (b.is_list() && !b.list()->is_tuple)));
     }
   } else if (op == "**") {
     if (ints && to_i(b) >= 0) {
@@ -159,7 +163,7 @@ bool contains(const Value& container, const Value& item) {
 }
 
 // printf-style formatting: "%s-%05.2f" % (a, b).
-std::string percent_format(const std::string& fmt, const std::vector<Value>& args) {
+std::string percent_format(const std::string& fmt, const std::vector<Value>& args, bool mapping_arg) {
   std::string out;
   size_t ai = 0;
   auto next_arg = [&]() -> const Value& {
@@ -209,7 +213,7 @@ std::string percent_format(const std::string& fmt, const std::vector<Value>& arg
       fail(std::string("unsupported format character '") + conv + "'");
     }
   }
-  if (ai < args.size()) fail("not all arguments converted during string formatting");
+  if (ai < args.size() && !mapping_arg) fail("not all arguments converted during string formatting");
   return out;
 }
 

@@ -47,7 +47,7 @@ TEST(number) { return v.is_number(); }
 TEST(string) { return v.is_string(); }
 TEST(mapping) { return v.is_dict() && !v.dict()->is_namespace; }
 TEST(iterable) { return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.dict()->is_namespace); }
-TEST(sequence) { return v.is_string() || v.is_list() || (v.is_dict() && !v.dict()->is_namespace); }
+TEST(sequence) { return v.is_string() || (v.is_list() && !v.list()->is_generator) || (v.is_dict() && !v.dict()->is_namespace); }
 TEST(callable) { return v.is_func(); }
 TEST(sameas) { return sameas(v, arg0(a, "sameas")); }
 TEST(escaped) { return false; }

@@ -59,6 +59,12 @@ Value make_list(std::vector<Value> items, bool is_tuple) {
   return Value(l);
 }
 
+Value make_generator(std::vector<Value> items) {
+  Value v = make_list(std::move(items));
+  v.list()->is_generator = true;
+  return v;
+}
+
 Value make_dict() { return Value(std::make_shared<DictObj>()); }
 
 Value make_func(std::string name, std::function<Value(Interpreter&, CallArgs&)> fn) {
@@ -76,7 +82,7 @@ std::string type_name(const Value& v) {
     case 3: return "int";
     case 4: return "float";
     case 5: return "str";
-    case 6: return v.list()->is_tuple ? "tuple" : "list";
+    case 6: return v.list()->is_generator ? "generator" : v.list()->view_name ? v.list()->view_name : v.list()->is_tuple ? "tuple" : "list";
     case 7: return v.dict()->is_namespace ? "Namespace" : "dict";
     default: return "function";
   }
@@ -90,7 +96,7 @@ bool truthy(const Value& v) {
     case 3: return v.as_int() != 0;
     case 4: return v.as_float() != 0.0;
     case 5: return !v.str().empty();
-    case 6: return !v.list()->items.empty();
+    case 6: return v.list()->is_generator || !v.list()->items.empty();
     case 7: return v.dict()->is_namespace || !v.dict()->items.empty();
     default: return true;
   }
@@ -119,6 +125,8 @@ bool py_equal(const Value& a, const Value& b) {
     case 6: {
       const auto& x = a.list()->items;
       const auto& y = b.list()->items;
+      if (a.list() == b.list()) return true;
+      if (a.list()->is_generator || b.list()->is_generator) return false;
       if (a.list()->is_tuple != b.list()->is_tuple || x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
         if (!py_equal(x[i], y[i])) return false;
@@ -148,7 +156,8 @@ bool py_less(const Value& a, const Value& b) {
   }
   if (a.is_undefined() || b.is_undefined()) fail_undefined(a.is_undefined() ? a : b);
   if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 byte order == code point order
-  if (a.is_list() && b.is_list() && a.list()->is_tuple == b.list()->is_tuple) {
+  if (a.is_list() && b.is_list() && a.list()->is_tuple == b.list()->is_tuple && !a.list()->is_generator &&
+      !b.list()->is_generator) {
     const auto& x = a.list()->items;
     const auto& y = b.list()->items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -180,6 +189,12 @@ std::string py_str(const Value& v) {
     case 5: return v.str();
     case 6: {
       const auto& l = *v.list();
+      if (l.is_generator) return "<generator object>";
+      if (l.view_name) {
+        ListObj plain = l;
+        plain.view_name = nullptr;
+        return std::string(l.view_name) + "(" + py_str(Value(std::make_shared<ListObj>(std::move(plain)))) + ")";
+      }
       std::string out = l.is_tuple ? "(" : "[";
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i) out += ", ";
@@ -261,6 +276,7 @@ static void dump(const Value& v, const JsonDumpOptions& o, int depth, std::strin
     }
     case 5: out += json_quote(v.str(), o.ensure_ascii); return;
     case 6: {
+      if (v.list()->is_generator || v.list()->view_name) break;
       const auto& items = v.list()->items;
       if (items.empty()) {
         out += "[]";

@@ -71,6 +71,11 @@ struct Value {
 struct ListObj {
   std::vector<Value> items;
   bool is_tuple = false;
+  // Result of a lazy jinja2 filter (map, select, reject, unique, reverse, items...): always truthy,
+  // has no len(), renders as "<generator object>", cannot be indexed.
+  bool is_generator = false;
+  // dict.items()/keys()/values() views: render as "dict_items([...])", cannot be indexed or dumped.
+  const char* view_name = nullptr;
 };
 
 // Insertion-ordered like a Python dict. A namespace() object is a dict whose attributes can be set.
@@ -97,6 +102,7 @@ struct FuncObj {
 };
 
 Value make_list(std::vector<Value> items = {}, bool is_tuple = false);
+Value make_generator(std::vector<Value> items);
 Value make_dict();
 Value make_func(std::string name, std::function<Value(Interpreter&, CallArgs&)> fn);
 
