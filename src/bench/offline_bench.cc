@@ -128,7 +128,7 @@ int run_bench_latency(const LatencyArgs& a) {
     throw Error("--batch-size, --input-len, --output-len and --num-iters must be > 0");
   EngineConfig cfg = a.engine;
   cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.batch_size);
-  LLM llm(cfg);
+  LLM llm(AsyncEngine::create(cfg));
   AsyncEngine& engine = llm.engine();
   if (a.input_len + a.output_len > engine.max_model_len())
     throw Error("--input-len + --output-len exceeds max_model_len (" + std::to_string(engine.max_model_len()) + ")");
@@ -173,7 +173,7 @@ int run_bench_latency(const LatencyArgs& a) {
 int run_bench_throughput(const ThroughputArgs& a) {
   if (a.num_prompts <= 0 || a.input_len <= 0 || a.output_len <= 0)
     throw Error("--num-prompts, --input-len and --output-len must be > 0");
-  LLM llm(a.engine);
+  LLM llm(AsyncEngine::create(a.engine));
   AsyncEngine& engine = llm.engine();
   if (a.input_len + a.output_len > engine.max_model_len())
     throw Error("--input-len + --output-len exceeds max_model_len (" + std::to_string(engine.max_model_len()) + ")");
