@@ -58,7 +58,7 @@ class ServerProcess {
       (void)log;
       dup2(STDOUT_FILENO, STDERR_FILENO);
       execl(kVireo.c_str(), kVireo.c_str(), "serve", "--host", "127.0.0.1", "--port", p.c_str(), "--device", "cpu",
-            static_cast<char*>(nullptr));
+            "--kv-cache-memory-bytes", "67108864", static_cast<char*>(nullptr));
       _exit(127);
     }
   }
@@ -137,7 +137,7 @@ TEST(BenchE2E, BenchThroughputAndLatencyInProcess) {
   if (!fs::exists(kVireo)) GTEST_SKIP() << kVireo << " not built";
   fs::path dir = temp_dir("vireo-bench-offline");
   std::string out;
-  int rc = run(kVireo + " bench throughput --device cpu --num-prompts 6 --input-len 16 --output-len 5 --output-json " +
+  int rc = run(kVireo + " bench throughput --device cpu --kv-cache-memory-bytes 67108864 --num-prompts 6 --input-len 16 --output-len 5 --output-json " +
                    (dir / "t.json").string(), &out);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("Throughput:"), std::string::npos) << out;
@@ -149,7 +149,7 @@ TEST(BenchE2E, BenchThroughputAndLatencyInProcess) {
   EXPECT_GT(t["requests_per_second"].get<double>(), 0.0);
 
   out.clear();
-  rc = run(kVireo + " bench latency --device cpu --batch-size 2 --input-len 8 --output-len 4 --num-iters-warmup 1"
+  rc = run(kVireo + " bench latency --device cpu --kv-cache-memory-bytes 67108864 --batch-size 2 --input-len 8 --output-len 4 --num-iters-warmup 1"
                     " --num-iters 3 --output-json " + (dir / "l.json").string(), &out);
   ASSERT_EQ(rc, 0) << out;
   auto l = read_json(dir / "l.json");
