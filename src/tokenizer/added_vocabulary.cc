@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/normalizer.h"
 #include "tokenizer/utf8.h"
 
 namespace vireo {
@@ -13,17 +14,19 @@ void AddedVocabulary::add(AddedToken t) {
   tokens_.push_back(std::move(t));
 }
 
-void AddedVocabulary::build() {
+void AddedVocabulary::build(const Normalizer* normalizer) {
   for (auto& trie : tries_) {
     trie.nodes.assign(1, {});
     std::fill(std::begin(trie.first_byte), std::end(trie.first_byte), false);
   }
   for (size_t k = 0; k < tokens_.size(); ++k) {
     const auto& t = tokens_[k];
-    if (t.content.empty()) continue;
+    std::string content = t.content;
+    if (t.normalized && normalizer) normalizer->normalize(content);
+    if (content.empty()) continue;
     Trie& trie = tries_[t.normalized ? 1 : 0];
     int32_t n = 0;
-    for (unsigned char c : t.content) {
+    for (unsigned char c : content) {
       auto it = trie.nodes[static_cast<size_t>(n)].next.find(c);
       if (it == trie.nodes[static_cast<size_t>(n)].next.end()) {
         trie.nodes.push_back({});
@@ -35,7 +38,7 @@ void AddedVocabulary::build() {
       }
     }
     trie.nodes[static_cast<size_t>(n)].token = static_cast<int32_t>(k);
-    trie.first_byte[static_cast<unsigned char>(t.content[0])] = true;
+    trie.first_byte[static_cast<unsigned char>(content[0])] = true;
   }
 }
 

@@ -13,6 +13,8 @@
 
 namespace vireo {
 
+class Normalizer;
+
 struct AddedToken {
   int32_t id = 0;
   std::string content;
@@ -28,7 +30,9 @@ struct TextSplit {
 class AddedVocabulary {
  public:
   void add(AddedToken t);
-  void build();  // after all add() calls
+  // After all add() calls. Like tokenizers, normalized=true tokens are matched in their normalized
+  // form (`normalizer` may be null).
+  void build(const Normalizer* normalizer);
 
   // Splits `text` at the tokens whose `normalized` flag equals `normalized`.
   std::vector<TextSplit> split(std::string_view text, bool normalized) const;

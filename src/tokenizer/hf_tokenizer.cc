@@ -71,7 +71,7 @@ HfTokenizer::HfTokenizer(TokenizerJson& tj, const nlohmann::json& config, const 
       added_.add(std::move(t));
     }
   }
-  added_.build();
+  added_.build(normalizer_.get());
   // transformers 5 counts the tokens named in tokenizer_config.json as special (skipped by
   // decode(skip_special_tokens=True)) even where tokenizer.json says otherwise; GemmaTokenizer's
   // mask_token defaults to "<mask>".
@@ -200,6 +200,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& path) {
   namespace fs = std::filesystem;
   std::string dir = path;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (fs::is_regular_file(dir) && fs::path(dir).filename() == "tokenizer.json")  // the file itself
+    dir = fs::path(dir).parent_path().string();
+  if (dir.empty()) dir = ".";
   std::string tok_path = dir + "/tokenizer.json";
   if (!fs::exists(tok_path)) throw Error(tok_path + ": not found");
   TokenizerJson tok = load_tokenizer_json(tok_path);

@@ -78,7 +78,7 @@ TEST(AddedVocabulary, LeftmostLongestAndStripFlags) {
   v.add({2, "<a><b>", false, false, false, false, true});
   v.add({3, "<m>", false, /*lstrip=*/true, /*rstrip=*/true, false, true});
   v.add({4, "word", /*single_word=*/true, false, false, false, false});
-  v.build();
+  v.build(nullptr);
   std::string text = "x<a><b>y<a> z  <m>  w word words";
   auto sp = v.split(text, false);
   std::vector<std::pair<std::string, int32_t>> got;
