@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/op_params.h"
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace vireo {
@@ -43,6 +44,18 @@ class Backend {
   virtual void gather_rows(const GatherRowsParams& p) = 0;
   virtual void qkv_prepare(const QkvPrepareParams& p) = 0;
   virtual void paged_attention(const AttentionParams& p) = 0;
+
+  // ---- graphs (CUDA graphs; a backend without them keeps these defaults) ----
+  // Ops issued between begin_capture() and end_capture() are recorded, not run; end_capture()
+  // returns an id that replay_graph() runs with the same device pointers and host-side shapes.
+  // Scratch an op takes while capturing belongs to that graph (freed by destroy_graph), so later
+  // eager ops cannot move it. Host<->device copies are not allowed while capturing.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture() { throw Error(name() + ": graphs are not supported"); }
+  virtual int end_capture() { throw Error(name() + ": graphs are not supported"); }
+  virtual void abort_capture() {}  // after an op threw while capturing
+  virtual void replay_graph(int /*graph*/) { throw Error(name() + ": graphs are not supported"); }
+  virtual void destroy_graph(int /*graph*/) {}
 };
 
 // "cpu" or "cuda" ("auto": cuda when built and a GPU is present, else cpu).

@@ -34,10 +34,9 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
   const int S = static_cast<int>(in.seq_lens.size());
-  const int64_t V = cfg_.vocab_size, hidden = cfg_.hidden_size;
-  const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
-  logits.assign(static_cast<size_t>(M * V), 0.0f);
+  logits.assign(static_cast<size_t>(M * cfg_.vocab_size), 0.0f);
   if (T == 0) return;
+  if (forward_graphed(in, kv, logits)) return;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
@@ -50,23 +49,47 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   const int64_t o_ids = append(in.token_ids), o_pos = append(in.positions), o_slot = append(in.slot_mapping);
   const int64_t o_qs = append(in.query_start), o_lens = append(in.seq_lens), o_tab = append(in.block_tables);
   const int64_t o_li = append(in.logits_indices);
-  ensure_workspace(T, std::max<int64_t>(M, 1), static_cast<int64_t>(ints.size()));
+  ensure_workspace(ws_, T, std::max<int64_t>(M, 1), static_cast<int64_t>(ints.size()));
   Tensor all_ints = ws_.ints.view({static_cast<int64_t>(ints.size())});
   be_->copy_from_host(ints.data(), all_ints);
   auto iv = [&](int64_t off, int64_t n) {
     return Tensor(static_cast<int32_t*>(ws_.ints.data) + off, DType::kI32, {n}, ws_.ints.device);
   };
-  const Tensor ids = iv(o_ids, T), positions = iv(o_pos, T), slots = iv(o_slot, T);
-  const Tensor query_start = iv(o_qs, S + 1), seq_lens = iv(o_lens, S);
-  const Tensor block_tables = iv(o_tab, static_cast<int64_t>(in.block_tables.size()));
-  const Tensor logits_idx = iv(o_li, M);
+  StepTensors st;
+  st.ids = iv(o_ids, T);
+  st.positions = iv(o_pos, T);
+  st.slots = iv(o_slot, T);
+  st.query_start = iv(o_qs, S + 1);
+  st.seq_lens = iv(o_lens, S);
+  st.block_tables = iv(o_tab, static_cast<int64_t>(in.block_tables.size()));
+  st.logits_idx = iv(o_li, M);
+  st.T = T;
+  st.M = M;
+  st.S = S;
+  st.max_blocks_per_seq = in.max_blocks_per_seq;
+  for (int s = 0; s < S; ++s) {
+    st.max_query_len = std::max(st.max_query_len, in.query_start[s + 1] - in.query_start[s]);
+    st.max_seq_len = std::max(st.max_seq_len, in.seq_lens[s]);
+  }
+  run_ops(st, kv, ws_);
+  if (M > 0) logits_to_host(ws_, M, logits);
+}
+
+void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws) {
+  const int64_t T = st.T, M = st.M;
+  const int S = st.S;
+  const int64_t V = cfg_.vocab_size, hidden = cfg_.hidden_size;
+  const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
+  const Tensor &ids = st.ids, &positions = st.positions, &slots = st.slots;
+  const Tensor &query_start = st.query_start, &seq_lens = st.seq_lens, &block_tables = st.block_tables;
+  const Tensor& logits_idx = st.logits_idx;
 
   auto rows = [&](const Tensor& buf, int64_t n, int64_t width) { return buf.view({n, width}); };
   const int64_t qkv_w = static_cast<int64_t>(H + 2 * Hkv) * D, inter = cfg_.intermediate_size;
-  Tensor residual = rows(ws_.residual, T, hidden), hid = rows(ws_.hidden, T, hidden);
-  Tensor branch = rows(ws_.branch, T, hidden), qkv = rows(ws_.qkv, T, qkv_w);
-  Tensor q = ws_.q.view({T, H, D}), attn = ws_.attn.view({T, H, D});
-  Tensor gate_up = rows(ws_.gate_up, T, 2 * inter), act = rows(ws_.act, T, inter);
+  Tensor residual = rows(ws.residual, T, hidden), hid = rows(ws.hidden, T, hidden);
+  Tensor branch = rows(ws.branch, T, hidden), qkv = rows(ws.qkv, T, qkv_w);
+  Tensor q = ws.q.view({T, H, D}), attn = ws.attn.view({T, H, D});
+  Tensor gate_up = rows(ws.gate_up, T, 2 * inter), act = rows(ws.act, T, inter);
 
   AttentionParams ap;
   ap.q = q;
@@ -75,16 +98,14 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   ap.seq_lens = seq_lens;
   ap.block_tables = block_tables;
   ap.num_seqs = S;
-  ap.max_blocks_per_seq = in.max_blocks_per_seq;
+  ap.max_blocks_per_seq = st.max_blocks_per_seq;
   ap.block_size = kv.block_size;
   ap.num_heads = H;
   ap.num_kv_heads = Hkv;
   ap.head_dim = D;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  for (int s = 0; s < S; ++s) {
-    ap.max_query_len = std::max(ap.max_query_len, in.query_start[s + 1] - in.query_start[s]);
-    ap.max_seq_len = std::max(ap.max_seq_len, in.seq_lens[s]);
-  }
+  ap.max_query_len = st.max_query_len;
+  ap.max_seq_len = st.max_seq_len;
 
   QkvPrepareParams qp;
   qp.qkv = qkv;
@@ -149,14 +170,20 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
     be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
   }
   if (M == 0) return;
-  Tensor sel = rows(ws_.rows, M, hidden);
+  Tensor sel = rows(ws.rows, M, hidden);
   be_->gather_rows({hid, logits_idx, sel});
-  Tensor out = rows(ws_.logits, M, V);
+  Tensor out = rows(ws.logits, M, V);
   be_->linear({sel, lm_head_, Tensor(), out});  // lm_head
+}
+
+void DecoderModel::logits_to_host(const DecoderWorkspace& ws, int64_t rows, std::vector<float>& logits) {
+  // The first `rows` rows of ws.logits; logits already holds rows * vocab floats.
+  const int64_t V = cfg_.vocab_size;
+  const Tensor out = ws.logits.view({rows, V});
   if (out.dtype == DType::kF32) {
     be_->copy_to_host(out, logits.data());
   } else {
-    std::vector<uint16_t> tmp(static_cast<size_t>(M * V));
+    std::vector<uint16_t> tmp(static_cast<size_t>(rows * V));
     be_->copy_to_host(out, tmp.data());
     convert_to_f32(tmp.data(), out.dtype, logits.data(), tmp.size());
   }

@@ -50,7 +50,8 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
 }
 
 DecoderModel::~DecoderModel() {
-  free_workspace();
+  reset_graphs();
+  free_workspace(ws_);
   for (auto& t : owned_) be_->free(t);
 }
 
@@ -164,35 +165,35 @@ size_t DecoderModel::kv_block_bytes(int block_size) const {
          dtype_size(be_->activation_dtype());
 }
 
-void DecoderModel::free_workspace() {
-  for (Tensor* t : {&ws_.ints, &ws_.residual, &ws_.hidden, &ws_.branch, &ws_.qkv, &ws_.q, &ws_.attn, &ws_.gate_up,
-                    &ws_.act, &ws_.rows, &ws_.logits})
+void DecoderModel::free_workspace(DecoderWorkspace& ws) {
+  for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.q, &ws.attn, &ws.gate_up,
+                    &ws.act, &ws.rows, &ws.logits})
     if (!t->empty()) be_->free(*t);
-  ws_.token_cap = ws_.logit_cap = ws_.int_cap = 0;
+  ws.token_cap = ws.logit_cap = ws.int_cap = 0;
 }
 
-void DecoderModel::ensure_workspace(int64_t tokens, int64_t logit_rows, int64_t ints) {
-  if (tokens <= ws_.token_cap && logit_rows <= ws_.logit_cap && ints <= ws_.int_cap) return;
-  const int64_t t = std::max(tokens, ws_.token_cap * 2), m = std::max(logit_rows, ws_.logit_cap * 2);
-  const int64_t n = std::max(ints, ws_.int_cap * 2);
-  free_workspace();
+void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_t logit_rows, int64_t ints) {
+  if (tokens <= ws.token_cap && logit_rows <= ws.logit_cap && ints <= ws.int_cap) return;
+  const int64_t t = std::max(tokens, ws.token_cap * 2), m = std::max(logit_rows, ws.logit_cap * 2);
+  const int64_t n = std::max(ints, ws.int_cap * 2);
+  free_workspace(ws);
   const DType act = be_->activation_dtype();
   const int64_t hidden = cfg_.hidden_size, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
   const int64_t D = cfg_.head_dim, inter = cfg_.intermediate_size;
-  ws_.ints = be_->alloc({n}, DType::kI32);
-  ws_.residual = be_->alloc({t, hidden}, act);
-  ws_.hidden = be_->alloc({t, hidden}, act);
-  ws_.branch = be_->alloc({t, hidden}, act);
-  ws_.qkv = be_->alloc({t, (H + 2 * Hkv) * D}, act);
-  ws_.q = be_->alloc({t, H * D}, act);
-  ws_.attn = be_->alloc({t, H * D}, act);
-  ws_.gate_up = be_->alloc({t, 2 * inter}, act);
-  ws_.act = be_->alloc({t, inter}, act);
-  ws_.rows = be_->alloc({m, hidden}, act);
-  ws_.logits = be_->alloc({m, cfg_.vocab_size}, act);
-  ws_.token_cap = t;
-  ws_.logit_cap = m;
-  ws_.int_cap = n;
+  ws.ints = be_->alloc({n}, DType::kI32);
+  ws.residual = be_->alloc({t, hidden}, act);
+  ws.hidden = be_->alloc({t, hidden}, act);
+  ws.branch = be_->alloc({t, hidden}, act);
+  ws.qkv = be_->alloc({t, (H + 2 * Hkv) * D}, act);
+  ws.q = be_->alloc({t, H * D}, act);
+  ws.attn = be_->alloc({t, H * D}, act);
+  ws.gate_up = be_->alloc({t, 2 * inter}, act);
+  ws.act = be_->alloc({t, inter}, act);
+  ws.rows = be_->alloc({m, hidden}, act);
+  ws.logits = be_->alloc({m, cfg_.vocab_size}, act);
+  ws.token_cap = t;
+  ws.logit_cap = m;
+  ws.int_cap = n;
 }
 
 }  // namespace vireo

@@ -1,5 +1,6 @@
 // The generic decoder-only transformer every registered architecture maps onto.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,32 @@ struct DecoderWorkspace {
   Tensor logits;                // [M, vocab]
 };
 
+// Device views of one step's integer inputs and the host-side sizes/hints the ops need.
+struct StepTensors {
+  Tensor ids, positions, slots;        // [T]
+  Tensor query_start;                  // [S + 1]
+  Tensor seq_lens;                     // [S]
+  Tensor block_tables;                 // [S, max_blocks_per_seq]
+  Tensor logits_idx;                   // [M]
+  int64_t T = 0, M = 0;
+  int S = 0, max_blocks_per_seq = 0;
+  int max_query_len = 0, max_seq_len = 0;  // attention planning hints
+};
+
+// Decode-only CUDA graphs, one per padded batch size, over fixed-address buffers (graphs keep
+// device pointers, so these never move while a graph exists).
+struct DecoderGraphs {
+  std::vector<int> sizes;          // capture sizes, ascending
+  std::map<int, int> graph_of_size;  // padded batch -> backend graph id (-1: capture failed, eager)
+  DecoderWorkspace ws;             // activations + packed ints for the largest size
+  std::vector<int32_t> host;       // staging of the packed ints
+  int max_size = 0, table_width = 0, attention_hint = 0;
+  // The KV cache the graphs were captured against (its pointers are inside them).
+  const void* kv_first = nullptr;
+  const void* kv_last = nullptr;
+  int kv_block_size = 0;
+};
+
 class DecoderModel final : public Model {
  public:
   // checkpoint == nullptr means dummy weights from opts.seed.
@@ -48,6 +75,8 @@ class DecoderModel final : public Model {
   void free_kv_cache(KvCache& kv) override;
   size_t kv_block_bytes(int block_size) const override;
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override;
+  // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
+  int num_graphs() const;
 
  private:
   struct Part {
@@ -57,8 +86,14 @@ class DecoderModel final : public Model {
   // Loads parts (concatenated along dim 0) onto the device. stddev: dummy init (0 = ones).
   Tensor load(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
   void load_weights();
-  void ensure_workspace(int64_t tokens, int64_t logit_rows, int64_t ints);
-  void free_workspace();
+  void ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_t logit_rows, int64_t ints);
+  void free_workspace(DecoderWorkspace& ws);
+  // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].
+  void run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
+  void logits_to_host(const DecoderWorkspace& ws, int64_t rows, std::vector<float>& logits);
+  // Decode-only steps through a CUDA graph (cuda_graph_step.cc); false: the step must run eagerly.
+  bool forward_graphed(const StepInput& in, KvCache& kv, std::vector<float>& logits);
+  void reset_graphs();
 
   ModelConfig cfg_;
   ArchSpec spec_;
@@ -70,6 +105,7 @@ class DecoderModel final : public Model {
   std::vector<DecoderLayerWeights> layers_;
   std::vector<Tensor> owned_;  // every device tensor to free on destruction
   DecoderWorkspace ws_;
+  DecoderGraphs graphs_;
 };
 
 }  // namespace vireo

@@ -36,6 +36,12 @@ struct LoadOptions {
   // vLLM --dtype. Weights and the KV cache are stored in backend.activation_dtype() (F32 on the
   // CPU; the CUDA backend picks it from --dtype when created), so this is informational here.
   std::string dtype = "auto";
+  // CUDA graphs for decode-only steps (every sequence one token) on backends that support them:
+  // batches up to max_graph_batch_size are padded to the next capture size (1, 2, 4, 8, 16, 24, ...)
+  // and replayed. enforce_eager (vLLM --enforce-eager) keeps every step eager.
+  bool enforce_eager = false;
+  int max_graph_batch_size = 256;  // vLLM: --max-num-seqs
+  int max_model_len = 0;           // block-table width of the graphs; 0: max_position_embeddings
 };
 
 class Model {

@@ -29,6 +29,7 @@ CudaBackend::CudaBackend(DType act, int device) : act_(act), device_(device) {
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  graphs_.abort(stream_);
   gemm_.reset();
   if (ws_) alloc_.release(ws_);
   if (pinned_) cudaFreeHost(pinned_);
@@ -66,7 +67,17 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
   return out;
 }
 
+void CudaBackend::begin_capture() { graphs_.begin(stream_); }
+int CudaBackend::end_capture() { return graphs_.end(stream_); }
+void CudaBackend::abort_capture() { graphs_.abort(stream_); }
+void CudaBackend::replay_graph(int graph) { graphs_.replay(graph, stream_); }
+void CudaBackend::destroy_graph(int graph) {
+  VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));  // a replay may still use its scratch
+  graphs_.destroy(graph);
+}
+
 void CudaBackend::copy_from_host(const void* src, Tensor& dst) {
+  if (graphs_.capturing()) throw Error("copy_from_host: not allowed while capturing a graph");
   const size_t n = dst.nbytes();
   if (n == 0) return;
   if (n <= pinned_bytes_) {
@@ -82,6 +93,7 @@ void CudaBackend::copy_from_host(const void* src, Tensor& dst) {
 }
 
 void CudaBackend::copy_to_host(const Tensor& src, void* dst) {
+  if (graphs_.capturing()) throw Error("copy_to_host: not allowed while capturing a graph");
   if (src.nbytes() == 0) return;
   VIREO_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
   VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -96,6 +108,7 @@ size_t CudaBackend::free_memory_bytes() const {
 }
 
 void* CudaBackend::workspace(size_t bytes) {
+  if (graphs_.capturing()) return graphs_.scratch(bytes);  // a graph keeps its own scratch
   if (bytes > ws_bytes_) {
     if (ws_) alloc_.release(ws_);
     ws_ = alloc_.allocate(bytes);

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_allocator.h"
+#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernels.h"
 
 namespace vireo::cuda {
@@ -39,6 +40,13 @@ class CudaBackend final : public Backend {
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;
 
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  int end_capture() override;
+  void abort_capture() override;
+  void replay_graph(int graph) override;
+  void destroy_graph(int graph) override;
+
   cudaStream_t stream() const { return stream_; }
 
  private:
@@ -56,6 +64,7 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = size_t{4} << 20;
   cudaEvent_t pinned_done_ = nullptr;
+  CudaGraphSet graphs_{alloc_};  // after alloc_: graphs give their scratch back before it goes
 };
 
 }  // namespace vireo::cuda

@@ -1,0 +1,146 @@
+// DecoderModel::forward_graphed: decode-only steps replayed from CUDA graphs.
+//
+// A step whose S sequences all have one token, with S <= the largest capture size, is padded to
+// the next capture size Sp. Padding rows: token 0, position 0, slot -1 (nothing written to the
+// cache), seq_len 1, a block-table row of zeros, query_start continuing by one, and a logits index
+// pointing at itself; their outputs are ignored. Inputs go into fixed-address buffers (graphs keep
+// pointers) laid out for the largest size, block tables at a fixed width (max_model_len / block).
+// The first step of a size runs the ops eagerly (its result is that step's answer, and it builds
+// cuBLASLt plans and kernel attributes outside the capture), then the same ops are captured;
+// later steps of that size replay the graph. Logits leave the device after the replay.
+//
+// Attention inside a graph plans with a fixed context hint (graphs fix grid sizes), not the step's
+// lengths: min(max_model_len, kGraphAttentionHint). The kernels read the real seq_lens from device
+// memory and stretch the planned split length when a sequence is longer than the hint, so every
+// context length is correct; the hint only sets how many splits a long sequence gets.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/cuda_graph_sizes.h"
+#include "model/decoder_model.h"
+
+namespace vireo {
+namespace {
+
+constexpr int kGraphAttentionHint = 8192;
+
+// Offsets into the packed graph ints for capacity `n` sequences; tables last, `width` per row.
+struct GraphLayout {
+  int64_t ids, pos, slots, lens, logits_idx, query_start, tables;
+  explicit GraphLayout(int64_t n)
+      : ids(0), pos(n), slots(2 * n), lens(3 * n), logits_idx(4 * n), query_start(5 * n), tables(6 * n + 1) {}
+};
+
+}  // namespace
+
+int DecoderModel::num_graphs() const {
+  int n = 0;
+  for (const auto& [size, id] : graphs_.graph_of_size) n += id >= 0;
+  return n;
+}
+
+void DecoderModel::reset_graphs() {
+  for (const auto& [size, id] : graphs_.graph_of_size)
+    if (id >= 0) be_->destroy_graph(id);
+  graphs_.graph_of_size.clear();
+  free_workspace(graphs_.ws);
+  graphs_.kv_first = graphs_.kv_last = nullptr;
+  graphs_.kv_block_size = 0;
+}
+
+bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, std::vector<float>& logits) {
+  if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0) return false;
+  if (!is_decode_only(in) || kv.k.empty()) return false;
+  DecoderGraphs& g = graphs_;
+  if (g.sizes.empty()) {
+    g.sizes = graph_capture_sizes(opts_.max_graph_batch_size);
+    g.max_size = g.sizes.back();
+  }
+  const int S = static_cast<int>(in.seq_lens.size());
+  const int64_t M = static_cast<int64_t>(in.logits_indices.size());
+  const int Sp = padded_graph_size(g.sizes, S);
+  if (Sp == 0 || M > Sp) return false;
+
+  // Graphs hold the KV cache's pointers and the block-table width: a new cache starts over.
+  if (g.kv_first != kv.k.front().data || g.kv_last != kv.v.back().data || g.kv_block_size != kv.block_size) {
+    reset_graphs();
+    const int max_len = opts_.max_model_len > 0 ? opts_.max_model_len : cfg_.max_position_embeddings;
+    if (max_len <= 0) throw Error("model: max_model_len (or config max_position_embeddings) needed for graphs");
+    g.table_width = (max_len + kv.block_size - 1) / kv.block_size;
+    g.attention_hint = std::min(max_len, kGraphAttentionHint);
+    g.kv_first = kv.k.front().data;
+    g.kv_last = kv.v.back().data;
+    g.kv_block_size = kv.block_size;
+  }
+  if (in.max_blocks_per_seq > g.table_width) return false;  // longer than max_model_len: eager
+  const int W = g.table_width, mb = in.max_blocks_per_seq;
+  const GraphLayout L(g.max_size);
+  const int64_t used = L.tables + int64_t{Sp} * W;
+  ensure_workspace(g.ws, g.max_size, g.max_size, L.tables + int64_t{g.max_size} * W);
+
+  // Stage the padded inputs; only the prefix up to this size's tables is uploaded.
+  std::vector<int32_t>& h = g.host;
+  h.resize(static_cast<size_t>(used));
+  for (int s = 0; s < Sp; ++s) {
+    const bool real = s < S;
+    h[L.ids + s] = real ? in.token_ids[s] : 0;
+    h[L.pos + s] = real ? in.positions[s] : 0;
+    h[L.slots + s] = real ? in.slot_mapping[s] : -1;
+    h[L.lens + s] = real ? in.seq_lens[s] : 1;
+    h[L.logits_idx + s] = s < M ? in.logits_indices[s] : s;
+    int32_t* row = h.data() + L.tables + int64_t{s} * W;
+    int copied = 0;
+    if (real) {
+      std::memcpy(row, in.block_tables.data() + int64_t{s} * mb, sizeof(int32_t) * mb);
+      copied = mb;
+    }
+    std::fill(row + copied, row + W, 0);
+  }
+  for (int s = 0; s <= Sp; ++s) h[L.query_start + s] = s;
+  Tensor upload = g.ws.ints.view({used});
+  be_->copy_from_host(h.data(), upload);
+
+  auto iv = [&](int64_t off, int64_t n) {
+    return Tensor(static_cast<int32_t*>(g.ws.ints.data) + off, DType::kI32, {n}, g.ws.ints.device);
+  };
+  StepTensors st;
+  st.ids = iv(L.ids, Sp);
+  st.positions = iv(L.pos, Sp);
+  st.slots = iv(L.slots, Sp);
+  st.query_start = iv(L.query_start, Sp + 1);
+  st.seq_lens = iv(L.lens, Sp);
+  st.block_tables = iv(L.tables, int64_t{Sp} * W);
+  st.logits_idx = iv(L.logits_idx, Sp);
+  st.T = st.M = Sp;
+  st.S = Sp;
+  st.max_blocks_per_seq = W;
+  st.max_query_len = 1;
+  st.max_seq_len = g.attention_hint;
+
+  auto it = g.graph_of_size.find(Sp);
+  if (it != g.graph_of_size.end() && it->second >= 0) {
+    be_->replay_graph(it->second);
+  } else {
+    run_ops(st, kv, g.ws);  // this step's answer; also the warm-up of the capture below
+    if (it == g.graph_of_size.end()) {
+      int id = -1;
+      be_->synchronize();
+      be_->begin_capture();
+      try {
+        run_ops(st, kv, g.ws);
+        id = be_->end_capture();
+      } catch (const Error& e) {
+        be_->abort_capture();
+        log_warn("cuda graph for batch {} not captured (steps of this size run eagerly): {}", Sp, e.what());
+      }
+      g.graph_of_size[Sp] = id;
+    }
+  }
+  if (M > 0) logits_to_host(g.ws, M, logits);
+  return true;
+}
+
+}  // namespace vireo

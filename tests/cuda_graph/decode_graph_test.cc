@@ -1,0 +1,259 @@
+// CUDA graphs for decode-only steps: capture sizes and padding (host), and on a GPU the same
+// logits with graphs as with enforce_eager over batches that need padding, block-boundary crossings
+// and mixed steps in between. VIREO_GRAPH_BENCH=1 also times decode steps of qwen3-0.6b dummy weights.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/cuda_graph_sizes.h"
+#include "model/decoder_model.h"
+#include "model/default_model.h"
+
+namespace vireo {
+namespace {
+
+bool gpu_present() {
+  static const bool present = cuda_available();
+  return present;
+}
+#define REQUIRE_GPU() \
+  if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU visible: CUDA graph tests skipped"
+
+TEST(GraphSizes, VllmCaptureSizes) {
+  EXPECT_EQ(graph_capture_sizes(1), (std::vector<int>{1}));
+  EXPECT_EQ(graph_capture_sizes(3), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(graph_capture_sizes(32), (std::vector<int>{1, 2, 4, 8, 16, 24, 32}));
+  EXPECT_EQ(graph_capture_sizes(20), (std::vector<int>{1, 2, 4, 8, 16, 20}));
+  const auto big = graph_capture_sizes(512);
+  EXPECT_EQ(big.size(), 3u + 32u + 16u);
+  EXPECT_EQ(big[34], 256);
+  EXPECT_EQ(big[35], 272);
+  EXPECT_EQ(big.back(), 512);
+  EXPECT_TRUE(graph_capture_sizes(0).empty());
+}
+
+TEST(GraphSizes, PaddingAndDecodeOnly) {
+  const auto s = graph_capture_sizes(32);
+  EXPECT_EQ(padded_graph_size(s, 1), 1);
+  EXPECT_EQ(padded_graph_size(s, 3), 4);
+  EXPECT_EQ(padded_graph_size(s, 5), 8);
+  EXPECT_EQ(padded_graph_size(s, 17), 24);
+  EXPECT_EQ(padded_graph_size(s, 32), 32);
+  EXPECT_EQ(padded_graph_size(s, 33), 0);
+  EXPECT_EQ(padded_graph_size(s, 0), 0);
+  StepInput in;
+  EXPECT_FALSE(is_decode_only(in));
+  in.token_ids = {1, 2};
+  in.seq_lens = {5, 9};
+  in.query_start = {0, 1, 2};
+  EXPECT_TRUE(is_decode_only(in));
+  in.token_ids = {1, 2, 3};
+  in.query_start = {0, 1, 3};
+  EXPECT_FALSE(is_decode_only(in));
+}
+
+// A sequence in a paged cache: its blocks are fixed up front.
+struct Seq {
+  std::vector<int32_t> blocks;
+  int len = 0;  // tokens in the cache
+};
+
+// One step: sequence i of `seqs` contributes chunks[i] tokens; logits for each sequence's last token.
+StepInput make_step(const std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& chunks, int block_size) {
+  StepInput in;
+  int max_blocks = 1;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    max_blocks = std::max<int>(max_blocks, (seqs[i]->len + chunks[i].size() + block_size - 1) / block_size);
+  in.max_blocks_per_seq = max_blocks;
+  in.query_start.push_back(0);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = *seqs[i];
+    for (int32_t t : chunks[i]) {
+      in.token_ids.push_back(t);
+      in.positions.push_back(s.len);
+      in.slot_mapping.push_back(s.blocks.at(s.len / block_size) * block_size + s.len % block_size);
+      ++s.len;
+    }
+    in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
+    in.seq_lens.push_back(s.len);
+    for (int b = 0; b < max_blocks; ++b) in.block_tables.push_back(b < static_cast<int>(s.blocks.size()) ? s.blocks[b] : 0);
+    in.logits_indices.push_back(static_cast<int32_t>(in.token_ids.size()) - 1);
+  }
+  return in;
+}
+
+std::unique_ptr<Model> load(const ModelConfig& cfg, bool eager, int max_batch, int max_len) {
+  LoadOptions o;
+  o.load_format = "dummy";
+  o.seed = 11;
+  o.enforce_eager = eager;
+  o.max_graph_batch_size = max_batch;
+  o.max_model_len = max_len;
+  return load_model(cfg, "", create_backend("cuda"), o);
+}
+
+int num_graphs(Model& m) { return dynamic_cast<DecoderModel&>(m).num_graphs(); }
+
+TEST(DecodeGraphs, SameLogitsAsEager) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int64_t V = cfg.vocab_size;
+  const int bs = 16, max_len = 2048, blocks_per_seq = 8;
+  auto graph = load(cfg, false, 8, max_len);
+  auto eager = load(cfg, true, 8, max_len);
+  const int num_seqs = 7;
+  KvCache kv_g = graph->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
+  KvCache kv_e = eager->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
+  // Prompt lengths near block boundaries so decode crosses them (block 0 is the null block).
+  const std::vector<int> prompt_len = {5, 14, 15, 31, 40, 70, 3};
+  std::vector<Seq> sg(num_seqs), se(num_seqs);
+  std::mt19937 rng(5);
+  std::vector<int32_t> next(num_seqs);
+  auto run_both = [&](const std::vector<int>& which, const std::vector<std::vector<int32_t>>& chunks, int step) {
+    std::vector<Seq*> pg, pe;
+    for (int i : which) pg.push_back(&sg[i]), pe.push_back(&se[i]);
+    StepInput ig = make_step(pg, chunks, bs), ie = make_step(pe, chunks, bs);
+    std::vector<float> lg, le;
+    graph->forward(ig, kv_g, lg);
+    eager->forward(ie, kv_e, le);
+    ASSERT_EQ(lg.size(), which.size() * V);
+    ASSERT_EQ(le.size(), lg.size());
+    for (size_t r = 0; r < which.size(); ++r) {
+      const float* a = lg.data() + r * V;
+      const float* b = le.data() + r * V;
+      float scale = 0, diff = 0;
+      for (int64_t j = 0; j < V; ++j) {
+        ASSERT_TRUE(std::isfinite(a[j])) << "step " << step << " row " << r << " col " << j;
+        scale = std::max(scale, std::fabs(b[j]));
+        diff = std::max(diff, std::fabs(a[j] - b[j]));
+      }
+      EXPECT_GT(scale, 0.0f);
+      // bf16 activations; padding and the fixed attention hint may change split/GEMM order only.
+      EXPECT_LE(diff, 2e-2f * scale + 1e-3f) << "step " << step << " batch " << which.size() << " row " << r;
+      next[which[r]] = static_cast<int32_t>(std::max_element(b, b + V) - b);
+    }
+  };
+  for (int i = 0; i < num_seqs - 1; ++i) {  // prefill the first six one by one (eager in both)
+    sg[i].blocks.clear();
+    for (int b = 0; b < blocks_per_seq; ++b) sg[i].blocks.push_back(1 + i * blocks_per_seq + b);
+    se[i].blocks = sg[i].blocks;
+    std::vector<int32_t> p(prompt_len[i]);
+    for (auto& t : p) t = static_cast<int32_t>(rng() % V);
+    run_both({i}, {p}, -1);
+  }
+  sg[6].blocks.clear();
+  for (int b = 0; b < blocks_per_seq; ++b) sg[6].blocks.push_back(1 + 6 * blocks_per_seq + b);
+  se[6].blocks = sg[6].blocks;
+  // Decode batches: 1, 3 (pads to 4), 5 (pads to 8), 2, 6, 4, with a mixed step (seq 6's prompt
+  // beside decodes) at step 10; each shape recurs, so later steps replay captured graphs.
+  const std::vector<std::vector<int>> batches = {{0}, {0, 1, 2}, {1, 2, 3, 4, 5}, {3, 5}, {0, 1, 2, 3, 4, 5}, {2, 3, 4, 5}};
+  for (int step = 0; step < 24; ++step) {
+    std::vector<int> which = batches[step % batches.size()];
+    std::vector<std::vector<int32_t>> chunks;
+    for (int i : which) chunks.push_back({next[i]});
+    if (step == 10) {
+      which.push_back(6);
+      chunks.push_back({7, 8, 9});
+    } else if (step > 10 && step % 2 == 1) {
+      which.insert(which.begin(), 6);  // seq 6 decodes first in the batch
+      chunks.insert(chunks.begin(), {next[6]});
+    }
+    run_both(which, chunks, step);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(num_graphs(*eager), 0);
+  // Padded sizes used: 1, 4, 8, 2, 8, 4 and with seq 6: 4, 8, 8 (7 -> 8), 2 (3 -> 4): {1, 2, 4, 8}.
+  EXPECT_EQ(num_graphs(*graph), 4);
+  for (int i = 0; i < num_seqs; ++i) EXPECT_EQ(sg[i].len, se[i].len);
+  EXPECT_GT(sg[0].len, 16);
+  graph->free_kv_cache(kv_g);
+  eager->free_kv_cache(kv_e);
+}
+
+// A context longer than the graphs' attention hint (min(max_model_len, 8192)): the kernels must
+// stretch the planned split length from the real seq_lens. Batch 2 (one long, one short) vs eager.
+TEST(DecodeGraphs, ContextLongerThanAttentionHint) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int64_t V = cfg.vocab_size;
+  const int bs = 16, max_len = 16384, nb = 8400 / bs;
+  auto graph = load(cfg, false, 4, max_len);
+  auto eager = load(cfg, true, 4, max_len);
+  KvCache kv_g = graph->allocate_kv_cache(1 + 2 * nb, bs), kv_e = eager->allocate_kv_cache(1 + 2 * nb, bs);
+  Seq a_g, b_g;
+  for (int b = 0; b < nb; ++b) a_g.blocks.push_back(1 + 2 * b), b_g.blocks.push_back(2 + 2 * b);  // interleaved
+  Seq a_e = a_g, b_e = b_g;
+  std::mt19937 rng(9);
+  std::vector<int32_t> pa(8300), pb(300);
+  for (auto& t : pa) t = static_cast<int32_t>(rng() % V);
+  for (auto& t : pb) t = static_cast<int32_t>(rng() % V);
+  std::vector<float> lg, le;
+  graph->forward(make_step({&a_g, &b_g}, {pa, pb}, bs), kv_g, lg);
+  eager->forward(make_step({&a_e, &b_e}, {pa, pb}, bs), kv_e, le);
+  for (int step = 0; step < 20; ++step) {
+    const int32_t ta = static_cast<int32_t>(rng() % V), tb = static_cast<int32_t>(rng() % V);
+    graph->forward(make_step({&a_g, &b_g}, {{ta}, {tb}}, bs), kv_g, lg);
+    eager->forward(make_step({&a_e, &b_e}, {{ta}, {tb}}, bs), kv_e, le);
+    ASSERT_EQ(lg.size(), le.size());
+    float scale = 0, diff = 0;
+    for (size_t j = 0; j < le.size(); ++j) {
+      ASSERT_TRUE(std::isfinite(lg[j])) << "step " << step;
+      scale = std::max(scale, std::fabs(le[j]));
+      diff = std::max(diff, std::fabs(lg[j] - le[j]));
+    }
+    EXPECT_LE(diff, 2e-2f * scale + 1e-3f) << "step " << step;
+  }
+  EXPECT_EQ(num_graphs(*graph), 1);
+  EXPECT_EQ(a_g.len, 8320);
+  graph->free_kv_cache(kv_g);
+  eager->free_kv_cache(kv_e);
+}
+
+// ms per decode step (forward incl. logits to host) at `batch` sequences of `ctx` tokens.
+double time_decode(Model& m, int batch, int ctx, int steps) {
+  const int bs = 16, nb = (ctx + steps + 16 + bs - 1) / bs;
+  KvCache kv = m.allocate_kv_cache(1 + batch * nb, bs);
+  std::vector<Seq> seqs(batch);
+  std::vector<Seq*> ptrs;
+  for (int s = 0; s < batch; ++s) {
+    for (int b = 0; b < nb; ++b) seqs[s].blocks.push_back(1 + s * nb + b);
+    ptrs.push_back(&seqs[s]);
+  }
+  std::vector<float> logits;
+  for (int s = 0; s < batch; ++s) {
+    std::vector<int32_t> p(ctx, 17);
+    m.forward(make_step({&seqs[s]}, {p}, bs), kv, logits);
+  }
+  std::vector<std::vector<int32_t>> one(batch, std::vector<int32_t>{42});
+  for (int w = 0; w < 3; ++w) m.forward(make_step(ptrs, one, bs), kv, logits);  // capture + warm
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) m.forward(make_step(ptrs, one, bs), kv, logits);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  m.free_kv_cache(kv);
+  return ms / steps;
+}
+
+TEST(DecodeGraphs, Bench) {
+  REQUIRE_GPU();
+  if (!std::getenv("VIREO_GRAPH_BENCH")) GTEST_SKIP() << "set VIREO_GRAPH_BENCH=1 to time decode steps";
+  const ModelConfig cfg = builtin_model_config("qwen3-0.6b");
+  auto graph = load(cfg, false, 256, 4096);
+  auto eager = load(cfg, true, 256, 4096);
+  std::printf("decode qwen3-0.6b dummy bf16, ctx 1024, 100 steps: batch | eager ms/step | graph ms/step | speedup\n");
+  for (int batch : {1, 8, 32}) {
+    const double e = time_decode(*eager, batch, 1024, 100), g = time_decode(*graph, batch, 1024, 100);
+    std::printf("graph_bench batch %3d | eager %.3f | graph %.3f | x%.2f\n", batch, e, g, e / g);
+    std::fflush(stdout);
+  }
+  EXPECT_GT(num_graphs(*graph), 0);
+}
+
+}  // namespace
+}  // namespace vireo
