@@ -156,7 +156,9 @@ test('disconnecting half the clients mid-stream frees everything', async () => {
         if (!drop) throw e;
         return 'aborted';
       }
-      return drop ? 'not aborted' : 'done';
+      // openai v4 ends the iteration quietly on an abort.
+      if (drop) return controller.signal.aborted && chunks < 400 ? 'aborted' : 'not aborted';
+      return chunks >= 16 ? 'done' : 'short stream';
     })());
   }
   const results = await Promise.all(jobs);
