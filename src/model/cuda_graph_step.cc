@@ -47,7 +47,7 @@ void DecoderModel::reset_graphs() {
     if (id >= 0) be_->destroy_graph(id);
   graphs_.graph_of_size.clear();
   free_workspace(graphs_.ws);
-  graphs_.kv_first = graphs_.kv_last = nullptr;
+  graphs_.kv_pages.clear();
   graphs_.kv_block_size = 0;
 }
 
@@ -65,14 +65,17 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, std::vector
   if (Sp == 0 || M > Sp) return false;
 
   // Graphs hold the KV cache's pointers and the block-table width: a new cache starts over.
-  if (g.kv_first != kv.k.front().data || g.kv_last != kv.v.back().data || g.kv_block_size != kv.block_size) {
+  std::vector<const void*>& pages = g.kv_scratch;
+  pages.clear();
+  for (const auto* side : {&kv.k, &kv.v})
+    for (const Tensor& t : *side) pages.push_back(t.data);
+  if (pages != g.kv_pages || g.kv_block_size != kv.block_size) {
     reset_graphs();
     const int max_len = opts_.max_model_len > 0 ? opts_.max_model_len : cfg_.max_position_embeddings;
     if (max_len <= 0) throw Error("model: max_model_len (or config max_position_embeddings) needed for graphs");
     g.table_width = (max_len + kv.block_size - 1) / kv.block_size;
     g.attention_hint = std::min(max_len, kGraphAttentionHint);
-    g.kv_first = kv.k.front().data;
-    g.kv_last = kv.v.back().data;
+    g.kv_pages = pages;
     g.kv_block_size = kv.block_size;
   }
   if (in.max_blocks_per_seq > g.table_width) return false;  // longer than max_model_len: eager

@@ -57,8 +57,7 @@ struct DecoderGraphs {
   std::vector<int32_t> host;       // staging of the packed ints
   int max_size = 0, table_width = 0, attention_hint = 0;
   // The KV cache the graphs were captured against (its pointers are inside them).
-  const void* kv_first = nullptr;
-  const void* kv_last = nullptr;
+  std::vector<const void*> kv_pages, kv_scratch;  // every layer's K then V
   int kv_block_size = 0;
 };
 
