@@ -3,22 +3,26 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <string_view>
 #include <set>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/async_engine_impl.h"
 #include "engine/model_runner.h"
+#include "model/default_model.h"
+#include "tokenizer/default_dir.h"
 
 namespace vireo {
-
-// Provided by the model and tokenizer areas (model/default_model.h, tokenizer/tokenizer.h).
-ModelConfig default_model_config();
-std::string default_tokenizer_dir();
 
 namespace {
 
 bool is_default_model(const std::string& m) { return m.empty() || m == "default"; }
+constexpr std::string_view kBuiltinPrefix = "builtin:";
+bool is_builtin_model(const std::string& m) { return is_default_model(m) || m.rfind(kBuiltinPrefix, 0) == 0; }
+std::string builtin_name(const std::string& m) {
+  return is_default_model(m) ? "default" : m.substr(kBuiltinPrefix.size());
+}
 
 std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
   LoadOptions opts;
@@ -26,23 +30,27 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
   opts.seed = cfg.seed;
   opts.dtype = cfg.dtype;
   auto backend = create_backend(cfg.device, cfg.dtype);
-  if (is_default_model(cfg.model)) {
+  if (is_builtin_model(cfg.model)) {
+    // Built-in shapes have no checkpoint: dummy (seeded random) weights.
     opts.load_format = "dummy";
-    return load_model(default_model_config(), "", std::move(backend), opts);
+    return load_model(builtin_model_config(builtin_name(cfg.model)), "", std::move(backend), opts);
   }
   return load_model(cfg.model, std::move(backend), opts);
 }
 
 std::string tokenizer_dir(const EngineConfig& cfg) {
   if (!cfg.tokenizer.empty()) return cfg.tokenizer;
-  if (is_default_model(cfg.model)) return default_tokenizer_dir();
-  return cfg.model;
+  if (!is_builtin_model(cfg.model)) return cfg.model;
+  // Built-in models use the tokenizer of their family, fetched into models/ by setup.sh.
+  std::filesystem::path dir = default_tokenizer_dir();  // .../models/qwen3
+  if (builtin_name(cfg.model).rfind("llama3", 0) == 0) dir = dir.parent_path() / "llama3";
+  return dir.string();
 }
 
 GenerationConfig load_generation_config(const EngineConfig& cfg) {
   if (cfg.generation_config == "vllm") return {};
   if (cfg.generation_config == "auto") {
-    if (is_default_model(cfg.model)) return {};
+    if (is_builtin_model(cfg.model)) return {};
     return GenerationConfig::from_dir(cfg.model);
   }
   if (!std::filesystem::is_directory(cfg.generation_config))

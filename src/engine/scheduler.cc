@@ -94,22 +94,23 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
+// vLLM v1's order: the length cap first (a final EOS at max_tokens reports "length"), then EOS
+// and stop tokens, which min_tokens holds off.
 bool Scheduler::check_stop(Request& req) const {
   const auto& p = req.params;
-  if (req.num_output_tokens() >= p.min_tokens && !req.output_token_ids.empty()) {
-    int32_t last = req.output_token_ids.back();
-    if (!p.ignore_eos && eos_.count(last)) {
-      req.finish_reason = FinishReason::kStop;
-      return true;
-    }
-    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end()) {
-      req.finish_reason = FinishReason::kStop;
-      req.stop_token_id = last;
-      return true;
-    }
-  }
   if (req.num_output_tokens() >= p.max_tokens || req.num_tokens() >= cfg_.max_model_len) {
     req.finish_reason = FinishReason::kLength;
+    return true;
+  }
+  if (req.num_output_tokens() < p.min_tokens || req.output_token_ids.empty()) return false;
+  int32_t last = req.output_token_ids.back();
+  if (!p.ignore_eos && eos_.count(last)) {
+    req.finish_reason = FinishReason::kStop;
+    return true;
+  }
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end()) {
+    req.finish_reason = FinishReason::kStop;
+    req.stop_token_id = last;
     return true;
   }
   return false;

@@ -253,3 +253,25 @@ TEST(Scheduler, DuplicateIdRejected) {
 
 }  // namespace
 }  // namespace vireo
+
+namespace vireo {
+namespace {
+
+TEST(Scheduler, LengthCapWinsOverEosOnTheLastToken) {  // vLLM v1's check_stop order
+  SchedulerConfig c;
+  c.block_size = 4;
+  c.num_blocks = 9;
+  c.eos_token_ids = {99};
+  Scheduler s(c);
+  SamplingParams sp;
+  sp.max_tokens = 1;
+  s.add_request(std::make_shared<Request>("a", std::vector<int32_t>{1, 2}, sp, 0.0));
+  auto out = s.schedule();
+  auto ups = s.update_from_output(out, {std::optional<int32_t>(99)});
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_TRUE(ups[0].finished);
+  EXPECT_EQ(ups[0].req->finish_reason, FinishReason::kLength);
+}
+
+}  // namespace
+}  // namespace vireo
