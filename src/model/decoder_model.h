@@ -76,6 +76,8 @@ class DecoderModel final : public Model {
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override;
   // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
   int num_graphs() const;
+  // Turns graphs off (true) or back on for later steps; captured graphs are kept.
+  void set_enforce_eager(bool on) { opts_.enforce_eager = on; }
 
  private:
   struct Part {

@@ -177,43 +177,84 @@ TEST(DecodeGraphs, SameLogitsAsEager) {
   eager->free_kv_cache(kv_e);
 }
 
-// A context longer than the graphs' attention hint (min(max_model_len, 8192)): the kernels must
-// stretch the planned split length from the real seq_lens. Batch 2 (one long, one short) vs eager.
+// Contexts longer than the graphs' attention hint (min(max_model_len, 8192)): the kernels must
+// stretch the planned split length from the real seq_lens. One model and one cache: each decode step
+// runs through the graph, then the same step again eagerly (it rewrites the same K/V slots with the
+// same values), so both read the very same cache.
 TEST(DecodeGraphs, ContextLongerThanAttentionHint) {
   REQUIRE_GPU();
   const ModelConfig cfg = default_model_config();
   const int64_t V = cfg.vocab_size;
   const int bs = 16, max_len = 16384, nb = 8400 / bs;
-  auto graph = load(cfg, false, 4, max_len);
-  auto eager = load(cfg, true, 4, max_len);
-  KvCache kv_g = graph->allocate_kv_cache(1 + 2 * nb, bs), kv_e = eager->allocate_kv_cache(1 + 2 * nb, bs);
-  Seq a_g, b_g;
-  for (int b = 0; b < nb; ++b) a_g.blocks.push_back(1 + 2 * b), b_g.blocks.push_back(2 + 2 * b);  // interleaved
-  Seq a_e = a_g, b_e = b_g;
+  auto m = load(cfg, false, 4, max_len);
+  auto& dm = dynamic_cast<DecoderModel&>(*m);
+  KvCache kv = m->allocate_kv_cache(1 + 2 * nb, bs);
+  Seq a, b;
+  for (int i = 0; i < nb; ++i) a.blocks.push_back(1 + 2 * i), b.blocks.push_back(2 + 2 * i);  // interleaved
   std::mt19937 rng(9);
   std::vector<int32_t> pa(8300), pb(300);
   for (auto& t : pa) t = static_cast<int32_t>(rng() % V);
   for (auto& t : pb) t = static_cast<int32_t>(rng() % V);
   std::vector<float> lg, le;
-  graph->forward(make_step({&a_g, &b_g}, {pa, pb}, bs), kv_g, lg);
-  eager->forward(make_step({&a_e, &b_e}, {pa, pb}, bs), kv_e, le);
+  for (size_t c = 0; c < pa.size(); c += 2048) {  // chunked prefill of the long one, then the short one
+    std::vector<int32_t> chunk(pa.begin() + c, pa.begin() + std::min(pa.size(), c + 2048));
+    m->forward(make_step({&a}, {chunk}, bs), kv, lg);
+  }
+  m->forward(make_step({&b}, {pb}, bs), kv, lg);
   for (int step = 0; step < 20; ++step) {
     const int32_t ta = static_cast<int32_t>(rng() % V), tb = static_cast<int32_t>(rng() % V);
-    graph->forward(make_step({&a_g, &b_g}, {{ta}, {tb}}, bs), kv_g, lg);
-    eager->forward(make_step({&a_e, &b_e}, {{ta}, {tb}}, bs), kv_e, le);
-    ASSERT_EQ(lg.size(), le.size());
-    float scale = 0, diff = 0;
-    for (size_t j = 0; j < le.size(); ++j) {
-      ASSERT_TRUE(std::isfinite(lg[j])) << "step " << step;
-      scale = std::max(scale, std::fabs(le[j]));
-      diff = std::max(diff, std::fabs(lg[j] - le[j]));
+    const StepInput in = make_step({&a, &b}, {{ta}, {tb}}, bs);
+    dm.set_enforce_eager(false);
+    m->forward(in, kv, lg);
+    dm.set_enforce_eager(true);
+    m->forward(in, kv, le);
+    ASSERT_EQ(lg.size(), 2u * V);
+    ASSERT_EQ(le.size(), lg.size());
+    for (int r = 0; r < 2; ++r) {
+      float scale = 0, diff = 0;
+      for (int64_t j = 0; j < V; ++j) {
+        ASSERT_TRUE(std::isfinite(lg[r * V + j])) << "step " << step << " row " << r;
+        scale = std::max(scale, std::fabs(le[r * V + j]));
+        diff = std::max(diff, std::fabs(lg[r * V + j] - le[r * V + j]));
+      }
+      EXPECT_LE(diff, 2e-2f * scale + 1e-3f) << "step " << step << " row " << r << (r == 0 ? " (8300+)" : " (300+)");
     }
-    EXPECT_LE(diff, 2e-2f * scale + 1e-3f) << "step " << step;
   }
-  EXPECT_EQ(num_graphs(*graph), 1);
-  EXPECT_EQ(a_g.len, 8320);
-  graph->free_kv_cache(kv_g);
-  eager->free_kv_cache(kv_e);
+  EXPECT_EQ(dm.num_graphs(), 1);
+  EXPECT_EQ(a.len, 8320);
+  m->free_kv_cache(kv);
+}
+
+// Found while writing the test above (device run, 2026-11-30): two identically seeded eager models,
+// one prefill step of [8300, 300] tokens, give logits for the 8300-token row that differ by 0.87
+// (max |logit| ~1.5), the same numbers on every run; the 300-token row agrees. Not graph code (both
+// eager): kept disabled as the reproducer for the attention kernels' owner.
+TEST(DecodeGraphs, DISABLED_EagerTwinsAgreeOnLongPrefill) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int64_t V = cfg.vocab_size;
+  const int bs = 16, nb = 8400 / bs;
+  auto m1 = load(cfg, true, 4, 16384), m2 = load(cfg, true, 4, 16384);
+  KvCache k1 = m1->allocate_kv_cache(1 + 2 * nb, bs), k2 = m2->allocate_kv_cache(1 + 2 * nb, bs);
+  Seq a, b;
+  for (int i = 0; i < nb; ++i) a.blocks.push_back(1 + 2 * i), b.blocks.push_back(2 + 2 * i);
+  Seq a2 = a, b2 = b;
+  std::mt19937 rng(9);
+  std::vector<int32_t> pa(8300), pb(300);
+  for (auto& t : pa) t = static_cast<int32_t>(rng() % V);
+  for (auto& t : pb) t = static_cast<int32_t>(rng() % V);
+  std::vector<float> l1, l2;
+  m1->forward(make_step({&a, &b}, {pa, pb}, bs), k1, l1);
+  m2->forward(make_step({&a2, &b2}, {pa, pb}, bs), k2, l2);
+  ASSERT_EQ(l1.size(), l2.size());
+  float scale = 0, diff = 0;
+  for (size_t j = 0; j < l1.size(); ++j) {
+    scale = std::max(scale, std::fabs(l2[j]));
+    diff = std::max(diff, std::fabs(l1[j] - l2[j]));
+  }
+  EXPECT_LE(diff, 2e-2f * scale + 1e-3f);
+  m1->free_kv_cache(k1);
+  m2->free_kv_cache(k2);
 }
 
 // ms per decode step (forward incl. logits to host) at `batch` sequences of `ctx` tokens.

@@ -10,9 +10,10 @@ BIN=${1:-build-graph/manual/test_cuda_graph}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 for t in 'GraphSizes.*:RecordedGraphs.*' 'DecodeGraphs.SameLogitsAsEager' 'DecodeGraphs.ContextLongerThanAttentionHint'; do
-  timeout 60 "$BIN" --gtest_filter="$t" >"$OUT/test_${t%%.*}.log" 2>&1
+  log="$OUT/test_$(echo "${t#*.}" | tr -cd 'A-Za-z').log"
+  timeout 60 "$BIN" --gtest_filter="$t" >"$log" 2>&1
   echo "== $t rc=$?"
-  grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|not captured|Expected|Which is|error" "$OUT/test_${t%%.*}.log" | cut -c1-300 | head -20
+  grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|not captured|Expected|Which is|error|step" "$log" | cut -c1-300 | head -16
 done
 VIREO_GRAPH_BENCH=1 timeout 110 "$BIN" --gtest_filter='DecodeGraphs.Bench' >"$OUT/bench.log" 2>&1
 echo "== bench rc=$?"
