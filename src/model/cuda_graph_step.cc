@@ -72,7 +72,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, std::vector
   if (pages != g.kv_pages || g.kv_block_size != kv.block_size) {
     reset_graphs();
     const int max_len = opts_.max_model_len > 0 ? opts_.max_model_len : cfg_.max_position_embeddings;
-    if (max_len <= 0) throw Error("model: max_model_len (or config max_position_embeddings) needed for graphs");
+    if (max_len <= 0) return false;  // no bound on the block-table width: stay eager
     g.table_width = (max_len + kv.block_size - 1) / kv.block_size;
     g.attention_hint = std::min(max_len, kGraphAttentionHint);
     g.kv_pages = pages;
