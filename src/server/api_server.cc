@@ -162,6 +162,14 @@ void ApiServer::shutdown() {
   std::call_once(shutdown_once_, [this] {
     ServerContext& ctx = *ctx_;
     ctx.draining = true;
+    // Close the listening socket as soon as no stream is between its handler and its writer
+    // (cpp-httplib would skip such a writer): no new connections from then on. Streams already
+    // writing run on (the writer does all its work in one call); run() returns once the pool
+    // threads are done.
+    auto start_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ctx.num_starting > 0 && std::chrono::steady_clock::now() < start_deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stop();
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(ctx.options().shutdown_timeout_s * 1000));
     size_t left = ctx.num_in_flight();
@@ -172,11 +180,10 @@ void ApiServer::shutdown() {
       ctx.abort_all_in_flight();
       ctx.wait_drained(std::chrono::steady_clock::now() + std::chrono::seconds(10));
     }
-    // Let handlers write their last bytes (error events, [DONE]) before the listener stops.
+    // Let handlers write their last bytes (error events, [DONE]).
     auto jobs_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (ctx.active_jobs > 0 && std::chrono::steady_clock::now() < jobs_deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    stop();
   });
 }
 

@@ -3,9 +3,10 @@
 //   std::thread t([&]{ s.run(); });            // serves until shutdown()
 //   s.set_engine(engine);                      // model loaded: /health 200, /v1 routes open
 //   s.shutdown();                              // graceful: see below; run() then returns
-// Shutdown (SIGTERM/SIGINT in `vireo serve`): new generation requests are refused at once with
-// 503; in-flight ones get up to options.shutdown_timeout_s to finish; the rest are aborted (a
-// stream ends with an error event and [DONE], a plain request with 503); then the listener stops.
+// Shutdown (SIGTERM/SIGINT in `vireo serve`): the listening socket closes at once (new
+// connections are refused; a new request on a kept-alive connection gets 503); in-flight requests
+// get up to options.shutdown_timeout_s to finish; the rest are aborted (a stream ends with an
+// error event and [DONE], a plain request with 503).
 #pragma once
 #include <memory>
 #include <mutex>

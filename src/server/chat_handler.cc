@@ -115,6 +115,7 @@ std::string render_chat(const AsyncEngine& engine, const Json& messages, bool ad
 
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   ActiveJob active(ctx);
+  StartingGuard starting(ctx);
   auto engine = ctx.engine();
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
@@ -135,9 +136,10 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
   if (r.stream) {
     auto fmt = std::make_unique<ChatStreamFormatter>(tok, r, id, created, num_prompt);
-    install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)));
+    install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)), starting);
     return;
   }
+  starting.finish_now();  // a plain response is not cut short by the listener stopping
   if (!collect_all(ctx, *group, probe)) return;
   send_json(res, 200, chat_response(tok, r, *group, id, created, num_prompt));
 }

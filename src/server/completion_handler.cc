@@ -128,6 +128,7 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
 
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   ActiveJob active(ctx);
+  StartingGuard starting(ctx);
   auto engine = ctx.engine();
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
@@ -147,9 +148,10 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
   if (r.stream) {
     auto fmt = std::make_unique<CompletionStreamFormatter>(tok, r, id, created);
-    install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)));
+    install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)), starting);
     return;
   }
+  starting.finish_now();  // a plain response is not cut short by the listener stopping
   if (!collect_all(ctx, *group, probe)) return;  // client gone
   send_json(res, 200, completion_response(tok, r, *group, id, created));
 }

@@ -57,6 +57,10 @@ class ServerContext {
 
   std::atomic<bool> draining{false};      // refuse new generation requests
   std::atomic<int> active_jobs{0};        // generation handlers / streams still writing
+  // Generation handlers running plus streams whose writer has not started yet. cpp-httplib
+  // skips a chunked writer that has not started once the listener is stopped, so shutdown
+  // waits for this to reach zero before closing the listening socket.
+  std::atomic<int> num_starting{0};
   std::atomic<bool> aborting_all{false};  // aborts now come from the shutdown, not the engine
 
  private:

@@ -37,6 +37,7 @@ namespace {
 
 // Returns false when the client went away (and the provider should fail the connection).
 bool run_stream(StreamJob& job, httplib::DataSink& sink) {
+  job.mark_started();
   SseWriter w(sink.write);
   auto fail = [&] {
     job.group->abort_unfinished();
@@ -71,13 +72,18 @@ bool run_stream(StreamJob& job, httplib::DataSink& sink) {
 
 }  // namespace
 
-void install_stream(httplib::Response& res, std::shared_ptr<StreamJob> job) {
+void install_stream(httplib::Response& res, std::shared_ptr<StreamJob> job, StartingGuard& guard) {
+  job->starting = true;
+  guard.release();
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [job](size_t, httplib::DataSink& sink) { return run_stream(*job, sink); },
-      [job](bool) { job->group->abort_unfinished(); });
+      [job](bool) {
+        job->mark_started();
+        job->group->abort_unfinished();
+      });
 }
 
 }  // namespace vireo::server

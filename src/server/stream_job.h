@@ -4,6 +4,7 @@
 #pragma once
 #include <httplib.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -25,6 +26,35 @@ class ActiveJob {
 
  private:
   ServerContext& ctx_;
+};
+
+// Counts a generation handler in ctx.num_starting until it returns, or, once handed to a
+// stream (release()), until the stream's writer starts. Refuses the request (503) if the
+// server began draining: checked after counting, so shutdown either waits for it or it sees
+// the flag.
+class StartingGuard {
+ public:
+  explicit StartingGuard(ServerContext& ctx) : ctx_(ctx) {
+    ++ctx_.num_starting;
+    if (ctx_.draining) {
+      --ctx_.num_starting;
+      throw ApiError(503, "ServiceUnavailableError", "The server is shutting down");
+    }
+  }
+  ~StartingGuard() {
+    if (owned_) --ctx_.num_starting;
+  }
+  void release() { owned_ = false; }
+  void finish_now() {
+    if (owned_) --ctx_.num_starting;
+    owned_ = false;
+  }
+  StartingGuard(const StartingGuard&) = delete;
+  StartingGuard& operator=(const StartingGuard&) = delete;
+
+ private:
+  ServerContext& ctx_;
+  bool owned_ = true;
 };
 
 // Endpoint-specific chunk shapes.
@@ -54,9 +84,13 @@ struct StreamJob {
   std::unique_ptr<ChoiceGroup> group;
   std::unique_ptr<StreamFormatter> formatter;
   ConnectionProbe probe;
+  std::atomic<bool> starting{false};  // holds one count of ctx.num_starting until the writer runs
+  void mark_started() {
+    if (starting.exchange(false)) --ctx.num_starting;
+  }
 };
 
-// Makes `res` an SSE response that the job fills.
-void install_stream(httplib::Response& res, std::shared_ptr<StreamJob> job);
+// Makes `res` an SSE response that the job fills; takes over the handler's StartingGuard.
+void install_stream(httplib::Response& res, std::shared_ptr<StreamJob> job, StartingGuard& guard);
 
 }  // namespace vireo::server

@@ -309,11 +309,13 @@ TEST(Api, ShutdownDrainsThenAbortsWithAnErrorEvent) {
   LiveServer srv(opts, eopts);
   auto long_stream = std::async(std::launch::async, [&] {
     auto cli = srv.client();
-    return post_json(cli, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 200}, {"stream", true}})->body;
+    auto r = post_json(cli, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 200}, {"stream", true}});
+    return r ? r->body : std::string("no response: ") + httplib::to_string(r.error());
   });
   auto short_req = std::async(std::launch::async, [&] {
     auto cli = srv.client();
-    return post_json(cli, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 5}})->status;
+    auto r = post_json(cli, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 5}});
+    return r ? r->status : -1;
   });
   ASSERT_TRUE(wait_for([&] { return srv.engine().num_running() == 2; }));
   std::thread stopper([&] { srv.server().shutdown(); });

@@ -226,20 +226,21 @@ TEST(BadInput, EveryCaseGetsTheErrorEnvelopeAndAConcurrentStreamIsUndisturbed) {
   server::ServerOptions opts;
   opts.max_body_bytes = 256 * 1024;
   FakeEngineOptions eopts;
-  eopts.token_delay = std::chrono::milliseconds(8);
+  eopts.token_delay = std::chrono::milliseconds(2);
   LiveServer srv(opts, eopts);
+  srv.engine().set_hold(true);  // the good stream pauses after 10 tokens until the bad cases are done
 
   // The good request: a 240-token greedy stream, started first.
   std::atomic<bool> good_done{false};
   auto good = std::async(std::launch::async, [&] {
     auto cli = srv.client();
     auto res = post_json(cli, "/v1/completions",
-                         {{"prompt", "hello"}, {"max_tokens", 240}, {"temperature", 0}, {"stream", true},
+                         {{"prompt", "HOLD hello"}, {"max_tokens", 240}, {"temperature", 0}, {"stream", true},
                           {"stream_options", {{"include_usage", true}}}});
     good_done = true;
     return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string());
   });
-  while (srv.engine().num_added() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (srv.engine().num_generated() < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   auto cases = bad_cases();
   ASSERT_GE(cases.size(), 100u);
@@ -261,6 +262,7 @@ TEST(BadInput, EveryCaseGetsTheErrorEnvelopeAndAConcurrentStreamIsUndisturbed) {
     if (bc.status == 413) cli = std::make_unique<httplib::Client>("127.0.0.1", srv.port());  // closed after 413
   }
   EXPECT_FALSE(good_done) << "the good stream ended before the bad requests did; the test proves nothing";
+  srv.engine().set_hold(false);
 
   auto [status, body] = good.get();
   ASSERT_EQ(status, 200);
@@ -274,7 +276,7 @@ TEST(BadInput, EveryCaseGetsTheErrorEnvelopeAndAConcurrentStreamIsUndisturbed) {
     text += c["choices"][0]["text"].get<std::string>();
     if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
   }
-  std::vector<int32_t> prompt = srv.engine().tokenizer().encode("hello", true);
+  std::vector<int32_t> prompt = srv.engine().tokenizer().encode("HOLD hello", true);
   EXPECT_EQ(text, FakeEngine::expected_text(prompt, 240));
   EXPECT_EQ(finish, "length");
   ASSERT_FALSE(chunks.empty());

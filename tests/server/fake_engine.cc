@@ -113,11 +113,13 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
   const SamplingParams& p = job->params;
   std::string prompt_text = tok_.decode(job->prompt, true);
   bool fail = prompt_text.find("FAIL") != std::string::npos;
+  bool holdable = prompt_text.find("HOLD") != std::string::npos;
   std::string expected = expected_text(job->prompt, p.max_tokens, p.seed);
   std::string text;
   num_prompt_ += job->prompt.size();
   for (int k = 0; k < p.max_tokens; ++k) {
     std::this_thread::sleep_for(opts_.token_delay);
+    while (holdable && k >= 10 && hold_ && !job->aborted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     RequestOutput out;
     out.request_id = job->id;
     out.num_prompt_tokens = static_cast<int>(job->prompt.size());

@@ -63,6 +63,9 @@ class FakeEngine : public AsyncEngine {
   static std::string expected_text(const std::vector<int32_t>& prompt, int num_tokens, std::optional<uint64_t> seed = {});
 
   int num_running() const;
+  // While held, requests whose prompt contains "HOLD" pause after 10 tokens.
+  void set_hold(bool hold) { hold_ = hold; }
+  uint64_t num_generated() const { return num_generated_; }
   uint64_t num_aborted() const { return num_aborted_; }
   uint64_t num_added() const { return num_added_; }
 
@@ -80,6 +83,7 @@ class FakeEngine : public AsyncEngine {
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> num_aborted_{0}, num_added_{0}, num_generated_{0}, num_prompt_{0}, num_success_{0};
   bool stopped_ = false;
+  std::atomic<bool> hold_{false};
 };
 
 }  // namespace vireo::testing
