@@ -5,7 +5,10 @@
 // (default 30; 0 aborts at once), abort the rest, exit 0.
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <cstdlib>
 #include <thread>
@@ -18,6 +21,26 @@
 
 namespace vireo {
 namespace {
+
+// SIGTERM/SIGINT -> a byte on this pipe. A handler rather than sigwait: OpenBLAS starts its
+// threads when the library loads, before any code here could block the signals for them.
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int signo) {
+  char c = static_cast<char>(signo);
+  ssize_t ignored = write(g_signal_pipe[1], &c, 1);
+  (void)ignored;
+}
+
+int wait_for_signal() {
+  char c = 0;
+  for (;;) {
+    ssize_t n = read(g_signal_pipe[0], &c, 1);
+    if (n == 1) return c;
+    if (n < 0 && errno == EINTR) continue;
+    return 0;
+  }
+}
 
 struct ServeArgs {
   std::string model_positional;
@@ -64,12 +87,13 @@ int run_serve(ServeArgs& a) {
   a.server.num_threads = std::max(64, 2 * a.engine.max_num_seqs + 16);
   if (a.server.shutdown_timeout_s < 0) throw Error("--shutdown-timeout must be >= 0");
 
-  // Signals go to one thread (sigwait), never to the pool threads.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  if (pipe(g_signal_pipe) != 0) throw Error("serve: pipe() failed");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   server::ApiServer srv(a.server);
   int port = srv.bind();
@@ -86,13 +110,12 @@ int run_serve(ServeArgs& a) {
     } catch (const std::exception& e) {
       log_error("Model loading failed: {}", e.what());
       srv.set_load_error(e.what());
-      kill(getpid(), SIGTERM);  // nothing to serve: shut down
+      on_signal(SIGTERM);  // nothing to serve: shut down
     }
     load_done = true;
   });
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  int sig = wait_for_signal();
   log_info("Received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
   loader.join();  // a load in progress is finished first (it cannot be interrupted)
   srv.shutdown();
