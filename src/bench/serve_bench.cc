@@ -150,8 +150,10 @@ int run_bench_serve(const ServeBenchArgs& args) {
   std::fflush(stdout);
   {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.ready_check_timeout_s);
+    LoadOptions ro = lo;
+    ro.request_timeout_s = std::min(lo.request_timeout_s, args.ready_check_timeout_s);
     while (true) {
-      auto r = run_load({requests[0]}, lo, nullptr);
+      auto r = run_load({requests[0]}, ro, nullptr);
       if (r[0].success) break;
       bool connecting = r[0].error.rfind("connect failed", 0) == 0 || r[0].error.rfind("connection closed", 0) == 0 ||
                         r[0].error.rfind("recv failed", 0) == 0;

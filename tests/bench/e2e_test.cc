@@ -5,7 +5,10 @@
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,10 +34,18 @@ int run(const std::string& cmd, std::string* out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// Binds port 0 and closes the socket again. (httplib::Server::bind_to_any_port would leave a
+// SO_REUSEPORT listener open in this process, which then steals half of the server's connections.)
 int free_port() {
-  httplib::Server s;
-  int port = s.bind_to_any_port("127.0.0.1");
-  return port;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 nlohmann::json read_json(const fs::path& p) {
