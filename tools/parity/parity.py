@@ -189,7 +189,7 @@ def vireo_decode(args, model_dir, prompts, batch, workdir):
     pf = os.path.join(workdir, f"prompts-b{batch}.jsonl")
     with open(pf, "w") as f:
         for i, ids in enumerate(prompts):
-            f.write(json.dumps({"index": i, "prompt_token_ids": ids, "max_tokens": args.max_new_tokens}) + "\n")
+            f.write(json.dumps({"prompt_ids": ids}) + "\n")
     cmd = [args.vireo, "generate", "--model", model_dir, "--json", "--temperature", "0",
            "--logprobs", str(args.top_k), "--prompts-file", pf, "--max-num-seqs", str(batch)]
     if args.max_tokens_flag:

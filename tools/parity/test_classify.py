@@ -87,6 +87,16 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(sides[0].top[1], [(5, -0.2), (6, -0.9)])
         self.assertEqual(sides[1].top[0][1], (9, -1.0))
 
+    def test_vireo_generate_json_lines(self):
+        # The format `vireo generate --json --logprobs N` prints: one object per prompt, in order.
+        line = {"finish_reason": "length", "prompt_token_ids": [1, 2], "text": "ab", "token_ids": [7, 8],
+                "logprobs": [{"logprob": -0.2, "token_id": 7, "top_logprobs": {"9": -1.5, "7": -0.2}},
+                             {"logprob": -0.3, "token_id": 8, "top_logprobs": {"8": -0.3}}]}
+        sides = pl.parse_vireo_output(json.dumps(line) + "\n" + json.dumps(dict(line, token_ids=[5, 6])) + "\n")
+        self.assertEqual([s.tokens for s in sides], [[7, 8], [5, 6]])
+        self.assertEqual(sides[0].top[0], [(7, -0.2), (9, -1.5)])  # sorted best first
+        self.assertEqual(sides[0].logprobs, [-0.2, -0.3])
+
     def test_array_document(self):
         sides = pl.parse_vireo_output(json.dumps({"outputs": [{"output": {"token_ids": [1], "logprobs": []}}]}))
         self.assertEqual(sides[0].tokens, [1])
