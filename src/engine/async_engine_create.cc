@@ -29,6 +29,10 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
   opts.load_format = cfg.load_format;
   opts.seed = cfg.seed;
   opts.dtype = cfg.dtype;
+  // CUDA graphs for decode-only steps up to max_num_seqs rows (vLLM's capture sizes).
+  opts.enforce_eager = cfg.enforce_eager;
+  opts.max_graph_batch_size = cfg.max_num_seqs;
+  opts.max_model_len = cfg.max_model_len;
   auto backend = create_backend(cfg.device, cfg.dtype);
   if (is_builtin_model(cfg.model)) {
     // Built-in shapes have no checkpoint: dummy (seeded random) weights.

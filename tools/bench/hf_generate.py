@@ -70,7 +70,9 @@ def main(argv):
             label = args.config_json
         cfg.pop("tokenizer_dir", None)
         config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-        model = with_dtype(AutoModelForCausalLM.from_config, config, **kw)
+        # Initialise on the device: random init of an 8B model on the host takes minutes.
+        with torch.device(args.device):
+            model = with_dtype(AutoModelForCausalLM.from_config, config, **kw)
     model = model.to(args.device).eval()
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(args.seed)

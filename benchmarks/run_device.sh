@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The device benchmark + parity run (H200). Built here, run there:
+#   bash scripts/device_bundle.sh build/vireo build/tests/test_cuda_ops ...
+#   device run: carry [".dev/lib", "build/vireo", "build/tests", "models/qwen3"]
+#   command:    bash benchmarks/run_device.sh
+# Writes logs and JSON under $OUT (or ./device-out); prints a summary table last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-device-out}"; mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/.dev/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1
+V=build/vireo
+STAGES="${STAGES:-tests parity latency serve}"
+log() { echo "=== $* ($(date +%T))"; }
+nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
+
+if [[ $STAGES == *tests* ]]; then
+  log "kernel oracle tests"
+  for t in build/tests/test_cuda_*; do
+    [ -x "$t" ] && { "$t" --gtest_brief=1 > "$OUT/$(basename $t).log" 2>&1; echo "$(basename $t): rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$(basename $t).log" | tr '\n' ' ')"; }
+  done
+fi
+
+if [[ $STAGES == *parity* ]]; then
+  log "parity vs transformers"
+  P="python3 tools/parity/parity.py --vireo $V --num-prompts ${PARITY_PROMPTS:-40} --max-new-tokens 16"
+  $P --preset qwen3-tiny --dtype float32 --batch-sizes 1,8 --output-md "$OUT/parity_cpu.md" -- --device cpu --ignore-eos > "$OUT/parity_cpu.log" 2>&1; echo "cpu fp32 qwen3-tiny rc=$?"
+  $P --preset qwen3-0.6b --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_qwen3.md" -- --device cuda --ignore-eos > "$OUT/parity_qwen3.log" 2>&1; echo "cuda bf16 qwen3-0.6b rc=$?"
+  for c in llama3-small olmo2-small hunyuan-small; do
+    $P --config-json benchmarks/configs/$c.json --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_$c.md" -- --device cuda --ignore-eos > "$OUT/parity_$c.log" 2>&1; echo "cuda bf16 $c rc=$?"
+  done
+fi
+
+if [[ $STAGES == *latency* ]]; then
+  log "decode latency (batch 1, 1024 in, 128 out) and prefill (8 x 2048)"
+  L="$V bench latency --load-format dummy --device cuda --num-iters-warmup 1 --num-iters 3"
+  $L --model builtin:qwen3-0.6b --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/lat_06b.json" > "$OUT/lat_06b.log" 2>&1; echo "vireo 0.6b rc=$?"
+  $L --model builtin:qwen3-8b --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/lat_8b.json" > "$OUT/lat_8b.log" 2>&1; echo "vireo 8b rc=$?"
+  $L --model builtin:qwen3-8b --batch-size 8 --input-len 2048 --output-len 2 --max-num-batched-tokens 16384 --output-json "$OUT/prefill_8b.json" > "$OUT/prefill_8b.log" 2>&1; echo "vireo 8b prefill rc=$?"
+  H="python3 tools/bench/hf_generate.py --dtype bfloat16 --device cuda --num-iters-warmup 1 --num-iters 2"
+  $H --preset qwen3-0.6b --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/hf_06b.json" > "$OUT/hf_06b.log" 2>&1; echo "hf 0.6b rc=$?"
+  $H --config-json benchmarks/configs/qwen3-8b.json --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/hf_8b.json" > "$OUT/hf_8b.log" 2>&1; echo "hf 8b rc=$?"
+fi
+
+if [[ $STAGES == *serve* ]]; then
+  wait_up() { for i in $(seq 1 240); do curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
+  log "serve: qwen3-0.6b sonnet 1024/128, 100 req @ 10 req/s, concurrency 32"
+  $V serve --model builtin:qwen3-0.6b --load-format dummy --device cuda --port 8100 --max-num-seqs 64 > "$OUT/serve_06b.log" 2>&1 &
+  SP=$!; wait_up 8100 && $V bench serve --port 8100 --model builtin:qwen3-0.6b --tokenizer models/qwen3 \
+      --dataset-name sonnet --sonnet-input-len 1024 --sonnet-output-len 128 --num-prompts 100 --request-rate 10 \
+      --max-concurrency 32 --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \
+      --disable-tqdm --save-result --result-dir "$OUT" --result-filename serve_06b.json > "$OUT/bench_06b.log" 2>&1
+  echo "bench serve 0.6b rc=$?"; kill $SP; wait $SP 2>/dev/null
+  log "serve: qwen3-8b random 1024/128, rate inf, concurrency 256"
+  $V serve --model builtin:qwen3-8b --load-format dummy --device cuda --port 8101 --max-num-seqs 256 --max-num-batched-tokens 8192 > "$OUT/serve_8b.log" 2>&1 &
+  SP=$!; wait_up 8101 && $V bench serve --port 8101 --model builtin:qwen3-8b --tokenizer models/qwen3 \
+      --dataset-name random --random-input-len 1024 --random-output-len 128 --num-prompts 512 --max-concurrency 256 \
+      --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 --disable-tqdm \
+      --save-result --result-dir "$OUT" --result-filename serve_8b.json > "$OUT/bench_8b.log" 2>&1
+  echo "bench serve 8b rc=$?"; kill $SP; wait $SP 2>/dev/null
+fi
+
+log "summary"
+for f in "$OUT"/parity_*.md; do [ -f "$f" ] && { echo "## $f"; grep -E '^\|' "$f" | head -8; }; done
+for f in "$OUT"/lat_*.log "$OUT"/prefill_*.log "$OUT"/hf_*.log; do [ -f "$f" ] && { echo "## $f"; tail -4 "$f"; }; done
+for f in "$OUT"/bench_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E 'Successful|Output token throughput|Median TTFT|Median TPOT|Failed' "$f"; }; done
