@@ -24,10 +24,12 @@ fi
 if [[ $STAGES == *parity* ]]; then
   log "parity vs transformers"
   P="python3 tools/parity/parity.py --vireo $V --num-prompts ${PARITY_PROMPTS:-40} --max-new-tokens 16"
+  if [ -z "${PARITY_CONFIGS_ONLY:-}" ]; then
   $P --preset qwen3-tiny --dtype float32 --batch-sizes 1,8 --output-md "$OUT/parity_cpu.md" -- --device cpu --ignore-eos > "$OUT/parity_cpu.log" 2>&1; echo "cpu fp32 qwen3-tiny rc=$?"
   $P --preset qwen3-0.6b --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_qwen3.md" -- --device cuda --ignore-eos > "$OUT/parity_qwen3.log" 2>&1; echo "cuda bf16 qwen3-0.6b rc=$?"
+  fi
   for c in llama3-small olmo2-small hunyuan-small; do
-    $P --config-json benchmarks/configs/$c.json --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_$c.md" -- --device cuda --ignore-eos > "$OUT/parity_$c.log" 2>&1; echo "cuda bf16 $c rc=$?"
+    $P --config-json benchmarks/configs/$c.json --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_$c.md" -- --device cuda --ignore-eos --tokenizer models/qwen3 > "$OUT/parity_$c.log" 2>&1; echo "cuda bf16 $c rc=$?"
   done
 fi
 
@@ -44,6 +46,7 @@ fi
 
 if [[ $STAGES == *serve* ]]; then
   wait_up() { for i in $(seq 1 240); do curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
+  if [ -z "${SERVE_8B_ONLY:-}" ]; then
   log "serve: qwen3-0.6b sonnet 1024/128, 100 req @ 10 req/s, concurrency 32"
   $V serve --model builtin:qwen3-0.6b --load-format dummy --device cuda --port 8100 --max-num-seqs 64 > "$OUT/serve_06b.log" 2>&1 &
   SP=$!; wait_up 8100 && $V bench serve --port 8100 --model builtin:qwen3-0.6b --tokenizer models/qwen3 \
@@ -51,6 +54,7 @@ if [[ $STAGES == *serve* ]]; then
       --max-concurrency 32 --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \
       --disable-tqdm --save-result --result-dir "$OUT" --result-filename serve_06b.json > "$OUT/bench_06b.log" 2>&1
   echo "bench serve 0.6b rc=$?"; kill $SP; wait $SP 2>/dev/null
+  fi
   log "serve: qwen3-8b random 1024/128, rate inf, concurrency 256"
   $V serve --model builtin:qwen3-8b --load-format dummy --device cuda --port 8101 --max-num-seqs 256 --max-num-batched-tokens 8192 > "$OUT/serve_8b.log" 2>&1 &
   SP=$!; wait_up 8101 && $V bench serve --port 8101 --model builtin:qwen3-8b --tokenizer models/qwen3 \

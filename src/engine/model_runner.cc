@@ -7,6 +7,47 @@
 
 namespace vireo {
 
+namespace {
+
+// vLLM's memory profiling: one forward of the largest step the scheduler can make
+// (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache, so the
+// model's activation buffers, logits and attention workspace are allocated (and stay cached)
+// before the KV cache takes what is left.
+void profile_largest_step(const EngineConfig& cfg, Model& model, int max_model_len) {
+  const int bs = cfg.block_size;
+  const int num_tokens = std::max(1, std::min(cfg.max_num_batched_tokens, max_model_len));
+  const int num_seqs = std::max(1, std::min(cfg.max_num_seqs, num_tokens));
+  StepInput in;
+  int blocks_per_seq = (num_tokens / num_seqs + 1 + bs - 1) / bs + 1;
+  in.max_blocks_per_seq = blocks_per_seq;
+  in.query_start.push_back(0);
+  int next_block = 1;  // block 0 is the null block
+  for (int s = 0; s < num_seqs; ++s) {
+    const int len = num_tokens / num_seqs + (s < num_tokens % num_seqs ? 1 : 0);
+    for (int b = 0; b < blocks_per_seq; ++b) in.block_tables.push_back(next_block + b);
+    for (int t = 0; t < len; ++t) {
+      in.token_ids.push_back(0);
+      in.positions.push_back(t);
+      in.slot_mapping.push_back((next_block + t / bs) * bs + t % bs);
+    }
+    next_block += blocks_per_seq;
+    in.query_start.push_back(in.query_start.back() + len);
+    in.seq_lens.push_back(len);
+    in.logits_indices.push_back(in.query_start.back() - 1);
+  }
+  KvCache kv = model.allocate_kv_cache(next_block, bs);
+  std::vector<float> logits;
+  try {
+    model.forward(in, kv, logits);
+  } catch (...) {
+    model.free_kv_cache(kv);
+    throw;
+  }
+  model.free_kv_cache(kv);
+}
+
+}  // namespace
+
 int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_len) {
   const size_t block_bytes = model.kv_block_bytes(cfg.block_size);
   if (block_bytes == 0) throw Error("model reports 0 bytes per KV block");
@@ -14,7 +55,12 @@ int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_l
   if (cfg.kv_cache_memory_bytes) {
     budget = *cfg.kv_cache_memory_bytes;
   } else {
-    budget = static_cast<size_t>(static_cast<double>(model.backend().free_memory_bytes()) * cfg.gpu_memory_utilization);
+    if (model.backend().kind() != DeviceKind::kCPU) profile_largest_step(cfg, model, max_model_len);
+    // Headroom past the profiled step: attention split workspaces grow with context length.
+    const size_t reserve = model.backend().kind() == DeviceKind::kCPU ? 0 : (size_t{2} << 30);
+    const size_t free_b = model.backend().free_memory_bytes();
+    budget = static_cast<size_t>(static_cast<double>(free_b > reserve ? free_b - reserve : 0) *
+                                 cfg.gpu_memory_utilization);
     if (model.backend().kind() == DeviceKind::kCPU) {
       const size_t max_tokens = static_cast<size_t>(cfg.max_num_seqs) * static_cast<size_t>(max_model_len);
       const size_t want = (max_tokens + cfg.block_size - 1) / cfg.block_size * block_bytes;
