@@ -7,13 +7,20 @@ cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-PKGS=(build-essential cmake pkg-config git nodejs npm
+PKGS=(build-essential pkg-config
       nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev libcli11-dev libfmt-dev
-      libopenblas-dev libgtest-dev libgmock-dev libutf8proc-dev libssl-dev zlib1g-dev curl python3)
+      libopenblas-dev libgtest-dev libgmock-dev libutf8proc-dev libssl-dev zlib1g-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# Tools: only when the command is missing (a machine may have them from elsewhere, e.g. Node.js
+# from NodeSource, whose bundled npm conflicts with Debian's npm package).
+for c in cmake git curl python3; do
+  command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+done
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
