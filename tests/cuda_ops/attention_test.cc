@@ -139,6 +139,14 @@ TEST_F(AttentionTest, ChunkedPrefillOverCachedPrefix) {
   run({{{40, 12000}}, 8, 1, 128}, DType::kBF16);  // long context, few rows: key splits
 }
 
+// One prefill step of a long and a short prompt (the shape of DecodeGraphs.EagerTwinsAgreeOnLongPrefill at
+// Qwen3-0.6B heads): 8600 rows plan prefill key splits (at most 7: the 512 MiB workspace cap binds),
+// so the 8300-token rows go through the split merge; the 300-token rows are written directly.
+TEST_F(AttentionTest, LongPrefillBesideShort) {
+  use_dtype(DType::kBF16);
+  run({{{8300, 8300}, {300, 300}}, 16, 8, 128}, DType::kBF16);
+}
+
 TEST_F(AttentionTest, MixedBatch) {
   use_dtype(DType::kBF16);
   const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {2, 300}, {3, 18}, {1, 2048}, {129, 2000}};

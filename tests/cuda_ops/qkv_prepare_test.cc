@@ -103,5 +103,43 @@ TEST_F(QkvPrepareTest, AllModes) {
   }
 }
 
+// Positions outside the RoPE table (the CPU backend throws): q and k of those tokens are NaN, never
+// values read past the table; tokens in range are unaffected.
+TEST_F(QkvPrepareTest, PositionOutsideTableGivesNaN) {
+  use_dtype(DType::kBF16);
+  const int t = 3, h = 4, hkv = 2, d = 64, max_pos = 8, bs = 16;
+  const int width = (h + 2 * hkv) * d;
+  auto qkv = rand_vec(size_t(t) * width, -2, 2, DType::kBF16);
+  std::vector<float> cs(size_t(max_pos) * d, 0.f);
+  for (int p = 0; p < max_pos; ++p)
+    for (int i = 0; i < d / 2; ++i) cs[size_t(p) * d + i] = 1.f;  // cos 1, sin 0: identity
+  QkvPrepareParams g;
+  g.qkv = gpu_from(qkv, {t, width}, DType::kBF16);
+  g.positions = gpu_i32({3, max_pos, -1}, {t});
+  g.rope_cos_sin = gpu_from(cs, {max_pos, d}, DType::kF32);
+  g.rotary_dim = d;
+  g.neox = true;
+  g.q_out = gpu_poisoned({t, h, d}, DType::kBF16);
+  g.k_cache = gpu_from(std::vector<float>(size_t(bs) * hkv * d, 0.f), {1, bs, hkv, d}, DType::kBF16);
+  g.v_cache = gpu_from(std::vector<float>(size_t(bs) * hkv * d, 0.f), {1, bs, hkv, d}, DType::kBF16);
+  g.slot_mapping = gpu_i32({0, 1, 2}, {t});
+  g.num_heads = h;
+  g.num_kv_heads = hkv;
+  g.head_dim = d;
+  g.block_size = bs;
+  gpu_->qkv_prepare(g);
+  const auto q = to_host(g.q_out), k = to_host(g.k_cache), v = to_host(g.v_cache);
+  for (int i = 0; i < h * d; ++i) {
+    EXPECT_EQ(q[i], qkv[size_t(i / d) * d + i % d]) << "in-range token, q " << i;
+    EXPECT_TRUE(std::isnan(q[h * d + i])) << "position max_pos, q " << i;
+    EXPECT_TRUE(std::isnan(q[2 * h * d + i])) << "position -1, q " << i;
+  }
+  for (int i = 0; i < hkv * d; ++i) {
+    EXPECT_EQ(k[i], qkv[h * d + i]) << "in-range token, k " << i;
+    EXPECT_TRUE(std::isnan(k[hkv * d + i]) && std::isnan(k[2 * hkv * d + i])) << "out-of-range k " << i;
+    EXPECT_EQ(v[hkv * d + i], qkv[size_t(width) + (h + hkv) * d + i]) << "v is written unchanged " << i;
+  }
+}
+
 }  // namespace
 }  // namespace vireo::testing

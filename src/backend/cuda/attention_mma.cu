@@ -34,12 +34,17 @@ struct MmaArgs {
   float2* ws_ml;   // [T, H, max_splits] (running max in log2 units, sum of exp)
   int num_seqs, max_blocks_per_seq, block_size, num_heads, num_kv_heads, group;
   float scale_log2;  // softmax scale * log2(e)
-  int split_len_decode, split_len_prefill, max_splits;
+  int split_len_decode, split_len_prefill;
+  int splits_decode, splits_prefill;  // grid z of each shape's launch: a sequence never uses more splits
+  int max_splits;                     // workspace stride: max(splits_decode, splits_prefill)
 };
 
-// Key splits of a sequence: the planned length, stretched when the host hint undercounted.
-__device__ __forceinline__ int split_len_for(int kv_len, int planned, int max_splits) {
-  const int need = (kv_len + max_splits - 1) / max_splits;
+// Key splits of a sequence: the planned length, stretched when the host hint undercounted so that the
+// sequence needs at most `num_splits` splits, the grid z its shape was launched with. (Stretching to
+// max_splits instead would let a shape with fewer launched splits leave partials the merge reads
+// unwritten.)
+__device__ __forceinline__ int split_len_for(int kv_len, int planned, int num_splits) {
+  const int need = (kv_len + num_splits - 1) / num_splits;
   const int need64 = (need + kBN - 1) / kBN * kBN;
   return max(planned, need64);
 }
@@ -121,7 +126,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   // and the short tiles fill in behind them (less tail).
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   if (row0 >= rows) return;
-  const int split_len = split_len_for(kv_len, kDecode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
+  const int split_len = kDecode ? split_len_for(kv_len, a.split_len_decode, a.splits_decode)
+                                : split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (static_cast<int>(blockIdx.z) >= nsplit) return;
   const int kstart = blockIdx.z * split_len;
@@ -390,7 +396,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_wide_kernel(MmaArg
   if (q_len <= 0 || rows <= 16) return;
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // heaviest (last) rows first
   if (row0 >= rows) return;
-  const int split_len = split_len_for(kv_len, a.split_len_prefill, a.max_splits);
+  const int split_len = split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (static_cast<int>(blockIdx.z) >= nsplit) return;
   const int kstart = blockIdx.z * split_len;
@@ -607,7 +613,8 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   const int q_len = a.query_start[lo + 1] - a.query_start[lo], kv_len = a.seq_lens[lo];
   if (q_len <= 0 || t >= a.query_start[lo + 1]) return;
   const bool decode = q_len * a.group <= 16;
-  const int split_len = split_len_for(kv_len, decode ? a.split_len_decode : a.split_len_prefill, a.max_splits);
+  const int split_len = decode ? split_len_for(kv_len, a.split_len_decode, a.splits_decode)
+                               : split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (nsplit <= 1) return;
   const int64_t th = t * a.num_heads + h;
@@ -719,6 +726,8 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   const int pre_len = static_cast<int>(ceil_div(ceil_div(max_kv, pre_splits), kBN) * kBN);
   dec_splits = static_cast<int>(ceil_div(max_kv, dec_len));
   pre_splits = static_cast<int>(ceil_div(max_kv, pre_len));
+  a.splits_decode = dec_splits;
+  a.splits_prefill = pre_splits;
   a.max_splits = std::max(dec_splits, pre_splits);
   a.split_len_decode = dec_len;
   a.split_len_prefill = pre_len;

@@ -19,7 +19,8 @@ __device__ __forceinline__ float load_w(const void* p, DType t, int64_t i) {
 struct QkvArgs {
   const void* qkv;
   const int* positions;
-  const float* cos_sin;
+  const float* cos_sin;  // [max_pos, rotary_dim]
+  int max_pos;           // rows of cos_sin: a position outside [0, max_pos) gives NaN q/k (never a read past it)
   const int* slots;
   const void* q_norm;
   const void* k_norm;
@@ -60,13 +61,18 @@ __device__ void rms_per_head(float* buf, int num, int d, const void* w, DType wt
   }
 }
 
-// Rotates the first rotary_dim values of each of `num` heads in buf.
+// Rotates the first rotary_dim values of each of `num` heads in buf; cs == nullptr (position outside
+// the table) poisons them with NaN instead, as out-of-range ids do in embedding.
 __device__ void rope_heads(float* buf, int num, int d, int rd, bool neox, const float* cs) {
   const int half = rd / 2;
   for (int i = threadIdx.x; i < num * half; i += blockDim.x) {
     const int h = i / half, k = i % half;
     float* x = buf + h * d;
     const int i1 = neox ? k : 2 * k, i2 = neox ? k + half : 2 * k + 1;
+    if (cs == nullptr) {
+      x[i1] = x[i2] = __int_as_float(0x7fc00000);
+      continue;
+    }
     const float c = cs[k], s = cs[half + k];
     const float a = x[i1], b = x[i2];
     x[i1] = a * c - b * s;
@@ -106,7 +112,8 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
     __syncthreads();
   }
   if (a.rotary_dim > 0) {
-    const float* cs = a.cos_sin + static_cast<int64_t>(a.positions[t]) * a.rotary_dim;
+    const int pos = a.positions[t];
+    const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * a.rotary_dim : nullptr;
     rope_heads(smem, h + hk, d, a.rotary_dim, a.neox, cs);  // q and k heads are contiguous in smem
     __syncthreads();
   }
@@ -158,13 +165,16 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
   if (p.positions.dtype != DType::kI32 || p.slot_mapping.dtype != DType::kI32)
     throw Error("qkv_prepare: positions and slot_mapping must be I32");
   if (p.rotary_dim > 0 && p.rope_cos_sin.dtype != DType::kF32) throw Error("qkv_prepare: rope_cos_sin must be F32");
+  if (p.rotary_dim > 0 && (p.rope_cos_sin.ndim() != 2 || p.rope_cos_sin.dim(1) != p.rotary_dim))
+    throw Error("qkv_prepare: rope_cos_sin must be [max_positions, rotary_dim]");
   if (p.qk_norm != QkNorm::kNone) {
     const int64_t qn = p.qk_norm == QkNorm::kFullWidth ? int64_t{h} * d : d;
     const int64_t kn = p.qk_norm == QkNorm::kFullWidth ? int64_t{hk} * d : d;
     if (p.q_norm.numel() != qn || p.k_norm.numel() != kn) throw Error("qkv_prepare: q_norm/k_norm have the wrong size");
   }
   if (t == 0) return;
-  QkvArgs a{p.qkv.data, p.positions.ptr<int>(), p.rope_cos_sin.ptr<float>(), p.slot_mapping.ptr<int>(),
+  const int max_pos = p.rotary_dim > 0 ? static_cast<int>(p.rope_cos_sin.dim(0)) : 0;
+  QkvArgs a{p.qkv.data, p.positions.ptr<int>(), p.rope_cos_sin.ptr<float>(), max_pos, p.slot_mapping.ptr<int>(),
             p.q_norm.data, p.k_norm.data, p.q_norm.dtype, p.k_norm.dtype, p.q_out.data, p.k_cache.data,
             p.v_cache.data, h, hk, d, p.rotary_dim, p.neox, false, p.qk_norm, p.norm_eps};
   auto al16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
