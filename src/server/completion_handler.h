@@ -10,7 +10,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // The engine's chat template applied to validated messages (400 when there is none or it raises).
-std::string render_chat(const AsyncEngine& engine, const nlohmann::json& messages, bool add_generation_prompt,
-                        const nlohmann::json& tools, const nlohmann::json& kwargs);
+std::string render_chat(const AsyncEngine& engine, const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                        const nlohmann::ordered_json& tools, const nlohmann::ordered_json& kwargs);
 
 }  // namespace vireo::server

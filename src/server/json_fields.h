@@ -10,7 +10,9 @@
 
 namespace vireo::server {
 
-using Json = nlohmann::json;
+// Insertion-ordered, as Python dicts: chat templates render tools and tool-call arguments with
+// tojson, which must keep the client's key order to match transformers.
+using Json = nlohmann::ordered_json;
 
 std::optional<bool> get_bool(const Json& body, const char* key);
 std::optional<int64_t> get_int(const Json& body, const char* key);

@@ -25,13 +25,13 @@ ApiError bad_request(const std::string& message, std::optional<std::string> para
 
 ApiError not_found(const std::string& message) { return ApiError(404, "NotFoundError", message); }
 
-nlohmann::json error_json(int status, const std::string& type, const std::string& message,
+nlohmann::ordered_json error_json(int status, const std::string& type, const std::string& message,
                           const std::optional<std::string>& param) {
-  nlohmann::json err = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
+  nlohmann::ordered_json err = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
   if (param) err["param"] = *param;
   return {{"error", err}};
 }
 
-nlohmann::json error_json(const ApiError& e) { return error_json(e.status, e.type, e.what(), e.param); }
+nlohmann::ordered_json error_json(const ApiError& e) { return error_json(e.status, e.type, e.what(), e.param); }
 
 }  // namespace vireo::server

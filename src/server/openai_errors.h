@@ -23,8 +23,8 @@ std::string error_type_for_status(int status);
 ApiError bad_request(const std::string& message, std::optional<std::string> param = std::nullopt);
 ApiError not_found(const std::string& message);
 
-nlohmann::json error_json(int status, const std::string& type, const std::string& message,
+nlohmann::ordered_json error_json(int status, const std::string& type, const std::string& message,
                           const std::optional<std::string>& param = std::nullopt);
-nlohmann::json error_json(const ApiError& e);
+nlohmann::ordered_json error_json(const ApiError& e);
 
 }  // namespace vireo::server

@@ -49,9 +49,9 @@ struct CompletionRequest {
 
 struct ChatRequest {
   std::string model;
-  nlohmann::json messages;          // content flattened to strings
-  nlohmann::json tools;             // null or list
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  nlohmann::ordered_json messages;          // content flattened to strings
+  nlohmann::ordered_json tools;             // null or list
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
   bool add_special_tokens = false;  // vLLM: the template already placed them
   SamplingParams params;
