@@ -1,6 +1,8 @@
 // DecoderModel construction: weight loading (checkpoint or dummy), KV cache, workspace.
 #include "model/decoder_model.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "core/error.h"
@@ -37,8 +39,11 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
   wdtype_ = be_->activation_dtype();
   try {
     load_weights();
-    auto table = rope_cos_sin_table(cfg_, cfg_.max_position_embeddings);
-    Tensor host(table.data(), DType::kF32, {cfg_.max_position_embeddings, cfg_.rotary_dim()});
+    // One row per position the engine may use: --max-model-len may exceed max_position_embeddings
+    // (vLLM allows it with a warning); positions past the table would be an error.
+    const int num_positions = std::max(cfg_.max_position_embeddings, opts_.max_model_len);
+    auto table = rope_cos_sin_table(cfg_, num_positions);
+    Tensor host(table.data(), DType::kF32, {num_positions, cfg_.rotary_dim()});
     rope_ = be_->alloc(host.shape, DType::kF32);
     owned_.push_back(rope_);
     be_->copy_from_host(table.data(), rope_);
