@@ -1,0 +1,97 @@
+// Shared pieces of the tensor-core paged attention kernels (attention_mma.cu): tile constants,
+// the kernel argument struct, and the cp.async / ldmatrix / mma.sync wrappers.
+#pragma once
+#include "backend/cuda/cuda_types.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kBN = 64;       // keys per tile
+constexpr int kThreads = 128; // 4 warps
+constexpr int kPad = 8;       // elements of padding per smem row: conflict-free ldmatrix
+constexpr int kStages = 3;    // K/V tiles in flight: two loading while one is computed
+
+struct MmaArgs {
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  void* out;
+  const int* query_start;
+  const int* seq_lens;
+  const int* block_tables;
+  float* ws_o;     // [T, H, max_splits, D] unnormalised partial outputs
+  float2* ws_ml;   // [T, H, max_splits] (running max in log2 units, sum of exp)
+  int num_seqs, max_blocks_per_seq, block_size, num_heads, num_kv_heads, group;
+  float scale_log2;  // softmax scale * log2(e)
+  int split_len_decode, split_len_prefill;
+  int splits_decode, splits_prefill;  // grid z of each shape's launch: a sequence never uses more splits
+  int max_splits;                     // workspace stride: max(splits_decode, splits_prefill)
+};
+
+// Key splits of a sequence: the planned length, stretched when the host hint undercounted so that the
+// sequence needs at most `num_splits` splits, the grid z its shape was launched with. (Stretching to
+// max_splits instead would let a shape with fewer launched splits leave partials the merge reads
+// unwritten.)
+__device__ __forceinline__ int split_len_for(int kv_len, int planned, int num_splits) {
+  const int need = (kv_len + num_splits - 1) / num_splits;
+  const int need64 = (need + kBN - 1) / kBN * kBN;
+  return max(planned, need64);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int sz = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(sz));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+
+// 2^x on the SFU; 2^-inf = +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+  }
+}
+
+}  // namespace
+}  // namespace vireo::cuda
