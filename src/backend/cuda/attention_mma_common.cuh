@@ -93,5 +93,31 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   }
 }
 
+
+// Gathers keys [kt0, kt0 + kBN) of KV head hk from the paged cache into stage `stage` of the K and V
+// shared-memory tiles (rows of D + kPad elements), 16 bytes per cp.async; keys >= kend are zero-filled.
+// All kThreads threads of the block take part. table: this sequence's block-table row.
+template <typename T, int D>
+__device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table, int hk, int kt0, int kend, T* ks,
+                                             T* vs, int stage) {
+  constexpr int kLd = D + kPad;
+  constexpr int kChunksPerRow = D / 8;
+  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+#pragma unroll
+  for (int i = 0; i < kBN * kChunksPerRow / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const int key = kt0 + r;
+    const bool valid = key < kend;
+    int64_t off = 0;
+    if (valid) {
+      const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+      off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + col;
+    }
+    cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
+    cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
+  }
+}
+
 }  // namespace
 }  // namespace vireo::cuda

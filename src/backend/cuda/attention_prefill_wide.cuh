@@ -68,25 +68,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_wide_kernel(MmaArg
     }
 
   const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
-  auto load_tile = [&](int it, int stage) {
-    const int kt0 = kstart + it * kBN;
-    constexpr int kChunksPerRow = D / 8;
-#pragma unroll
-    for (int i = 0; i < kBN * kChunksPerRow / kThreads; ++i) {
-      const int c = threadIdx.x + i * kThreads;
-      const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-      const int key = kt0 + r;
-      const bool valid = key < kend;
-      int64_t off = 0;
-      if (valid) {
-        const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
-        off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + col;
-      }
-      cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
-      cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
-    }
-  };
+  auto load_tile = [&](int it, int stage) { load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage); };
 
   float oacc[kWideMT][kDT][4];
 #pragma unroll
