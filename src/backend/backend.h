@@ -44,6 +44,7 @@ class Backend {
   virtual void gather_rows(const GatherRowsParams& p) = 0;
   virtual void qkv_prepare(const QkvPrepareParams& p) = 0;
   virtual void paged_attention(const AttentionParams& p) = 0;
+  virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
 
   // ---- graphs (CUDA graphs; a backend without them keeps these defaults) ----
   // Ops issued between begin_capture() and end_capture() are recorded, not run; end_capture()

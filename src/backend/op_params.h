@@ -23,12 +23,21 @@ struct RmsNormParams {
   float eps = 1e-6f;
 };
 
-// out = x @ w^T + bias
+// out = x @ w^T + bias, with optional fusions for the decode path (each one is exactly the
+// unfused sequence of ops, with the same roundings to the activation dtype in between):
+//   input_norm:   x' = rmsnorm(x) * input_norm          (rms_norm op, no residual), then the product
+//   silu_mul_input: x is [N, 2K]; x' = silu(x[:, :K]) * x[:, K:]  (silu_and_mul op), then the product
+//   residual:     out = residual + round(x' @ w^T + bias)  (add op); out may alias residual
+// input_norm and silu_mul_input are exclusive.
 struct LinearParams {
-  Tensor x;     // [N, K] activation dtype
+  Tensor x;     // [N, K] activation dtype ([N, 2K] with silu_mul_input)
   Tensor w;     // [M, K] weight dtype (HF layout)
   Tensor bias;  // [M] or empty
   Tensor out;   // [N, M] activation dtype
+  Tensor input_norm;  // [K] or empty
+  float norm_eps = 1e-6f;
+  bool silu_mul_input = false;
+  Tensor residual;    // [N, M] or empty
 };
 
 // out = silu(x[:, :I]) * x[:, I:]
@@ -89,6 +98,43 @@ struct AttentionParams {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
+};
+
+// ---- sampling ----
+// One logits row's sampling settings, laid out identically on host and device (raw I32 words).
+// The pipeline is vLLM's (and the CPU reference's, backend/cpu/cpu_sampling.h):
+//   raw logprobs = log_softmax(logits)                   (reported: chosen token + top-N)
+//   penalties (repetition over prompt+output, presence/frequency over output), masks -> -inf
+//   greedy (temperature < 1e-5): argmax, lowest id among ties
+//   else probs = softmax(l / temperature); min-p; top-k; top-p; renormalise; the token is the first
+//   id (in id order) where the cumulative probability exceeds `uniform`.
+struct SamplingRow {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  int32_t top_k = 0;  // <= 0: off
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float uniform = 0.0f;       // the draw in [0, 1), made on the host from the request's RNG
+  int32_t forced_token = -1;  // >= 0: no sampling; this token is reported (prompt logprobs)
+  int32_t penalty_begin = 0, penalty_end = 0;  // this row's range of penalty_tokens entries
+  int32_t mask_begin = 0, mask_end = 0;        // this row's range of mask_tokens
+  int32_t pad_ = 0;
+};
+static_assert(sizeof(SamplingRow) == 14 * 4, "SamplingRow is shared with device code as raw words");
+
+// Token selection over M logits rows, so only ids and a few logprobs leave the device.
+struct SampleParams {
+  Tensor logits;          // [M, V] F32/BF16/F16, not modified
+  Tensor rows;            // [M * 14] I32: the SamplingRow array, raw
+  Tensor penalty_tokens;  // [E, 2] I32: (token id, times in the output) for every distinct id of
+                          // prompt + output of a row with penalties; may be empty
+  Tensor mask_tokens;     // [E2] I32: ids set to -inf before sampling (min_tokens); may be empty
+  int num_top_logprobs = 0;  // N (<= 20): top-N of the raw log-softmax per row
+  Tensor out_tokens;      // [M] I32
+  Tensor out_logprobs;    // [M, 1 + N] F32: the chosen token's raw logprob, then the top-N (best first)
+  Tensor out_top_ids;     // [M, N] I32: ids of the top-N (ties: lower id first); may be empty if N = 0
 };
 
 }  // namespace vireo
