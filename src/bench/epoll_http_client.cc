@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "bench/chunked_decoder.h"
 #include "core/error.h"
@@ -35,21 +37,36 @@ struct EpollHttpClient::Conn {
   ChunkedDecoder dechunk;
   double deadline = 0;          // 0 = none
   bool watching_write = false;  // EPOLLOUT registered
-  std::string raw;              // read in phase 1 of a poll, not parsed yet
-  double raw_ts = 0;            // when `raw` was read
-  int read_status = 0;          // phase 1 saw: 0 = open, 1 = EOF, -1 = error
+  // Read by drain(), not parsed yet: the bytes, and for each recv() the end offset of its bytes
+  // in `raw` and when it returned.
+  std::string raw;
+  std::vector<std::pair<size_t, double>> marks;
+  bool pending = false;         // in pending_
+  bool more_input = false;      // parse_input() is not seeing the last bytes read
+  int read_status = 0;          // drain() saw: 0 = open, 1 = EOF, -1 = error
   int read_errno = 0;
+  double eof_ts = 0;            // when drain() saw the EOF / error
 };
 
 namespace {
 
-std::string lower(std::string s) {
-  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
+constexpr size_t kReadBuf = 65536;
+constexpr double kLookSlice = 20e-6;  // s between looks for ready sockets while busy
+constexpr uint32_t kReadable = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+bool icontains(std::string_view hay, std::string_view needle) {
+  for (size_t i = 0; i + needle.size() <= hay.size(); ++i)
+    if (iequals(hay.substr(i, needle.size()), needle)) return true;
+  return false;
 }
 
 }  // namespace
-
 EpollHttpClient::EpollHttpClient(const std::string& host, int port) : t0_(std::chrono::steady_clock::now()) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -62,6 +79,7 @@ EpollHttpClient::EpollHttpClient(const std::string& host, int port) : t0_(std::c
   addr_len_ = static_cast<socklen_t>(res->ai_addrlen);
   freeaddrinfo(res);
   host_header_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port_s;
+  rbuf_ = std::make_unique<char[]>(kReadBuf);
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epfd_ < 0) throw Error(std::string("bench: epoll_create1 failed: ") + std::strerror(errno));
 }
@@ -108,14 +126,20 @@ void EpollHttpClient::start(const HttpRequest& req, StreamHandler* handler) {
   }
   ++num_in_flight_;
   send_request(c, req, handler, reused);
+  stamp_ready();  // a burst of sends must not delay the stamps of answers arriving meanwhile
+}
+
+void EpollHttpClient::stamp_ready() {
+  if (now() - last_look_ > kLookSlice) look(0, false);
 }
 
 void EpollHttpClient::send_request(Conn* c, const HttpRequest& req, StreamHandler* h, bool reused) {
-  c->req = req;
+  if (&c->req != &req) c->req = req;  // reuses the buffers of the connection's last request
   c->handler = h;
   c->reused = reused;
   c->got_bytes = false;
   c->raw.clear();
+  c->marks.clear();
   c->read_status = 0;
   c->in.clear();
   c->decoded.clear();
@@ -125,36 +149,67 @@ void EpollHttpClient::send_request(Conn* c, const HttpRequest& req, StreamHandle
   c->body_read = 0;
   c->dechunk = ChunkedDecoder();
   c->deadline = req.timeout_s > 0 ? now() + req.timeout_s : 0;
-  c->out.clear();
-  c->out += req.method + " " + req.path + " HTTP/1.1\r\nHost: " + host_header_ + "\r\n";
-  c->out += "Accept: */*\r\nConnection: keep-alive\r\n";
-  for (auto& [k, v] : req.headers) c->out += k + ": " + v + "\r\n";
+  std::string& o = c->out;
+  o.clear();
+  o.append(req.method).append(" ").append(req.path).append(" HTTP/1.1\r\nHost: ").append(host_header_);
+  o.append("\r\nAccept: */*\r\nConnection: keep-alive\r\n");
+  for (auto& [k, v] : req.headers) o.append(k).append(": ").append(v).append("\r\n");
   if (req.method != "GET" || !req.body.empty()) {
-    c->out += "Content-Type: " + req.content_type + "\r\nContent-Length: " + std::to_string(req.body.size()) + "\r\n";
+    o.append("Content-Type: ").append(req.content_type).append("\r\nContent-Length: ");
+    o.append(std::to_string(req.body.size())).append("\r\n");
   }
-  c->out += "\r\n";
-  c->out += req.body;
+  o.append("\r\n").append(req.body);
   c->out_off = 0;
-  if (c->state == Conn::State::kIdle) {
-    c->state = Conn::State::kWriting;
-    on_writable(c);  // try to send right away: usually the whole request fits the socket buffer
-  }
+  if (c->state == Conn::State::kIdle) c->state = Conn::State::kWriting;
+  // Send right away (a pooled or already connected socket): the request fits the socket buffer.
+  if (c->state == Conn::State::kWriting) on_writable(c);
 }
 
 void EpollHttpClient::poll(int timeout_ms) {
+  look(pending_.empty() ? timeout_ms : 0, true);
+  process_pending();
+  // Reap closed connections (closed ones have fd < 0 and are not in idle_ or pending_).
+  conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](auto& c) { return c->fd < 0; }), conns_.end());
+  check_timeouts(now());
+}
+
+// One epoll_wait. Readable sockets of requests in flight are drained (read and stamped) first,
+// before anything else; with `dispatch`, the other events (connects, writes, idle connections
+// closing) are handled too. Without it they are left for the next poll(): epoll is
+// level-triggered, so they are reported again.
+void EpollHttpClient::look(int timeout_ms, bool dispatch) {
   epoll_event events[256];
   int n = epoll_wait(epfd_, events, 256, timeout_ms);
-  if (n < 0 && errno != EINTR) throw Error(std::string("bench: epoll_wait failed: ") + std::strerror(errno));
+  last_look_ = now();
+  if (n < 0) {
+    if (errno == EINTR) return;
+    throw Error(std::string("bench: epoll_wait failed: ") + std::strerror(errno));
+  }
   for (int i = 0; i < n; ++i) {
     auto* c = static_cast<Conn*>(events[i].data.ptr);
     if (c->fd >= 0 && c->state != Conn::State::kIdle && c->state != Conn::State::kConnecting &&
-        (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        (events[i].events & kReadable))
       drain(c);
   }
-  for (int i = 0; i < n; ++i) handle_event(static_cast<Conn*>(events[i].data.ptr), events[i].events);
-  // Reap closed connections (closed ones have fd < 0 and are not in idle_).
-  conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](auto& c) { return c->fd < 0; }), conns_.end());
-  check_timeouts(now());
+  if (!dispatch) return;
+  for (int i = 0; i < n; ++i) {
+    handle_event(static_cast<Conn*>(events[i].data.ptr), events[i].events);
+    // Sending a burst of requests (e.g. on connections that just opened) takes a while: keep
+    // stamping the answers that arrive meanwhile.
+    if (now() - last_look_ > kLookSlice) look(0, false);
+  }
+}
+
+// Parses what was drained, in order; keeps looking for newly readable sockets every slice so
+// their stamps are not held back by this parsing.
+void EpollHttpClient::process_pending() {
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    Conn* c = pending_[i];
+    c->pending = false;
+    on_readable(c);
+    if (now() - last_look_ > kLookSlice) look(0, false);
+  }
+  pending_.clear();
 }
 
 void EpollHttpClient::check_timeouts(double t) {
@@ -174,7 +229,8 @@ void EpollHttpClient::handle_event(Conn* c, uint32_t events) {
     close_conn(c);
     return;
   }
-  if (c->state == Conn::State::kConnecting) {
+  bool was_connecting = c->state == Conn::State::kConnecting;
+  if (was_connecting) {
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -186,10 +242,8 @@ void EpollHttpClient::handle_event(Conn* c, uint32_t events) {
     c->state = Conn::State::kWriting;
   }
   if (c->state == Conn::State::kWriting && (events & EPOLLOUT)) on_writable(c);
-  if (c->fd >= 0 && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-    if (c->raw.empty() && c->read_status == 0) drain(c);  // not drained in phase 1 (was connecting)
-    on_readable(c);
-  }
+  // Sockets of requests in flight were drained by look(); one that was connecting was not.
+  if (was_connecting && c->fd >= 0 && (events & kReadable)) drain(c);
 }
 
 void EpollHttpClient::on_writable(Conn* c) {
@@ -199,6 +253,7 @@ void EpollHttpClient::on_writable(Conn* c) {
       c->out_off += static_cast<size_t>(n);
       continue;
     }
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       watch(c, true);  // EPOLLOUT resumes us
       return;
@@ -206,7 +261,7 @@ void EpollHttpClient::on_writable(Conn* c) {
     fail(c, std::string("send failed: ") + std::strerror(errno), now());
     return;
   }
-  c->state = Conn::State::kHeaders;
+  if (c->state == Conn::State::kWriting) c->state = Conn::State::kHeaders;
   c->out.clear();
   c->out_off = 0;
   watch(c, false);  // level-triggered EPOLLOUT would otherwise spin
@@ -221,42 +276,61 @@ void EpollHttpClient::watch(Conn* c, bool want_write) {
   c->watching_write = want_write;
 }
 
-// Phase 1 of a poll: read whatever is ready on `c` and stamp it, before any parsing, so a
-// response's timestamp does not include the time spent parsing the other responses of the batch.
+// Reads whatever is ready on `c`, stamping each recv() as it returns, and queues `c` for parsing.
 void EpollHttpClient::drain(Conn* c) {
-  char buf[65536];
-  c->read_status = 0;
+  if (c->read_status != 0) return;  // EOF / error already seen, not processed yet
   while (true) {
-    ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
+    ssize_t n = ::recv(c->fd, rbuf_.get(), kReadBuf, 0);
     if (n > 0) {
-      if (c->raw.empty()) c->raw_ts = now();
-      c->raw.append(buf, static_cast<size_t>(n));
+      double t = now();
+      c->raw.append(rbuf_.get(), static_cast<size_t>(n));
+      c->marks.emplace_back(c->raw.size(), t);
+      if (static_cast<size_t>(n) < kReadBuf) break;  // drained; level-triggered epoll tells of more
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     c->read_status = n == 0 ? 1 : -1;
     c->read_errno = errno;
-    if (c->raw.empty()) c->raw_ts = now();
-    return;
+    c->eof_ts = now();
+    break;
+  }
+  if (!c->pending && (!c->marks.empty() || c->read_status != 0)) {
+    c->pending = true;
+    pending_.push_back(c);
   }
 }
 
-// Phase 2: parse what drain() read, then act on EOF / error.
+// Parses what drain() read, each recv()'s bytes with its own stamp, then acts on EOF / error.
 void EpollHttpClient::on_readable(Conn* c) {
-  if (!c->raw.empty()) {
-    c->got_bytes = true;
-    c->in.append(c->raw);
+  if (c->fd < 0) {
     c->raw.clear();
-    if (!parse_input(c, c->raw_ts)) {
+    c->marks.clear();
+    c->read_status = 0;
+    return;
+  }
+  size_t from = 0;
+  for (size_t k = 0; k < c->marks.size(); ++k) {
+    auto [end, t] = c->marks[k];
+    c->got_bytes = true;
+    c->in.append(c->raw, from, end - from);
+    from = end;
+    c->more_input = k + 1 < c->marks.size();
+    if (!parse_input(c, t)) {  // the response ended (or failed); what follows is not ours
+      c->more_input = false;
+      c->raw.clear();
+      c->marks.clear();
       c->read_status = 0;
       return;
     }
   }
+  c->more_input = false;
+  c->raw.clear();
+  c->marks.clear();
   int status = c->read_status;
   c->read_status = 0;
   if (status == 0 || c->fd < 0) return;
-  double t = now();
+  double t = c->eof_ts;
   // EOF or error.
   if (c->state == Conn::State::kBody && !c->chunked && c->content_length < 0) {
     finish(c, false, t);  // body delimited by close
@@ -264,14 +338,13 @@ void EpollHttpClient::on_readable(Conn* c) {
   }
   if (c->reused && !c->got_bytes && c->state != Conn::State::kBody) {
     // A stale keep-alive connection: retry once on a fresh one.
-    HttpRequest req = std::move(c->req);
     StreamHandler* h = c->handler;
     epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd, nullptr);
     ::close(c->fd);
     c->fd = -1;
     c->state = Conn::State::kIdle;
     open_conn(c);
-    send_request(c, req, h, false);
+    send_request(c, c->req, h, false);
     return;
   }
   fail(c, status > 0 ? "connection closed by server before the response ended"
@@ -289,33 +362,32 @@ bool EpollHttpClient::parse_input(Conn* c, double t) {
       }
       return true;
     }
-    std::string head = c->in.substr(0, end);
-    c->in.erase(0, end + 4);
+    std::string_view head(c->in.data(), end);
     size_t line_end = head.find("\r\n");
-    std::string status_line = head.substr(0, line_end);
-    int status = 0;
-    if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12) {
-      fail(c, "malformed status line '" + status_line + "'", t);
+    std::string_view status_line = head.substr(0, line_end);
+    if (status_line.substr(0, 7) != "HTTP/1." || status_line.size() < 12) {
+      fail(c, "malformed status line '" + std::string(status_line) + "'", t);
       return false;
     }
-    status = std::atoi(status_line.c_str() + 9);
-    c->keep_alive = status_line.rfind("HTTP/1.1", 0) == 0;
-    size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
+    int status = std::atoi(std::string(status_line.substr(9, 3)).c_str());
+    c->keep_alive = status_line.substr(0, 8) == "HTTP/1.1";
+    size_t pos = line_end == std::string_view::npos ? head.size() : line_end + 2;
     while (pos < head.size()) {
       size_t e = head.find("\r\n", pos);
-      if (e == std::string::npos) e = head.size();
-      std::string line = head.substr(pos, e - pos);
+      if (e == std::string_view::npos) e = head.size();
+      std::string_view line = head.substr(pos, e - pos);
       pos = e + 2;
       size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string key = lower(line.substr(0, colon));
-      std::string val = line.substr(colon + 1);
-      val.erase(0, val.find_first_not_of(" \t"));
-      std::string lval = lower(val);
-      if (key == "transfer-encoding" && lval.find("chunked") != std::string::npos) c->chunked = true;
-      else if (key == "content-length") c->content_length = std::atoll(val.c_str());
-      else if (key == "connection") c->keep_alive = lval.find("close") == std::string::npos && c->keep_alive;
+      if (colon == std::string_view::npos) continue;
+      std::string_view key = line.substr(0, colon);
+      std::string_view val = line.substr(colon + 1);
+      size_t vs = val.find_first_not_of(" \t");
+      val.remove_prefix(vs == std::string_view::npos ? val.size() : vs);
+      if (iequals(key, "transfer-encoding") && icontains(val, "chunked")) c->chunked = true;
+      else if (iequals(key, "content-length")) c->content_length = std::atoll(std::string(val).c_str());
+      else if (iequals(key, "connection")) c->keep_alive = !icontains(val, "close") && c->keep_alive;
     }
+    c->in.erase(0, end + 4);
     c->state = Conn::State::kBody;
     c->handler->on_status(status, t);
     if (!c->chunked && c->content_length == 0) {
@@ -360,9 +432,8 @@ void EpollHttpClient::finish(Conn* c, bool keep_alive, double t) {
   StreamHandler* h = c->handler;
   c->handler = nullptr;
   --num_in_flight_;
-  if (keep_alive && c->in.empty()) {
+  if (keep_alive && c->in.empty() && !c->more_input) {
     c->state = Conn::State::kIdle;
-    c->req = HttpRequest();
     idle_.push_back(c);
   } else {
     close_conn(c);
@@ -385,6 +456,9 @@ void EpollHttpClient::close_conn(Conn* c) {
   }
   c->fd = -1;
   c->state = Conn::State::kIdle;
+  c->raw.clear();
+  c->marks.clear();
+  c->read_status = 0;
 }
 
 }  // namespace vireo::bench

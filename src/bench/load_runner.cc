@@ -44,6 +44,19 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
   const int n = static_cast<int>(requests.size());
   std::vector<RequestResult> results(n);
   std::vector<double> offsets = arrival_offsets(n, opt.request_rate, opt.burstiness, opt.seed);
+  // Request bodies and result buffers are made before the clock starts: the loop below only sends,
+  // reads and parses.
+  std::vector<HttpRequest> reqs(n);
+  for (int i = 0; i < n; ++i) {
+    reqs[i].path = opt.path;
+    reqs[i].body = build_request_body(opt.backend, opt.model, requests[i].prompt, requests[i].expected_output_len,
+                                      opt.ignore_eos);
+    reqs[i].timeout_s = opt.request_timeout_s;
+    results[i].prompt_len = requests[i].prompt_len;
+    size_t expect = static_cast<size_t>(std::clamp(requests[i].expected_output_len, 1, 1 << 16));
+    results[i].itl.reserve(expect - 1);
+    results[i].generated_text.reserve(std::min<size_t>(expect * 8, 1 << 16));
+  }
   EpollHttpClient client(opt.host, opt.port);
   std::vector<std::unique_ptr<OpenAIStreamHandler>> handlers(n);
   ProgressBar bar(n, opt.progress);
@@ -53,15 +66,9 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
   while (done < n) {
     double t = client.now() - t0;
     while (next < n && offsets[next] <= t && (!opt.max_concurrency || client.in_flight() < *opt.max_concurrency)) {
-      HttpRequest req;
-      req.path = opt.path;
-      req.body = build_request_body(opt.backend, opt.model, requests[next].prompt,
-                                    requests[next].expected_output_len, opt.ignore_eos);
-      req.timeout_s = opt.request_timeout_s;
-      results[next].prompt_len = requests[next].prompt_len;
       handlers[next] = std::make_unique<OpenAIStreamHandler>(opt.backend, &results[next], client.now(),
                                                              [&done] { ++done; });
-      client.start(req, handlers[next].get());
+      client.start(reqs[next], handlers[next].get());
       ++next;
     }
     if (done >= n) break;

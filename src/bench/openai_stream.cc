@@ -43,70 +43,61 @@ void OpenAIStreamHandler::on_body(std::string_view data, double now_s) {
     if (err_body_.size() < 2000) err_body_.append(data.substr(0, 2000 - err_body_.size()));
     return;
   }
+  if (buf_.empty()) {
+    // The usual case: whole events, parsed where they lie; only an unfinished tail is kept.
+    size_t used = split_events(data, now_s);
+    buf_.assign(data.substr(used));
+    return;
+  }
   buf_.append(data);
-  // Events end with a blank line; servers may use "\n\n" or "\r\n\r\n".
-  size_t pos = 0;
+  size_t used = split_events(buf_, now_s);
+  buf_.erase(0, used);
+}
+
+// Events end with a blank line ("\n\n" or "\r\n\r\n"); of their lines only "data:" ones matter,
+// each handled on its own.
+size_t OpenAIStreamHandler::split_events(std::string_view in, double now_s) {
+  size_t ev_start = 0, pos = 0;
   while (true) {
-    size_t e = buf_.find("\n\n", pos);
-    size_t e2 = buf_.find("\r\n\r\n", pos);
-    size_t end, skip;
-    if (e2 != std::string::npos && (e == std::string::npos || e2 < e)) {
-      end = e2;
-      skip = 4;
-    } else if (e != std::string::npos) {
-      end = e;
-      skip = 2;
-    } else {
-      break;
-    }
-    std::string event = buf_.substr(pos, end - pos);
-    pos = end + skip;
-    // An event may hold several lines; only "data:" lines matter.
+    size_t nl = in.find('\n', pos);
+    if (nl == std::string_view::npos) break;
+    size_t line_len = nl - pos;
+    if (line_len > 0 && in[nl - 1] == '\r') --line_len;
+    pos = nl + 1;
+    if (line_len != 0) continue;
+    // A blank line: dispatch the event's data lines.
+    std::string_view event = in.substr(ev_start, nl - ev_start);
+    ev_start = pos;
     size_t lp = 0;
-    while (lp <= event.size()) {
+    while (lp < event.size()) {
       size_t le = event.find('\n', lp);
-      if (le == std::string::npos) le = event.size();
-      std::string line = event.substr(lp, le - lp);
+      if (le == std::string_view::npos) le = event.size();
+      std::string_view line = event.substr(lp, le - lp);
       lp = le + 1;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.rfind("data:", 0) != 0) continue;
-      std::string payload = line.substr(5);
-      payload.erase(0, payload.find_first_not_of(' '));
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.substr(0, 5) != "data:") continue;
+      std::string_view payload = line.substr(5);
+      size_t sp = payload.find_first_not_of(' ');
+      payload.remove_prefix(sp == std::string_view::npos ? payload.size() : sp);
       handle_event(payload, now_s);
     }
   }
-  buf_.erase(0, pos);
+  return ev_start;
 }
 
-void OpenAIStreamHandler::handle_event(const std::string& payload, double now_s) {
+void OpenAIStreamHandler::handle_event(std::string_view payload, double now_s) {
   if (payload == "[DONE]") return;
-  nlohmann::json j = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    if (r_->error.empty()) r_->error = "malformed stream chunk: " + payload.substr(0, 200);
+  parse_stream_chunk(payload, backend_, chunk_);
+  if (chunk_.kind == StreamChunk::Kind::kMalformed) {
+    if (r_->error.empty()) r_->error = "malformed stream chunk: " + std::string(payload.substr(0, 200));
     return;
   }
-  if (j.contains("error")) {
-    const auto& e = j["error"];
-    r_->error = e.is_object() && e.contains("message") ? e["message"].dump() : e.dump();
+  if (chunk_.kind == StreamChunk::Kind::kError) {
+    r_->error = chunk_.error;
     return;
   }
-  if (j.contains("usage") && j["usage"].is_object()) {
-    const auto& u = j["usage"];
-    if (u.contains("completion_tokens") && u["completion_tokens"].is_number_integer())
-      r_->output_tokens = u["completion_tokens"].get<int>();
-  }
-  if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
-  const auto& c = j["choices"][0];
-  std::string text;
-  if (backend_ == Backend::kCompletions) {
-    if (c.contains("text") && c["text"].is_string()) text = c["text"].get<std::string>();
-  } else if (c.contains("delta") && c["delta"].is_object()) {
-    const auto& d = c["delta"];
-    if (d.contains("content") && d["content"].is_string()) text = d["content"].get<std::string>();
-    else if (d.contains("reasoning_content") && d["reasoning_content"].is_string())
-      text = d["reasoning_content"].get<std::string>();
-  }
-  if (text.empty()) return;  // e.g. the role-only first chat chunk, or a held-back stop string
+  if (chunk_.has_tokens) r_->output_tokens = chunk_.tokens;
+  if (!chunk_.has_text || chunk_.text.empty()) return;  // e.g. the role-only first chat chunk
   if (!got_first_) {
     r_->ttft = now_s - start_;
     got_first_ = true;
@@ -114,7 +105,7 @@ void OpenAIStreamHandler::handle_event(const std::string& payload, double now_s)
     r_->itl.push_back(now_s - last_ts_);
   }
   last_ts_ = now_s;
-  r_->generated_text += text;
+  r_->generated_text += chunk_.text;
 }
 
 void OpenAIStreamHandler::on_complete(double now_s) {

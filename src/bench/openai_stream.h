@@ -6,10 +6,10 @@
 
 #include "bench/epoll_http_client.h"
 #include "bench/serve_metrics.h"
+#include "bench/stream_chunk.h"
 
 namespace vireo::bench {
 
-enum class Backend { kCompletions, kChat };
 // "openai" | "vllm" -> completions, "openai-chat" -> chat; throws vireo::Error otherwise.
 Backend parse_backend(const std::string& name);
 
@@ -27,14 +27,17 @@ class OpenAIStreamHandler : public StreamHandler {
   void on_error(const std::string& message, double now_s) override;
 
  private:
-  void handle_event(const std::string& payload, double now_s);
+  // Dispatches the complete events at the front of `in`; returns where the unfinished one starts.
+  size_t split_events(std::string_view in, double now_s);
+  void handle_event(std::string_view payload, double now_s);
 
   Backend backend_;
   RequestResult* r_;
   double start_;
   std::function<void()> on_done_;
   int status_ = 0;
-  std::string buf_;       // SSE bytes not yet split into events
+  std::string buf_;       // SSE bytes of an event not complete yet
+  StreamChunk chunk_;     // reused for every event
   std::string err_body_;  // non-200 body
   bool got_first_ = false;
   double last_ts_ = 0;

@@ -126,3 +126,103 @@ TEST(BenchOpenAIStream, RequestBodies) {
   EXPECT_EQ(parse_backend("openai-chat"), Backend::kChat);
   EXPECT_THROW(parse_backend("tgi"), vireo::Error);
 }
+
+namespace {
+// The fast chunk parser must agree with the nlohmann one whenever it decides.
+void expect_same(const std::string& payload, Backend b, bool must_decide) {
+  StreamChunk fast, ref;
+  bool decided = parse_stream_chunk_fast(payload, b, fast);
+  parse_stream_chunk_json(payload, b, ref);
+  if (must_decide) EXPECT_TRUE(decided) << payload;
+  if (!decided) return;
+  EXPECT_EQ(ref.kind, StreamChunk::Kind::kData) << "fast path accepted what nlohmann rejects: " << payload;
+  EXPECT_EQ(fast.has_tokens, ref.has_tokens) << payload;
+  if (ref.has_tokens) EXPECT_EQ(fast.tokens, ref.tokens) << payload;
+  EXPECT_EQ(fast.has_text, ref.has_text) << payload;
+  EXPECT_EQ(fast.text, ref.text) << payload;
+}
+}  // namespace
+
+TEST(BenchStreamChunk, FastParserAgreesWithNlohmann) {
+  const char* completions[] = {
+      R"({"choices":[{"index":0,"text":"Hel"}]})",
+      R"({"id":"x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" a\"b\\c\/\n\t\u00e9\ud83d\ude00","logprobs":null,"finish_reason":null}],"usage":null})",
+      R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}})",
+      R"({"choices":[],"usage":{"completion_tokens":3.0}})",
+      R"({"choices":[],"usage":{"completion_tokens":-2}})",
+      R"({"choices":[],"usage":{"completion_tokens":"3"}})",
+      R"({"choices":[],"usage":[1,2]})",
+      R"({"choices":[{"text":null}]})",
+      R"({"choices":[{"text":""}]})",
+      R"({"choices":[{"text":"a"},{"text":"b"}]})",
+      R"({"choices":["x",{"text":"b"}]})",
+      R"({"choices":{"text":"a"}})",
+      R"({"choices":[{"text":"a","text":"b"}]})",
+      R"({"choices":[{"text":"a"}],"choices":[]})",
+      R"({"usage":{"completion_tokens":4},"usage":{}})",
+      " \t{ \"choices\" : [ { \"text\" : \"sp\" } ] , \"x\" : [ true , false , null , 1e5 , -0.5E-3 , {} , [] ] } \r\n",
+      "{\"choices\":[{\"text\":\"\xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\"}]}",
+  };
+  for (const char* p : completions) expect_same(p, Backend::kCompletions, true);
+  const char* chat[] = {
+      R"({"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})",
+      R"({"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]})",
+      R"({"choices":[{"delta":{"content":null,"reasoning_content":"think"}}]})",
+      R"({"choices":[{"delta":{"reasoning_content":"think","content":"say"}}]})",
+      R"({"choices":[{"delta":{"content":1}}]})",
+      R"({"choices":[{"delta":"x"}]})",
+      R"({"choices":[{"text":"completions field"}]})",
+  };
+  for (const char* p : chat) expect_same(p, Backend::kChat, true);
+  // Undecided or invalid: the fast path must defer, never disagree.
+  const char* odd[] = {
+      R"({"error":{"message":"bad"}})", R"({"choices":[{"te\u0078t":"esc key"}]})", R"([1,2])", R"("s")",
+      R"({"choices":[{"text":"a"}]} x)", R"({"choices":[{"text":"\ud800"}]})", R"({"choices":[{"text":"\udc00x"}]})",
+      "{\"choices\":[{\"text\":\"\x01\"}]}", "{\"choices\":[{\"text\":\"\xc0\x80\"}]}",
+      "{\"choices\":[{\"text\":\"\xed\xa0\x80\"}]}", "{\"choices\":[{\"text\":\"\xf4\x90\x80\x80\"}]}",
+      R"({"choices":[],"usage":{"completion_tokens":12345678901}})", R"({"a":01})", R"({"a":1.})", R"({"a":.5})",
+      R"({"a":-})", R"({"a":tru})", R"({"a":1,})", R"({,})", R"({"a" 1})", R"({"a":"\x"})", "", "{",
+  };
+  for (const char* p : odd) {
+    expect_same(p, Backend::kCompletions, false);
+    expect_same(p, Backend::kChat, false);
+  }
+  // Every prefix and many single-byte corruptions of valid chunks.
+  std::string base[] = {
+      R"({"choices":[{"index":0,"text":"x\u00e9\ud83d\ude00y","logprobs":null}],"usage":{"completion_tokens":12}})",
+      R"({"choices":[{"delta":{"content":"Hi \"q\"","reasoning_content":null}}],"usage":null})",
+  };
+  const char repl[] = {'"', '\\', '{', '}', '[', ']', ',', ':', 'u', '0', '-', '.', 'e', ' ', '\x80', '\xff', 'n'};
+  for (const auto& b : base) {
+    for (size_t n = 0; n <= b.size(); ++n) {
+      expect_same(b.substr(0, n), Backend::kCompletions, false);
+      expect_same(b.substr(0, n), Backend::kChat, false);
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+      for (char r : repl) {
+        std::string m = b;
+        m[i] = r;
+        expect_same(m, Backend::kCompletions, false);
+        expect_same(m, Backend::kChat, false);
+      }
+    }
+  }
+}
+
+TEST(BenchOpenAIStream, ErrorAndMalformedChunks) {
+  RequestResult r;
+  OpenAIStreamHandler h(Backend::kCompletions, &r, 0.0, nullptr);
+  h.on_status(200, 0.0);
+  h.on_body("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"error\":{\"message\":\"boom\"}}\n\n", 0.1);
+  h.on_complete(0.2);
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.error, "\"boom\"");
+
+  RequestResult r2;
+  OpenAIStreamHandler h2(Backend::kCompletions, &r2, 0.0, nullptr);
+  h2.on_status(200, 0.0);
+  h2.on_body("data: {\"choices\":[{\"text\":\"a\"}]\n\n", 0.1);
+  h2.on_complete(0.2);
+  EXPECT_FALSE(r2.success);
+  EXPECT_EQ(r2.error.rfind("malformed stream chunk: ", 0), 0u) << r2.error;
+}

@@ -1,5 +1,9 @@
 // Test-only: an instant OpenAI-style SSE server on one epoll thread. Every POST gets, in one write,
 // a chunked text/event-stream answer of `num_tokens` completion chunks, a usage chunk and [DONE].
+// The first token's text is "T" + the steady-clock time (ns, 19 digits) taken right before the
+// send() of that answer, so a test can tell how long the client took to see it. The answer is
+// made once; only those digits are rewritten per request, so the server does no work between
+// the timestamp and the write.
 #pragma once
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -44,16 +48,19 @@ class StubSseServer {
   int num_requests() const { return num_requests_.load(); }
 
  private:
-  // The first token's text is the steady-clock time (ns) of the write, so a test can tell how
-  // long the client took to see it.
   std::string make_body() {
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    std::string events = chunk("data: {\"choices\":[{\"index\":0,\"text\":\"T" + std::to_string(ns) + "\"}]}\n\n");
+    std::string events = chunk("data: {\"choices\":[{\"index\":0,\"text\":\"T" + std::string(19, '0') + "\"}]}\n\n");
     for (int i = 1; i < num_tokens_; ++i) events += chunk("data: {\"choices\":[{\"index\":0,\"text\":\"t" + std::to_string(i) + "\"}]}\n\n");
     events += chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":" + std::to_string(num_tokens_) + "}}\n\n");
     events += chunk("data: [DONE]\n\n");
     events += "0\r\n\r\n";
-    return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + events;
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+    stamp_at_ = head.size() + events.find("\"T") + 2;
+    return head + events;
+  }
+  void stamp_body() {
+    long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    for (int i = 18; i >= 0; --i, ns /= 10) body_[stamp_at_ + static_cast<size_t>(i)] = static_cast<char>('0' + ns % 10);
   }
   static std::string chunk(const std::string& s) {
     char buf[32];
@@ -101,7 +108,7 @@ class StubSseServer {
           in.erase(0, h + 4 + cl);
           ++num_requests_;
           // Blocking-ish write: loopback buffers hold the small answer.
-          body_ = make_body();
+          stamp_body();
           size_t off = 0;
           while (off < body_.size()) {
             ssize_t w = ::send(fd, body_.data() + off, body_.size() - off, MSG_NOSIGNAL);
@@ -123,6 +130,7 @@ class StubSseServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::string body_;
+  size_t stamp_at_ = 0;  // where the 19 timestamp digits are in body_
   std::atomic<bool> stop_{false};
   std::atomic<int> num_requests_{0};
   std::map<int, std::string> conns_;
