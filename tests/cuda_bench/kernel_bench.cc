@@ -250,6 +250,61 @@ TEST_F(KernelBench, E_Elementwise) {
   report_bw("qkv_prepare 16384 tok H32/8 D128", us, 2.0 * t * (h + 2 * hk) * d * 2 + 4.0 * t * d);
 }
 
+// Decode GEMVs (N = 1) in their fused forms, 100 back-to-back launches captured in one CUDA graph
+// (host launch latency excluded), with and without PDL. Weight copies rotate so that >= 256 MB are
+// streamed per pass (the L2 holds ~50 MB); the plain form beside each fused one.
+TEST_F(KernelBench, F_FusedGemvInGraph) {
+  enum Form { kPlain, kNorm, kResidual, kSiluResidual };
+  struct Shape {
+    const char* name;
+    int64_t m, k;
+    Form form;
+  };
+  const char* form_names[] = {"plain", "norm", "+residual", "silu,+residual"};
+  constexpr int kLaunches = 100;
+  for (const Shape& sh : std::vector<Shape>{{"8B qkv", 6144, 4096, kNorm},
+                                            {"8B o_proj", 4096, 4096, kResidual},
+                                            {"8B gate_up", 24576, 4096, kNorm},
+                                            {"8B down", 4096, 12288, kSiluResidual},
+                                            {"0.6B qkv", 4096, 1024, kNorm},
+                                            {"0.6B o_proj", 1024, 2048, kResidual},
+                                            {"0.6B gate_up", 6144, 1024, kNorm},
+                                            {"0.6B down", 1024, 3072, kSiluResidual},
+                                            {"0.6B lm_head", 151936, 1024, kNorm}}) {
+    const int64_t wbytes = sh.m * sh.k * 2;
+    const int copies = static_cast<int>(std::clamp<int64_t>(((int64_t{256} << 20) + wbytes - 1) / wbytes, 1, kLaunches));
+    std::vector<Tensor> ws{rand_t({sh.m, sh.k}, -0.02f, 0.02f)};
+    for (int i = 1; i < copies; ++i) {
+      ws.push_back(be_->alloc({sh.m, sh.k}, DType::kBF16));
+      owned_.push_back(ws.back());
+      cudaMemcpyAsync(ws.back().data, ws[0].data, wbytes, cudaMemcpyDeviceToDevice, stream_);
+    }
+    Tensor x = rand_t({1, 2 * sh.k}), g = rand_t({sh.k}, 0.5f, 1.5f), out = rand_t({1, sh.m}, -0.1f, 0.1f);
+    for (Form form : {kPlain, sh.form})
+      for (bool pdl : {false, true}) {
+        cuda::set_pdl_enabled(pdl);
+        auto params = [&](int i) {
+          LinearParams p{x.view({1, form == kSiluResidual ? 2 * sh.k : sh.k}), ws[i % copies], Tensor(), out};
+          if (form == kNorm) p.input_norm = g;
+          if (form == kSiluResidual) p.silu_mul_input = true;
+          if (form == kResidual || form == kSiluResidual) p.residual = out;  // in place, as the model does
+          return p;
+        };
+        be_->linear(params(0));  // warm-up (kernel attributes) before the capture
+        be_->begin_capture();
+        for (int i = 0; i < kLaunches; ++i) be_->linear(params(i));
+        const int graph = be_->end_capture();
+        const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 1) / kLaunches;
+        be_->destroy_graph(graph);
+        const double bytes = double(wbytes) + 2.0 * (form == kSiluResidual ? 2 * sh.k : sh.k) + 2.0 * sh.m * 2;
+        report_bw(std::string("graph N=1 ") + sh.name + " " + std::to_string(sh.m) + "x" + std::to_string(sh.k) + " " +
+                      form_names[form] + (pdl ? " PDL" : ""),
+                  us, bytes);
+      }
+  }
+  cuda::set_pdl_enabled(true);
+}
+
 TEST_F(KernelBench, Z_Table) {
   std::printf("\n%-48s %10s %10s %8s\n", "kernel", "us", "rate", "%roof");
   for (auto& r : rows())

@@ -88,7 +88,7 @@ class CpuBackend final : public Backend {
 
   void embedding(const EmbeddingParams& p) override { cpu::embedding(pool_, p); }
   void rms_norm(const RmsNormParams& p) override { cpu::rms_norm(pool_, p); }
-  void linear(const LinearParams& p) override { cpu::linear(pool_, p); }
+  void linear(const LinearParams& p) override { cpu::linear_fused(pool_, p); }
   void silu_and_mul(const SiluAndMulParams& p) override { cpu::silu_and_mul(pool_, p); }
   void add(const AddParams& p) override { cpu::add(pool_, p); }
   void gather_rows(const GatherRowsParams& p) override { cpu::gather_rows(pool_, p); }

@@ -9,7 +9,9 @@ namespace vireo::cpu {
 
 void embedding(ThreadPool& pool, const EmbeddingParams& p);
 void rms_norm(ThreadPool& pool, const RmsNormParams& p);
-void linear(ThreadPool& pool, const LinearParams& p);
+void linear(ThreadPool& pool, const LinearParams& p);  // plain x @ w^T + bias (no fusions)
+// linear with the decode fusions of LinearParams (input_norm / silu_mul_input / residual), composed.
+void linear_fused(ThreadPool& pool, const LinearParams& p);
 void silu_and_mul(ThreadPool& pool, const SiluAndMulParams& p);
 void add(ThreadPool& pool, const AddParams& p);
 void gather_rows(ThreadPool& pool, const GatherRowsParams& p);

@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   T* ks = reinterpret_cast<T*>(smem_raw);  // [kStages][kBN][kLd]
   T* vs = ks + kStages * kBN * kLd;        // [kStages][kBN][kLd]
 
+  pdl_enter();  // launched with PDL (pdl.cuh): before the first read of q / the cache, before any return
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
   const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
   const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
@@ -271,6 +272,7 @@ template <typename T>
 __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   extern __shared__ float wts[];  // [max_splits]
   __shared__ float inv_l;
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int h = blockIdx.y;
   int lo = 0, hi = a.num_seqs - 1;
@@ -330,7 +332,7 @@ void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = kStages * 2 * kBN * (D + kPad) * sizeof(T);
   static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
   blocks_per_sm<T, D, kRowWarps>();  // sets the shared-memory attribute
-  attention_mma_kernel<T, D, kRowWarps><<<grid, kThreads, smem, stream>>>(a);
+  launch_pdl(attention_mma_kernel<T, D, kRowWarps>, grid, dim3(kThreads), smem, stream, a);
   check_launch("paged_attention");
 }
 
@@ -409,15 +411,15 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
     if (wide) {
       wide_blocks_per_sm<T, D>();  // sets the shared-memory attribute
-      attention_prefill_wide_kernel<T, D><<<grid, kThreads, wide_smem_bytes<T, D>(), stream>>>(a);
+      launch_pdl(attention_prefill_wide_kernel<T, D>, grid, dim3(kThreads), wide_smem_bytes<T, D>(), stream, a);
       check_launch("paged_attention prefill");
     } else {
       launch_shape<T, D, 4>(a, grid, stream);
     }
   }
   if (a.max_splits > 1) {
-    attention_merge_kernel<T><<<dim3(static_cast<unsigned>(num_tokens), p.num_heads), D,
-                                a.max_splits * sizeof(float), stream>>>(a, D);
+    launch_pdl(attention_merge_kernel<T>, dim3(static_cast<unsigned>(num_tokens), p.num_heads), dim3(D),
+               a.max_splits * sizeof(float), stream, a, D);
     check_launch("paged_attention merge");
   }
 }

@@ -2,6 +2,7 @@
 // the kernel argument struct, and the cp.async / ldmatrix / mma.sync wrappers.
 #pragma once
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace vireo::cuda {
 namespace {

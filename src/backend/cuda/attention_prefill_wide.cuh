@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_wide_kernel(MmaArg
   T* ks = reinterpret_cast<T*>(smem_raw);     // [kWideStages][kBN][kLd]
   T* vs = ks + kWideStages * kBN * kLd;       // [kWideStages][kBN][kLd]
   T* qs = vs + kWideStages * kBN * kLd;       // [kBM][kLd]
+  pdl_enter();  // launched with PDL (pdl.cuh): before any read of q / the cache and any return
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
   const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -24,6 +25,7 @@ struct SimpleArgs {
 template <typename T>
 __global__ void attention_simple_kernel(SimpleArgs a) {
   constexpr int kMaxPerLane = 8;  // head_dim <= 256
+  pdl_enter();  // launched with PDL (pdl.cuh)
   const int64_t t = blockIdx.x;
   const int hq = blockIdx.y;
   const int lane = threadIdx.x;
@@ -95,7 +97,7 @@ void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream
                p.num_kv_heads, p.head_dim, p.scale, t};
   dispatch_float(p.q.dtype, "paged_attention", [&](auto tag) {
     using T = decltype(tag);
-    attention_simple_kernel<T><<<dim3(static_cast<unsigned>(t), p.num_heads), 32, 0, stream>>>(a);
+    launch_pdl(attention_simple_kernel<T>, dim3(static_cast<unsigned>(t), p.num_heads), dim3(32), 0, stream, a);
   });
   check_launch("paged_attention_simple");
 }

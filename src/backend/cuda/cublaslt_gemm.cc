@@ -85,6 +85,8 @@ CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt
 
 void CublasLtGemm::run(const LinearParams& p, cudaStream_t stream) {
   if (p.w.ndim() != 2) throw Error("linear: w must be [M, K]");
+  if (!p.input_norm.empty() || p.silu_mul_input || !p.residual.empty())
+    throw Error("linear: CublasLtGemm::run takes the plain form; fused forms go through run_linear (fused_linear.h)");
   const int64_t m = p.w.dim(0), k = p.w.dim(1);
   if (p.x.dim(-1) != k) throw Error("linear: x last dim " + std::to_string(p.x.dim(-1)) + " != K " + std::to_string(k));
   const int64_t n = p.x.numel() / k;

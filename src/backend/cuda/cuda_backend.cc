@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_backend_factory.h"
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/fused_linear.h"
 
 namespace vireo::cuda {
 namespace {
@@ -67,7 +68,11 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
   return out;
 }
 
-void CudaBackend::begin_capture() { graphs_.begin(stream_); }
+void CudaBackend::begin_capture() {
+  graphs_.begin(stream_);
+  capture_scratch_ = nullptr;  // the next graph allocates its own
+  capture_scratch_bytes_ = 0;
+}
 int CudaBackend::end_capture() { return graphs_.end(stream_); }
 void CudaBackend::abort_capture() { graphs_.abort(stream_); }
 void CudaBackend::replay_graph(int graph) { graphs_.replay(graph, stream_); }
@@ -107,6 +112,19 @@ size_t CudaBackend::free_memory_bytes() const {
   return free_b + alloc_.cached_bytes();
 }
 
+// Scratch of the unfused fallback of the fused linear forms (N > 4). While capturing, one buffer per
+// graph serves all its linears: they run in stream order, and with PDL each kernel waits for the
+// previous one before touching memory, so reuse is safe (a buffer per op would hold N * 10 KiB per
+// layer per captured size).
+void* CudaBackend::linear_scratch(size_t bytes) {
+  if (!graphs_.capturing()) return workspace(bytes);
+  if (bytes > capture_scratch_bytes_) {
+    capture_scratch_ = graphs_.scratch(bytes);
+    capture_scratch_bytes_ = bytes;
+  }
+  return capture_scratch_;
+}
+
 void* CudaBackend::workspace(size_t bytes) {
   if (graphs_.capturing()) return graphs_.scratch(bytes);  // a graph keeps its own scratch
   if (bytes > ws_bytes_) {
@@ -127,7 +145,7 @@ void CudaBackend::rms_norm(const RmsNormParams& p) {
 }
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
-  gemm_->run(p, stream_);
+  run_linear(*gemm_, p, [this](size_t b) { return linear_scratch(b); }, stream_);
 }
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
 void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }

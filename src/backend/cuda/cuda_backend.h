@@ -51,6 +51,7 @@ class CudaBackend final : public Backend {
 
  private:
   void* workspace(size_t bytes);
+  void* linear_scratch(size_t bytes);
 
   DType act_;
   int device_;
@@ -64,6 +65,8 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = size_t{4} << 20;
   cudaEvent_t pinned_done_ = nullptr;
+  void* capture_scratch_ = nullptr;  // linear_scratch() of the graph being captured (owned by it)
+  size_t capture_scratch_bytes_ = 0;
   CudaGraphSet graphs_{alloc_};  // after alloc_: graphs give their scratch back before it goes
 };
 

@@ -20,8 +20,13 @@ void launch_convert(const void* src, DType src_dtype, void* dst, DType dst_dtype
 // out[n, m] += bias[m] (bias in any float dtype); used when the GEMM epilogue cannot take the bias.
 void launch_bias_add(void* out, DType out_dtype, const void* bias, DType bias_dtype, int64_t rows, int64_t cols,
                      cudaStream_t stream);
-// linear for N <= 4 rows of bf16/f16 (decode); false when the shape or dtype is not covered.
+// linear for N <= 4 rows of bf16/f16 (decode), with the fused forms of LinearParams (input_norm,
+// silu_mul_input, residual); false when the shape or dtype is not covered.
 bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream);
+// Programmatic dependent launch of our kernels (pdl.cuh): on unless VIREO_NO_PDL=1. Captured graphs
+// keep the setting they were captured with.
+bool pdl_enabled();
+void set_pdl_enabled(bool on);
 void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream);
 
 // Returns device scratch of at least `bytes` bytes, valid until the next call (stream-ordered).

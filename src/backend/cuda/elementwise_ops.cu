@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -26,6 +27,7 @@ bool aligned16(const T* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; 
 template <typename TOut, typename TTab>
 __global__ void embedding_kernel(const TTab* __restrict__ table, const int* __restrict__ ids, TOut* __restrict__ out,
                                  int64_t hidden, int64_t vocab) {
+  pdl_enter();  // every kernel here: launched with PDL (pdl.cuh), first thing
   const int64_t t = blockIdx.x;
   const int id = ids[t];
   TOut* o = out + t * hidden;
@@ -40,6 +42,7 @@ __global__ void embedding_kernel(const TTab* __restrict__ table, const int* __re
 // Same dtype, 16-byte copies.
 __global__ void copy_rows_vec_kernel(const uint4* __restrict__ src, const int* __restrict__ idx, uint4* __restrict__ out,
                                      int64_t row_vecs, int64_t num_src_rows) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int i = idx[r];
   uint4* o = out + r * row_vecs;
@@ -73,6 +76,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
   constexpr int kN = V::kN;
   constexpr int kKeep = 4;
   __shared__ float scratch[32];
+  pdl_enter();
   const int64_t row = blockIdx.x;
   const int64_t nvec = cols / kN;
   const uint4* xv = reinterpret_cast<const uint4*>(x + row * cols);
@@ -137,6 +141,7 @@ template <typename T>
 __global__ void rms_norm_scalar_kernel(const T* __restrict__ x, T* __restrict__ residual, const void* __restrict__ weight,
                                        DType wt, T* __restrict__ out, int64_t cols, float eps) {
   __shared__ float scratch[32];
+  pdl_enter();
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
   T* rr = residual ? residual + row * cols : nullptr;
@@ -161,6 +166,7 @@ __global__ void silu_and_mul_kernel(const T* __restrict__ x, T* __restrict__ out
   // Grid-stride over 16-byte chunks of the output when inter % kN == 0, else elements.
   using V = Vec<T>;
   constexpr int kN = V::kN;
+  pdl_enter();
   const bool vec = inter % kN == 0;
   const int64_t per_row = vec ? inter / kN : inter;
   const int64_t total = rows * per_row;
@@ -187,6 +193,7 @@ __global__ void silu_and_mul_kernel(const T* __restrict__ x, T* __restrict__ out
 template <typename T>
 __global__ void add_vec_kernel(const uint4* __restrict__ a, const uint4* __restrict__ b, uint4* __restrict__ out, int64_t n) {
   using V = Vec<T>;
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     V x, y;
@@ -200,6 +207,7 @@ __global__ void add_vec_kernel(const uint4* __restrict__ a, const uint4* __restr
 
 template <typename T>
 __global__ void add_scalar_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
@@ -207,6 +215,7 @@ __global__ void add_scalar_kernel(const T* __restrict__ a, const T* __restrict__
 
 template <typename TS, typename TD>
 __global__ void convert_kernel(const TS* __restrict__ src, TD* __restrict__ dst, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dst[i] = from_f<TD>(to_f(src[i]));
@@ -214,6 +223,7 @@ __global__ void convert_kernel(const TS* __restrict__ src, TD* __restrict__ dst,
 
 template <typename T>
 __global__ void bias_add_kernel(T* __restrict__ out, const void* __restrict__ bias, DType bt, int64_t rows, int64_t cols) {
+  pdl_enter();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -238,9 +248,9 @@ void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   require(p.out.numel() == t * hidden, "embedding: out must be [T, hidden]");
   if (t == 0) return;
   if (p.table.dtype == p.out.dtype && (hidden * dtype_size(p.out.dtype)) % 16 == 0) {
-    copy_rows_vec_kernel<<<t, 128, 0, stream>>>(static_cast<const uint4*>(p.table.data), p.ids.ptr<int>(),
-                                                static_cast<uint4*>(p.out.data),
-                                                hidden * static_cast<int64_t>(dtype_size(p.out.dtype)) / 16, vocab);
+    launch_pdl(copy_rows_vec_kernel, dim3(static_cast<unsigned>(t)), dim3(128), 0, stream,
+               static_cast<const uint4*>(p.table.data), p.ids.ptr<int>(), static_cast<uint4*>(p.out.data),
+               hidden * static_cast<int64_t>(dtype_size(p.out.dtype)) / 16, vocab);
     check_launch("embedding");
     return;
   }
@@ -248,7 +258,8 @@ void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
     using TO = decltype(o);
     dispatch_float(p.table.dtype, "embedding table", [&](auto w) {
       using TW = decltype(w);
-      embedding_kernel<TO, TW><<<t, 256, 0, stream>>>(p.table.ptr<TW>(), p.ids.ptr<int>(), p.out.ptr<TO>(), hidden, vocab);
+      launch_pdl(embedding_kernel<TO, TW>, dim3(static_cast<unsigned>(t)), dim3(256), 0, stream, p.table.ptr<TW>(),
+                 p.ids.ptr<int>(), p.out.ptr<TO>(), hidden, vocab);
     });
   });
   check_launch("embedding");
@@ -273,11 +284,11 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     int threads = vec ? static_cast<int>(std::min<int64_t>(1024, ((work + 3) / 4 + 31) / 32 * 32))
                       : (work >= 1024 ? 1024 : work >= 512 ? 512 : work >= 256 ? 256 : 128);
     if (vec)
-      rms_norm_kernel<T><<<rows, threads, 0, stream>>>(p.x.ptr<T>(), res, p.weight.data, p.weight.dtype, p.out.ptr<T>(),
-                                                       cols, p.eps);
+      launch_pdl(rms_norm_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, p.x.ptr<T>(), res,
+                 p.weight.data, p.weight.dtype, p.out.ptr<T>(), cols, p.eps);
     else
-      rms_norm_scalar_kernel<T><<<rows, threads, 0, stream>>>(p.x.ptr<T>(), res, p.weight.data, p.weight.dtype,
-                                                              p.out.ptr<T>(), cols, p.eps);
+      launch_pdl(rms_norm_scalar_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, p.x.ptr<T>(),
+                 res, p.weight.data, p.weight.dtype, p.out.ptr<T>(), cols, p.eps);
   });
   check_launch("rms_norm");
 }
@@ -290,7 +301,8 @@ void launch_silu_and_mul(const SiluAndMulParams& p, cudaStream_t stream) {
   dispatch_float(p.x.dtype, "silu_and_mul", [&](auto tag) {
     using T = decltype(tag);
     const int64_t work = rows * inter / (inter % Vec<T>::kN == 0 ? Vec<T>::kN : 1);
-    silu_and_mul_kernel<T><<<grid_for(work, 256), 256, 0, stream>>>(p.x.ptr<T>(), p.out.ptr<T>(), rows, inter);
+    launch_pdl(silu_and_mul_kernel<T>, dim3(grid_for(work, 256)), dim3(256), 0, stream, p.x.ptr<T>(), p.out.ptr<T>(),
+               rows, inter);
   });
   check_launch("silu_and_mul");
 }
@@ -305,10 +317,11 @@ void launch_add(const AddParams& p, cudaStream_t stream) {
     using T = decltype(tag);
     constexpr int kN = Vec<T>::kN;
     if (n % kN == 0 && aligned16(p.a.ptr<T>()) && aligned16(p.b.ptr<T>()) && aligned16(p.out.ptr<T>()))
-      add_vec_kernel<T><<<grid_for(n / kN, 256), 256, 0, stream>>>(
-          static_cast<const uint4*>(p.a.data), static_cast<const uint4*>(p.b.data), static_cast<uint4*>(p.out.data), n / kN);
+      launch_pdl(add_vec_kernel<T>, dim3(grid_for(n / kN, 256)), dim3(256), 0, stream, static_cast<const uint4*>(p.a.data),
+                 static_cast<const uint4*>(p.b.data), static_cast<uint4*>(p.out.data), n / kN);
     else
-      add_scalar_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(p.a.ptr<T>(), p.b.ptr<T>(), p.out.ptr<T>(), n);
+      launch_pdl(add_scalar_kernel<T>, dim3(grid_for(n, 256)), dim3(256), 0, stream, p.a.ptr<T>(), p.b.ptr<T>(),
+                 p.out.ptr<T>(), n);
   });
   check_launch("add");
 }
@@ -320,13 +333,14 @@ void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream) {
   if (m == 0) return;
   const int64_t row_bytes = cols * static_cast<int64_t>(dtype_size(p.x.dtype));
   if (row_bytes % 16 == 0) {
-    copy_rows_vec_kernel<<<m, 128, 0, stream>>>(static_cast<const uint4*>(p.x.data), p.indices.ptr<int>(),
-                                                static_cast<uint4*>(p.out.data), row_bytes / 16, p.x.numel() / cols);
+    launch_pdl(copy_rows_vec_kernel, dim3(static_cast<unsigned>(m)), dim3(128), 0, stream,
+               static_cast<const uint4*>(p.x.data), p.indices.ptr<int>(), static_cast<uint4*>(p.out.data),
+               row_bytes / 16, p.x.numel() / cols);
   } else {
     dispatch_float(p.x.dtype, "gather_rows", [&](auto tag) {
       using T = decltype(tag);
-      embedding_kernel<T, T><<<m, 128, 0, stream>>>(p.x.ptr<T>(), p.indices.ptr<int>(), p.out.ptr<T>(), cols,
-                                                    p.x.numel() / cols);
+      launch_pdl(embedding_kernel<T, T>, dim3(static_cast<unsigned>(m)), dim3(128), 0, stream, p.x.ptr<T>(),
+                 p.indices.ptr<int>(), p.out.ptr<T>(), cols, p.x.numel() / cols);
     });
   }
   check_launch("gather_rows");
@@ -338,8 +352,8 @@ void launch_convert(const void* src, DType st, void* dst, DType dt, size_t n, cu
     using TS = decltype(s);
     dispatch_float(dt, "convert dst", [&](auto d) {
       using TD = decltype(d);
-      convert_kernel<TS, TD><<<grid_for(static_cast<int64_t>(n), 256), 256, 0, stream>>>(
-          static_cast<const TS*>(src), static_cast<TD*>(dst), static_cast<int64_t>(n));
+      launch_pdl(convert_kernel<TS, TD>, dim3(grid_for(static_cast<int64_t>(n), 256)), dim3(256), 0, stream,
+                 static_cast<const TS*>(src), static_cast<TD*>(dst), static_cast<int64_t>(n));
     });
   });
   check_launch("convert");
@@ -349,7 +363,8 @@ void launch_bias_add(void* out, DType ot, const void* bias, DType bt, int64_t ro
   if (rows * cols == 0) return;
   dispatch_float(ot, "bias_add", [&](auto tag) {
     using T = decltype(tag);
-    bias_add_kernel<T><<<grid_for(rows * cols, 256), 256, 0, stream>>>(static_cast<T*>(out), bias, bt, rows, cols);
+    launch_pdl(bias_add_kernel<T>, dim3(grid_for(rows * cols, 256)), dim3(256), 0, stream, static_cast<T*>(out), bias, bt,
+               rows, cols);
   });
   check_launch("bias_add");
 }

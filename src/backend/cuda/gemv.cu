@@ -1,77 +1,253 @@
-// linear for a handful of rows (decode: N <= 4), bf16/f16: a memory-bound GEMV that streams each
-// weight row once with 16-byte loads, several in flight per lane, and applies it to all N inputs.
-// cuBLASLt reached 38-65% of HBM bandwidth on these shapes (docs/cuda_kernels.md).
+// linear for a handful of rows (decode: N <= 4), bf16/f16, with the fused decode forms of
+// LinearParams. A memory-bound GEMV:
+//   - before the PDL wait, each block pulls (up to 64 KiB of) its weight rows into L2: weights never
+//     depend on the previous kernel, so their stream overlaps its tail;
+//   - after it, the block stages x' [N, K] in shared memory once: x itself, rmsnorm(x) * g (fp32 sum of
+//     squares, block reduction; input_norm) or silu(x[:, :K]) * x[:, K:] (silu_mul_input), rounded
+//     to the activation dtype exactly as the rms_norm / silu_and_mul kernels round;
+//   - warps stream weight rows (RPW adjacent rows per warp, 8 16-byte evict-first loads in flight per
+//     lane), blocks grid-stride over groups of 8 * RPW rows (at most 2 blocks per SM, so the prologue
+//     is done ~2 x SMs times, not once per 8 rows);
+//   - epilogue: + bias, rounded; with residual, out = round(residual + that), read and written by the
+//     same lane (out may alias residual).
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace vireo::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // one output column (weight row) per warp
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kLoads = 8;                          // 16-byte weight loads in flight per lane
+constexpr int64_t kPrefetchBytes = 64 << 10;       // per block, before the PDL wait
+constexpr size_t kMaxStageBytes = 192 << 10;       // x' in shared memory: N * K * sizeof(T)
+constexpr int kBlocksPerSm = 2;                    // __launch_bounds__ below: <= 128 registers
 
-template <typename T, int NR>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                           const T* __restrict__ bias, T* __restrict__ out,
-                                                           int64_t k, int64_t m) {
-  using V = Vec<T>;
-  constexpr int kN = V::kN;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (row >= m) return;
-  const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
-  const int64_t nvec = k / kN;
-  float acc[NR];
-#pragma unroll
-  for (int n = 0; n < NR; ++n) acc[n] = 0.f;
-  int64_t c = lane;
-  for (; c + 32 * (kUnroll - 1) < nvec; c += 32 * kUnroll) {
-    V wv[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u].raw = __ldcs(wr + c + 32 * u);  // streamed once: evict first
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int n = 0; n < NR; ++n) {
-        V xv;
-        xv.raw = reinterpret_cast<const uint4*>(x + n * k)[c + 32 * u];
-#pragma unroll
-        for (int e = 0; e < kN; ++e) acc[n] += to_f(wv[u].v[e]) * to_f(xv.v[e]);
-      }
-    }
-  }
-  for (; c < nvec; c += 32) {
-    V wv;
-    wv.raw = __ldcs(wr + c);
-#pragma unroll
-    for (int n = 0; n < NR; ++n) {
-      V xv;
-      xv.raw = reinterpret_cast<const uint4*>(x + n * k)[c];
-#pragma unroll
-      for (int e = 0; e < kN; ++e) acc[n] += to_f(wv.v[e]) * to_f(xv.v[e]);
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < NR; ++n) {
-    float v = acc[n];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) out[n * m + row] = from_f<T>(v + (bias ? to_f(bias[row]) : 0.f));
+enum Prologue : int { kPlain = 0, kNorm = 1, kSiluMul = 2 };
+
+struct GemvArgs {
+  const void* x;         // [N, K], or [N, 2K] with kSiluMul
+  const void* w;         // [M, K]
+  const void* bias;      // [M] or null (activation dtype)
+  const void* norm_w;    // [K] (kNorm), any float dtype
+  DType norm_dt;
+  bool norm_vec;         // norm_w has the activation dtype and is 16-byte aligned
+  int prologue;          // Prologue
+  const void* residual;  // [N, M] or null; may alias out
+  void* out;             // [N, M]
+  int64_t k, m;
+  float eps;
+};
+
+__device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
   }
 }
 
+// Stages x' [NR, K] into xs (16-byte vectors). Ends with __syncthreads().
+template <typename T, int NR>
+__device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_t nvec) {
+  using V = Vec<T>;
+  constexpr int kN = V::kN;
+  const uint4* x = static_cast<const uint4*>(a.x);
+  if (a.prologue == kSiluMul) {
+    // x row n: [2K] = gate then up; as silu_and_mul_kernel: g / (1 + e^-g) * u in fp32, rounded.
+    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) {
+      const int64_t n = i / nvec, c = i - n * nvec;
+      V g, u, o;
+      g.raw = x[n * 2 * nvec + c];
+      u.raw = x[n * 2 * nvec + nvec + c];
+#pragma unroll
+      for (int e = 0; e < kN; ++e) {
+        const float gf = to_f(g.v[e]);
+        o.v[e] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(u.v[e]));
+      }
+      xs[i] = o.raw;
+    }
+  } else if (a.prologue == kNorm) {
+    __shared__ float red[kWarps][NR];
+    float ss[NR];
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      ss[n] = 0.f;
+      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
+        V v;
+        v.raw = x[n * nvec + c];
+        xs[n * nvec + c] = v.raw;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) ss[n] += to_f(v.v[e]) * to_f(v.v[e]);
+      }
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      float v = ss[n];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) red[warp][n] = v;
+    }
+    __syncthreads();
+    float inv[NR];
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      float s = 0.f;
+      for (int w = 0; w < kWarps; ++w) s += red[w][n];
+      inv[n] = rsqrtf(s / static_cast<float>(a.k) + a.eps);  // as rms_norm_kernel
+    }
+    // Each thread rescales the vectors it staged itself: no barrier needed before this pass.
+#pragma unroll
+    for (int n = 0; n < NR; ++n)
+      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
+        V v;
+        v.raw = xs[n * nvec + c];
+        if (a.norm_vec) {
+          V g;
+          g.raw = static_cast<const uint4*>(a.norm_w)[c];
+#pragma unroll
+          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * to_f(g.v[e]));
+        } else {
+#pragma unroll
+          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * load_any(a.norm_w, a.norm_dt, c * kN + e));
+        }
+        xs[n * nvec + c] = v.raw;
+      }
+  } else {
+    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) xs[i] = x[i];
+  }
+  __syncthreads();
+}
+
+template <typename T, int NR, int RPW>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a) {
+  using V = Vec<T>;
+  constexpr int kN = V::kN;
+  constexpr int kU = kLoads / RPW;  // loads per row per iteration
+  constexpr int kRowsPerGroup = kWarps * RPW;
+  extern __shared__ uint4 xs[];  // x' [NR, K]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t k = a.k, m = a.m, nvec = k / kN;
+  const int64_t groups = (m + kRowsPerGroup - 1) / kRowsPerGroup;
+
+  // 1. Independent of the previous kernel: this block's first weight rows into L2 (a hint only).
+  {
+    const char* wb = static_cast<const char*>(a.w);
+    int64_t budget = kPrefetchBytes;
+    for (int64_t g = blockIdx.x; g < groups && budget > 0; g += gridDim.x) {
+      const int64_t r0 = g * kRowsPerGroup;
+      const int64_t rows = m - r0 < kRowsPerGroup ? m - r0 : kRowsPerGroup;
+      const int64_t want = rows * k * static_cast<int64_t>(sizeof(T));
+      const int64_t bytes = want < budget ? want : budget;
+      const char* base = wb + r0 * k * static_cast<int64_t>(sizeof(T));
+      for (int64_t off = static_cast<int64_t>(threadIdx.x) * 128; off < bytes; off += kThreads * 128)
+        prefetch_l2(base + off);
+      budget -= bytes;
+    }
+  }
+  // 2. x, residual and out may belong to the previous kernel: wait for it.
+  pdl_enter();
+  stage_input<T, NR>(a, xs, nvec);
+
+  // 3. Stream the weights.
+  const T* w = static_cast<const T*>(a.w);
+  const T* bias = static_cast<const T*>(a.bias);
+  const T* res = static_cast<const T*>(a.residual);
+  T* out = static_cast<T*>(a.out);
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t row0 = g * kRowsPerGroup + static_cast<int64_t>(warp) * RPW;
+    const uint4* wr[RPW];
+    bool ok[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+      ok[r] = row0 + r < m;
+      wr[r] = reinterpret_cast<const uint4*>(w + (ok[r] ? row0 + r : 0) * k);
+    }
+    float acc[RPW][NR];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r)
+#pragma unroll
+      for (int n = 0; n < NR; ++n) acc[r][n] = 0.f;
+    for (int64_t base = lane; base < nvec; base += 32 * kU) {
+      V wv[RPW][kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) {
+          const int64_t c = base + 32 * u;
+          wv[r][u].raw = (ok[r] && c < nvec) ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);  // streamed once
+        }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t c = base + 32 * u;
+        if (c < nvec) {
+#pragma unroll
+          for (int n = 0; n < NR; ++n) {
+            V xv;
+            xv.raw = xs[n * nvec + c];
+#pragma unroll
+            for (int r = 0; r < RPW; ++r)
+#pragma unroll
+              for (int e = 0; e < kN; ++e) acc[r][n] += to_f(wv[r][u].v[e]) * to_f(xv.v[e]);
+          }
+        }
+      }
+    }
+    // Epilogue: lane r * NR + n writes (row0 + r, n).
+#pragma unroll
+    for (int r = 0; r < RPW; ++r)
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        float v = acc[r][n];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (ok[r] && lane == r * NR + n) {
+          const int64_t row = row0 + r, idx = n * m + row;
+          T y = from_f<T>(v + (bias ? to_f(bias[row]) : 0.f));
+          if (res) y = from_f<T>(to_f(res[idx]) + to_f(y));  // the add op's rounding
+          out[idx] = y;
+        }
+      }
+  }
+}
+
+template <typename T, int NR, int RPW>
+void launch_shape(const GemvArgs& a, cudaStream_t stream) {
+  auto* kernel = gemv_kernel<T, NR, RPW>;
+  // Up to kMaxStageBytes of dynamic shared memory: set once per instantiation (before any capture
+  // uses it: the first call of a shape runs eagerly).
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxStageBytes));
+  check(attr, "gemv: cudaFuncSetAttribute");
+  int dev = 0, sms = 132;
+  VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+  VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const size_t smem = static_cast<size_t>(NR) * a.k * sizeof(T);
+  // Shared memory per SM (228 KiB on Hopper, 1 KiB reserved per block) may allow fewer than two.
+  const int per_sm = static_cast<int>(std::clamp<size_t>((228 << 10) / (smem + 2048), 1, kBlocksPerSm));
+  const int64_t groups = (a.m + kWarps * RPW - 1) / (kWarps * RPW);
+  const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(groups, int64_t{sms} * per_sm)));
+  launch_pdl(kernel, dim3(grid), dim3(kThreads), smem, stream, a);
+}
+
+template <typename T, int NR>
+void launch_rows(const GemvArgs& a, cudaStream_t stream) {
+  // Two rows per warp when a row is short (K < 256 vectors: fewer than 8 loads per lane), so each
+  // lane still has 8 loads in flight.
+  if (a.k / Vec<T>::kN < 32 * kLoads) launch_shape<T, NR, 2>(a, stream);
+  else launch_shape<T, NR, 1>(a, stream);
+}
+
 template <typename T>
-void launch_typed(const LinearParams& p, int64_t n, int64_t k, int64_t m, cudaStream_t stream) {
-  const T* bias = p.bias.empty() ? nullptr : p.bias.ptr<T>();
-  const unsigned grid = static_cast<unsigned>((m + kWarps - 1) / kWarps);
-  const T* x = p.x.ptr<T>();
-  const T* w = p.w.ptr<T>();
-  T* o = p.out.ptr<T>();
+void launch_typed(const GemvArgs& a, int64_t n, cudaStream_t stream) {
   switch (n) {
-    case 1: gemv_kernel<T, 1><<<grid, kWarps * 32, 0, stream>>>(x, w, bias, o, k, m); break;
-    case 2: gemv_kernel<T, 2><<<grid, kWarps * 32, 0, stream>>>(x, w, bias, o, k, m); break;
-    case 3: gemv_kernel<T, 3><<<grid, kWarps * 32, 0, stream>>>(x, w, bias, o, k, m); break;
-    default: gemv_kernel<T, 4><<<grid, kWarps * 32, 0, stream>>>(x, w, bias, o, k, m); break;
+    case 1: launch_rows<T, 1>(a, stream); break;
+    case 2: launch_rows<T, 2>(a, stream); break;
+    case 3: launch_rows<T, 3>(a, stream); break;
+    default: launch_rows<T, 4>(a, stream); break;
   }
   check_launch("gemv");
 }
@@ -81,15 +257,38 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 }  // namespace
 
 bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
-  const int64_t m = p.w.dim(0), k = p.w.dim(1), n = p.x.numel() / k;
+  if (p.w.ndim() != 2) return false;
+  const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
+  if (norm && silu) return false;  // rejected by the caller with an Error
+  const int64_t m = p.w.dim(0), k = p.w.dim(1), in_k = silu ? 2 * k : k;
+  if (k == 0 || m == 0 || p.x.dim(-1) != in_k || p.x.numel() % in_k != 0) return false;
+  const int64_t n = p.x.numel() / in_k;
   const DType t = p.x.dtype;
   if (n < 1 || n > 4 || k % 8 != 0 || (t != DType::kBF16 && t != DType::kF16)) return false;
-  // Past ~64M weights (gate_up 4096x24576) cuBLASLt streamed slightly faster on the H200 (run 4).
-  if (m * k > (int64_t{64} << 20)) return false;
-  if (!p.bias.empty() && p.bias.dtype != t) return false;
+  if (p.w.dtype != t || p.out.dtype != t || p.out.numel() != n * m) return false;
+  // Past ~64M weights (gate_up 4096x24576) cuBLASLt streamed slightly faster on the H200 (run 4); the
+  // fused forms have no library equivalent, so they stay here.
+  if (!norm && !silu && !res && m * k > (int64_t{64} << 20)) return false;
+  if (!p.bias.empty() && (p.bias.dtype != t || p.bias.numel() != m)) return false;
+  if (res && (p.residual.dtype != t || p.residual.numel() != n * m)) return false;
+  if (norm && (p.input_norm.numel() != k || !is_float_dtype(p.input_norm.dtype))) return false;
   if (!aligned16(p.x.data) || !aligned16(p.w.data)) return false;
-  if (t == DType::kBF16) launch_typed<__nv_bfloat16>(p, n, k, m, stream);
-  else launch_typed<__half>(p, n, k, m, stream);
+  if (static_cast<size_t>(n * k) * dtype_size(t) > kMaxStageBytes) return false;
+  GemvArgs a{};
+  a.x = p.x.data;
+  a.w = p.w.data;
+  a.bias = p.bias.empty() ? nullptr : p.bias.data;
+  a.norm_w = norm ? p.input_norm.data : nullptr;
+  a.norm_dt = norm ? p.input_norm.dtype : t;
+  a.norm_vec = norm && p.input_norm.dtype == t && aligned16(p.input_norm.data);
+  a.prologue = norm ? kNorm : silu ? kSiluMul : kPlain;
+  a.residual = res ? p.residual.data : nullptr;
+  a.out = p.out.data;
+  a.k = k;
+  a.m = m;
+  a.eps = p.norm_eps;
+  if (t == DType::kBF16) launch_typed<__nv_bfloat16>(a, n, stream);
+  else launch_typed<__half>(a, n, stream);
   return true;
 }
 

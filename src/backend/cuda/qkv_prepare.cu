@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -84,6 +85,7 @@ template <typename T>
 __global__ void qkv_prepare_kernel(QkvArgs a) {
   extern __shared__ float smem[];  // [(H + Hkv) * D] fp32 q then k
   __shared__ float scratch[32];
+  pdl_enter();  // launched with PDL (pdl.cuh): qkv comes from the previous kernel
   const int64_t t = blockIdx.x;
   const int h = a.num_heads, hk = a.num_kv_heads, d = a.head_dim;
   const int nq = h * d, nk = hk * d;
@@ -186,7 +188,7 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
     if (smem > 48 * 1024)
       VIREO_CUDA_CHECK(cudaFuncSetAttribute(qkv_prepare_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
-    qkv_prepare_kernel<T><<<t, 256, smem, stream>>>(a);
+    launch_pdl(qkv_prepare_kernel<T>, dim3(static_cast<unsigned>(t)), dim3(256), smem, stream, a);
   });
   check_launch("qkv_prepare");
 }

@@ -1,0 +1,66 @@
+// linear with the decode fusions of LinearParams on the CUDA backend. N <= 4 (bf16/f16): one fused
+// GEMV kernel (gemv.cu). Otherwise the unfused sequence through scratch: rms_norm / silu_and_mul
+// into x' [N, K], the GEMM (cuBLASLt) into y [N, M], then add(residual, y) -> out: the same kernels,
+// hence the same roundings, as the ops a model would call one by one.
+#include "backend/cuda/fused_linear.h"
+
+#include <string>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace vireo::cuda {
+namespace {
+
+size_t round_up(size_t b) { return (b + 255) / 256 * 256; }
+
+}  // namespace
+
+void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream) {
+  const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
+  if (!norm && !silu && !res) {
+    gemm.run(p, stream);
+    return;
+  }
+  if (norm && silu) throw Error("linear: input_norm and silu_mul_input cannot be combined");
+  if (p.w.ndim() != 2) throw Error("linear: w must be [M, K]");
+  const int64_t m = p.w.dim(0), k = p.w.dim(1), in_k = silu ? 2 * k : k;
+  if (k == 0 || p.x.dim(-1) != in_k || p.x.numel() % in_k != 0)
+    throw Error("linear: x " + p.x.shape_str() + " must be [N, " + std::to_string(in_k) + "]" +
+                (silu ? " (silu_mul_input: [N, 2K])" : ""));
+  const int64_t n = p.x.numel() / in_k;
+  const DType t = p.x.dtype;
+  if (p.out.numel() != n * m) throw Error("linear: out must be [N, M]");
+  if (p.w.dtype != t || p.out.dtype != t)
+    throw Error("linear: x, w and out must share one dtype (upload weights in the activation dtype)");
+  if (norm && p.input_norm.numel() != k) throw Error("linear: input_norm must be [K]");
+  if (res && (p.residual.numel() != n * m || p.residual.dtype != t))
+    throw Error("linear: residual must be [N, M] in the activation dtype");
+  if (!p.bias.empty() && p.bias.numel() != m) throw Error("linear: bias must be [M]");
+  if (n == 0 || m == 0) return;
+  if (launch_gemv_small_n(p, stream)) return;
+
+  const size_t es = dtype_size(t);
+  const size_t x_bytes = (norm || silu) ? round_up(static_cast<size_t>(n * k) * es) : 0;
+  const size_t y_bytes = res ? round_up(static_cast<size_t>(n * m) * es) : 0;
+  char* s = static_cast<char*>(scratch(x_bytes + y_bytes));
+  LinearParams q = p;
+  q.input_norm = Tensor();
+  q.silu_mul_input = false;
+  q.residual = Tensor();
+  if (norm || silu) {
+    Tensor xs(s, t, {n, k}, DeviceKind::kCUDA);
+    if (norm) launch_rms_norm({p.x, p.input_norm, xs, Tensor(), p.norm_eps}, stream);
+    else launch_silu_and_mul({p.x, xs}, stream);
+    q.x = xs;
+  }
+  if (!res) {
+    gemm.run(q, stream);
+    return;
+  }
+  q.out = Tensor(s + x_bytes, t, {n, m}, DeviceKind::kCUDA);
+  gemm.run(q, stream);
+  launch_add({p.residual, q.out, p.out}, stream);  // elementwise: out may alias residual
+}
+
+}  // namespace vireo::cuda

@@ -1,0 +1,50 @@
+// Programmatic dependent launch (PDL, sm_90): a kernel launched with launch_pdl may start while the
+// previous kernel of the stream is still running; it must call pdl_wait() before it reads anything a
+// previous kernel wrote or writes anything a previous kernel may still read (pdl_wait returns once
+// the previous grid has completed and its writes are visible). Work that touches no such memory
+// (L2 prefetch of weights, address math) goes before it. pdl_trigger() lets the next kernel launch
+// early; it has no effect on memory visibility, so any point is correct.
+//
+// Rules for every kernel launched through launch_pdl:
+//   - pdl_wait() runs in every block before its first dependent access and before any early return
+//     (a grid whose blocks all skip the wait could complete before its predecessor, and the kernel
+//     after it would wait on it alone);
+//   - launched without the attribute (VIREO_NO_PDL=1, or by a plain <<<>>> launch), both are no-ops.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace vireo::cuda {
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// The common prologue: wait for the previous kernel, then let the next one launch.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_trigger();
+}
+// Hint: bring the 128-byte line holding p into L2 (no data returned; safe before pdl_wait()).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when
+// pdl_enabled(). Arguments are converted to the kernel's parameter types.
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  check(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...), "cudaLaunchKernelEx");
+}
+
+}  // namespace vireo::cuda
