@@ -3,6 +3,10 @@
 #   bash scripts/device_bundle.sh build/vireo build/tests/test_cuda_ops ...
 #   device run: carry [".dev/lib", "build/vireo", "build/tests", "models/qwen3"]
 #   command:    bash benchmarks/run_device.sh
+# Stages (STAGES, default "tests parity latency serve"): tests parity latency serve, and the issue-6
+# proofs serve_suite (serving suite on CUDA), teacher (teacher-forced logits), long (32k prompt vs CPU);
+# see docs/parity.md. For serve_suite also carry build/tests/test_server_e2e (it falls back to
+# tools/parity/serve_check.py when node + tools/npm/node_modules/openai are absent).
 # Writes logs and JSON under $OUT (or ./device-out); prints a summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +16,7 @@ export PYTHONUNBUFFERED=1
 V=build/vireo
 STAGES="${STAGES:-tests parity latency serve}"
 log() { echo "=== $* ($(date +%T))"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
 
 if [[ $STAGES == *tests* ]]; then
@@ -44,7 +49,7 @@ if [[ $STAGES == *latency* ]]; then
   $H --config-json benchmarks/configs/qwen3-8b.json --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/hf_8b.json" > "$OUT/hf_8b.log" 2>&1; echo "hf 8b rc=$?"
 fi
 
-if [[ $STAGES == *serve* ]]; then
+if has serve; then
   wait_up() { for i in $(seq 1 240); do curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
   if [ -z "${SERVE_8B_ONLY:-}" ]; then
   log "serve: qwen3-0.6b sonnet 1024/128, 100 req @ 10 req/s, concurrency 32"
@@ -64,7 +69,56 @@ if [[ $STAGES == *serve* ]]; then
   echo "bench serve 8b rc=$?"; kill $SP; wait $SP 2>/dev/null
 fi
 
+if has serve_suite; then
+  log "serving suite on CUDA: tests/server_e2e (node scripts, else serve_check.py) on the default model"
+  if [ -x build/tests/test_server_e2e ]; then
+    client=python; command -v node >/dev/null && [ -f tools/npm/node_modules/openai/package.json ] && client=node
+    VIREO_E2E_SERVE_ARGS="--device cuda" VIREO_E2E_VIREO=$PWD/$V VIREO_E2E_SOURCE_DIR=$PWD \
+      build/tests/test_server_e2e > "$OUT/serve_suite_e2e.log" 2>&1
+    echo "test_server_e2e --device cuda ($client client) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/serve_suite_e2e.log" | tr '\n' ' ')"
+  else
+    echo "build/tests/test_server_e2e not carried: skipped (the serve_check runs below cover the same checks)"
+  fi
+  # The same checks straight against CUDA servers, the tiny default model and the Qwen3-0.6B shape.
+  SC="python3 tools/parity/serve_check.py"
+  # /health 200 within 300 s while the server lives
+  alive_up() { for i in $(seq 1 600); do kill -0 $2 2>/dev/null || return 1; curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
+  for m in default qwen3-0.6b; do
+    $V serve --model builtin:$m --load-format dummy --device cuda --port 8110 --max-model-len 2048 --max-num-seqs 64 \
+      > "$OUT/serve_suite_$m.server.log" 2>&1 &
+    SP=$!; alive_up 8110 $SP && $SC --url http://127.0.0.1:8110 --checks basic > "$OUT/serve_suite_$m.log" 2>&1
+    echo "serve_check basic $m cuda rc=$? $(tail -1 "$OUT/serve_suite_$m.log" 2>/dev/null)"; kill $SP; wait $SP 2>/dev/null
+    # ~10 KV blocks of 16 tokens in bf16: default 32 KiB a block, 0.6B 1.75 MiB a block.
+    kv=350000; [ $m = qwen3-0.6b ] && kv=18400000
+    $V serve --model builtin:$m --load-format dummy --device cuda --port 8111 --max-model-len 128 --block-size 16 \
+      --kv-cache-memory-bytes $kv --no-enable-prefix-caching > "$OUT/serve_suite_${m}_preempt.server.log" 2>&1 &
+    SP=$!; alive_up 8111 $SP && $SC --url http://127.0.0.1:8111 --checks preemption > "$OUT/serve_suite_${m}_preempt.log" 2>&1
+    echo "serve_check preemption $m cuda rc=$? $(tail -1 "$OUT/serve_suite_${m}_preempt.log" 2>/dev/null)"; kill $SP; wait $SP 2>/dev/null
+  done
+fi
+
+if has teacher; then
+  log "teacher-forced logits vs transformers fp32 (random normal(0, 0.1) weights, seed 0)"
+  T="python3 tools/parity/teacher_forced.py --vireo $V --num-prompts ${TEACHER_PROMPTS:-8}"
+  $T --preset qwen3-0.6b --runs cuda:bfloat16,cuda:float32,cpu:float32 --output-md "$OUT/teacher_qwen3-0.6b.md" \
+    --output-json "$OUT/teacher_qwen3-0.6b.json" > "$OUT/teacher_qwen3-0.6b.log" 2>&1; echo "teacher qwen3-0.6b rc=$?"
+  for c in llama3-small olmo2-small hunyuan-small; do
+    $T --config-json benchmarks/configs/$c.json --runs cuda:bfloat16,cpu:float32 --output-md "$OUT/teacher_$c.md" \
+      --output-json "$OUT/teacher_$c.json" -- --tokenizer models/qwen3 > "$OUT/teacher_$c.log" 2>&1; echo "teacher $c rc=$?"
+  done
+fi
+
+if has long; then
+  log "32k-token prompt on builtin:qwen3-0.6b (chunked prefill): CUDA greedy tokens vs the CPU backend"
+  python3 tools/parity/long_context.py --vireo $V --len ${LONG_LEN:-32000} --cpu-budget-s ${LONG_CPU_BUDGET_S:-180} \
+    ${LONG_CPU_LEN:+--cpu-len $LONG_CPU_LEN} --output-json "$OUT/long.json" > "$OUT/long.log" 2>&1
+  echo "long context rc=$? $(tail -1 "$OUT/long.log")"
+fi
+
 log "summary"
 for f in "$OUT"/parity_*.md; do [ -f "$f" ] && { echo "## $f"; grep -E '^\|' "$f" | head -8; }; done
 for f in "$OUT"/lat_*.log "$OUT"/prefill_*.log "$OUT"/hf_*.log; do [ -f "$f" ] && { echo "## $f"; tail -4 "$f"; }; done
+for f in "$OUT"/teacher_*.md; do [ -f "$f" ] && { echo "## $f"; grep -E '^\|' "$f" | tail -n +3; }; done
+for f in "$OUT"/serve_suite_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E '^(FAIL|serve_check)|PASSED|FAILED' "$f"; }; done
+[ -f "$OUT/long.log" ] && { echo "## $OUT/long.log"; grep -E 'cpu fit|EXACT|MISMATCH|long_context:' "$OUT/long.log"; }
 for f in "$OUT"/bench_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E 'Successful|Output token throughput|Median TTFT|Median TPOT|Failed' "$f"; }; done

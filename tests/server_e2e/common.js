@@ -5,7 +5,7 @@ const path = require('path');
 const OpenAI = require(path.join(__dirname, '../../tools/npm/node_modules/openai'));
 
 const BASE = process.env.VIREO_URL || 'http://127.0.0.1:8000';
-const client = new OpenAI({ baseURL: BASE + '/v1', apiKey: process.env.VIREO_API_KEY || 'none', maxRetries: 0, timeout: 120000 });
+const client = new OpenAI({ baseURL: BASE + '/v1', apiKey: process.env.VIREO_API_KEY || 'none', maxRetries: 0, timeout: parseInt(process.env.VIREO_E2E_TIMEOUT_MS || '120000', 10) });
 
 const tests = [];
 function test(name, fn) { tests.push({ name, fn }); }

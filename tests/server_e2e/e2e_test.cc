@@ -1,5 +1,19 @@
 // Runs the node scripts of this folder (official openai client) against a live `vireo serve`
-// with the real engine and the default model on the CPU. Skips without node or the openai package.
+// with the real engine (default model, CPU unless told otherwise). Without node or the openai package
+// it runs the stdlib-Python stand-in tools/parity/serve_check.py instead (skips without python3 too).
+//
+// Environment (all optional):
+//   VIREO_E2E_SERVE_ARGS  extra `vireo serve` arguments, whitespace separated, appended to both
+//                         servers, e.g. "--device cuda" or "--device cuda --dtype float32"
+//                         (do not repeat the flags set below)
+//   VIREO_E2E_PREEMPT_KV_BYTES  KV cache of the preemption server (default: ~10 blocks of the default
+//                         model: 700000 in fp32, 350000 with --device cuda unless --dtype float32);
+//                         set it when VIREO_E2E_SERVE_ARGS picks another --model
+//   VIREO_E2E_CLIENT      auto (default) | node | python
+//   VIREO_E2E_VIREO       the vireo binary (default: <build>/vireo, else ./build/vireo)
+//   VIREO_E2E_SOURCE_DIR  the source tree (default: the configured one, else the current directory)
+//   VIREO_E2E_NODE / VIREO_E2E_PYTHON  interpreters (default node / python3)
+//   VIREO_E2E_TIMEOUT_MS  per-request client timeout (default 120000)
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -10,8 +24,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,18 +50,80 @@ int free_port() {
   return port;
 }
 
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// The source tree: env, else the configured path when it exists (it does not on the device, where
+// the bundle runs from another checkout), else the current directory.
+std::string source_dir() {
+  if (const char* v = std::getenv("VIREO_E2E_SOURCE_DIR"); v && *v) return v;
+  if (std::filesystem::exists(std::string(VIREO_SOURCE_DIR) + "/tests/server_e2e/common.js")) return VIREO_SOURCE_DIR;
+  return std::filesystem::current_path().string();
+}
+
+std::string vireo_binary() {
+  if (const char* v = std::getenv("VIREO_E2E_VIREO"); v && *v) return v;
+  std::string b = std::string(VIREO_BINARY_DIR) + "/vireo";
+  if (std::filesystem::exists(b)) return b;
+  return source_dir() + "/build/vireo";
+}
+
+std::vector<std::string> split_ws(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::vector<std::string> extra_serve_args() { return split_ws(env_or("VIREO_E2E_SERVE_ARGS", "")); }
+
+// The value after `flag` in the extra serve args ("" when absent).
+std::string extra_flag(const std::string& flag) {
+  auto a = extra_serve_args();
+  for (size_t i = 0; i + 1 < a.size(); ++i)
+    if (a[i] == flag) return a[i + 1];
+  for (auto& w : a)
+    if (w.rfind(flag + "=", 0) == 0) return w.substr(flag.size() + 1);
+  return "";
+}
+
+// A KV cache of ~10 blocks of 16 tokens for the default model (4 layers, 2 KV heads, head dim 64):
+// 64 KiB a block in fp32 (the CPU), 32 KiB in bf16/fp16 (CUDA's default activation dtype).
+std::string preempt_kv_bytes() {
+  if (const char* v = std::getenv("VIREO_E2E_PREEMPT_KV_BYTES"); v && *v) return v;
+  const std::string device = extra_flag("--device"), dtype = extra_flag("--dtype");
+  // The CPU backend keeps fp32 whatever --dtype says.
+  const bool half = device == "cuda" && dtype != "float32" && dtype != "float";
+  return half ? "350000" : "700000";
+}
+
 bool have_node() {
-  return std::system("node --version > /dev/null 2>&1") == 0 &&
-         std::filesystem::exists(std::string(VIREO_SOURCE_DIR) + "/tools/npm/node_modules/openai/package.json");
+  const std::string client = env_or("VIREO_E2E_CLIENT", "auto");
+  if (client == "python") return false;
+  return std::system((env_or("VIREO_E2E_NODE", "node") + " --version > /dev/null 2>&1").c_str()) == 0 &&
+         std::filesystem::exists(source_dir() + "/tools/npm/node_modules/openai/package.json");
+}
+
+bool have_python() {
+  if (env_or("VIREO_E2E_CLIENT", "auto") == "node") return false;
+  return std::system((env_or("VIREO_E2E_PYTHON", "python3") + " --version > /dev/null 2>&1").c_str()) == 0 &&
+         std::filesystem::exists(source_dir() + "/tools/parity/serve_check.py");
 }
 
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> extra) {
     port_ = free_port();
-    std::vector<std::string> args = {std::string(VIREO_BINARY_DIR) + "/vireo", "serve", "--host", "127.0.0.1", "--port",
+    std::vector<std::string> args = {vireo_binary(), "serve", "--host", "127.0.0.1", "--port",
                                      std::to_string(port_), "--shutdown-timeout", "5"};
     args.insert(args.end(), extra.begin(), extra.end());
+    auto env_args = extra_serve_args();
+    args.insert(args.end(), env_args.begin(), env_args.end());
+    std::string line;
+    for (auto& a : args) line += " " + a;
+    std::fprintf(stderr, "[e2e] starting:%s\n", line.c_str());
     pid_ = fork();
     if (pid_ == 0) {
       std::vector<char*> argv;
@@ -104,7 +182,17 @@ class ServeProcess {
 };
 
 int run_node(const std::string& script, const std::string& url) {
-  std::string cmd = "VIREO_URL=" + url + " node " + std::string(VIREO_SOURCE_DIR) + "/tests/server_e2e/" + script;
+  std::string cmd = "VIREO_URL=" + url + " VIREO_E2E_TIMEOUT_MS=" + env_or("VIREO_E2E_TIMEOUT_MS", "120000") + " " +
+                    env_or("VIREO_E2E_NODE", "node") + " " + source_dir() + "/tests/server_e2e/" + script;
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The Python stand-in for the node scripts: `checks` is basic or preemption.
+int run_python(const std::string& checks, const std::string& url) {
+  const std::string timeout_s = std::to_string(std::stoi(env_or("VIREO_E2E_TIMEOUT_MS", "120000")) / 1000);
+  std::string cmd = env_or("VIREO_E2E_PYTHON", "python3") + " " + source_dir() + "/tools/parity/serve_check.py --url " +
+                    url + " --checks " + checks + " --timeout " + timeout_s;
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -112,19 +200,21 @@ int run_node(const std::string& script, const std::string& url) {
 }  // namespace
 
 TEST(ServerE2E, OpenAIClientAgainstDefaultModel) {
-  if (!have_node()) GTEST_SKIP() << "node or tools/npm/node_modules/openai missing";
+  const bool node = have_node();
+  if (!node && !have_python()) GTEST_SKIP() << "neither node + tools/npm/node_modules/openai nor python3";
   ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "64"});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
-  EXPECT_EQ(run_node("basic.js", srv.url()), 0);
+  EXPECT_EQ(node ? run_node("basic.js", srv.url()) : run_python("basic", srv.url()), 0);
   EXPECT_EQ(srv.terminate(60s), 0);
 }
 
 TEST(ServerE2E, SmallKvCacheForcesPreemptionWithIdenticalOutputs) {
-  if (!have_node()) GTEST_SKIP() << "node or tools/npm/node_modules/openai missing";
+  const bool node = have_node();
+  if (!node && !have_python()) GTEST_SKIP() << "neither node + tools/npm/node_modules/openai nor python3";
   // max_model_len 128 = 8 blocks of 16; the cache holds a little more than one full sequence.
-  ServeProcess srv({"--max-model-len", "128", "--block-size", "16", "--kv-cache-memory-bytes", "700000",
+  ServeProcess srv({"--max-model-len", "128", "--block-size", "16", "--kv-cache-memory-bytes", preempt_kv_bytes(),
                     "--no-enable-prefix-caching"});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
-  EXPECT_EQ(run_node("preemption.js", srv.url()), 0);
+  EXPECT_EQ(node ? run_node("preemption.js", srv.url()) : run_python("preemption", srv.url()), 0);
   EXPECT_EQ(srv.terminate(60s), 0);
 }
