@@ -119,6 +119,6 @@ log "summary"
 for f in "$OUT"/parity_*.md; do [ -f "$f" ] && { echo "## $f"; grep -E '^\|' "$f" | head -8; }; done
 for f in "$OUT"/lat_*.log "$OUT"/prefill_*.log "$OUT"/hf_*.log; do [ -f "$f" ] && { echo "## $f"; tail -4 "$f"; }; done
 for f in "$OUT"/teacher_*.md; do [ -f "$f" ] && { echo "## $f"; grep -E '^\|' "$f" | tail -n +3; }; done
-for f in "$OUT"/serve_suite_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E '^(FAIL|serve_check)|PASSED|FAILED' "$f"; }; done
+for f in "$OUT"/serve_suite_*.log; do [[ $f == *.server.log ]] && continue; [ -f "$f" ] && { echo "## $f"; grep -E '^(FAIL|serve_check)|PASSED|FAILED' "$f"; }; done
 [ -f "$OUT/long.log" ] && { echo "## $OUT/long.log"; grep -E 'cpu fit|EXACT|MISMATCH|long_context:' "$OUT/long.log"; }
 for f in "$OUT"/bench_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E 'Successful|Output token throughput|Median TTFT|Median TPOT|Failed' "$f"; }; done
