@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_sampling.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -94,6 +95,7 @@ class CpuBackend final : public Backend {
   void gather_rows(const GatherRowsParams& p) override { cpu::gather_rows(pool_, p); }
   void qkv_prepare(const QkvPrepareParams& p) override { cpu::qkv_prepare(pool_, p); }
   void paged_attention(const AttentionParams& p) override { cpu::paged_attention(pool_, p); }
+  void sample(const SampleParams& p) override { cpu::sample(pool_, p); }
 
  private:
   ThreadPool pool_;

@@ -158,6 +158,10 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
   launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_);
 }
+void CudaBackend::sample(const SampleParams& p) {
+  require_device(p.logits, "sample", "logits");
+  launch_sample(p, [this](size_t b) { return workspace(b); }, stream_);
+}
 
 }  // namespace vireo::cuda
 

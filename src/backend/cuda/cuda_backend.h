@@ -39,6 +39,7 @@ class CudaBackend final : public Backend {
   void gather_rows(const GatherRowsParams& p) override;
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;
+  void sample(const SampleParams& p) override;
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override;

@@ -43,5 +43,8 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
                             cudaStream_t stream, const AttentionTuning& tuning = {});
 // The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
+// Token selection over logits rows (sampling.cu); scratch for penalised rows ([M, V] fp32) comes
+// from `workspace`, only when penalty_tokens or mask_tokens are given.
+void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream);
 
 }  // namespace vireo::cuda

@@ -1,0 +1,173 @@
+// The sample op on the GPU vs the CPU reference (backend/cpu/cpu_sampling.h): fresh random logits
+// (bf16 and f32, the same values on both sides), outputs poisoned first, every output checked.
+// Greedy/forced tokens and top-N ids must match exactly, logprobs within 1e-4. Sampled tokens must
+// match on every row whose CPU result is robust: the same token for uniform +- 1e-4, top_p +- 1e-5
+// and min_p * (1 +- 1e-4) (rows near a CDF or filter boundary are skipped; at most 10% may be).
+#include <cstring>
+#include <functional>
+
+#include "backend/cpu/cpu_sampling.h"
+#include "cuda_test_util.h"
+
+namespace vireo::testing {
+namespace {
+
+enum class Mode { kGreedy, kTemperature, kTopK, kTopP, kMinP, kCombo, kPenalties, kForced, kMixed };
+const char* mode_name(Mode m) {
+  const char* names[] = {"greedy", "temperature", "top_k", "top_p", "min_p", "combo", "penalties", "forced", "mixed"};
+  return names[static_cast<int>(m)];
+}
+
+class SampleTest : public CudaOpsTest {
+ protected:
+  float unif(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng_); }
+  template <typename T>
+  T one_of(std::initializer_list<T> xs) { return xs.begin()[rand_int(0, static_cast<int>(xs.size()) - 1)]; }
+
+  SamplingRow random_row(Mode mode, int vocab) {
+    if (mode == Mode::kMixed) mode = static_cast<Mode>(rand_int(0, 7));
+    SamplingRow s;
+    s.uniform = unif(0.0f, 1.0f);
+    s.temperature = unif(0.3f, 1.5f);
+    switch (mode) {
+      case Mode::kGreedy: s.temperature = 0.0f; break;
+      case Mode::kTemperature: break;
+      case Mode::kTopK: s.top_k = one_of({1, 5, 50, 1000, vocab - 1}); break;
+      case Mode::kTopP: s.top_p = one_of({0.1f, 0.5f, 0.9f, 0.99f}); break;
+      case Mode::kMinP: s.min_p = one_of({0.01f, 0.1f, 0.5f}); break;
+      case Mode::kCombo:
+        s.top_k = one_of({5, 50, 1000});
+        s.top_p = one_of({0.5f, 0.9f});
+        s.min_p = one_of({0.0f, 0.05f});
+        break;
+      case Mode::kPenalties:
+        if (rand_int(0, 2) == 0) s.temperature = 0.0f;
+        if (rand_int(0, 1)) s.top_k = 50;
+        s.repetition_penalty = one_of({1.0f, 1.3f, 0.8f});
+        s.presence_penalty = one_of({0.0f, 0.5f});
+        s.frequency_penalty = one_of({0.0f, 0.3f});
+        break;
+      case Mode::kForced: s.forced_token = rand_int(0, vocab - 1); break;
+      default: break;
+    }
+    return s;
+  }
+
+  // One batch: M rows of `mode` over V logits of dtype dt, N top logprobs.
+  void run_case(int vocab, int m, DType dt, int n, Mode mode) {
+    SCOPED_TRACE(std::string(mode_name(mode)) + " V " + std::to_string(vocab) + " M " + std::to_string(m) + " " +
+                 std::string(dtype_name(dt)) + " N " + std::to_string(n) + " seed " + std::to_string(seed_));
+    std::vector<float> logits = rand_vec(size_t(m) * vocab, -6.0f, 6.0f, dt);
+    std::vector<SamplingRow> rows(m);
+    std::vector<int> pairs, masks;
+    for (int r = 0; r < m; ++r) {
+      float* row = &logits[size_t(r) * vocab];
+      if (rand_int(0, 1))  // a peaked row: a few clear winners, so top-p supports are small
+        for (int i = 0; i < 4; ++i) row[rand_int(0, vocab - 1)] = round_to(dt, unif(8.0f, 14.0f));
+      rows[r] = random_row(mode, vocab);
+      if (mode == Mode::kPenalties || (mode == Mode::kMixed && rand_int(0, 3) == 0)) {
+        const int best = cpu::argmax(std::span<const float>(row, vocab));
+        std::vector<int> ids{best};
+        while (ids.size() < 40 && int(ids.size()) < vocab / 2) {
+          const int id = rand_int(0, vocab - 1);
+          if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+        }
+        rows[r].penalty_begin = static_cast<int>(pairs.size() / 2);
+        for (int id : ids) pairs.push_back(id), pairs.push_back(rand_int(0, 3));
+        rows[r].penalty_end = static_cast<int>(pairs.size() / 2);
+        rows[r].mask_begin = static_cast<int>(masks.size());
+        if (rand_int(0, 1)) masks.push_back(ids[1 % ids.size()]), masks.push_back(rand_int(0, vocab - 1));
+        rows[r].mask_end = static_cast<int>(masks.size());
+      }
+    }
+    std::vector<int> words(size_t(m) * 14);
+    std::memcpy(words.data(), rows.data(), rows.size() * sizeof(SamplingRow));
+    const int e = static_cast<int>(pairs.size() / 2);
+
+    // GPU
+    Tensor g_tokens = gpu_i32(std::vector<int>(m, -7), {m});
+    Tensor g_ids = n ? gpu_i32(std::vector<int>(size_t(m) * n, -7), {m, n}) : Tensor();
+    Tensor g_lps = gpu_poisoned({m, 1 + n}, DType::kF32);
+    SampleParams gp{gpu_from(logits, {m, vocab}, dt), gpu_i32(words, {m * 14}), e ? gpu_i32(pairs, {e, 2}) : Tensor(),
+                    masks.empty() ? Tensor() : gpu_i32(masks, {int64_t(masks.size())}), n, g_tokens, g_lps, g_ids};
+    gpu_->sample(gp);
+    // CPU
+    std::vector<int> c_tokens(m, -7), c_ids(size_t(m) * n, -7);
+    Tensor c_lps = cpu_poisoned({m, 1 + n});
+    SampleParams cp{cpu_f32(logits, {m, vocab}), cpu_i32(words, {m * 14}), e ? cpu_i32(pairs, {e, 2}) : Tensor(),
+                    masks.empty() ? Tensor() : cpu_i32(masks, {int64_t(masks.size())}), n,
+                    Tensor(c_tokens.data(), DType::kI32, {m}), c_lps,
+                    n ? Tensor(c_ids.data(), DType::kI32, {m, n}) : Tensor()};
+    cpu_->sample(cp);
+
+    std::vector<int> tokens(m), ids(size_t(m) * n);
+    gpu_->copy_to_host(g_tokens, tokens.data());
+    if (n) gpu_->copy_to_host(g_ids, ids.data());
+    EXPECT_EQ(ids, c_ids) << "top-N ids";
+    int skipped = 0, sampled = 0;
+    std::vector<float> want_lps = to_host(c_lps), got_lps = to_host(g_lps);
+    for (int r = 0; r < m; ++r) {
+      const SamplingRow& s = rows[r];
+      const bool drawn = s.forced_token < 0 && s.temperature >= 1e-5f;
+      if (drawn) {
+        ++sampled;
+        std::span<const float> raw(&logits[size_t(r) * vocab], vocab);
+        std::span<const int32_t> rp(pairs.data() + 2 * s.penalty_begin, 2 * (s.penalty_end - s.penalty_begin));
+        std::span<const int32_t> rm(masks.data() + s.mask_begin, s.mask_end - s.mask_begin);
+        bool robust = true;
+        for (int v = 0; v < 6 && robust; ++v) {
+          SamplingRow t = s;
+          if (v == 0) t.uniform = std::max(0.0f, s.uniform - 1e-4f);
+          if (v == 1) t.uniform = std::min(0.99999f, s.uniform + 1e-4f);
+          if (v == 2 && s.top_p < 1.0f) t.top_p = s.top_p - 1e-5f;
+          if (v == 3 && s.top_p < 1.0f) t.top_p = std::min(0.999999f, s.top_p + 1e-5f);
+          if (v == 4) t.min_p = s.min_p * (1 - 1e-4f);
+          if (v == 5) t.min_p = s.min_p * (1 + 1e-4f);
+          robust = cpu::select_token(raw, t, rp, rm) == c_tokens[r];
+        }
+        if (!robust) {
+          ++skipped;
+          // Still the same row logprob bookkeeping: the GPU's token's raw logprob must be its own.
+          want_lps[size_t(r) * (1 + n)] = raw[tokens[r]] - cpu::log_sum_exp(raw);
+          continue;
+        }
+      }
+      EXPECT_EQ(tokens[r], c_tokens[r]) << "row " << r << (drawn ? " (sampled, u " + std::to_string(s.uniform) + ")" : "");
+    }
+    EXPECT_LE(skipped * 10, std::max(sampled, 10)) << skipped << " of " << sampled << " sampled rows near a boundary";
+    expect_close(got_lps, want_lps, {1e-4f, 1e-5f}, "logprobs");
+  }
+};
+
+TEST_F(SampleTest, AllModesAgainstCpu) {
+  use_dtype(DType::kBF16);
+  const Mode modes[] = {Mode::kGreedy, Mode::kTemperature, Mode::kTopK,      Mode::kTopP,  Mode::kMinP,
+                        Mode::kCombo,  Mode::kPenalties,   Mode::kForced,    Mode::kMixed};
+  const int ns[] = {0, 1, 5, 20};
+  int k = 0;
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int vocab : {151936, 1000})
+      for (int m : {1, 3, 64})
+        for (Mode mode : modes) run_case(vocab, m, dt, ns[k++ % 4], mode);
+}
+
+// Large batches: rows run in parallel, scratch for penalised rows is M x V.
+TEST_F(SampleTest, LargeBatches) {
+  use_dtype(DType::kBF16);
+  run_case(151936, 256, DType::kBF16, 5, Mode::kMixed);
+  run_case(151936, 256, DType::kBF16, 0, Mode::kGreedy);
+  run_case(1000, 256, DType::kF32, 20, Mode::kMixed);
+  run_case(1000, 256, DType::kBF16, 1, Mode::kPenalties);
+}
+
+// Odd vocabulary sizes: rows not 16-byte aligned (scalar loads) and tails shorter than a segment.
+TEST_F(SampleTest, UnalignedVocab) {
+  use_dtype(DType::kBF16);
+  for (int vocab : {1001, 37, 20}) {
+    run_case(vocab, 5, DType::kBF16, 5, Mode::kMixed);
+    run_case(vocab, 5, DType::kF32, 20, Mode::kMixed);
+  }
+}
+
+}  // namespace
+}  // namespace vireo::testing
