@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/sampler.h"
+#include "engine/sampling_batch.h"
 #include "engine/step_input_builder.h"
 
 namespace vireo {
@@ -82,15 +82,20 @@ void EngineCore::on_finished(const Request& req, double now) {
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs;
   outputs.swap(pending_outputs_);
+  profile_.begin();
   SchedulerOutput sched = scheduler_.schedule();
   if (sched.empty()) return outputs;
   const double t_sched = monotonic_seconds();
   for (auto& s : sched.scheduled)
     if (s.req->first_scheduled_time < 0) s.req->first_scheduled_time = t_sched;
+  profile_.mark(StepProfile::kSchedule);
 
   BuiltStep built = build_step_input(sched, scheduler_.config().block_size);
+  const auto& eos = scheduler_.config().eos_token_ids;
+  SamplingBatch batch = build_sampling_batch(sched, built, eos, rng_);
+  profile_.mark(StepProfile::kBuild);
   try {
-    runner_.execute(built, logits_);
+    runner_.execute(built, batch, sampled_);
   } catch (const std::exception& e) {
     // A failed forward finishes the requests of this step with "error"; the engine keeps going.
     log_error("step failed ({} requests): {}", sched.scheduled.size(), e.what());
@@ -104,27 +109,21 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     return outputs;
   }
+  profile_.mark(StepProfile::kForward);
 
-  // Sample, and collect logprobs.
-  const int vocab = runner_.vocab_size();
+  // Tokens and logprobs per scheduled request; prompt-logprob rows fill the request's list.
   std::vector<std::optional<int32_t>> sampled(sched.scheduled.size());
   std::vector<std::optional<TokenLogprob>> token_lps(sched.scheduled.size());
-  const auto& eos = scheduler_.config().eos_token_ids;
   for (size_t r = 0; r < built.rows.size(); ++r) {
     const LogitsRowInfo& row = built.rows[r];
     Request& req = *sched.scheduled[row.sched_index].req;
-    std::span<const float> lg(logits_.data() + r * static_cast<size_t>(vocab), vocab);
     if (row.prompt_pos >= 0) {
       if (req.prompt_logprobs.empty()) req.prompt_logprobs.resize(req.num_prompt_tokens());
-      int32_t next = req.prompt_token_ids[row.prompt_pos + 1];
-      req.prompt_logprobs[row.prompt_pos + 1] = compute_logprobs(lg, next, *req.params.prompt_logprobs);
+      req.prompt_logprobs[row.prompt_pos + 1] = sampled_logprob(sampled_, r, *req.params.prompt_logprobs);
       continue;
     }
-    SamplingContext ctx{&req.params, req.prompt_token_ids, req.output_token_ids, eos,
-                        req.generator ? &*req.generator : &rng_};
-    int32_t tok = sample_token(lg, ctx);
-    sampled[row.sched_index] = tok;
-    if (req.params.logprobs) token_lps[row.sched_index] = compute_logprobs(lg, tok, *req.params.logprobs);
+    sampled[row.sched_index] = sampled_.tokens[r];
+    if (req.params.logprobs) token_lps[row.sched_index] = sampled_logprob(sampled_, r, *req.params.logprobs);
   }
 
   // Index of each scheduled request, to find its logprobs after update_from_output.
@@ -132,6 +131,7 @@ std::vector<RequestOutput> EngineCore::step() {
   for (size_t i = 0; i < sched.scheduled.size(); ++i) index[sched.scheduled[i].req.get()] = i;
 
   auto updates = scheduler_.update_from_output(sched, sampled);
+  profile_.mark(StepProfile::kUpdate);
   const double now = monotonic_seconds();
   for (auto& u : updates) {
     Request& req = *u.req;
@@ -161,6 +161,8 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     outputs.push_back(std::move(out));
   }
+  profile_.mark(StepProfile::kOutputs);
+  profile_.end(static_cast<int>(built.rows.size()));
   return outputs;
 }
 

@@ -1,4 +1,5 @@
-// The synchronous engine: schedule -> build inputs -> forward -> sample -> update -> outputs.
+// The synchronous engine: schedule -> build inputs -> forward + sample (on the model's device)
+// -> update -> outputs.
 // Single-threaded; AsyncEngine drives it from its background thread, tests drive it directly.
 #pragma once
 #include <memory>
@@ -12,6 +13,7 @@
 #include "engine/output_processor.h"
 #include "engine/request_output.h"
 #include "engine/scheduler.h"
+#include "engine/step_profile.h"
 
 namespace vireo {
 
@@ -64,7 +66,8 @@ class EngineCore {
   std::unordered_map<std::string, std::unique_ptr<RequestOutputState>> states_;
   std::vector<RequestOutput> pending_outputs_;  // aborts since the last step
   EngineMetrics metrics_;
-  std::vector<float> logits_;
+  SampledRows sampled_;  // the last step's tokens and logprobs (reused buffers)
+  StepProfile profile_;
 };
 
 double monotonic_seconds();

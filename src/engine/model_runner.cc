@@ -79,11 +79,11 @@ ModelRunner::~ModelRunner() {
   if (model_) model_->free_kv_cache(kv_);
 }
 
-void ModelRunner::execute(const BuiltStep& built, std::vector<float>& logits) {
-  model_->forward(built.input, kv_, logits);
-  const size_t want = built.rows.size() * static_cast<size_t>(vocab_size());
-  if (logits.size() < want)
-    throw Error("model forward returned " + std::to_string(logits.size()) + " logits, expected " + std::to_string(want));
+void ModelRunner::execute(const BuiltStep& built, const SamplingBatch& batch, SampledRows& out) {
+  model_->forward_sample(built.input, kv_, batch, out);
+  if (out.tokens.size() != built.rows.size())
+    throw Error("model returned " + std::to_string(out.tokens.size()) + " sampled rows, expected " +
+                std::to_string(built.rows.size()));
 }
 
 }  // namespace vireo

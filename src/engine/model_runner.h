@@ -1,4 +1,4 @@
-// Owns the model and its paged KV cache; runs one scheduled step and returns the logits rows.
+// Owns the model and its paged KV cache; runs one scheduled step and returns its sampled tokens.
 #pragma once
 #include <memory>
 #include <vector>
@@ -19,8 +19,8 @@ class ModelRunner {
   ModelRunner(std::unique_ptr<Model> model, int num_blocks, int block_size);
   ~ModelRunner();
 
-  // Runs the step; logits: [built.rows.size(), vocab] row-major.
-  void execute(const BuiltStep& built, std::vector<float>& logits);
+  // Runs the step and samples its logits rows (batch: one SamplingRow per built.rows entry).
+  void execute(const BuiltStep& built, const SamplingBatch& batch, SampledRows& out);
   Model& model() { return *model_; }
   int vocab_size() const { return model_->config().vocab_size; }
 

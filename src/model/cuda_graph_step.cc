@@ -7,7 +7,7 @@
 // pointers) laid out for the largest size, block tables at a fixed width (max_model_len / block).
 // The first step of a size runs the ops eagerly (its result is that step's answer, and it builds
 // cuBLASLt plans and kernel attributes outside the capture), then the same ops are captured;
-// later steps of that size replay the graph. Logits leave the device after the replay.
+// later steps of that size replay the graph. The logits rows stay on the device (sampled there).
 //
 // Attention inside a graph plans with a fixed context hint (graphs fix grid sizes), not the step's
 // lengths: min(max_model_len, kGraphAttentionHint). The kernels read the real seq_lens from device
@@ -51,7 +51,7 @@ void DecoderModel::reset_graphs() {
   graphs_.kv_block_size = 0;
 }
 
-bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, std::vector<float>& logits) {
+bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits) {
   if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0) return false;
   if (!is_decode_only(in) || kv.k.empty()) return false;
   DecoderGraphs& g = graphs_;
@@ -142,7 +142,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, std::vector
       g.graph_of_size[Sp] = id;
     }
   }
-  if (M > 0) logits_to_host(g.ws, M, logits);
+  logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();
   return true;
 }
 

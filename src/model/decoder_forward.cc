@@ -30,13 +30,24 @@ void validate(const StepInput& in, const KvCache& kv, int num_layers) {
 }  // namespace
 
 void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) {
+  const int64_t M = static_cast<int64_t>(in.logits_indices.size());
+  logits.resize(static_cast<size_t>(M * cfg_.vocab_size));
+  const Tensor dev = run_step(in, kv);
+  if (dev.empty()) {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    return;
+  }
+  logits_to_host(dev, logits);
+}
+
+Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv) {
   validate(in, kv, cfg_.num_hidden_layers);
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
   const int S = static_cast<int>(in.seq_lens.size());
-  logits.assign(static_cast<size_t>(M * cfg_.vocab_size), 0.0f);
-  if (T == 0) return;
-  if (forward_graphed(in, kv, logits)) return;
+  if (T == 0) return Tensor();
+  Tensor graphed;
+  if (forward_graphed(in, kv, graphed)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
@@ -72,7 +83,8 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
     st.max_seq_len = std::max(st.max_seq_len, in.seq_lens[s]);
   }
   run_ops(st, kv, ws_);
-  if (M > 0) logits_to_host(ws_, M, logits);
+  if (M == 0) return Tensor();
+  return ws_.logits.view({M, cfg_.vocab_size});
 }
 
 void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws) {
@@ -123,21 +135,37 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   qp.block_size = kv.block_size;
 
   const float eps = cfg_.rms_norm_eps;
+  auto linear = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out) {
+    LinearParams p;
+    p.x = x;
+    p.w = w;
+    p.bias = b;
+    p.out = out;
+    p.norm_eps = eps;
+    return p;
+  };
+  // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue,
+  // SiLU-mul in the prologue, residual add in the epilogue): 5 kernels a layer instead of 9 on
+  // the GEMV path. Larger steps keep the separate ops (the GEMMs dominate there).
+  const bool fused = kUseFusedLinear && !spec_.post_norm && T <= kFusedLinearMaxRows;
+
   be_->embedding({embed_, ids, residual});  // residual = embed_tokens(input_ids)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
     // Attention input: pre-norm models normalise (fusing the previous MLP's residual add);
     // post-norm models feed the residual stream itself.
-    Tensor attn_in = residual;
-    if (!spec_.post_norm) {
+    LinearParams qkv_p = linear(residual, w.qkv_w, w.qkv_b, qkv);  // [q_proj; k_proj; v_proj](x)
+    if (fused) {
+      qkv_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
+    } else if (!spec_.post_norm) {
       if (l == 0) {
         be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
       } else {
         be_->rms_norm({branch, w.input_norm, hid, residual, eps});  // h += mlp_out; input_layernorm(h)
       }
-      attn_in = hid;
+      qkv_p.x = hid;
     }
-    be_->linear({attn_in, w.qkv_w, w.qkv_b, qkv});  // [q_proj; k_proj; v_proj](x)
+    be_->linear(qkv_p);
     qp.q_norm = w.q_norm;
     qp.k_norm = w.k_norm;
     qp.k_cache = kv.k[l];
@@ -146,7 +174,21 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     ap.k_cache = kv.k[l];
     ap.v_cache = kv.v[l];
     be_->paged_attention(ap);
-    be_->linear({attn.view({T, static_cast<int64_t>(H) * D}), w.o_w, w.o_b, branch});  // o_proj
+    const Tensor attn_flat = attn.view({T, static_cast<int64_t>(H) * D});
+    if (fused) {
+      LinearParams o = linear(attn_flat, w.o_w, w.o_b, residual);  // h += o_proj(attn)
+      o.residual = residual;
+      be_->linear(o);
+      LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, gate_up);  // [gate; up](norm(h))
+      gu.input_norm = w.post_attn_norm;
+      be_->linear(gu);
+      LinearParams down = linear(gate_up, w.down_w, w.down_b, residual);  // h += down(silu(gate) * up)
+      down.silu_mul_input = true;
+      down.residual = residual;
+      be_->linear(down);
+      continue;
+    }
+    be_->linear(linear(attn_flat, w.o_w, w.o_b, branch));  // o_proj
     Tensor mlp_in;
     if (spec_.post_norm) {
       be_->rms_norm({branch, w.post_attn_norm, hid, Tensor(), eps});  // post_attention_layernorm(attn_out)
@@ -156,34 +198,39 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->rms_norm({branch, w.post_attn_norm, hid, residual, eps});  // h += attn_out; post_attention_layernorm(h)
       mlp_in = hid;
     }
-    be_->linear({mlp_in, w.gate_up_w, w.gate_up_b, gate_up});  // [gate_proj; up_proj](x)
-    be_->silu_and_mul({gate_up, act});                         // act_fn(gate) * up
-    be_->linear({act, w.down_w, w.down_b, branch});            // down_proj
+    be_->linear(linear(mlp_in, w.gate_up_w, w.gate_up_b, gate_up));  // [gate_proj; up_proj](x)
+    be_->silu_and_mul({gate_up, act});                                // act_fn(gate) * up
+    be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
     if (spec_.post_norm) {
       be_->rms_norm({branch, w.post_ffn_norm, hid, Tensor(), eps});  // post_feedforward_layernorm(mlp_out)
       be_->add({residual, hid, residual});
     }
+  }
+  if (M == 0) return;
+  Tensor sel = rows(ws.rows, M, hidden);
+  Tensor out = rows(ws.logits, M, V);
+  if (fused) {  // the residual stream is complete: gather the rows, model.norm in the lm_head prologue
+    be_->gather_rows({residual, logits_idx, sel});
+    LinearParams head = linear(sel, lm_head_, Tensor(), out);
+    head.input_norm = final_norm_;
+    be_->linear(head);  // lm_head(model.norm(h))
+    return;
   }
   if (spec_.post_norm) {
     be_->rms_norm({residual, final_norm_, hid, Tensor(), eps});  // model.norm(h)
   } else {
     be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
   }
-  if (M == 0) return;
-  Tensor sel = rows(ws.rows, M, hidden);
   be_->gather_rows({hid, logits_idx, sel});
-  Tensor out = rows(ws.logits, M, V);
-  be_->linear({sel, lm_head_, Tensor(), out});  // lm_head
+  be_->linear(linear(sel, lm_head_, Tensor(), out));  // lm_head
 }
 
-void DecoderModel::logits_to_host(const DecoderWorkspace& ws, int64_t rows, std::vector<float>& logits) {
-  // The first `rows` rows of ws.logits; logits already holds rows * vocab floats.
-  const int64_t V = cfg_.vocab_size;
-  const Tensor out = ws.logits.view({rows, V});
+void DecoderModel::logits_to_host(const Tensor& out, std::vector<float>& logits) {
+  // out: [M, V] on the device; logits already holds M * V floats.
   if (out.dtype == DType::kF32) {
     be_->copy_to_host(out, logits.data());
   } else {
-    std::vector<uint16_t> tmp(static_cast<size_t>(rows * V));
+    std::vector<uint16_t> tmp(static_cast<size_t>(out.numel()));
     be_->copy_to_host(out, tmp.data());
     convert_to_f32(tmp.data(), out.dtype, logits.data(), tmp.size());
   }

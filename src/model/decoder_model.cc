@@ -57,6 +57,7 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
 DecoderModel::~DecoderModel() {
   reset_graphs();
   free_workspace(ws_);
+  free_sampling_workspace(*be_, sampling_);
   for (auto& t : owned_) be_->free(t);
 }
 

@@ -7,6 +7,7 @@
 
 #include "model/arch_spec.h"
 #include "model/model.h"
+#include "model/sample_on_backend.h"
 #include "model/safetensors.h"
 
 namespace vireo {
@@ -61,6 +62,10 @@ struct DecoderGraphs {
   int kv_block_size = 0;
 };
 
+// Steps of at most this many tokens use the fused linear forms (the backends' GEMV range).
+constexpr int64_t kFusedLinearMaxRows = 4;
+constexpr bool kUseFusedLinear = true;
+
 class DecoderModel final : public Model {
  public:
   // checkpoint == nullptr means dummy weights from opts.seed.
@@ -74,6 +79,7 @@ class DecoderModel final : public Model {
   void free_kv_cache(KvCache& kv) override;
   size_t kv_block_bytes(int block_size) const override;
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override;
+  void forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out) override;
   // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
   int num_graphs() const;
   // Turns graphs off (true) or back on for later steps; captured graphs are kept.
@@ -91,9 +97,11 @@ class DecoderModel final : public Model {
   void free_workspace(DecoderWorkspace& ws);
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].
   void run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
-  void logits_to_host(const DecoderWorkspace& ws, int64_t rows, std::vector<float>& logits);
+  // The step's logits rows [M, V] on the device (a view into a workspace; empty when M = 0).
+  Tensor run_step(const StepInput& in, KvCache& kv);
+  void logits_to_host(const Tensor& logits, std::vector<float>& host);
   // Decode-only steps through a CUDA graph (cuda_graph_step.cc); false: the step must run eagerly.
-  bool forward_graphed(const StepInput& in, KvCache& kv, std::vector<float>& logits);
+  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits);
   void reset_graphs();
 
   ModelConfig cfg_;
@@ -107,6 +115,7 @@ class DecoderModel final : public Model {
   std::vector<Tensor> owned_;  // every device tensor to free on destruction
   DecoderWorkspace ws_;
   DecoderGraphs graphs_;
+  SamplingWorkspace sampling_;
 };
 
 }  // namespace vireo

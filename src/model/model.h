@@ -44,6 +44,22 @@ struct LoadOptions {
   int max_model_len = 0;           // block-table width of the graphs; 0: max_position_embeddings
 };
 
+// Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.
+struct SamplingBatch {
+  std::vector<SamplingRow> rows;         // [M]
+  std::vector<int32_t> penalty_tokens;   // [E, 2] (token id, times in the output)
+  std::vector<int32_t> mask_tokens;      // [E2]
+  int num_top_logprobs = 0;              // N, the largest any row asks for
+};
+
+// What comes back to the host per logits row: the token and N + 1 logprobs.
+struct SampledRows {
+  int num_top_logprobs = 0;       // N
+  std::vector<int32_t> tokens;    // [M]
+  std::vector<float> logprobs;    // [M, 1 + N]: the token's raw logprob, then the top-N
+  std::vector<int32_t> top_ids;   // [M, N]
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -58,6 +74,10 @@ class Model {
 
   // Runs the step; writes logits [logits_indices.size(), vocab_size] (F32, row-major) to host.
   virtual void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) = 0;
+  // Runs the step and samples every logits row where the logits are (the device), so only
+  // tokens and logprobs come back. The default runs forward() and samples on the host with the
+  // CPU reference (for test models).
+  virtual void forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out);
 };
 
 // Builds the model named by config.architectures[0] from the registry, loads its weights

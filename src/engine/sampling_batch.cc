@@ -1,0 +1,86 @@
+#include "engine/sampling_batch.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace vireo {
+namespace {
+
+constexpr float kGreedyEps = 1e-5f;
+
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+// (id, times in the output) for every distinct id of prompt + output.
+void append_penalty_entries(const Request& req, std::vector<int32_t>& out) {
+  std::vector<std::pair<int32_t, int32_t>> ids;  // (id, 1 if from the output)
+  ids.reserve(req.all_token_ids.size());
+  for (int32_t t : req.prompt_token_ids) ids.emplace_back(t, 0);
+  for (int32_t t : req.output_token_ids) ids.emplace_back(t, 1);
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    int32_t count = 0;
+    for (; j < ids.size() && ids[j].first == ids[i].first; ++j) count += ids[j].second;
+    out.push_back(ids[i].first);
+    out.push_back(count);
+    i = j;
+  }
+}
+
+}  // namespace
+
+SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
+                                   std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng) {
+  SamplingBatch b;
+  b.rows.resize(built.rows.size());
+  for (size_t r = 0; r < built.rows.size(); ++r) {
+    const LogitsRowInfo& info = built.rows[r];
+    Request& req = *sched.scheduled[info.sched_index].req;
+    const SamplingParams& p = req.params;
+    SamplingRow& row = b.rows[r];
+    if (info.prompt_pos >= 0) {
+      row.forced_token = req.prompt_token_ids[info.prompt_pos + 1];
+      b.num_top_logprobs = std::max(b.num_top_logprobs, p.prompt_logprobs.value_or(0));
+      continue;
+    }
+    b.num_top_logprobs = std::max(b.num_top_logprobs, p.logprobs.value_or(0));
+    row.temperature = p.temperature;
+    row.top_p = p.top_p;
+    row.top_k = p.top_k;
+    row.min_p = p.min_p;
+    if (has_penalties(p)) {
+      row.repetition_penalty = p.repetition_penalty;
+      row.presence_penalty = p.presence_penalty;
+      row.frequency_penalty = p.frequency_penalty;
+      row.penalty_begin = static_cast<int32_t>(b.penalty_tokens.size() / 2);
+      append_penalty_entries(req, b.penalty_tokens);
+      row.penalty_end = static_cast<int32_t>(b.penalty_tokens.size() / 2);
+    }
+    if (req.num_output_tokens() < p.min_tokens) {
+      row.mask_begin = static_cast<int32_t>(b.mask_tokens.size());
+      if (!p.ignore_eos) b.mask_tokens.insert(b.mask_tokens.end(), eos_token_ids.begin(), eos_token_ids.end());
+      b.mask_tokens.insert(b.mask_tokens.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+      row.mask_end = static_cast<int32_t>(b.mask_tokens.size());
+    }
+    if (p.temperature >= kGreedyEps) {
+      std::uniform_real_distribution<double> unif(0.0, 1.0);
+      row.uniform = static_cast<float>(unif(req.generator ? *req.generator : engine_rng));
+    }
+  }
+  return b;
+}
+
+TokenLogprob sampled_logprob(const SampledRows& s, size_t r, int top_n) {
+  const int N = s.num_top_logprobs;
+  const float* lp = s.logprobs.data() + r * (1 + N);
+  TokenLogprob out;
+  out.token_id = s.tokens[r];
+  out.logprob = lp[0];
+  const int n = std::min(top_n, N);
+  for (int i = 0; i < n; ++i) out.top.emplace_back(s.top_ids[r * N + i], lp[1 + i]);
+  return out;
+}
+
+}  // namespace vireo

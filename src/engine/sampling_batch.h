@@ -1,0 +1,25 @@
+// The per-row sampling inputs of a step (model.h SamplingBatch) from the scheduled requests, and
+// the logprobs of a sampled row back in the engine's TokenLogprob form.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+
+#include "engine/scheduler.h"
+#include "engine/step_input_builder.h"
+#include "model/model.h"
+
+namespace vireo {
+
+// One SamplingRow per built.rows entry. Sampling rows draw their `uniform` from the request's
+// generator (seeded requests) or `engine_rng`, in row order, and only when temperature > 0, so a
+// seed gives the same tokens as the host sampler did. Prompt-logprob rows force the next prompt
+// token. Penalty entries cover prompt + output ids of rows with penalties; mask entries are the
+// EOS and stop-token ids while a row is below min_tokens.
+SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
+                                   std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng);
+
+// Row r of `s` as a TokenLogprob with the request's top_n (<= s.num_top_logprobs) alternatives.
+TokenLogprob sampled_logprob(const SampledRows& s, size_t r, int top_n);
+
+}  // namespace vireo

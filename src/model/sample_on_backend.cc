@@ -1,0 +1,86 @@
+#include "model/sample_on_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace vireo {
+namespace {
+
+constexpr int64_t kRowWords = sizeof(SamplingRow) / sizeof(int32_t);
+
+void ensure(Backend& be, Tensor& t, int64_t& cap, int64_t want) {
+  if (want <= cap) return;
+  if (!t.empty()) be.free(t);
+  cap = std::max(want, cap * 2);
+  t = be.alloc({cap}, DType::kI32);
+}
+
+Tensor i32_view(const Tensor& buf, int64_t off, std::vector<int64_t> shape) {
+  return Tensor(static_cast<int32_t*>(buf.data) + off, DType::kI32, std::move(shape), buf.device);
+}
+
+Tensor f32_view(const Tensor& buf, int64_t off, std::vector<int64_t> shape) {
+  return Tensor(static_cast<int32_t*>(buf.data) + off, DType::kF32, std::move(shape), buf.device);
+}
+
+}  // namespace
+
+void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& batch, SampledRows& out,
+                       SamplingWorkspace& ws) {
+  const int64_t M = static_cast<int64_t>(batch.rows.size());
+  const int64_t N = batch.num_top_logprobs;
+  if (N < 0 || N > 20) throw Error("sampling: num_top_logprobs must be in [0, 20]");
+  if (batch.penalty_tokens.size() % 2 != 0) throw Error("sampling: penalty_tokens holds (id, count) pairs");
+  out.num_top_logprobs = static_cast<int>(N);
+  out.tokens.resize(M);
+  out.logprobs.resize(M * (1 + N));
+  out.top_ids.resize(M * N);
+  if (M == 0) return;
+  if (logits.dim(0) < M) throw Error("sampling: fewer logits rows than sampling rows");
+
+  // Inputs: [rows M*14][penalties E*2][masks E2].
+  const int64_t E = static_cast<int64_t>(batch.penalty_tokens.size());
+  const int64_t E2 = static_cast<int64_t>(batch.mask_tokens.size());
+  const int64_t n_in = M * kRowWords + E + E2;
+  ws.host_in.resize(n_in);
+  std::memcpy(ws.host_in.data(), batch.rows.data(), M * sizeof(SamplingRow));
+  std::copy(batch.penalty_tokens.begin(), batch.penalty_tokens.end(), ws.host_in.begin() + M * kRowWords);
+  std::copy(batch.mask_tokens.begin(), batch.mask_tokens.end(), ws.host_in.begin() + M * kRowWords + E);
+  ensure(be, ws.in, ws.in_cap, n_in);
+  Tensor up = ws.in.view({n_in});
+  be.copy_from_host(ws.host_in.data(), up);
+
+  // Outputs: [tokens M][logprobs M*(1+N)][top ids M*N].
+  const int64_t n_out = M + M * (1 + N) + M * N;
+  ensure(be, ws.out, ws.out_cap, n_out);
+
+  SampleParams p;
+  p.logits = logits.view({M, logits.dim(1)});
+  p.rows = i32_view(ws.in, 0, {M * kRowWords});
+  if (E > 0) p.penalty_tokens = i32_view(ws.in, M * kRowWords, {E / 2, 2});
+  if (E2 > 0) p.mask_tokens = i32_view(ws.in, M * kRowWords + E, {E2});
+  p.num_top_logprobs = static_cast<int>(N);
+  p.out_tokens = i32_view(ws.out, 0, {M});
+  p.out_logprobs = f32_view(ws.out, M, {M, 1 + N});
+  if (N > 0) p.out_top_ids = i32_view(ws.out, M + M * (1 + N), {M, N});
+  be.sample(p);
+
+  ws.host_out.resize(n_out);
+  be.copy_to_host(ws.out.view({n_out}), ws.host_out.data());
+  std::copy(ws.host_out.begin(), ws.host_out.begin() + M, out.tokens.begin());
+  std::memcpy(out.logprobs.data(), ws.host_out.data() + M, M * (1 + N) * sizeof(float));
+  std::copy(ws.host_out.begin() + M + M * (1 + N), ws.host_out.begin() + n_out, out.top_ids.begin());
+}
+
+void free_sampling_workspace(Backend& be, SamplingWorkspace& ws) {
+  if (!ws.in.empty()) be.free(ws.in);
+  if (!ws.out.empty()) be.free(ws.out);
+  ws.in = Tensor();
+  ws.out = Tensor();
+  ws.in_cap = ws.out_cap = 0;
+}
+
+}  // namespace vireo
