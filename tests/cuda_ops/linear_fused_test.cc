@@ -212,8 +212,13 @@ class PdlChainTest : public FusedLinearTest {
     Tensor fg = gpu_from(fn, {H}, act_);
     Tensor hg = gpu_poisoned({n, H}, act_), t = gpu_poisoned({n, H}, act_), gu = gpu_poisoned({n, 2 * I}, act_);
     Tensor fin = gpu_poisoned({n, H}, act_), out = gpu_poisoned({n, H}, act_);
+    // Ten dependent bf16 ops: where the GPU's fp32 sums round to the other neighbour of a bf16 value
+    // (cuBLASLt's order at N > 4), later ops carry that ulp on; the final norm makes outputs O(1), so an
+    // absolute bound of a few bf16 ulps at 1 is the chain's tolerance. A stale read (a PDL wait in the
+    // wrong place) gives errors of O(1) or NaN, far outside it.
+    const Tolerance chain_tol{0.05f, 0.02f};
     run_gpu(tg, idg, layers, fg, ixg, hg, t, gu, fin, out);  // eager (also the warm-up before capture)
-    expect_close(to_host(out), want, tol_for(act_), "eager chain");
+    expect_close(to_host(out), want, chain_tol, "eager chain");
 
     gpu_->begin_capture();
     try {
@@ -226,7 +231,7 @@ class PdlChainTest : public FusedLinearTest {
     for (int rep = 0; rep < 2; ++rep) {
       for (Tensor* p : {&hg, &t, &gu, &fin, &out}) poison(*p);  // everything the graph writes
       gpu_->replay_graph(graph);
-      expect_close(to_host(out), want, tol_for(act_), "graph replay " + std::to_string(rep));
+      expect_close(to_host(out), want, chain_tol, "graph replay " + std::to_string(rep));
     }
     gpu_->destroy_graph(graph);
   }

@@ -13,8 +13,10 @@ import re
 
 
 def short(name):
-    name = re.sub(r"\(.*", "", name)          # drop the argument list
-    name = re.sub(r"<.*>", "<>", name)         # and template arguments
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    name = re.sub(r"^void ", "", name)
+    name = re.sub(r"<.*?>\(", "<>(", name)     # template arguments
+    name = re.sub(r"\(.*", "", name)          # the argument list
     return name.split("::")[-1][:60]
 
 

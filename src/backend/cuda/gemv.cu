@@ -1,7 +1,10 @@
 // linear for a handful of rows (decode: N <= 4), bf16/f16, with the fused decode forms of
 // LinearParams. A memory-bound GEMV:
 //   - before the PDL wait, each block pulls (up to 64 KiB of) its weight rows into L2: weights never
-//     depend on the previous kernel, so their stream overlaps its tail;
+//     depend on the previous kernel, so their stream overlaps its tail. Only for matrices up to
+//     VIREO_GEMV_PREFETCH_MAX_MB (default 16): on the H200 the prefetch sped up the latency-bound
+//     Qwen3-0.6B shapes but slowed the large ones (8B gate_up with norm 53 -> 66 us in a graph), whose
+//     early lines are evicted by the previous kernel's stream before use;
 //   - after it, the block stages x' [N, K] in shared memory once: x itself, rmsnorm(x) * g (fp32 sum of
 //     squares, block reduction; input_norm) or silu(x[:, :K]) * x[:, K:] (silu_mul_input), rounded
 //     to the activation dtype exactly as the rms_norm / silu_and_mul kernels round;
@@ -11,6 +14,7 @@
 //   - epilogue: + bias, rounded; with residual, out = round(residual + that), read and written by the
 //     same lane (out may alias residual).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -41,7 +45,16 @@ struct GemvArgs {
   void* out;             // [N, M]
   int64_t k, m;
   float eps;
+  int64_t prefetch_bytes;  // per block before the PDL wait (0: none)
 };
+
+int64_t prefetch_max_bytes() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("VIREO_GEMV_PREFETCH_MAX_MB");
+    return int64_t{e ? std::atoi(e) : 16} << 20;
+  }();
+  return v;
+}
 
 __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
   switch (t) {
@@ -137,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
   // 1. Independent of the previous kernel: this block's first weight rows into L2 (a hint only).
   {
     const char* wb = static_cast<const char*>(a.w);
-    int64_t budget = kPrefetchBytes;
+    int64_t budget = a.prefetch_bytes;
     for (int64_t g = blockIdx.x; g < groups && budget > 0; g += gridDim.x) {
       const int64_t r0 = g * kRowsPerGroup;
       const int64_t rows = m - r0 < kRowsPerGroup ? m - r0 : kRowsPerGroup;
@@ -287,6 +300,7 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   a.k = k;
   a.m = m;
   a.eps = p.norm_eps;
+  a.prefetch_bytes = m * k * static_cast<int64_t>(dtype_size(t)) <= prefetch_max_bytes() ? kPrefetchBytes : 0;
   if (t == DType::kBF16) launch_typed<__nv_bfloat16>(a, n, stream);
   else launch_typed<__half>(a, n, stream);
   return true;
