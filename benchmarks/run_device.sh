@@ -53,7 +53,7 @@ if has serve; then
   wait_up() { for i in $(seq 1 240); do curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
   if [ -z "${SERVE_8B_ONLY:-}" ]; then
   log "serve: qwen3-0.6b sonnet 1024/128, 100 req @ 10 req/s, concurrency 32"
-  $V serve --model builtin:qwen3-0.6b --load-format dummy --device cuda --port 8100 --max-num-seqs 64 > "$OUT/serve_06b.log" 2>&1 &
+  VIREO_STEP_TIMING=1 $V serve --model builtin:qwen3-0.6b --load-format dummy --device cuda --port 8100 --max-num-seqs 64 > "$OUT/serve_06b.log" 2>&1 &
   SP=$!; wait_up 8100 && $V bench serve --port 8100 --model builtin:qwen3-0.6b --tokenizer models/qwen3 \
       --dataset-name sonnet --sonnet-input-len 1024 --sonnet-output-len 128 --num-prompts 100 --request-rate 10 \
       --max-concurrency 32 --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 \
@@ -61,7 +61,8 @@ if has serve; then
   echo "bench serve 0.6b rc=$?"; kill $SP; wait $SP 2>/dev/null
   fi
   log "serve: qwen3-8b random 1024/128, rate inf, concurrency 256"
-  $V serve --model builtin:qwen3-8b --load-format dummy --device cuda --port 8101 --max-num-seqs 256 --max-num-batched-tokens 8192 > "$OUT/serve_8b.log" 2>&1 &
+  VIREO_STEP_TIMING=1 $V serve --model builtin:qwen3-8b --load-format dummy --device cuda --port 8101 --max-num-seqs 256 \
+    --max-num-batched-tokens ${SERVE_8B_BATCHED_TOKENS:-2048} > "$OUT/serve_8b.log" 2>&1 &
   SP=$!; wait_up 8101 && $V bench serve --port 8101 --model builtin:qwen3-8b --tokenizer models/qwen3 \
       --dataset-name random --random-input-len 1024 --random-output-len 128 --num-prompts 512 --max-concurrency 256 \
       --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 --disable-tqdm \
@@ -83,7 +84,7 @@ if has serve_suite; then
   SC="python3 tools/parity/serve_check.py"
   # /health 200 within 300 s while the server lives
   alive_up() { for i in $(seq 1 600); do kill -0 $2 2>/dev/null || return 1; curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
-  for m in default qwen3-0.6b; do
+  for m in ${SERVE_SUITE_MODELS:-default qwen3-0.6b}; do
     $V serve --model builtin:$m --load-format dummy --device cuda --port 8110 --max-model-len 2048 --max-num-seqs 64 \
       > "$OUT/serve_suite_$m.server.log" 2>&1 &
     SP=$!; alive_up 8110 $SP && $SC --url http://127.0.0.1:8110 --checks basic > "$OUT/serve_suite_$m.log" 2>&1
@@ -122,3 +123,6 @@ for f in "$OUT"/teacher_*.md; do [ -f "$f" ] && { echo "## $f"; grep -E '^\|' "$
 for f in "$OUT"/serve_suite_*.log; do [[ $f == *.server.log ]] && continue; [ -f "$f" ] && { echo "## $f"; grep -E '^(FAIL|serve_check)|PASSED|FAILED' "$f"; }; done
 [ -f "$OUT/long.log" ] && { echo "## $OUT/long.log"; grep -E 'cpu fit|EXACT|MISMATCH|long_context:' "$OUT/long.log"; }
 for f in "$OUT"/bench_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E 'Successful|Output token throughput|Median TTFT|Median TPOT|Failed' "$f"; }; done
+for f in "$OUT"/serve_*b.log; do [ -f "$f" ] && { echo "## $f"; grep -h 'step timing' "$f" | tail -2; }; done
+# The device tool returns only a few files: everything in one archive.
+( cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz . && find . -type f ! -name logs.tgz -delete )
