@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -303,6 +304,138 @@ TEST_F(KernelBench, F_FusedGemvInGraph) {
       }
   }
   cuda::set_pdl_enabled(true);
+}
+
+// Batch-1 decode of one layer's attention path, as the decode graphs run it: qkv_prepare (per-head norm,
+// NeoX RoPE, K/V written at the last position) + paged_attention planned from the graph hint
+// (max_seq_len 8192, max_query_len 1), 28 layers (distinct caches, rotated so >= 256 MB are touched per
+// pass when the context allows) captured in one CUDA graph with PDL. Per layer: each op alone, then both.
+TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
+  struct Shape {
+    const char* name;
+    int h, hkv;
+  };
+  constexpr int kLayers = 28, d = 128, bs = 16;
+  for (const Shape& sh : std::vector<Shape>{{"0.6B H16/8", 16, 8}, {"8B H32/8", 32, 8}})
+    for (int ctx : {1024, 4096, 32768}) {
+      const int nb = (ctx + bs - 1) / bs;
+      const int64_t kv_bytes = int64_t{2} * nb * bs * sh.hkv * d * 2;
+      const int copies = static_cast<int>(std::clamp<int64_t>(((int64_t{256} << 20) + kv_bytes - 1) / kv_bytes, 1, kLayers));
+      std::vector<int> table(nb);
+      for (int i = 0; i < nb; ++i) table[i] = i;
+      std::shuffle(table.begin(), table.end(), std::mt19937(11));
+      Tensor qkv = rand_t({1, (sh.h + 2 * sh.hkv) * d}), q = rand_t({1, sh.h, d}), out = rand_t({1, sh.h, d});
+      Tensor cs = rand_t({ctx + 1, d}, -1, 1, DType::kF32), qn = rand_t({d}, 0.5f, 1.5f), kn = rand_t({d}, 0.5f, 1.5f);
+      Tensor pos = ints({ctx - 1}), slot = ints({table[(ctx - 1) / bs] * bs + (ctx - 1) % bs});
+      Tensor qs = ints({0, 1}), lens = ints({ctx}), tab = ints(table);
+      std::vector<Tensor> kc, vc;
+      for (int i = 0; i < copies; ++i) {
+        kc.push_back(rand_t({nb, bs, sh.hkv, d}));
+        vc.push_back(rand_t({nb, bs, sh.hkv, d}));
+      }
+      auto prep = [&](int layer) {
+        QkvPrepareParams p;
+        p.qkv = qkv;
+        p.positions = pos;
+        p.slot_mapping = slot;
+        p.rope_cos_sin = cs;
+        p.rotary_dim = d;
+        p.qk_norm = QkNorm::kPerHeadBeforeRope;
+        p.q_norm = qn;
+        p.k_norm = kn;
+        p.q_out = q;
+        p.k_cache = kc[layer % copies];
+        p.v_cache = vc[layer % copies];
+        p.num_heads = sh.h;
+        p.num_kv_heads = sh.hkv;
+        p.head_dim = d;
+        p.block_size = bs;
+        be_->qkv_prepare(p);
+      };
+      auto attn = [&](int layer) {
+        AttentionParams p;
+        p.q = q;
+        p.k_cache = kc[layer % copies];
+        p.v_cache = vc[layer % copies];
+        p.out = out;
+        p.query_start = qs;
+        p.seq_lens = lens;
+        p.block_tables = tab;
+        p.num_seqs = 1;
+        p.max_blocks_per_seq = nb;
+        p.block_size = bs;
+        p.num_heads = sh.h;
+        p.num_kv_heads = sh.hkv;
+        p.head_dim = d;
+        p.scale = 1.f / std::sqrt(float(d));
+        p.max_query_len = 1;
+        p.max_seq_len = 8192;  // the decode graphs' hint: min(max_model_len, 8192)
+        be_->paged_attention(p);
+      };
+      const char* what[] = {"qkv_prepare", "attention", "qkv_prepare+attention"};
+      for (int form = 0; form < 3; ++form) {
+        auto layer = [&](int i) {
+          if (form != 1) prep(i);
+          if (form != 0) attn(i);
+        };
+        layer(0);  // warm-up: kernel attributes, attention workspace, split counters
+        be_->synchronize();
+        be_->begin_capture();
+        for (int i = 0; i < kLayers; ++i) layer(i);
+        const int graph = be_->end_capture();
+        const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / kLayers;
+        be_->destroy_graph(graph);
+        const double bytes = (form != 1 ? 2.0 * (sh.h + 2 * sh.hkv) * d * 2 : 0.0) +
+                             (form != 0 ? 2.0 * ctx * sh.hkv * d * 2 + 2.0 * sh.h * d * 2 : 0.0);
+        report_bw(std::string("graph b1 ") + sh.name + " ctx " + std::to_string(ctx) + " " + what[form], us, bytes);
+      }
+    }
+}
+
+// The sample op over V = 151936 bf16 logits (Qwen3), M rows, 50 back-to-back calls captured in one
+// CUDA graph (host launch latency excluded). GB/s: the M x V logits read once per call.
+TEST_F(KernelBench, G_Sampling) {
+  struct Mode {
+    const char* name;
+    float temperature, top_p;
+    int top_k, n;
+  };
+  const Mode modes[] = {{"greedy", 0.0f, 1.0f, 0, 0},
+                        {"temperature", 1.0f, 1.0f, 0, 0},
+                        {"temperature N=5", 1.0f, 1.0f, 0, 5},
+                        {"top_p 0.9 top_k 50", 1.0f, 0.9f, 50, 0}};
+  constexpr int kLaunches = 50;
+  const int vocab = 151936;
+  for (int m : {1, 8, 64, 256}) {
+    Tensor logits = rand_t({m, vocab}, -6.0f, 6.0f);
+    for (const Mode& md : modes) {
+      std::vector<SamplingRow> rs(m);
+      for (int r = 0; r < m; ++r) {
+        rs[r].temperature = md.temperature;
+        rs[r].top_p = md.top_p;
+        rs[r].top_k = md.top_k;
+        rs[r].uniform = std::fmod(0.1f + 0.37f * r, 1.0f);
+      }
+      std::vector<int> words(size_t(m) * 14);
+      std::memcpy(words.data(), rs.data(), rs.size() * sizeof(SamplingRow));
+      Tensor tokens = be_->alloc({m}, DType::kI32), lps = be_->alloc({m, 1 + md.n}, DType::kF32);
+      owned_.push_back(tokens);
+      owned_.push_back(lps);
+      Tensor ids;
+      if (md.n) {
+        ids = be_->alloc({m, md.n}, DType::kI32);
+        owned_.push_back(ids);
+      }
+      const SampleParams p{logits, ints(words), Tensor(), Tensor(), md.n, tokens, lps, ids};
+      be_->sample(p);  // warm-up (kernel attributes) before the capture
+      be_->begin_capture();
+      for (int i = 0; i < kLaunches; ++i) be_->sample(p);
+      const int graph = be_->end_capture();
+      const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 1) / kLaunches;
+      be_->destroy_graph(graph);
+      report_bw(std::string("sample V=151936 bf16 M=") + std::to_string(m) + " " + md.name, us, 2.0 * m * vocab);
+    }
+  }
 }
 
 TEST_F(KernelBench, Z_Table) {

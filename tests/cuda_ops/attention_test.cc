@@ -1,6 +1,8 @@
 // paged_attention vs the CPU backend: decode at lengths 1..32k (split-K), GQA 1..16, head dims 64 and
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints.
+#include <tuple>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"
@@ -19,11 +21,54 @@ struct AttnCase {
   bool hints = true;
   int block_size = 16;
   int prefill_m_tiles = 0;  // 0: through the backend; 1 or 2: that prefill kernel shape, launched directly
+  int hint_kv = 0;          // > 0: max_seq_len hint (may be smaller or larger than the real contexts)
+  int graph = 0;  // 1: eager warm-up, then capture + 3 replays on the backend stream (in-kernel split merge);
+                  // 2: capture first on a fresh stream (no split counters yet: the merge kernel is captured)
 };
 
 class AttentionTest : public CudaOpsTest {
  protected:
-  void attend(const AttentionParams& p, int prefill_m_tiles) {
+  // Graph capture of launch_paged_attention with the hint in p (as the decode graphs do), replayed 3
+  // times with the output poisoned before each replay: the split counters must be left at zero.
+  void attend_graph(const AttentionParams& p, int mode) {
+    cuda::DeviceInfo dev;
+    cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+    cudaStream_t st = static_cast<cuda::CudaBackend*>(gpu_.get())->stream();
+    cudaStream_t own = nullptr;
+    if (mode == 2) {
+      ASSERT_EQ(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), cudaSuccess);
+      st = own;
+    }
+    const size_t ws_cap = size_t{16} << 20;  // allocated before the capture, never during it
+    void* ws_ptr = gpu_own(gpu_->alloc({int64_t(ws_cap)}, DType::kU8)).data;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto ws = [&](size_t bytes) -> void* {
+      EXPECT_LE(bytes, ws_cap) << "test workspace too small";
+      return ws_ptr;
+    };
+    if (mode == 1) cuda::launch_paged_attention(p, ws, dev, st);  // warm-up: attributes, split counters
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    cuda::launch_paged_attention(p, ws, dev, st);
+    ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_EQ(cudaMemsetAsync(p.out.data, 0xff, p.out.nbytes(), st), cudaSuccess);  // NaN in bf16/f16
+      ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+    }
+    if (mode == 2) cuda::launch_paged_attention(p, ws, dev, st);  // then eagerly: counters on this stream
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    if (own) cudaStreamDestroy(own);
+  }
+
+  void attend(const AttentionParams& p, int prefill_m_tiles, int graph = 0) {
+    if (graph != 0) {
+      attend_graph(p, graph);
+      return;
+    }
     if (prefill_m_tiles == 0) {
       gpu_->paged_attention(p);
       return;
@@ -38,7 +83,8 @@ class AttentionTest : public CudaOpsTest {
 
   void run(const AttnCase& c, DType act) {
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
-                       " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " seqs";
+                       " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " hint " +
+                       std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -83,8 +129,8 @@ class AttentionTest : public CudaOpsTest {
     g.head_dim = c.d;
     g.scale = 1.f / std::sqrt(float(c.d));
     g.max_query_len = c.hints ? max_q : 0;
-    g.max_seq_len = c.hints ? max_kv : 0;
-    attend(g, c.prefill_m_tiles);
+    g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
+    attend(g, c.prefill_m_tiles, c.graph);
 
     AttentionParams r = g;
     r.q = cpu_f32(q, {T, c.h, c.d});
@@ -99,7 +145,7 @@ class AttentionTest : public CudaOpsTest {
     // A second run on the same inputs must agree bit for bit (no races, no stale workspace).
     std::vector<float> first = to_host(g.out);
     g.out = gpu_poisoned({T, c.h, c.d}, act);
-    attend(g, c.prefill_m_tiles);
+    attend(g, c.prefill_m_tiles, c.graph);
     EXPECT_EQ(first, to_host(g.out)) << "second run differs";
   }
 };
@@ -117,6 +163,48 @@ TEST_F(AttentionTest, DecodeLongSplitK) {
   run({{{1, 32768}}, 32, 8, 128}, DType::kBF16);           // one sequence fills the chip via splits
   run({{{1, 20000}, {1, 5}, {1, 777}}, 16, 2, 64}, DType::kBF16);
   run({{{1, 9000}}, 8, 8, 128, true, false}, DType::kBF16);  // no host hints: plan from table width
+}
+
+// Batch-1 decode (and 2..4-token verify steps) at short and long contexts: few (seq, kv head) pairs, so
+// the planner goes down to 64-key splits and the last split block of each pair merges in the kernel.
+TEST_F(AttentionTest, DecodeBatchOneSplits) {
+  use_dtype(DType::kBF16);
+  for (auto [h, hkv] : std::vector<std::pair<int, int>>{{8, 8}, {16, 4}, {32, 4}, {16, 8}, {32, 8}})
+    for (int d : {64, 128}) {
+      for (int len : {1, 15, 16, 17, 64, 65, 1100, 4096}) run({{{1, len}}, h, hkv, d}, DType::kBF16);
+      for (int q : {2, 3, 4})
+        if (q * (h / hkv) <= 16) run({{{q, 1100}}, h, hkv, d}, DType::kBF16);  // decode shape, several tokens
+    }
+  run({{{1, 32768}}, 16, 8, 128}, DType::kBF16);
+  run({{{1, 32768}}, 32, 4, 64}, DType::kBF16);
+  run({{{1, 1100}, {1, 17}}, 16, 8, 128}, DType::kBF16);  // two sequences, unequal lengths
+  run({{{1, 1100}, {1, 1}, {1, 4096}, {1, 64}}, 32, 8, 128}, DType::kBF16);
+  use_dtype(DType::kF16);
+  run({{{1, 1100}}, 16, 8, 128}, DType::kF16);
+}
+
+// Graph capture with a fixed hint (the decode graphs plan from min(max_model_len, 8192)): contexts
+// shorter and longer than the hint; the kernel spreads each context over the captured splits.
+TEST_F(AttentionTest, GraphHintSmallerOrLargerThanContext) {
+  use_dtype(DType::kBF16);
+  for (int mode : {1, 2}) {
+    for (auto [h, hkv, d] : std::vector<std::tuple<int, int, int>>{{16, 8, 128}, {32, 8, 128}, {32, 4, 64}, {8, 8, 64}}) {
+      for (int len : {1, 17, 1100, 4096, 32768}) {
+        for (int hint : {1024, 8192}) {
+          AttnCase c{{{1, len}}, h, hkv, d};
+          c.hint_kv = hint;
+          c.graph = mode;
+          run(c, DType::kBF16);
+        }
+      }
+    }
+    AttnCase c{{{1, 1100}, {1, 300}, {1, 20000}, {2, 5000}}, 32, 8, 128};  // batch of 4, 2-token row too
+    c.hint_kv = 8192;
+    c.graph = mode;
+    run(c, DType::kBF16);
+    c.hint_kv = 512;
+    run(c, DType::kBF16);
+  }
 }
 
 TEST_F(AttentionTest, DecodeGqaRatios) {

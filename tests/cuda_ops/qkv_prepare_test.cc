@@ -18,7 +18,7 @@ class QkvPrepareTest : public CudaOpsTest {
     SCOPED_TRACE(std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                  " D " + std::to_string(c.d) + " rd " + std::to_string(c.rotary) + (c.neox ? " neox" : " gptj") +
                  " norm " + std::to_string(int(c.norm)) + " T " + std::to_string(c.tokens));
-    const int t = c.tokens, bs = 16, num_blocks = 9, max_pos = 4096;
+    const int t = c.tokens, bs = 16, num_blocks = std::max(9, (t + bs - 1) / bs + 1), max_pos = 4096;
     const int width = (c.h + 2 * c.hkv) * c.d;
     auto qkv = rand_vec(size_t(t) * width, -2, 2, act);
     std::vector<int> pos(t), slots(t);
@@ -100,6 +100,28 @@ TEST_F(QkvPrepareTest, AllModes) {
     run({8, 1, 128, 0, true, QkNorm::kNone, 5}, act);  // no rotary at all
     run({2, 1, 36, 36, true, QkNorm::kPerHeadBeforeRope, 7}, act);  // bf16 rows not 16-byte multiples: scalar path
     run({64, 8, 128, 128, true, QkNorm::kFullWidth, 3}, act);  // large q: > 48 KiB of smem
+  }
+}
+
+// Decode-sized steps (1..4 tokens: the warp-per-head kernel) at the model shapes that use each mode:
+// Qwen3 (per-head norm before NeoX RoPE), HunYuan (after RoPE), OLMo-2 (full width: the block kernel),
+// GPT-J pairs, partial rotary, head dims 64 / 128 / 256, and a long step (block kernel, per-head norm).
+TEST_F(QkvPrepareTest, FewTokensAndBothKernels) {
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_dtype(act);
+    for (int t = 1; t <= 4; ++t) {
+      run({16, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, t}, act);  // Qwen3-0.6B
+      run({32, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, t}, act);  // Qwen3-8B
+      run({32, 8, 128, 128, true, QkNorm::kPerHeadAfterRope, t}, act);   // HunYuan
+      run({16, 16, 128, 128, true, QkNorm::kFullWidth, t}, act);         // OLMo-2
+      run({16, 4, 64, 64, false, QkNorm::kNone, t}, act);                // GPT-J pairs, D 64
+      run({8, 1, 128, 32, true, QkNorm::kPerHeadBeforeRope, t}, act);    // partial rotary, MQA
+      run({8, 2, 128, 64, false, QkNorm::kPerHeadAfterRope, t}, act);    // partial GPT-J
+      run({8, 4, 256, 256, true, QkNorm::kPerHeadBeforeRope, t}, act);   // D 256: 8 values a lane
+      run({4, 2, 80, 40, true, QkNorm::kPerHeadBeforeRope, t}, act);     // D 80: lanes past d idle
+    }
+    run({16, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, 1100}, act);  // > 1024 tokens: block kernel
+    run({8, 2, 64, 32, false, QkNorm::kPerHeadAfterRope, 1030}, act);
   }
 }
 

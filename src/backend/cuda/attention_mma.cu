@@ -4,11 +4,17 @@
 // query heads of the group. Two shapes of one kernel:
 //   decode  (q_len * G <= 16): 16 rows; the 4 warps split each 64-key tile (16 keys each) and merge
 //           at the end; blocks also split the sequence (flash-decoding) so one long sequence fills
-//           the chip; a reduce kernel merges the splits.
+//           the chip: each sequence is spread over all launched splits (>= 64 keys each), and the
+//           last split block of a (seq, kv head) to finish merges the splits (arrival counter), so
+//           decode needs no merge launch (the merge kernel remains for prefill splits and the
+//           fallback when no counters are available).
 //   prefill (q_len * G > 16):  64 rows (16 per warp) that share each 64-key tile; causal; optional
 //           key splits for long chunked-prefill contexts.
 // K/V tiles are gathered page by page with cp.async into padded shared memory, three stages deep.
 #include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -18,6 +24,61 @@
 
 namespace vireo::cuda {
 namespace {
+
+constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
+
+// The in-kernel split merge of one decode-shape (seq, kv head): rows (token, head-in-group) < 16,
+// nsplit partials each. sm: >= (16 * kMaxDecodeSplits + 16) floats of shared memory no longer in use.
+// Partials of other blocks are read with ld.global.cg (L2; never a stale L1 line).
+template <typename T, int D>
+__device__ __forceinline__ void merge_decode_splits(const MmaArgs& a, float* sm, int q0, int hk, int rows,
+                                                    int nsplit) {
+  float* wts = sm;                           // [16][kMaxDecodeSplits]
+  float* inv_l = sm + 16 * kMaxDecodeSplits; // [16]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nrows = min(rows, 16);
+  auto th_of = [&](int r) {
+    return static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group;
+  };
+  for (int r = warp; r < nrows; r += kThreads / 32) {
+    const float2* ml = a.ws_ml + th_of(r) * a.max_splits;
+    float mm = -INFINITY;
+    for (int z = lane; z < nsplit; z += 32) mm = fmaxf(mm, __ldcg(ml + z).x);
+    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+    const float mu = mm == -INFINITY ? 0.f : mm;
+    float ll = 0.f;
+    for (int z = lane; z < nsplit; z += 32) {
+      const float2 v = __ldcg(ml + z);
+      const float f = exp2f(v.x - mu);
+      wts[r * kMaxDecodeSplits + z] = f;
+      ll += v.y * f;
+    }
+    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
+    if (lane == 0) inv_l[r] = ll > 0.f ? 1.f / ll : 0.f;
+  }
+  __syncthreads();
+  constexpr int kC = D / 4;  // float4 columns per row
+  for (int idx = threadIdx.x; idx < nrows * kC; idx += kThreads) {
+    const int r = idx / kC, col = (idx % kC) * 4;
+    const int64_t th = th_of(r);
+    const float* po = a.ws_o + th * a.max_splits * D + col;
+    const float* w = wts + r * kMaxDecodeSplits;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int z = 0; z < nsplit; ++z) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + static_cast<int64_t>(z) * D));
+      const float f = w[z];
+      acc.x += v.x * f;
+      acc.y += v.y * f;
+      acc.z += v.z * f;
+      acc.w += v.w * f;
+    }
+    const float il = inv_l[r];
+    unsigned* o = reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col);
+    o[0] = pack2<T>(acc.x * il, acc.y * il);
+    o[1] = pack2<T>(acc.z * il, acc.w * il);
+  }
+}
 
 // kRowWarps = 4: prefill shape (64 rows, warps own rows); 1: decode shape (16 rows, warps own keys).
 template <typename T, int D, int kRowWarps>
@@ -42,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   // and the short tiles fill in behind them (less tail).
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kBM;
   if (row0 >= rows) return;
-  const int split_len = kDecode ? split_len_for(kv_len, a.split_len_decode, a.splits_decode)
+  const int split_len = kDecode ? decode_split_len(kv_len, a.split_len_decode, a.splits_decode)
                                 : split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (static_cast<int>(blockIdx.z) >= nsplit) return;
@@ -244,6 +305,24 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
         if (col == 0) a.ws_ml[th * a.max_splits + split] = make_float2(mm, ll);
       }
     }
+    if (direct || a.counters == nullptr) return;
+    // Split merge in the kernel: the last of this (seq, kv head)'s nsplit blocks to arrive merges all
+    // partials (threadFenceReduction pattern: write, fence, count; the last block fences, then reads
+    // through L2) and resets the counter for the next launch (graph replays included).
+    __shared__ unsigned s_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned* ctr = a.counters + blockIdx.y;
+      const unsigned prev = atomicAdd(ctr, 1u);
+      const bool last = prev + 1 == static_cast<unsigned>(nsplit);
+      if (last) atomicExch(ctr, 0u);  // every block of this launch has counted: nobody touches it again
+      s_last = last ? 1u : 0u;
+    }
+    __syncthreads();
+    if (s_last == 0) return;
+    __threadfence();
+    merge_decode_splits<T, D>(a, reinterpret_cast<float*>(smem_raw), q0, hk, rows, nsplit);
   } else {
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
@@ -283,7 +362,8 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
   const int q_len = a.query_start[lo + 1] - a.query_start[lo], kv_len = a.seq_lens[lo];
   if (q_len <= 0 || t >= a.query_start[lo + 1]) return;
   const bool decode = q_len * a.group <= 16;
-  const int split_len = decode ? split_len_for(kv_len, a.split_len_decode, a.splits_decode)
+  if (decode && a.counters != nullptr) return;  // merged inside the decode-shape kernel
+  const int split_len = decode ? decode_split_len(kv_len, a.split_len_decode, a.splits_decode)
                                : split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
   const int nsplit = (kv_len + split_len - 1) / split_len;
   if (nsplit <= 1) return;
@@ -331,6 +411,7 @@ template <typename T, int D, int kRowWarps>
 void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = kStages * 2 * kBN * (D + kPad) * sizeof(T);
   static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
+  static_assert(smem >= (16 * kMaxDecodeSplits + 16) * sizeof(float), "split merge must fit in the tile buffers");
   blocks_per_sm<T, D, kRowWarps>();  // sets the shared-memory attribute
   launch_pdl(attention_mma_kernel<T, D, kRowWarps>, grid, dim3(kThreads), smem, stream, a);
   check_launch("paged_attention");
@@ -348,6 +429,40 @@ int wide_blocks_per_sm() {
     return b < 1 ? 1 : b;
   }();
   return n;
+}
+
+// Arrival counters of the in-kernel decode split merge, one buffer per (device, stream), zeroed once
+// (stream-ordered) when first handed out and left zero by every launch (the merging block resets its
+// counter). Launches on one stream are ordered (with PDL each kernel waits for its predecessor before
+// touching memory, so transitively for the previous attention launch); launches on different streams
+// never share counters. Buffers are never freed (32 KiB per stream ever used; a graph keeps the pointer).
+constexpr int kCountersPerStream = 8192;
+
+// The counters for (current device, stream), or nullptr: more than kCountersPerStream (seq, kv head)
+// pairs, or the stream is capturing a graph and has no counters yet (they cannot be zeroed eagerly
+// then); the merge kernel merges the decode splits instead.
+unsigned* split_counters(cudaStream_t stream, int64_t pairs) {
+  if (pairs > kCountersPerStream) return nullptr;
+  int dev = 0;
+  VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+  struct Entry {
+    int dev;
+    cudaStream_t stream;
+    unsigned* ctr;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> entries;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : entries)
+    if (e.dev == dev && e.stream == stream) return e.ctr;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  VIREO_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+  if (cap != cudaStreamCaptureStatusNone) return nullptr;
+  void* p = nullptr;
+  VIREO_CUDA_CHECK(cudaMalloc(&p, kCountersPerStream * sizeof(unsigned)));
+  VIREO_CUDA_CHECK(cudaMemsetAsync(p, 0, kCountersPerStream * sizeof(unsigned), stream));
+  entries.push_back({dev, stream, static_cast<unsigned*>(p)});
+  return static_cast<unsigned*>(p);
 }
 
 // Key splits for `base` blocks of work on `slots` resident blocks: the fewest waves per unit of work,
@@ -384,8 +499,11 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
   const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1>();
+  // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
+  // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
+  const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
   if (any_decode && (!any_prefill || int64_t{row_tiles} * sh < dec_slots))
-    dec_splits = choose_splits(sh, dec_slots, max_kv, 256, 128);
+    dec_splits = choose_splits(sh, dec_slots, max_kv, dec_min_keys, kMaxDecodeSplits);
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
     const int per_sm = wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
@@ -399,13 +517,16 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   a.splits_decode = dec_splits;
   a.splits_prefill = pre_splits;
   a.max_splits = std::max(dec_splits, pre_splits);
-  a.split_len_decode = dec_len;
+  // Decode: the minimum split length; the kernel spreads each sequence over all dec_splits splits
+  // (decode_split_len), which gives dec_len at max_kv.
+  a.split_len_decode = kBN;
   a.split_len_prefill = pre_len;
   if (a.max_splits > 1) {
     char* ws = static_cast<char*>(workspace(per_split_bytes * a.max_splits));
     a.ws_o = reinterpret_cast<float*>(ws);
     a.ws_ml = reinterpret_cast<float2*>(ws + num_tokens * p.num_heads * int64_t{a.max_splits} * D * 4);
   }
+  if (dec_splits > 1) a.counters = split_counters(stream, sh);
   if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
@@ -417,7 +538,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
       launch_shape<T, D, 4>(a, grid, stream);
     }
   }
-  if (a.max_splits > 1) {
+  if (pre_splits > 1 || (dec_splits > 1 && a.counters == nullptr)) {
     launch_pdl(attention_merge_kernel<T>, dim3(static_cast<unsigned>(num_tokens), p.num_heads), dim3(D),
                a.max_splits * sizeof(float), stream, a, D);
     check_launch("paged_attention merge");

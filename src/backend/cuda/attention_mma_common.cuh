@@ -27,6 +27,10 @@ struct MmaArgs {
   int split_len_decode, split_len_prefill;
   int splits_decode, splits_prefill;  // grid z of each shape's launch: a sequence never uses more splits
   int max_splits;                     // workspace stride: max(splits_decode, splits_prefill)
+  // Decode shape only: arrival counters, one per (seq, kv head) = blockIdx.y, all zero between launches.
+  // The last split block of a (seq, kv head) to finish merges its splits and resets the counter to zero;
+  // nullptr: the merge kernel merges the decode splits instead.
+  unsigned* counters;
 };
 
 // Key splits of a sequence: the planned length, stretched when the host hint undercounted so that the
@@ -37,6 +41,17 @@ __device__ __forceinline__ int split_len_for(int kv_len, int planned, int num_sp
   const int need = (kv_len + num_splits - 1) / num_splits;
   const int need64 = (need + kBN - 1) / kBN * kBN;
   return max(planned, need64);
+}
+
+// Key splits of a decode-shape sequence: the real context spread evenly over all `num_splits` launched
+// splits (the grid z of the decode shape), each a whole number of 64-key tiles and at least `min_len`
+// keys. A hint that undercounts (graph capture) gives longer splits, one that overcounts shorter ones,
+// so a short context still spreads over the blocks the grid launches anyway. Never more than
+// num_splits splits: nsplit = ceil(kv_len / len) <= num_splits.
+__device__ __forceinline__ int decode_split_len(int kv_len, int min_len, int num_splits) {
+  const int need = (kv_len + num_splits - 1) / num_splits;
+  const int need64 = (need + kBN - 1) / kBN * kBN;
+  return max(min_len, need64);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {

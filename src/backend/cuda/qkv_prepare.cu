@@ -1,4 +1,5 @@
-// The fused Q/K path of one token per block: split qkv, optional q/k RMSNorm (per head or full
+// The fused Q/K path (two kernels: a warp per (token, head) for few tokens, a block per token for many
+// and for the full-width norm). The block-per-token kernel: split qkv, optional q/k RMSNorm (per head or full
 // width, before or after RoPE), RoPE (NeoX halves or GPT-J pairs, partial rotary), write q to q_out
 // and k, v into the paged cache at slot_mapping (slot < 0: skipped). Math in fp32 in shared memory.
 #include "backend/cuda/cuda_common.h"
@@ -153,6 +154,139 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
   }
 }
 
+// Small-T path (decode): one warp per (token, head) over the H q heads, Hkv k heads and Hkv v heads of
+// a token, kHeadWarps heads per block, so a single token spreads over (H + 2*Hkv) / kHeadWarps blocks
+// instead of one. Per-head norms only (a full-width norm needs all heads of a token: the block path).
+// Values live in registers (lane-strided: element i = lane + 32 * j, or pairs 64 * (j / 2) + 2 * lane + j % 2
+// with 4-byte loads when vec), the RoPE partner exchange goes through the warp's shared-memory row.
+// All global loads (the head, the norm weight, cos/sin) are issued before the first use.
+constexpr int kHeadWarps = 4;
+constexpr int kMaxHeadDim = 256;            // the register path holds up to 8 values per lane
+constexpr int kPerLane = kMaxHeadDim / 32;  // 8
+constexpr int64_t kHeadPathMaxTokens = 1024;
+
+__device__ __forceinline__ int lane_elem(bool pairs, int lane, int j) {
+  return pairs ? 64 * (j / 2) + 2 * lane + (j % 2) : lane + 32 * j;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvArgs a, int blocks_per_token) {
+  __shared__ float xs[kHeadWarps][kMaxHeadDim];
+  pdl_enter();  // launched with PDL (pdl.cuh): before any access; no block-wide barrier follows, so
+                // warps may return on their own
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = blockIdx.x / blocks_per_token;
+  const int hh = (blockIdx.x % blocks_per_token) * kHeadWarps + warp;
+  const int h = a.num_heads, hk = a.num_kv_heads, d = a.head_dim;
+  if (hh >= h + 2 * hk) return;
+  const int64_t width = static_cast<int64_t>(h + 2 * hk) * d;
+  const T* src = static_cast<const T*>(a.qkv) + t * width + static_cast<int64_t>(hh) * d;
+  const int slot = a.slots[t];
+  if (hh >= h + hk) {  // a v head: copied unchanged into the cache
+    if (slot < 0) return;
+    T* dst = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h - hk) * d;
+    for (int i = lane; i < d; i += 32) dst[i] = src[i];
+    return;
+  }
+  const bool is_q = hh < h;
+  if (!is_q && slot < 0) return;  // a k head with nothing to write
+  // 2-byte T with d * sizeof(T) % 16 == 0 and 16-byte aligned bases (vec): 4-byte pair loads/stores.
+  const bool pairs = sizeof(T) == 2 && a.vec;
+  float x[kPerLane], w[kPerLane];
+  const void* wp = is_q ? a.q_norm : a.k_norm;
+  const DType wt = is_q ? a.q_norm_dt : a.k_norm_dt;
+  const bool norm = a.qk_norm == QkNorm::kPerHeadBeforeRope || a.qk_norm == QkNorm::kPerHeadAfterRope;
+#pragma unroll
+  for (int j = 0; j < kPerLane; j += 2) {
+    const int i = lane_elem(pairs, lane, j);
+    const int i1 = lane_elem(pairs, lane, j + 1);
+    if (pairs) {
+      if (i < d) {  // i even, i + 1 < d (d even)
+        const unsigned u = *reinterpret_cast<const unsigned*>(src + i);
+        const T* e = reinterpret_cast<const T*>(&u);
+        x[j] = to_f(e[0]);
+        x[j + 1] = to_f(e[1]);
+      } else {
+        x[j] = x[j + 1] = 0.f;
+      }
+    } else {
+      x[j] = i < d ? to_f(src[i]) : 0.f;
+      x[j + 1] = i1 < d ? to_f(src[i1]) : 0.f;
+    }
+    w[j] = norm && i < d ? load_w(wp, wt, i) : 0.f;
+    w[j + 1] = norm && i1 < d ? load_w(wp, wt, i1) : 0.f;
+  }
+  // RoPE coefficients of this lane's rotary elements: c, s with new = x * c + partner * s.
+  const int rd = a.rotary_dim, half = rd / 2;
+  float rc[kPerLane], rs[kPerLane];
+  bool poison = false;
+  if (rd > 0) {
+    const int pos = a.positions[t];
+    const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
+    poison = cs == nullptr;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane_elem(pairs, lane, j);
+      rc[j] = 1.f;
+      rs[j] = 0.f;
+      if (i < rd && cs != nullptr) {
+        // NeoX: pairs (k, k + half); GPT-J: (2k, 2k + 1). x1' = x1 c - x2 s, x2' = x2 c + x1 s.
+        const int k = a.neox ? (i < half ? i : i - half) : i / 2;
+        const bool first = a.neox ? i < half : (i % 2 == 0);
+        rc[j] = cs[k];
+        rs[j] = first ? -cs[half + k] : cs[half + k];
+      }
+    }
+  }
+  auto rms = [&]() {
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) ss += x[j] * x[j];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / d + a.eps);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) x[j] = x[j] * inv * w[j];
+  };
+  if (a.qk_norm == QkNorm::kPerHeadBeforeRope) rms();
+  if (rd > 0) {
+    float* row = xs[warp];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane_elem(pairs, lane, j);
+      if (i < d) row[i] = x[j];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane_elem(pairs, lane, j);
+      if (i >= rd) continue;
+      if (poison) {
+        x[j] = __int_as_float(0x7fc00000);
+        continue;
+      }
+      const int partner = a.neox ? (i < half ? i + half : i - half) : (i ^ 1);
+      x[j] = x[j] * rc[j] + row[partner] * rs[j];
+    }
+  }
+  if (a.qk_norm == QkNorm::kPerHeadAfterRope) rms();
+  T* dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(d)
+                : static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h) * d;
+#pragma unroll
+  for (int j = 0; j < kPerLane; j += 2) {
+    const int i = lane_elem(pairs, lane, j);
+    const int i1 = lane_elem(pairs, lane, j + 1);
+    if (pairs) {
+      if (i < d) {
+        T e[2] = {from_f<T>(x[j]), from_f<T>(x[j + 1])};
+        *reinterpret_cast<unsigned*>(dst + i) = *reinterpret_cast<const unsigned*>(e);
+      }
+    } else {
+      if (i < d) dst[i] = from_f<T>(x[j]);
+      if (i1 < d) dst[i1] = from_f<T>(x[j + 1]);
+    }
+  }
+}
+
 }  // namespace
 
 void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
@@ -183,8 +317,17 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
   a.vec = (static_cast<size_t>(d) * dtype_size(p.qkv.dtype)) % 16 == 0 && al16(p.qkv.data) && al16(p.q_out.data) &&
           al16(p.k_cache.data) && al16(p.v_cache.data);
   const size_t smem = static_cast<size_t>(h + hk) * d * sizeof(float);
+  // Few tokens: a warp per head over many blocks (latency); many tokens: a block per token (its
+  // measured throughput at 16k tokens is the bar). The full-width norm always takes the block path.
+  const bool per_head = p.qk_norm != QkNorm::kFullWidth && d <= kMaxHeadDim && t <= kHeadPathMaxTokens;
   dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
     using T = decltype(tag);
+    if (per_head) {
+      const int bpt = (h + 2 * hk + kHeadWarps - 1) / kHeadWarps;
+      launch_pdl(qkv_prepare_heads_kernel<T>, dim3(static_cast<unsigned>(t * bpt)), dim3(kHeadWarps * 32), 0, stream,
+                 a, bpt);
+      return;
+    }
     if (smem > 48 * 1024)
       VIREO_CUDA_CHECK(cudaFuncSetAttribute(qkv_prepare_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
