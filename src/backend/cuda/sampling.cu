@@ -1,6 +1,23 @@
 // The sample op on the device (semantics: backend/op_params.h; oracle: backend/cpu/cpu_sampling.cc).
-// One block of 512 threads per logits row, rows in parallel; the row is streamed from memory (L2 after
-// the first pass) once per pass, 16 bytes per lane:
+// Two kernels; each row takes one of two paths, decided on the device from its SamplingRow:
+//
+// Fast path (forced rows, greedy rows and plain temperature rows: no top-k/top-p/min-p, no penalty
+// or mask entries). The row is split into chunks of kChunkStep * iters ids (2048 for small batches,
+// 8192 when M * chunks would exceed ~2048 blocks), one 256-thread block per (row, chunk):
+//   chunk_kernel: each thread loads 8 ids per step into registers (16-byte loads when the rows are
+//     16-byte aligned, scalar loads otherwise), then the block computes the chunk max c, the sums
+//     sum(exp(l - c)) (-> log-softmax) and, for draw rows, sum(exp((l - c) / T)) (the tempered mass
+//     relative to the chunk max, rescaled by exp((c - max) / T) in the merge), and the chunk's
+//     top-K list (best first, ties by lower id; K >= 1 so list[0] is the argmax).
+//   sample_kernel (one 512-thread block per row): merges the partials: max, lse, top-N (per-thread
+//     lists over the C * K candidates, then the block merge), greedy = top[0]; a draw scans the
+//     chunks' masses in id order for the chunk where the cumulative mass passes uniform * total,
+//     then scans only that chunk's ids (exact e = exp((l - max) / T), as below) in id order.
+// The logits are streamed once (plus one chunk per drawn row from L2).
+//
+// Slow path (rows with threshold searches or penalties/masks): chunk_kernel skips them and the same
+// sample_kernel block runs the full single-block algorithm over the row, streamed from memory (L2
+// after the first pass) once per pass, 16 bytes per lane:
 //   1. raw pass: online max/sum-exp (-> log-softmax), per-thread top-K lists (-> top-N logprobs and
 //      the greedy argmax), and for rows with penalties/masks an fp32 copy into workspace scratch;
 //   2. penalised rows: penalty entries and masks applied to the copy, one more pass for max/argmax/min;
@@ -21,6 +38,7 @@
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/sampling_block.cuh"
 
 namespace vireo::cuda {
@@ -41,6 +59,14 @@ struct Args {
   int32_t* out_tokens;         // [M]
   float* out_logprobs;         // [M, 1 + N]
   int32_t* out_top_ids;        // [M, N] or null
+  // Fast-path partials, [M, C] (top lists [M, C, K]); pmax null: every row takes the slow path.
+  int chunk;                   // ids per chunk: kChunkStep * iters
+  int num_chunks;              // C = ceil(V / chunk)
+  float* pmax;                 // chunk max of the raw logits
+  float* psum;                 // sum exp(l - chunk max)
+  float* ptsum;                // draw rows: sum exp((l - chunk max) / T)
+  float* ptop_v;               // chunk top-K values, best first
+  int32_t* ptop_i;             // their ids (INT_MAX: none)
 };
 
 // A threshold in the order (x desc, id asc): everything at or above it is kept.
@@ -272,12 +298,10 @@ __device__ int draw_token(const W* p, int V, bool aligned, const SamplingRow& ro
   return id >= 0 ? id : 0;
 }
 
+// The single-block algorithm over row r (the slow path; see the header comment).
 template <typename T, int K>
-__global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
-  __shared__ Shared sm;
-  extern __shared__ float seg_sums[];
-  const int r = blockIdx.x, tid = threadIdx.x, V = a.vocab;
-  const SamplingRow row = a.rows[r];
+__device__ void slow_row(const Args& a, int r, const SamplingRow& row, Shared& sm, float* seg_sums) {
+  const int tid = threadIdx.x, V = a.vocab;
   const T* raw = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
   const int pb = max(row.penalty_begin, 0), pe = min(row.penalty_end, a.num_pairs);
   const int mb = max(row.mask_begin, 0), me = min(row.mask_end, a.num_masks);
@@ -375,8 +399,261 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
   }
 }
 
+// ---- fast path ----
+constexpr int kChunkThreads = 256, kChunkWarps = kChunkThreads / 32;
+constexpr int kPerThread = 8;                              // ids per thread per step
+constexpr int kChunkStep = kChunkThreads * kPerThread;     // 2048 ids per chunk step
+
+// Rows the fast path handles (block-uniform: depends on the row only). Mirrors slow_row's decisions:
+// forced rows; else no penalty/mask entries in range and greedy or no top-k/top-p/min-p.
+__device__ __forceinline__ bool is_fast(const SamplingRow& row, const Args& a) {
+  if (row.forced_token >= 0) return true;
+  const int pb = max(row.penalty_begin, 0), pe = min(row.penalty_end, a.num_pairs);
+  const int mb = max(row.mask_begin, 0), me = min(row.mask_end, a.num_masks);
+  if (a.scratch && (pe > pb || me > mb)) return false;
+  if (row.temperature < 1e-5f) return true;
+  return !(row.top_k > 0 && row.top_k < a.vocab) && !(row.top_p < 1.0f) && !(row.min_p > 0.0f);
+}
+
+// Ids [base, base + 8) of a row as float; ids >= V read as -inf (callers also mask them by id).
+template <typename T>
+__device__ __forceinline__ void load8(const T* row, int V, bool aligned, int base, float (&out)[kPerThread]) {
+  constexpr int kVec = vec_of<T>();
+  if (aligned && base + kPerThread <= V) {
+#pragma unroll
+    for (int q = 0; q < kPerThread; q += kVec) {
+      Vec<T> v;
+      v.raw = *reinterpret_cast<const uint4*>(row + base + q);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) out[q + j] = to_f(v.v[j]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) out[j] = base + j < V ? to_f(row[base + j]) : neg_inf();
+  }
+}
+
+// One block per (row, chunk): blockIdx.x = row * C + chunk. Partials of fast rows only.
+template <typename T, int K, int kIters>
+__global__ void __launch_bounds__(kChunkThreads) chunk_kernel(Args a) {
+  __shared__ float red_a[kChunkWarps], red_b[kChunkWarps];
+  __shared__ float wtop_v[kChunkWarps][K];
+  __shared__ int wtop_i[kChunkWarps][K];
+  const int C = a.num_chunks, r = blockIdx.x / C, c = blockIdx.x - r * C;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V = a.vocab;
+  pdl_enter();  // before any read (logits, rows) and before the early return
+  const SamplingRow row = a.rows[r];
+  if (!is_fast(row, a)) return;  // the whole block
+  const T* p = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
+  const int base = c * (kIters * kChunkStep) + tid * kPerThread;
+  float v[kIters][kPerThread];
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) load8(p, V, a.aligned, base + it * kChunkStep, v[it]);
+
+  // Chunk max (ids past V are -inf).
+  float mx = neg_inf();
+#pragma unroll
+  for (int it = 0; it < kIters; ++it)
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) mx = fmaxf(mx, v[it][j]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (lane == 0) red_a[warp] = mx;
+  __syncthreads();
+  mx = red_a[0];
+#pragma unroll
+  for (int w = 1; w < kChunkWarps; ++w) mx = fmaxf(mx, red_a[w]);
+  __syncthreads();  // red_a is rewritten below
+
+  // Sums relative to the chunk max.
+  const bool draw = row.forced_token < 0 && row.temperature >= 1e-5f;
+  const float inv_t = draw ? 1.0f / row.temperature : 0.0f;
+  float s = 0.0f, ts = 0.0f;
+  if (mx > neg_inf()) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it)
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const float x = v[it][j];
+        if (x > neg_inf()) {
+          s += expf(x - mx);
+          if (draw) ts += expf(__fmul_rn(__fsub_rn(x, mx), inv_t));
+        }
+      }
+  }
+  s = warp_sum(s);
+  ts = warp_sum(ts);
+  if (lane == 0) red_a[warp] = s, red_b[warp] = ts;
+
+  // Top-K of the chunk: per-thread lists, K rounds of warp arg-best, then warp 0 over the warps' lists.
+  float lv[K];
+  int li[K];
+  top_init(lv, li);
+#pragma unroll
+  for (int it = 0; it < kIters; ++it)
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const int id = base + it * kChunkStep + j;
+      if (id < V) top_insert(lv, li, v[it][j], id);
+    }
+#pragma unroll
+  for (int q = 0; q < K; ++q) {
+    float bv = lv[0];
+    int bi = li[0];
+    warp_best(bv, bi);
+    if (li[0] == bi) {
+#pragma unroll
+      for (int j = 0; j + 1 < K; ++j) lv[j] = lv[j + 1], li[j] = li[j + 1];
+      lv[K - 1] = neg_inf(), li[K - 1] = INT_MAX;
+    }
+    if (lane == 0) wtop_v[warp][q] = bv, wtop_i[warp][q] = bi;
+  }
+  __syncthreads();
+  const int64_t pi = static_cast<int64_t>(r) * C + c;
+  if (warp == 0) {
+    if (lane == 0) {
+      float st = 0.0f, tt = 0.0f;
+      for (int w = 0; w < kChunkWarps; ++w) st += red_a[w], tt += red_b[w];
+      a.pmax[pi] = mx, a.psum[pi] = st, a.ptsum[pi] = tt;
+    }
+    int h = 0;
+    for (int q = 0; q < K; ++q) {
+      const bool has = lane < kChunkWarps && h < K;
+      float cv = has ? wtop_v[lane][h] : neg_inf();
+      int ci = has ? wtop_i[lane][h] : INT_MAX;
+      const int mine = ci;
+      warp_best(cv, ci);
+      if (has && mine == ci) ++h;
+      if (lane == 0) a.ptop_v[pi * K + q] = cv, a.ptop_i[pi * K + q] = ci;
+    }
+  }
+}
+
+// Temperature draw of a fast row from the partials: the chunk where the cumulative (rescaled) mass
+// passes uniform * total, then the id inside it. m: the row max (> -inf); fallback: an id in the support.
+template <typename T>
+__device__ int fast_draw(const Args& a, int r, const SamplingRow& row, float m, int fallback, Shared& sm) {
+  const int tid = threadIdx.x, V = a.vocab, C = a.num_chunks;
+  const float inv_t = 1.0f / row.temperature;
+  const int64_t pb = static_cast<int64_t>(r) * C;
+  auto mass = [&](int c) {
+    const float pm = a.pmax[pb + c];
+    return pm > neg_inf() ? a.ptsum[pb + c] * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f;
+  };
+  if (tid == 0) sm.sel_seg = INT_MAX, sm.last_seg = -1;
+  // Each thread scans a run of consecutive chunks.
+  const int per = (C + kThreads - 1) / kThreads;
+  const int cb = min(tid * per, C), ce = min(cb + per, C);
+  float local = 0.0f;
+  for (int c = cb; c < ce; ++c) local += mass(c);
+  float2 total;
+  const float excl = block_excl_scan(make_float2(local, 0.0f), total, sm).x;  // syncs: sel_seg set
+  const float target = row.uniform * total.x;
+  float acc = excl, rem = 0.0f;
+  int found = -1, last = -1;
+  for (int c = cb; c < ce; ++c) {
+    const float w = mass(c);
+    if (w > 0.0f) {
+      last = c;
+      if (found < 0 && acc + w > target) found = c, rem = target - acc;
+    }
+    acc += w;
+  }
+  if (found >= 0) atomicMin(&sm.sel_seg, found);
+  if (last >= 0) atomicMax(&sm.last_seg, last);
+  __syncthreads();
+  if (found >= 0 && found == sm.sel_seg) sm.rem = rem;
+  __syncthreads();
+  int c = sm.sel_seg;
+  float rr = sm.rem;
+  if (c == INT_MAX) c = sm.last_seg, rr = pos_inf();  // rounding: past the total
+  if (c < 0) return fallback;                         // block-uniform
+  if (tid == 0) sm.picked = INT_MAX, sm.picked_last = -1;
+  // The chunk's ids in id order: each thread a run of consecutive ids, a block scan of the runs.
+  const T* p = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
+  const int lo = c * a.chunk, hi = min(V, lo + a.chunk);
+  const int per_id = (a.chunk + kThreads - 1) / kThreads;
+  const int ib = min(lo + tid * per_id, hi), ie = min(ib + per_id, hi);
+  auto e_of = [&](int i) {
+    const float v = to_f(p[i]);
+    return v == neg_inf() ? 0.0f : expf(__fmul_rn(__fsub_rn(v, m), inv_t));
+  };
+  float ls = 0.0f;
+  for (int i = ib; i < ie; ++i) ls += e_of(i);
+  float2 tot2;
+  float run = block_excl_scan(make_float2(ls, 0.0f), tot2, sm).x;  // syncs: picked* set
+  int idx = -1, lastnz = -1;
+  for (int i = ib; i < ie; ++i) {
+    const float e = e_of(i);
+    if (e > 0.0f) {
+      lastnz = i;
+      run += e;
+      if (idx < 0 && run > rr) idx = i;
+    }
+  }
+  if (idx >= 0) atomicMin(&sm.picked, idx);
+  if (lastnz >= 0) atomicMax(&sm.picked_last, lastnz);
+  __syncthreads();
+  const int id = sm.picked != INT_MAX ? sm.picked : (sm.picked_last >= 0 ? sm.picked_last : fallback);
+  __syncthreads();
+  return id;
+}
+
+// A fast row from the partials of chunk_kernel.
 template <typename T, int K>
-void launch_for(const Args& a, int m, size_t dyn, cudaStream_t stream) {
+__device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& sm) {
+  const int tid = threadIdx.x, V = a.vocab, C = a.num_chunks, n = a.num_top;
+  const int64_t pb = static_cast<int64_t>(r) * C;
+  float m = neg_inf();
+  for (int c = tid; c < C; c += kThreads) m = fmaxf(m, a.pmax[pb + c]);
+  m = block_minmax<true>(m, sm);
+  float s = 0.0f;
+  if (m > neg_inf())
+    for (int c = tid; c < C; c += kThreads) {
+      const float pm = a.pmax[pb + c];
+      if (pm > neg_inf()) s += a.psum[pb + c] * expf(pm - m);
+    }
+  float2 total;
+  block_excl_scan(make_float2(s, 0.0f), total, sm);
+  const float lse = m + logf(total.x);
+  float lv[K];
+  int li[K];
+  top_init(lv, li);
+  for (int i = tid; i < C * K; i += kThreads) {
+    const int id = a.ptop_i[pb * K + i];
+    if (id != INT_MAX) top_insert(lv, li, a.ptop_v[pb * K + i], id);
+  }
+  top_merge(lv, li, sm);
+  for (int i = tid; i < n; i += kThreads) {
+    a.out_logprobs[static_cast<int64_t>(r) * (1 + n) + 1 + i] = sm.top_v[i] - lse;
+    a.out_top_ids[static_cast<int64_t>(r) * n + i] = sm.top_i[i];
+  }
+  const int best = sm.top_i[0] == INT_MAX ? 0 : sm.top_i[0];
+  int token;
+  if (row.forced_token >= 0) token = row.forced_token;
+  else if (row.temperature < 1e-5f || !(m > neg_inf())) token = best;  // all -inf: 0, as slow_row
+  else token = fast_draw<T>(a, r, row, m, best, sm);
+  if (tid == 0) {
+    const T* raw = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
+    a.out_tokens[r] = token;
+    a.out_logprobs[static_cast<int64_t>(r) * (1 + n)] =
+        token >= 0 && token < V ? to_f(raw[token]) - lse : __int_as_float(0x7fc00000);
+  }
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
+  __shared__ Shared sm;
+  extern __shared__ float seg_sums[];
+  pdl_enter();  // chunk_kernel's partials (or the logits' producer) complete before any read
+  const int r = blockIdx.x;
+  const SamplingRow row = a.rows[r];
+  if (a.pmax && is_fast(row, a)) fast_row<T, K>(a, r, row, sm);
+  else slow_row<T, K>(a, r, row, sm, seg_sums);
+}
+
+template <typename T, int K>
+void launch_for(const Args& a, int m, int iters, size_t dyn, cudaStream_t stream) {
   // Dynamic shared memory beyond 48 KB (vocabularies past ~350k) needs the opt-in, once per kernel.
   static const bool opted = [] {
     check(cudaFuncSetAttribute(sample_kernel<T, K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024),
@@ -384,7 +661,13 @@ void launch_for(const Args& a, int m, size_t dyn, cudaStream_t stream) {
     return true;
   }();
   (void)opted;
-  sample_kernel<T, K><<<m, kThreads, dyn, stream>>>(a);
+  if (a.pmax) {
+    const int blocks = m * a.num_chunks;
+    if (iters == 1) launch_pdl(chunk_kernel<T, K, 1>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+    else launch_pdl(chunk_kernel<T, K, 4>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+    check_launch("sample chunk_kernel");
+  }
+  launch_pdl(sample_kernel<T, K>, dim3(m), dim3(kThreads), dyn, stream, a);
   check_launch("sample_kernel");
 }
 
@@ -415,9 +698,27 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   a.num_pairs = p.penalty_tokens.empty() ? 0 : static_cast<int>(p.penalty_tokens.dim(0));
   a.masks = p.mask_tokens.empty() ? nullptr : p.mask_tokens.ptr<int32_t>();
   a.num_masks = p.mask_tokens.empty() ? 0 : static_cast<int>(p.mask_tokens.numel());
-  // Any row may have penalties (the host does not read the rows): scratch for all M rows; only
-  // penalised rows touch theirs.
-  if (a.pairs || a.masks) a.scratch = static_cast<float*>(workspace(static_cast<size_t>(m * vocab) * sizeof(float)));
+  // Workspace (one call): [scratch][fast-path partials]. Any row may have penalties (the host does
+  // not read the rows): scratch for all M rows when penalty or mask entries exist; only penalised
+  // rows touch theirs.
+  const int list_k = n <= 1 ? 1 : n <= 5 ? 5 : kMaxTop;  // the K of the top lists (>= 1: the argmax)
+  // Chunks of 2048 ids while that gives <= ~2048 blocks (small batches: many blocks per row), else 8192.
+  const int64_t small_chunks = (vocab + kChunkStep - 1) / kChunkStep;
+  const int iters = m * small_chunks <= 2048 ? 1 : 4;
+  a.chunk = kChunkStep * iters;
+  a.num_chunks = static_cast<int>((vocab + a.chunk - 1) / a.chunk);
+  const size_t scratch_bytes = (a.pairs || a.masks) ? static_cast<size_t>(m * vocab) * sizeof(float) : 0;
+  const size_t scratch_rounded = (scratch_bytes + 255) / 256 * 256;
+  const size_t parts = static_cast<size_t>(m) * a.num_chunks;
+  const size_t part_bytes = parts * (3 + list_k) * sizeof(float) + parts * list_k * sizeof(int32_t);
+  char* ws = static_cast<char*>(workspace(scratch_rounded + part_bytes));
+  if (scratch_bytes) a.scratch = reinterpret_cast<float*>(ws);
+  float* pf = reinterpret_cast<float*>(ws + scratch_rounded);
+  a.pmax = pf;
+  a.psum = pf + parts;
+  a.ptsum = pf + 2 * parts;
+  a.ptop_v = pf + 3 * parts;
+  a.ptop_i = reinterpret_cast<int32_t*>(pf + (3 + list_k) * parts);
   a.num_top = n;
   a.out_tokens = p.out_tokens.ptr<int32_t>();
   a.out_logprobs = p.out_logprobs.ptr<float>();
@@ -427,9 +728,9 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   const size_t dyn = static_cast<size_t>((vocab + 127) / 128) * sizeof(float);  // fp32 segments are the most
   dispatch_float(p.logits.dtype, "sample: logits", [&](auto t) {
     using T = decltype(t);
-    if (n <= 1) launch_for<T, 1>(a, static_cast<int>(m), dyn, stream);
-    else if (n <= 5) launch_for<T, 5>(a, static_cast<int>(m), dyn, stream);
-    else launch_for<T, kMaxTop>(a, static_cast<int>(m), dyn, stream);
+    if (list_k == 1) launch_for<T, 1>(a, static_cast<int>(m), iters, dyn, stream);
+    else if (list_k == 5) launch_for<T, 5>(a, static_cast<int>(m), iters, dyn, stream);
+    else launch_for<T, kMaxTop>(a, static_cast<int>(m), iters, dyn, stream);
   });
 }
 

@@ -42,7 +42,7 @@ struct Shared {
   int warp_top_i[kWarps][kMaxTop];
   float top_v[kMaxTop];
   int top_i[kMaxTop];
-  int sel_bin, sel_seg, last_seg, picked;
+  int sel_bin, sel_seg, last_seg, picked, picked_last;
   float rem;
   float2 bin_above;
 };
