@@ -13,7 +13,8 @@
 //     lists over the C * K candidates, then the block merge), greedy = top[0]; a draw scans the
 //     chunks' masses in id order for the chunk where the cumulative mass passes uniform * total,
 //     then scans only that chunk's ids (exact e = exp((l - max) / T), as below) in id order.
-// The logits are streamed once (plus one chunk per drawn row from L2).
+// The logits are streamed once (plus one chunk per drawn row from L2). Both kernels are launched
+// with PDL (launch_pdl) and wait (pdl_enter) before their first read.
 //
 // Slow path (rows with threshold searches or penalties/masks): chunk_kernel skips them and the same
 // sample_kernel block runs the full single-block algorithm over the row, streamed from memory (L2
@@ -604,18 +605,10 @@ template <typename T, int K>
 __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& sm) {
   const int tid = threadIdx.x, V = a.vocab, C = a.num_chunks, n = a.num_top;
   const int64_t pb = static_cast<int64_t>(r) * C;
-  float m = neg_inf();
-  for (int c = tid; c < C; c += kThreads) m = fmaxf(m, a.pmax[pb + c]);
-  m = block_minmax<true>(m, sm);
-  float s = 0.0f;
-  if (m > neg_inf())
-    for (int c = tid; c < C; c += kThreads) {
-      const float pm = a.pmax[pb + c];
-      if (pm > neg_inf()) s += a.psum[pb + c] * expf(pm - m);
-    }
-  float2 total;
-  block_excl_scan(make_float2(s, 0.0f), total, sm);
-  const float lse = m + logf(total.x);
+  // (max, sum-exp) merged online per thread, then over the block; the chunks' top lists into per-thread
+  // lists (loads of both issued before the first barrier).
+  float m = neg_inf(), s = 0.0f;
+  for (int c = tid; c < C; c += kThreads) merge_online(m, s, a.pmax[pb + c], a.psum[pb + c]);
   float lv[K];
   int li[K];
   top_init(lv, li);
@@ -623,6 +616,8 @@ __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& s
     const int id = a.ptop_i[pb * K + i];
     if (id != INT_MAX) top_insert(lv, li, a.ptop_v[pb * K + i], id);
   }
+  block_online(m, s, sm);
+  const float lse = m + logf(s);
   top_merge(lv, li, sm);
   for (int i = tid; i < n; i += kThreads) {
     a.out_logprobs[static_cast<int64_t>(r) * (1 + n) + 1 + i] = sm.top_v[i] - lse;
