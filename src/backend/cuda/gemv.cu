@@ -1,10 +1,11 @@
 // linear for a handful of rows (decode: N <= 4), bf16/f16, with the fused decode forms of
 // LinearParams. A memory-bound GEMV:
-//   - before the PDL wait, each block pulls (up to 64 KiB of) its weight rows into L2: weights never
-//     depend on the previous kernel, so their stream overlaps its tail. Only for matrices up to
-//     VIREO_GEMV_PREFETCH_MAX_MB (default 16): on the H200 the prefetch sped up the latency-bound
-//     Qwen3-0.6B shapes but slowed the large ones (8B gate_up with norm 53 -> 66 us in a graph), whose
-//     early lines are evicted by the previous kernel's stream before use;
+//   - matrices up to VIREO_GEMV_PDL_MAX_MB (default 16) are launched as PDL dependents, and each block
+//     pulls (up to 64 KiB of) its weight rows into L2 before the wait: weights never depend on the
+//     previous kernel, so their stream overlaps its tail. Larger ones are ordinary launches: on the
+//     H200, in a graph of back-to-back launches, PDL sped up the latency-bound Qwen3-0.6B shapes
+//     (0.6B decode 795 -> 897 tok/s) but slowed every 8B shape (gate_up with norm 52 -> 66 us, down
+//     with silu 34 -> 40 us; 8B decode 196 -> 167 tok/s), with or without the prefetch;
 //   - after it, the block stages x' [N, K] in shared memory once: x itself, rmsnorm(x) * g (fp32 sum of
 //     squares, block reduction; input_norm) or silu(x[:, :K]) * x[:, K:] (silu_mul_input), rounded
 //     to the activation dtype exactly as the rms_norm / silu_and_mul kernels round;
@@ -45,12 +46,12 @@ struct GemvArgs {
   void* out;             // [N, M]
   int64_t k, m;
   float eps;
-  int64_t prefetch_bytes;  // per block before the PDL wait (0: none)
+  int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
 };
 
-int64_t prefetch_max_bytes() {
+int64_t pdl_max_bytes() {
   static const int64_t v = [] {
-    const char* e = std::getenv("VIREO_GEMV_PREFETCH_MAX_MB");
+    const char* e = std::getenv("VIREO_GEMV_PDL_MAX_MB");
     return int64_t{e ? std::atoi(e) : 16} << 20;
   }();
   return v;
@@ -162,12 +163,29 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
       budget -= bytes;
     }
   }
+  // The first iteration's weight loads are issued now, so their latency overlaps the wait and the
+  // staging of x' (measured: the norm / SiLU prologue cost 3-6 us a GEMV when done first).
+  const T* w = static_cast<const T*>(a.w);
+  uint4 pre[RPW][kU];
+  bool have_pre = false;
+  if (blockIdx.x < groups) {
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsPerGroup + static_cast<int64_t>(warp) * RPW;
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) {
+        const int64_t c = lane + 32 * u;
+        pre[r][u] = (row0 + r < m && c < nvec) ? __ldcs(reinterpret_cast<const uint4*>(w + (row0 + r) * k) + c)
+                                                : make_uint4(0, 0, 0, 0);
+      }
+    have_pre = true;
+  }
+
   // 2. x, residual and out may belong to the previous kernel: wait for it.
   pdl_enter();
   stage_input<T, NR>(a, xs, nvec);
 
   // 3. Stream the weights.
-  const T* w = static_cast<const T*>(a.w);
   const T* bias = static_cast<const T*>(a.bias);
   const T* res = static_cast<const T*>(a.residual);
   T* out = static_cast<T*>(a.out);
@@ -187,13 +205,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
       for (int n = 0; n < NR; ++n) acc[r][n] = 0.f;
     for (int64_t base = lane; base < nvec; base += 32 * kU) {
       V wv[RPW][kU];
+      if (have_pre) {  // the block's first group, first iteration: loaded before the wait
 #pragma unroll
-      for (int u = 0; u < kU; ++u)
+        for (int u = 0; u < kU; ++u)
 #pragma unroll
-        for (int r = 0; r < RPW; ++r) {
-          const int64_t c = base + 32 * u;
-          wv[r][u].raw = (ok[r] && c < nvec) ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);  // streamed once
-        }
+          for (int r = 0; r < RPW; ++r) wv[r][u].raw = pre[r][u];
+        have_pre = false;
+      } else {
+#pragma unroll
+        for (int u = 0; u < kU; ++u)
+#pragma unroll
+          for (int r = 0; r < RPW; ++r) {
+            const int64_t c = base + 32 * u;
+            wv[r][u].raw = (ok[r] && c < nvec) ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);  // streamed once
+          }
+      }
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int64_t c = base + 32 * u;
@@ -243,7 +269,7 @@ void launch_shape(const GemvArgs& a, cudaStream_t stream) {
   const int per_sm = static_cast<int>(std::clamp<size_t>((228 << 10) / (smem + 2048), 1, kBlocksPerSm));
   const int64_t groups = (a.m + kWarps * RPW - 1) / (kWarps * RPW);
   const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(groups, int64_t{sms} * per_sm)));
-  launch_pdl(kernel, dim3(grid), dim3(kThreads), smem, stream, a);
+  launch_maybe_pdl(a.prefetch_bytes > 0, kernel, dim3(grid), dim3(kThreads), smem, stream, a);
 }
 
 template <typename T, int NR>
@@ -300,7 +326,7 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   a.k = k;
   a.m = m;
   a.eps = p.norm_eps;
-  a.prefetch_bytes = m * k * static_cast<int64_t>(dtype_size(t)) <= prefetch_max_bytes() ? kPrefetchBytes : 0;
+  a.prefetch_bytes = m * k * static_cast<int64_t>(dtype_size(t)) <= pdl_max_bytes() ? kPrefetchBytes : 0;
   if (t == DType::kBF16) launch_typed<__nv_bfloat16>(a, n, stream);
   else launch_typed<__half>(a, n, stream);
   return true;
