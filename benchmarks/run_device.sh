@@ -30,6 +30,7 @@ if [[ $STAGES == *parity* ]]; then
   log "parity vs transformers"
   P="python3 tools/parity/parity.py --vireo $V --num-prompts ${PARITY_PROMPTS:-40} --max-new-tokens 16"
   if [ -z "${PARITY_CONFIGS_ONLY:-}" ]; then
+  [ -z "${PARITY_SKIP_CPU:-}" ] && \
   $P --preset qwen3-tiny --dtype float32 --batch-sizes 1,8 --output-md "$OUT/parity_cpu.md" -- --device cpu --ignore-eos > "$OUT/parity_cpu.log" 2>&1; echo "cpu fp32 qwen3-tiny rc=$?"
   $P --preset qwen3-0.6b --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_qwen3.md" -- --device cuda --ignore-eos > "$OUT/parity_qwen3.log" 2>&1; echo "cuda bf16 qwen3-0.6b rc=$?"
   fi
@@ -125,4 +126,5 @@ for f in "$OUT"/serve_suite_*.log; do [[ $f == *.server.log ]] && continue; [ -f
 for f in "$OUT"/bench_*.log; do [ -f "$f" ] && { echo "## $f"; grep -E 'Successful|Output token throughput|Median TTFT|Median TPOT|Failed' "$f"; }; done
 for f in "$OUT"/serve_*b.log; do [ -f "$f" ] && { echo "## $f"; grep -h 'step timing' "$f" | tail -2; }; done
 # The device tool returns only a few files: everything in one archive.
-( cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz . && find . -type f ! -name logs.tgz -delete )
+a="logs_$(echo $STAGES | tr ' ' _).tgz"
+tar czf "/tmp/$a" --exclude='*.tgz' -C "$OUT" . && find "$OUT" -type f ! -name '*.tgz' -delete && mv "/tmp/$a" "$OUT/"
