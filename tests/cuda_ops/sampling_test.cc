@@ -17,9 +17,15 @@
 namespace vireo::testing {
 namespace {
 
-enum class Mode { kGreedy, kTemperature, kTopK, kTopP, kMinP, kCombo, kPenalties, kForced, kMixed };
+// kTopKFast: the fast path's top-k rows (top_k <= 20 with top-p/min-p, as Qwen3's defaults);
+// kTopKGrid: the same settings, row r takes combination r of the grid; kTopKTies: kTopKFast rows over
+// logits with ties at the top-k/top-p boundary (3 ids at 12, 30 at 10, the rest in [-6, 6]).
+enum class Mode {
+  kGreedy, kTemperature, kTopK, kTopP, kMinP, kCombo, kPenalties, kForced, kTopKFast, kMixed, kTopKGrid, kTopKTies
+};
 const char* mode_name(Mode m) {
-  const char* names[] = {"greedy", "temperature", "top_k", "top_p", "min_p", "combo", "penalties", "forced", "mixed"};
+  const char* names[] = {"greedy",    "temperature", "top_k",  "top_p", "min_p",       "combo",
+                         "penalties", "forced",      "top_k20", "mixed", "top_k_grid", "top_k_ties"};
   return names[static_cast<int>(m)];
 }
 
@@ -29,8 +35,8 @@ class SampleTest : public CudaOpsTest {
   template <typename T>
   T one_of(std::initializer_list<T> xs) { return xs.begin()[rand_int(0, static_cast<int>(xs.size()) - 1)]; }
 
-  SamplingRow random_row(Mode mode, int vocab) {
-    if (mode == Mode::kMixed) mode = static_cast<Mode>(rand_int(0, 7));
+  SamplingRow random_row(Mode mode, int vocab, int r) {
+    if (mode == Mode::kMixed) mode = static_cast<Mode>(rand_int(0, 8));
     SamplingRow s;
     s.uniform = unif(0.0f, 1.0f);
     s.temperature = unif(0.3f, 1.5f);
@@ -53,6 +59,20 @@ class SampleTest : public CudaOpsTest {
         s.frequency_penalty = one_of({0.0f, 0.3f});
         break;
       case Mode::kForced: s.forced_token = rand_int(0, vocab - 1); break;
+      case Mode::kTopKFast:
+      case Mode::kTopKTies:
+        s.top_k = one_of({1, 5, 20});
+        s.top_p = one_of({1.0f, 0.95f, 0.5f});
+        s.min_p = one_of({0.0f, 0.05f});
+        s.temperature = one_of({0.6f, 1.0f, 1.5f});
+        break;
+      case Mode::kTopKGrid: {
+        const int ks[] = {1, 5, 20};
+        const float ps[] = {1.0f, 0.95f, 0.5f}, mps[] = {0.0f, 0.05f}, ts[] = {0.6f, 1.0f, 1.5f};
+        const int g = r % 54;
+        s.top_k = ks[g % 3], s.top_p = ps[g / 3 % 3], s.min_p = mps[g / 9 % 2], s.temperature = ts[g / 18];
+        break;
+      }
       default: break;
     }
     return s;
@@ -111,9 +131,18 @@ class SampleTest : public CudaOpsTest {
     std::vector<int> pairs, masks;
     for (int r = 0; r < m; ++r) {
       float* row = &logits[size_t(r) * vocab];
-      if (rand_int(0, 1))  // a peaked row: a few clear winners, so top-p supports are small
+      if (mode == Mode::kTopKTies) {
+        // Distinct ids spread over the row: 3 at 12, then up to 30 at 10.
+        std::vector<int> ids;
+        while (int(ids.size()) < std::min(33, vocab)) {
+          const int id = rand_int(0, vocab - 1);
+          if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+        }
+        for (size_t i = 0; i < ids.size(); ++i) row[ids[i]] = i < 3 ? 12.0f : 10.0f;
+      } else if (rand_int(0, 1)) {  // a peaked row: a few clear winners, so top-p supports are small
         for (int i = 0; i < 4; ++i) row[rand_int(0, vocab - 1)] = round_to(dt, unif(8.0f, 14.0f));
-      rows[r] = random_row(mode, vocab);
+      }
+      rows[r] = random_row(mode, vocab, r);
       if (mode == Mode::kPenalties || (mode == Mode::kMixed && rand_int(0, 3) == 0)) {
         const int best = cpu::argmax(std::span<const float>(row, vocab));
         std::vector<int> ids{best};
@@ -172,6 +201,12 @@ class SampleTest : public CudaOpsTest {
       std::span<const int32_t> rm(masks.data() + s.mask_begin, s.mask_end - s.mask_begin);
       const int t = tokens[r];
       std::string why;
+      if (mode == Mode::kTopKTies && t >= 0 && t < vocab) {
+        // Ties at the boundary: the kept set is the lowest ids among the ties, no tolerance variants.
+        EXPECT_GT(cpu::sampling_probs(raw, s)[t], 0.0f)
+            << "row " << r << ": GPU token " << t << " (logit " << raw[t] << ") outside the exact support, top_k "
+            << s.top_k << ", top_p " << s.top_p << ", min_p " << s.min_p << ", T " << s.temperature;
+      }
       EXPECT_TRUE(valid_draw(raw, s, rp, rm, t, why))
           << "row " << r << ": GPU token " << t << ", CPU token " << c_tokens[r] << ", u " << s.uniform << ", T "
           << s.temperature << ", top_k " << s.top_k << ", top_p " << s.top_p << ", min_p " << s.min_p << ": " << why;
@@ -227,6 +262,42 @@ TEST_F(SampleTest, FastPathChunks) {
     run_case(vocab, 40, DType::kF32, 20, Mode::kMixed);
     run_case(vocab, 40, DType::kBF16, 0, Mode::kForced);
   }
+}
+
+// The fast path's top-k rows (1 <= top_k <= 20 with any top-p/min-p/temperature): every combination
+// of top_k {1, 5, 20} x top_p {1, 0.95, 0.5} x min_p {0, 0.05} x T {0.6, 1, 1.5} (grid), random ones,
+// alone and mixed with slow-path rows, peaked and flat rows, N = 0 (1-lists for the other rows) to 20,
+// small and 8192-id chunks, odd vocabularies.
+TEST_F(SampleTest, TopKFastPath) {
+  use_dtype(DType::kBF16);
+  const int ns[] = {0, 5, 20, 1};
+  int k = 0;
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int vocab : {151936, 1000, 2049})
+      for (int m : {1, 3, 64}) {
+        run_case(vocab, m, dt, ns[k++ % 4], Mode::kTopKFast);
+        run_case(vocab, m, dt, ns[k++ % 4], Mode::kMixed);
+      }
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int n : {0, 5, 20}) run_case(151936, 54, dt, n, Mode::kTopKGrid);
+  run_case(151936, 256, DType::kBF16, 0, Mode::kTopKFast);
+  run_case(151936, 256, DType::kBF16, 20, Mode::kTopKGrid);
+  run_case(151936, 256, DType::kF32, 5, Mode::kMixed);
+  run_case(151936, 256, DType::kBF16, 0, Mode::kMixed);
+  for (int vocab : {21, 37, 1001}) {
+    run_case(vocab, 5, DType::kBF16, 20, Mode::kTopKFast);
+    run_case(vocab, 5, DType::kF32, 0, Mode::kMixed);
+  }
+}
+
+// Ties at the k-th value and at the top-p boundary: the kept set is the lowest ids among the ties
+// (the CPU's order "value desc, id asc"); the drawn token must be in the CPU's exact support.
+TEST_F(SampleTest, TopKFastPathTies) {
+  use_dtype(DType::kBF16);
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int m : {1, 3, 64, 256})
+      for (int n : {0, 20}) run_case(m == 256 ? 151936 : (m == 64 ? 4097 : 151936), m, dt, n, Mode::kTopKTies);
+  run_case(1000, 64, DType::kBF16, 5, Mode::kTopKTies);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // The sample op on the device (semantics: backend/op_params.h; oracle: backend/cpu/cpu_sampling.cc).
 // Two kernels; each row takes one of two paths, decided on the device from its SamplingRow:
 //
-// Fast path (forced rows, greedy rows and plain temperature rows: no top-k/top-p/min-p, no penalty
-// or mask entries). The row is split into chunks of kChunkStep * iters ids (2048 for small batches,
-// 8192 when M * chunks would exceed ~2048 blocks), one 256-thread block per (row, chunk):
+// Fast path (forced rows, greedy rows, plain temperature rows: no top-k/top-p/min-p, and top-k rows:
+// 1 <= top_k <= 20 (< V) with any top-p/min-p; no penalty or mask entries). The row is split into
+// chunks of kChunkStep * iters ids (2048 for small batches, 8192 when M * chunks would exceed ~2048
+// blocks), one 256-thread block per (row, chunk):
 //   chunk_kernel: each thread loads 8 ids per step into registers (16-byte loads when the rows are
 //     16-byte aligned, scalar loads otherwise), then the block computes the chunk max c, the sums
 //     sum(exp(l - c)) (-> log-softmax) and, for draw rows, sum(exp((l - c) / T)) (the tempered mass
@@ -13,6 +14,11 @@
 //     lists over the C * K candidates, then the block merge), greedy = top[0]; a draw scans the
 //     chunks' masses in id order for the chunk where the cumulative mass passes uniform * total,
 //     then scans only that chunk's ids (exact e = exp((l - max) / T), as below) in id order.
+//   Top-k rows: the support is within the k best raw logits (tempering is monotone), so chunk_kernel
+//     keeps 20-lists for them (whatever N; the partials' lists have stride 20), sample_kernel merges
+//     them to the row's top 20 and one warp does min-p (e >= min_p), top-k (rank in (x desc, id asc)),
+//     top-p (smallest prefix reaching top_p * the kept mass) and the draw in id order (topk_draw),
+//     with the slow path's arithmetic for x and e.
 // The logits are streamed once (plus one chunk per drawn row from L2). Both kernels are launched
 // with PDL (launch_pdl) and wait (pdl_enter) before their first read.
 //
@@ -60,13 +66,14 @@ struct Args {
   int32_t* out_tokens;         // [M]
   float* out_logprobs;         // [M, 1 + N]
   int32_t* out_top_ids;        // [M, N] or null
-  // Fast-path partials, [M, C] (top lists [M, C, K]); pmax null: every row takes the slow path.
+  // Fast-path partials, [M, C] (top lists [M, C, kMaxTop], the first K or kMaxTop used); pmax null:
+  // every row takes the slow path.
   int chunk;                   // ids per chunk: kChunkStep * iters
   int num_chunks;              // C = ceil(V / chunk)
   float* pmax;                 // chunk max of the raw logits
   float* psum;                 // sum exp(l - chunk max)
   float* ptsum;                // draw rows: sum exp((l - chunk max) / T)
-  float* ptop_v;               // chunk top-K values, best first
+  float* ptop_v;               // chunk top-K values, best first ([M, C, kMaxTop]: stride kMaxTop)
   int32_t* ptop_i;             // their ids (INT_MAX: none)
 };
 
@@ -405,14 +412,23 @@ constexpr int kChunkThreads = 256, kChunkWarps = kChunkThreads / 32;
 constexpr int kPerThread = 8;                              // ids per thread per step
 constexpr int kChunkStep = kChunkThreads * kPerThread;     // 2048 ids per chunk step
 
+// Drawn rows with an active top-k of at most kMaxTop (any top-p/min-p): the support is within the row's
+// kMaxTop best raw logits. Only meaningful for rows that pass is_fast.
+__device__ __forceinline__ bool is_topk_row(const SamplingRow& row, const Args& a) {
+  return row.forced_token < 0 && row.temperature >= 1e-5f && row.top_k >= 1 && row.top_k <= kMaxTop &&
+         row.top_k < a.vocab;
+}
+
 // Rows the fast path handles (block-uniform: depends on the row only). Mirrors slow_row's decisions:
-// forced rows; else no penalty/mask entries in range and greedy or no top-k/top-p/min-p.
+// forced rows; else no penalty/mask entries in range and greedy, top-k <= kMaxTop (any top-p/min-p;
+// is_topk_row), or no top-k/top-p/min-p.
 __device__ __forceinline__ bool is_fast(const SamplingRow& row, const Args& a) {
   if (row.forced_token >= 0) return true;
   const int pb = max(row.penalty_begin, 0), pe = min(row.penalty_end, a.num_pairs);
   const int mb = max(row.mask_begin, 0), me = min(row.mask_end, a.num_masks);
   if (a.scratch && (pe > pb || me > mb)) return false;
   if (row.temperature < 1e-5f) return true;
+  if (is_topk_row(row, a)) return true;
   return !(row.top_k > 0 && row.top_k < a.vocab) && !(row.top_p < 1.0f) && !(row.min_p > 0.0f);
 }
 
@@ -434,17 +450,16 @@ __device__ __forceinline__ void load8(const T* row, int V, bool aligned, int bas
   }
 }
 
-// One block per (row, chunk): blockIdx.x = row * C + chunk. Partials of fast rows only.
-template <typename T, int K, int kIters>
-__global__ void __launch_bounds__(kChunkThreads) chunk_kernel(Args a) {
+// The partials of chunk c of fast row r, with top-K lists (K: kMaxTop for top-k rows). kSelect: the
+// chunk list by K rounds of warp arg-best over the threads' values (a bitmask of taken values, no
+// per-thread lists: fewer registers in the kernels for small K, whose other rows need few).
+template <typename T, int K, int kIters, bool kSelect>
+__device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row, int r, int c) {
   __shared__ float red_a[kChunkWarps], red_b[kChunkWarps];
   __shared__ float wtop_v[kChunkWarps][K];
   __shared__ int wtop_i[kChunkWarps][K];
-  const int C = a.num_chunks, r = blockIdx.x / C, c = blockIdx.x - r * C;
+  const int C = a.num_chunks;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V = a.vocab;
-  pdl_enter();  // before any read (logits, rows) and before the early return
-  const SamplingRow row = a.rows[r];
-  if (!is_fast(row, a)) return;  // the whole block
   const T* p = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
   const int base = c * (kIters * kChunkStep) + tid * kPerThread;
   float v[kIters][kPerThread];
@@ -467,7 +482,8 @@ __global__ void __launch_bounds__(kChunkThreads) chunk_kernel(Args a) {
   __syncthreads();  // red_a is rewritten below
 
   // Sums relative to the chunk max.
-  const bool draw = row.forced_token < 0 && row.temperature >= 1e-5f;
+  // (top-k rows draw from their candidates: no tempered mass needed.)
+  const bool draw = row.forced_token < 0 && row.temperature >= 1e-5f && !is_topk_row(row, a);
   const float inv_t = draw ? 1.0f / row.temperature : 0.0f;
   float s = 0.0f, ts = 0.0f;
   if (mx > neg_inf()) {
@@ -486,28 +502,57 @@ __global__ void __launch_bounds__(kChunkThreads) chunk_kernel(Args a) {
   ts = warp_sum(ts);
   if (lane == 0) red_a[warp] = s, red_b[warp] = ts;
 
-  // Top-K of the chunk: per-thread lists, K rounds of warp arg-best, then warp 0 over the warps' lists.
-  float lv[K];
-  int li[K];
-  top_init(lv, li);
+  // Top-K of the chunk: per-thread lists (or kSelect), K rounds of warp arg-best, then warp 0 over the
+  // warps' lists.
+  if constexpr (kSelect) {
+    static_assert(kIters * kPerThread <= 32, "taken bitmask");
+    float bv;
+    int bi, bj;
+    unsigned taken = 0u;
+    auto rescan = [&] {  // this thread's best value not taken yet
+      bv = neg_inf(), bi = INT_MAX, bj = -1;
 #pragma unroll
-  for (int it = 0; it < kIters; ++it)
+      for (int it = 0; it < kIters; ++it)
 #pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const int id = base + it * kChunkStep + j;
-      if (id < V) top_insert(lv, li, v[it][j], id);
+        for (int j = 0; j < kPerThread; ++j) {
+          const int id = base + it * kChunkStep + j, q = it * kPerThread + j;
+          if (id < V && !((taken >> q) & 1u) && better(v[it][j], id, bv, bi)) bv = v[it][j], bi = id, bj = q;
+        }
+    };
+    rescan();
+    for (int q = 0; q < K; ++q) {
+      float wv = bv;
+      int wi = bi;
+      warp_best(wv, wi);
+      if (bj >= 0 && bi == wi) {  // ids are unique: one lane (none when the warp has nothing left)
+        taken |= 1u << bj;
+        rescan();
+      }
+      if (lane == 0) wtop_v[warp][q] = wv, wtop_i[warp][q] = wi;
     }
+  } else {
+    float lv[K];
+    int li[K];
+    top_init(lv, li);
 #pragma unroll
-  for (int q = 0; q < K; ++q) {
-    float bv = lv[0];
-    int bi = li[0];
-    warp_best(bv, bi);
-    if (li[0] == bi) {
+    for (int it = 0; it < kIters; ++it)
 #pragma unroll
-      for (int j = 0; j + 1 < K; ++j) lv[j] = lv[j + 1], li[j] = li[j + 1];
-      lv[K - 1] = neg_inf(), li[K - 1] = INT_MAX;
+      for (int j = 0; j < kPerThread; ++j) {
+        const int id = base + it * kChunkStep + j;
+        if (id < V) top_insert(lv, li, v[it][j], id);
+      }
+#pragma unroll
+    for (int q = 0; q < K; ++q) {
+      float bv = lv[0];
+      int bi = li[0];
+      warp_best(bv, bi);
+      if (li[0] == bi) {
+#pragma unroll
+        for (int j = 0; j + 1 < K; ++j) lv[j] = lv[j + 1], li[j] = li[j + 1];
+        lv[K - 1] = neg_inf(), li[K - 1] = INT_MAX;
+      }
+      if (lane == 0) wtop_v[warp][q] = bv, wtop_i[warp][q] = bi;
     }
-    if (lane == 0) wtop_v[warp][q] = bv, wtop_i[warp][q] = bi;
   }
   __syncthreads();
   const int64_t pi = static_cast<int64_t>(r) * C + c;
@@ -525,9 +570,22 @@ __global__ void __launch_bounds__(kChunkThreads) chunk_kernel(Args a) {
       const int mine = ci;
       warp_best(cv, ci);
       if (has && mine == ci) ++h;
-      if (lane == 0) a.ptop_v[pi * K + q] = cv, a.ptop_i[pi * K + q] = ci;
+      if (lane == 0) a.ptop_v[pi * kMaxTop + q] = cv, a.ptop_i[pi * kMaxTop + q] = ci;
     }
   }
+}
+
+// One block per (row, chunk): blockIdx.x = row * C + chunk. Partials of fast rows only. The kernels
+// with small lists and 4 steps per thread are capped at 64 registers (>= 4 blocks per SM; their
+// non-top-k rows need 48, the top-k rows' selection ~80 and spills a little instead).
+template <typename T, int K, int kIters>
+__global__ void __launch_bounds__(kChunkThreads, K < kMaxTop && kIters > 1 ? 4 : 1) chunk_kernel(Args a) {
+  const int C = a.num_chunks, r = blockIdx.x / C, c = blockIdx.x - r * C;
+  pdl_enter();  // before any read (logits, rows) and before the early return
+  const SamplingRow row = a.rows[r];
+  if (!is_fast(row, a)) return;  // the whole block
+  if (K < kMaxTop && is_topk_row(row, a)) chunk_body<T, kMaxTop, kIters, true>(a, row, r, c);
+  else chunk_body<T, K, kIters, false>(a, row, r, c);
 }
 
 // Temperature draw of a fast row from the partials: the chunk where the cumulative (rescaled) mass
@@ -600,6 +658,72 @@ __device__ int fast_draw(const Args& a, int r, const SamplingRow& row, float m, 
   return id;
 }
 
+// The draw of a top-k row (is_topk_row) from the row's kMaxTop best raw logits in sm.top_v/top_i (best
+// first, ties by lower id; sentinels INT_MAX / -inf), in warp 0 (lane j: candidate j), with the slow
+// path's arithmetic: x = (l - max) / T, e = exp(x), min-p domain e >= min_p; the candidates ranked by
+// (x desc, id asc) (the raw order up to ties that tempering creates); top-k keeps ranks < k of the
+// domain, top-p the smallest prefix in rank order whose mass reaches top_p * the kept mass (at least
+// one); the draw walks the kept candidates in id order: the first where the running mass exceeds
+// uniform * kept mass, else the last kept. Nothing kept (min_p > 1): 0, as the slow path.
+// m: the row max (> -inf). Block-uniform call (syncs).
+__device__ int topk_draw(const SamplingRow& row, float m, Shared& sm) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  if (tid < 32) {
+    const Temper tp{m, 1.0f / row.temperature, row.min_p};
+    const bool valid = lane < kMaxTop && sm.top_i[lane] != INT_MAX;
+    const float v = valid ? sm.top_v[lane] : neg_inf();
+    const int id = valid ? sm.top_i[lane] : INT_MAX;
+    const float x = valid && v > neg_inf() ? tp.x(v) : neg_inf();
+    const float e = valid ? tp.e(v) : 0.0f;
+    const bool dom = valid && tp.domain(e);
+    // Rank among the domain candidates (they are a prefix of the order: e is monotone in x).
+    int rank = 0;
+    for (int j = 0; j < kMaxTop; ++j) {
+      const float xj = __shfl_sync(0xffffffffu, x, j);
+      const int ij = __shfl_sync(0xffffffffu, id, j);
+      const bool dj = __shfl_sync(0xffffffffu, dom, j);
+      if (dj && better(xj, ij, x, id)) ++rank;
+    }
+    const bool kept_k = dom && rank < row.top_k;
+    bool keep = kept_k;
+    if (row.top_p < 1.0f) {
+      // Mass before this candidate in rank order, and the total, over the top-k survivors.
+      float before = 0.0f, total = 0.0f;
+      for (int j = 0; j < kMaxTop; ++j) {
+        const float ej = __shfl_sync(0xffffffffu, kept_k ? e : 0.0f, j);
+        const int rj = __shfl_sync(0xffffffffu, rank, j);
+        total += ej;
+        if (rj < rank) before += ej;
+      }
+      keep = kept_k && (rank == 0 || before < row.top_p * total);
+    }
+    // The draw in id order: run = the kept mass of ids <= this id (summed in lane order, so it is
+    // monotone in id: every sum adds a superset of nonnegative terms in the same order).
+    const float w = keep ? e : 0.0f;
+    float run = 0.0f, total = 0.0f;
+    for (int j = 0; j < kMaxTop; ++j) {
+      const float wj = __shfl_sync(0xffffffffu, w, j);
+      const int ij = __shfl_sync(0xffffffffu, id, j);
+      total += wj;
+      if (ij <= id) run += wj;
+    }
+    const float target = row.uniform * total;
+    const int hit = keep && run > target ? id : INT_MAX;
+    const int lastk = keep ? id : -1;
+    int first = hit, last = lastk;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
+    if (lane == 0) sm.picked = first != INT_MAX ? first : (last >= 0 ? last : 0);
+  }
+  __syncthreads();
+  const int token = sm.picked;
+  __syncthreads();
+  return token;
+}
+
 // A fast row from the partials of chunk_kernel.
 template <typename T, int K>
 __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& sm) {
@@ -613,8 +737,10 @@ __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& s
   int li[K];
   top_init(lv, li);
   for (int i = tid; i < C * K; i += kThreads) {
-    const int id = a.ptop_i[pb * K + i];
-    if (id != INT_MAX) top_insert(lv, li, a.ptop_v[pb * K + i], id);
+    const int c = i / K;
+    const int64_t at = (pb + c) * kMaxTop + (i - c * K);
+    const int id = a.ptop_i[at];
+    if (id != INT_MAX) top_insert(lv, li, a.ptop_v[at], id);
   }
   block_online(m, s, sm);
   const float lse = m + logf(s);
@@ -627,6 +753,7 @@ __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& s
   int token;
   if (row.forced_token >= 0) token = row.forced_token;
   else if (row.temperature < 1e-5f || !(m > neg_inf())) token = best;  // all -inf: 0, as slow_row
+  else if (is_topk_row(row, a)) token = topk_draw(row, m, sm);
   else token = fast_draw<T>(a, r, row, m, best, sm);
   if (tid == 0) {
     const T* raw = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
@@ -643,8 +770,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
   pdl_enter();  // chunk_kernel's partials (or the logits' producer) complete before any read
   const int r = blockIdx.x;
   const SamplingRow row = a.rows[r];
-  if (a.pmax && is_fast(row, a)) fast_row<T, K>(a, r, row, sm);
-  else slow_row<T, K>(a, r, row, sm, seg_sums);
+  if (a.pmax && is_fast(row, a)) {
+    if (K < kMaxTop && is_topk_row(row, a)) fast_row<T, kMaxTop>(a, r, row, sm);
+    else fast_row<T, K>(a, r, row, sm);
+  } else slow_row<T, K>(a, r, row, sm, seg_sums);
 }
 
 template <typename T, int K>
@@ -705,7 +834,8 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   const size_t scratch_bytes = (a.pairs || a.masks) ? static_cast<size_t>(m * vocab) * sizeof(float) : 0;
   const size_t scratch_rounded = (scratch_bytes + 255) / 256 * 256;
   const size_t parts = static_cast<size_t>(m) * a.num_chunks;
-  const size_t part_bytes = parts * (3 + list_k) * sizeof(float) + parts * list_k * sizeof(int32_t);
+  // Top lists with stride kMaxTop: top-k rows keep kMaxTop per chunk whatever N is.
+  const size_t part_bytes = parts * (3 + kMaxTop) * sizeof(float) + parts * kMaxTop * sizeof(int32_t);
   char* ws = static_cast<char*>(workspace(scratch_rounded + part_bytes));
   if (scratch_bytes) a.scratch = reinterpret_cast<float*>(ws);
   float* pf = reinterpret_cast<float*>(ws + scratch_rounded);
@@ -713,7 +843,7 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   a.psum = pf + parts;
   a.ptsum = pf + 2 * parts;
   a.ptop_v = pf + 3 * parts;
-  a.ptop_i = reinterpret_cast<int32_t*>(pf + (3 + list_k) * parts);
+  a.ptop_i = reinterpret_cast<int32_t*>(pf + (3 + kMaxTop) * parts);
   a.num_top = n;
   a.out_tokens = p.out_tokens.ptr<int32_t>();
   a.out_logprobs = p.out_logprobs.ptr<float>();
