@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "host_sampler.h"
 
 #include <gtest/gtest.h>
 

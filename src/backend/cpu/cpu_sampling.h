@@ -1,6 +1,5 @@
 // The CPU reference of token selection (the `sample` op, semantics in backend/op_params.h), one
-// logits row at a time. The engine's sampler (engine/sampler.h) and the CUDA kernel
-// (cuda/sampling.cu) are checked against these functions.
+// logits row at a time. The CUDA kernel (cuda/sampling.cu) is checked against these functions.
 #pragma once
 #include <cstdint>
 #include <span>

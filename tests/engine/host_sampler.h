@@ -1,6 +1,7 @@
-// Per-request sampling on the CPU: penalties, min_tokens masking, temperature, min-p, top-k,
-// top-p, then a draw from the request's own RNG (seeded) or the engine's. Logprobs are the raw
-// model log-softmax, before any of that processing (vLLM's default).
+// Test helper: one request's sampling on the host, in the request's terms (prompt/output/EOS ids,
+// SamplingParams), over the CPU reference of the sample op (backend/cpu/cpu_sampling.h). The engine
+// itself samples through Model::forward_sample; sampler_test.cc checks the reference's semantics
+// (penalties, min_tokens masking, temperature, min-p, top-k, top-p, seeded draws, raw logprobs) here.
 #pragma once
 #include <cstdint>
 #include <random>

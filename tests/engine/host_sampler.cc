@@ -1,6 +1,6 @@
 // Thin wrappers over the CPU reference of the sample op (backend/cpu/cpu_sampling.h): the request's
 // prompt/output/EOS ids become the op's (id, count) penalty pairs and mask ids.
-#include "engine/sampler.h"
+#include "host_sampler.h"
 
 #include <map>
 
