@@ -403,7 +403,8 @@ TEST_F(KernelBench, G_Sampling) {
   const Mode modes[] = {{"greedy", 0.0f, 1.0f, 0, 0},
                         {"temperature", 1.0f, 1.0f, 0, 0},
                         {"temperature N=5", 1.0f, 1.0f, 0, 5},
-                        {"top_p 0.9 top_k 50", 1.0f, 0.9f, 50, 0}};
+                        {"top_p 0.9 top_k 50", 1.0f, 0.9f, 50, 0},
+                        {"Qwen3 defaults T 0.6 top_k 20 top_p 0.95", 0.6f, 0.95f, 20, 0}};
   constexpr int kLaunches = 50;
   const int vocab = 151936;
   for (int m : {1, 8, 64, 256}) {
