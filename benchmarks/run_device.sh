@@ -75,7 +75,7 @@ if has serve_suite; then
   log "serving suite on CUDA: tests/server_e2e (node scripts, else serve_check.py) on the default model"
   if [ -x build/tests/test_server_e2e ]; then
     client=python; command -v node >/dev/null && [ -f tools/npm/node_modules/openai/package.json ] && client=node
-    VIREO_E2E_SERVE_ARGS="--device cuda" VIREO_E2E_VIREO=$PWD/$V VIREO_E2E_SOURCE_DIR=$PWD \
+    VIREO_E2E_SERVE_ARGS="--device cuda ${SERVE_SUITE_EXTRA:-}" VIREO_E2E_VIREO=$PWD/$V VIREO_E2E_SOURCE_DIR=$PWD \
       build/tests/test_server_e2e > "$OUT/serve_suite_e2e.log" 2>&1
     echo "test_server_e2e --device cuda ($client client) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/serve_suite_e2e.log" | tr '\n' ' ')"
   else
@@ -86,13 +86,14 @@ if has serve_suite; then
   # /health 200 within 300 s while the server lives
   alive_up() { for i in $(seq 1 600); do kill -0 $2 2>/dev/null || return 1; curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
   for m in ${SERVE_SUITE_MODELS:-default qwen3-0.6b}; do
-    $V serve --model builtin:$m --load-format dummy --device cuda --port 8110 --max-model-len 2048 --max-num-seqs 64 \
+    $V serve --model builtin:$m --load-format dummy --device cuda ${SERVE_SUITE_EXTRA:-} --port 8110 --max-model-len 2048 --max-num-seqs 64 \
       > "$OUT/serve_suite_$m.server.log" 2>&1 &
     SP=$!; alive_up 8110 $SP && $SC --url http://127.0.0.1:8110 --checks basic > "$OUT/serve_suite_$m.log" 2>&1
     echo "serve_check basic $m cuda rc=$? $(tail -1 "$OUT/serve_suite_$m.log" 2>/dev/null)"; kill $SP; wait $SP 2>/dev/null
     # ~10 KV blocks of 16 tokens in bf16: default 32 KiB a block, 0.6B 1.75 MiB a block.
     kv=350000; [ $m = qwen3-0.6b ] && kv=18400000
-    $V serve --model builtin:$m --load-format dummy --device cuda --port 8111 --max-model-len 128 --block-size 16 \
+    [[ "${SERVE_SUITE_EXTRA:-}" == *float32* ]] && kv=$((kv * 2))
+    $V serve --model builtin:$m --load-format dummy --device cuda ${SERVE_SUITE_EXTRA:-} --port 8111 --max-model-len 128 --block-size 16 \
       --kv-cache-memory-bytes $kv --no-enable-prefix-caching > "$OUT/serve_suite_${m}_preempt.server.log" 2>&1 &
     SP=$!; alive_up 8111 $SP && $SC --url http://127.0.0.1:8111 --checks preemption > "$OUT/serve_suite_${m}_preempt.log" 2>&1
     echo "serve_check preemption $m cuda rc=$? $(tail -1 "$OUT/serve_suite_${m}_preempt.log" 2>/dev/null)"; kill $SP; wait $SP 2>/dev/null
