@@ -200,6 +200,20 @@ __device__ __forceinline__ void top_insert(float (&lv)[K], int (&li)[K], float v
       v = tv, id = ti;
     }
 }
+// The warp's best (value, id) over the heads of its lanes' lists (each best first); the lane holding it
+// pops its head. Ids are unique across lanes (sentinels: INT_MAX).
+template <int K>
+__device__ __forceinline__ void warp_pop_best(float (&lv)[K], int (&li)[K], float& bv, int& bi) {
+  bv = lv[0];
+  bi = li[0];
+  warp_best(bv, bi);
+  if (li[0] == bi) {
+#pragma unroll
+    for (int j = 0; j + 1 < K; ++j) lv[j] = lv[j + 1], li[j] = li[j + 1];
+    lv[K - 1] = neg_inf(), li[K - 1] = INT_MAX;
+  }
+}
+
 // Block top-K into sm.top_v/top_i: K rounds of warp arg-best over the lists' heads per warp, then
 // the same over the warps' lists in warp 0. Ids are unique across threads (sentinels: INT_MAX).
 template <int K>
@@ -207,14 +221,9 @@ __device__ __forceinline__ void top_merge(float (&lv)[K], int (&li)[K], Shared& 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int r = 0; r < K; ++r) {
-    float bv = lv[0];
-    int bi = li[0];
-    warp_best(bv, bi);
-    if (li[0] == bi) {
-#pragma unroll
-      for (int j = 0; j + 1 < K; ++j) lv[j] = lv[j + 1], li[j] = li[j + 1];
-      lv[K - 1] = neg_inf(), li[K - 1] = INT_MAX;
-    }
+    float bv;
+    int bi;
+    warp_pop_best(lv, li, bv, bi);
     if (lane == 0) sm.warp_top_v[warp][r] = bv, sm.warp_top_i[warp][r] = bi;
   }
   __syncthreads();
@@ -231,6 +240,37 @@ __device__ __forceinline__ void top_merge(float (&lv)[K], int (&li)[K], Shared& 
     }
   }
   __syncthreads();
+}
+
+// The draw's search over runs: thread t holds the consecutive indices [b, e) whose weights follow the
+// exclusive prefix `excl` (a block scan). Returns the lowest index where the running weight passes
+// `target` (block-wide) and what is left of the target inside it; past the total (rounding) the last
+// index with weight and +inf; index < 0 when nothing has weight (block-uniform). sm.sel_seg and
+// sm.last_seg must hold INT_MAX / -1, visible to every thread, on entry.
+struct RunPick {
+  int index;
+  float rem;
+};
+template <typename W>
+__device__ __forceinline__ RunPick pick_run(int b, int e, float excl, float target, W weight, Shared& sm) {
+  float acc = excl, rem = 0.0f;
+  int found = -1, last = -1;
+  for (int i = b; i < e; ++i) {
+    const float w = weight(i);
+    if (w > 0.0f) {
+      last = i;
+      if (found < 0 && acc + w > target) found = i, rem = target - acc;
+    }
+    acc += w;
+  }
+  if (found >= 0) atomicMin(&sm.sel_seg, found);
+  if (last >= 0) atomicMax(&sm.last_seg, last);
+  __syncthreads();
+  if (found >= 0 && found == sm.sel_seg) sm.rem = rem;
+  __syncthreads();
+  RunPick p{sm.sel_seg, sm.rem};
+  if (p.index == INT_MAX) p.index = sm.last_seg, p.rem = pos_inf();  // rounding: past the total
+  return p;
 }
 
 }  // namespace vireo::cuda::sampling

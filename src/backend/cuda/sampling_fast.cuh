@@ -148,14 +148,9 @@ __device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row
       }
 #pragma unroll
     for (int q = 0; q < K; ++q) {
-      float bv = lv[0];
-      int bi = li[0];
-      warp_best(bv, bi);
-      if (li[0] == bi) {
-#pragma unroll
-        for (int j = 0; j + 1 < K; ++j) lv[j] = lv[j + 1], li[j] = li[j + 1];
-        lv[K - 1] = neg_inf(), li[K - 1] = INT_MAX;
-      }
+      float bv;
+      int bi;
+      warp_pop_best(lv, li, bv, bi);
       if (lane == 0) wtop_v[warp][q] = bv, wtop_i[warp][q] = bi;
     }
   }
@@ -213,25 +208,10 @@ __device__ int fast_draw(const Args& a, int r, const SamplingRow& row, float m, 
   float2 total;
   const float excl = block_excl_scan(make_float2(local, 0.0f), total, sm).x;  // syncs: sel_seg set
   const float target = row.uniform * total.x;
-  float acc = excl, rem = 0.0f;
-  int found = -1, last = -1;
-  for (int c = cb; c < ce; ++c) {
-    const float w = mass(c);
-    if (w > 0.0f) {
-      last = c;
-      if (found < 0 && acc + w > target) found = c, rem = target - acc;
-    }
-    acc += w;
-  }
-  if (found >= 0) atomicMin(&sm.sel_seg, found);
-  if (last >= 0) atomicMax(&sm.last_seg, last);
-  __syncthreads();
-  if (found >= 0 && found == sm.sel_seg) sm.rem = rem;
-  __syncthreads();
-  int c = sm.sel_seg;
-  float rr = sm.rem;
-  if (c == INT_MAX) c = sm.last_seg, rr = pos_inf();  // rounding: past the total
-  if (c < 0) return fallback;                         // block-uniform
+  const RunPick pick = pick_run(cb, ce, excl, target, mass, sm);
+  const int c = pick.index;
+  const float rr = pick.rem;
+  if (c < 0) return fallback;  // block-uniform
   if (tid == 0) sm.picked = INT_MAX, sm.picked_last = -1;
   // The chunk's ids in id order: each thread a run of consecutive ids, a block scan of the runs.
   const T* p = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;

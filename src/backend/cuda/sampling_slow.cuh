@@ -57,25 +57,10 @@ __device__ int pick(const W* p, int V, bool aligned, F weight, bool frac, float 
   float2 total;
   const float excl = block_excl_scan(make_float2(local, 0.0f), total, sm).x;
   const float target = frac ? t * total.x : t;
-  float acc = excl, rem = 0.0f;
-  int found = -1, last = -1;
-  for (int s = sb; s < se; ++s) {
-    const float w = seg[s];
-    if (w > 0.0f) {
-      last = s;
-      if (found < 0 && acc + w > target) found = s, rem = target - acc;
-    }
-    acc += w;
-  }
-  if (found >= 0) atomicMin(&sm.sel_seg, found);
-  if (last >= 0) atomicMax(&sm.last_seg, last);
-  __syncthreads();
-  if (found >= 0 && found == sm.sel_seg) sm.rem = rem;
-  __syncthreads();
-  int s = sm.sel_seg;
-  float r = sm.rem;
-  if (s == INT_MAX) s = sm.last_seg, r = pos_inf();  // rounding: past the total
-  if (s < 0) return -1;                               // no weight anywhere (block-uniform)
+  const RunPick pick = pick_run(sb, se, excl, target, [&](int i) { return seg[i]; }, sm);
+  const int s = pick.index;
+  float r = pick.rem;
+  if (s < 0) return -1;  // no weight anywhere (block-uniform)
   if (warp == 0) {
     float v[kVec], w[kVec];
     load_seg(p, V, aligned, s, lane, v);
