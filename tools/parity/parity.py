@@ -56,12 +56,16 @@ TORCH_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16",
                 "float16": "float16", "fp16": "float16"}
 
 
-def parse_args(argv):
+def split_passthrough(argv):
+    """(our arguments, the ones after `--` that go to vireo unchanged)."""
     if "--" in argv:
         i = argv.index("--")
-        argv, passthrough = argv[:i], argv[i + 1:]
-    else:
-        passthrough = []
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def parse_args(argv):
+    argv, passthrough = split_passthrough(argv)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", nargs="?", help="HF model folder (config.json + safetensors)")
     p.add_argument("--preset", choices=sorted(PRESETS))

@@ -50,11 +50,7 @@ REPO = parity.REPO
 
 
 def parse_args(argv):
-    if "--" in argv:
-        i = argv.index("--")
-        argv, passthrough = argv[:i], argv[i + 1:]
-    else:
-        passthrough = []
+    argv, passthrough = parity.split_passthrough(argv)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", nargs="?", help="HF model folder (config.json + safetensors)")
     p.add_argument("--preset", choices=sorted(parity.PRESETS))
