@@ -1,5 +1,8 @@
 // paged_attention on the CPU: exact two-pass softmax in fp32 over each query row's keys
-// [0, position], gathering K/V rows through the block table (see AttentionParams).
+// [0, position], gathering K/V rows through the block table (see AttentionParams). The dot products
+// are OpenBLAS GEMMs over blocks of query rows, so a 32k-token prefill takes minutes, not hours.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -51,55 +54,74 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
     }
   }
 
+  // Per sequence and KV head: gather its keys/values [0, len) into contiguous fp32 [len, D] (through the
+  // block table), then per query head and block of kQueryBlock query rows:
+  //   scores[rows, kend] = scale * Q[rows] K[0, kend)^T             (cblas_sgemm)
+  //   row r (position pos_r): softmax over keys [0, pos_r], exact zeros for keys > pos_r (causal mask)
+  //   out[rows] = P[rows, kend] V[0, kend) / rowsum                 (cblas_sgemm)
+  // where kend = position of the block's last row + 1. Same math as one row at a time; the GEMMs only
+  // change the fp32 summation order.
+  constexpr int kQueryBlock = 64;
   const DType cdt = p.k_cache.dtype;
   const int group = H / Hkv;
-  pool.parallel_for(T * H, [&](int64_t b, int64_t e) {
-    std::vector<float> scores, acc(D);
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t t = item / H;
-      const int h = static_cast<int>(item % H), kvh = h / group;
-      const int s = row_seq[t], last = row_pos[t];
-      const int32_t* table = tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
-      const float* q = p.q.ptr<float>() + (t * H + h) * D;
-      scores.resize(last + 1);
-      // Element offset of key i's head kvh: [block, offset, kv_head, d].
-      auto kv_offset = [&](int i) {
-        return ((static_cast<int64_t>(table[i / bs]) * bs + i % bs) * Hkv + kvh) * D;
-      };
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int i = 0; i <= last; ++i) {
-        const int64_t off = kv_offset(i);
-        float dot = 0.0f;
-        if (cdt == DType::kF32) {
-          const float* k = p.k_cache.ptr<float>() + off;
-          for (int d = 0; d < D; ++d) dot += q[d] * k[d];
-        } else {
-          for (int d = 0; d < D; ++d) dot += q[d] * load_elem(p.k_cache.data, cdt, off + d);
+  const int64_t ld_q = static_cast<int64_t>(H) * D;
+  std::vector<float> kc, vc, scores, rowsum(kQueryBlock);
+  for (int s = 0; s < S; ++s) {
+    const int q_len = qs[s + 1] - qs[s], len = lens[s], first_pos = len - q_len;
+    if (q_len == 0) continue;
+    const int32_t* table = tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+    kc.resize(static_cast<size_t>(len) * D);
+    vc.resize(static_cast<size_t>(len) * D);
+    scores.resize(static_cast<size_t>(std::min(q_len, kQueryBlock)) * len);
+    for (int kvh = 0; kvh < Hkv; ++kvh) {
+      // kc/vc[i, :] = cache[table[i / bs], i % bs, kvh, :]
+      pool.parallel_for(len, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t off = ((static_cast<int64_t>(table[i / bs]) * bs + i % bs) * Hkv + kvh) * D;
+          if (cdt == DType::kF32) {
+            std::copy_n(p.k_cache.ptr<float>() + off, D, kc.data() + i * D);
+            std::copy_n(p.v_cache.ptr<float>() + off, D, vc.data() + i * D);
+          } else {
+            for (int d = 0; d < D; ++d) {
+              kc[i * D + d] = load_elem(p.k_cache.data, cdt, off + d);
+              vc[i * D + d] = load_elem(p.v_cache.data, cdt, off + d);
+            }
+          }
         }
-        scores[i] = dot * p.scale;
-        mx = std::max(mx, scores[i]);
-      }
-      float sum = 0.0f;
-      for (int i = 0; i <= last; ++i) {
-        scores[i] = std::exp(scores[i] - mx);
-        sum += scores[i];
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int i = 0; i <= last; ++i) {
-        const int64_t off = kv_offset(i);
-        const float w = scores[i];
-        if (cdt == DType::kF32) {
-          const float* v = p.v_cache.ptr<float>() + off;
-          for (int d = 0; d < D; ++d) acc[d] += w * v[d];
-        } else {
-          for (int d = 0; d < D; ++d) acc[d] += w * load_elem(p.v_cache.data, cdt, off + d);
+      }, 256);
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int r0 = 0; r0 < q_len; r0 += kQueryBlock) {
+          const int rows = std::min(kQueryBlock, q_len - r0);
+          const int kend = first_pos + r0 + rows;  // keys [0, kend) are visible to some row of the block
+          const float* q = p.q.ptr<float>() + (static_cast<int64_t>(qs[s] + r0) * H + h) * D;  // rows at stride ld_q
+          float* out = p.out.ptr<float>() + (static_cast<int64_t>(qs[s] + r0) * H + h) * D;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, D, p.scale, q, ld_q, kc.data(), D, 0.0f,
+                      scores.data(), kend);
+          pool.parallel_for(rows, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+              float* sc = scores.data() + r * kend;
+              const int last = first_pos + r0 + static_cast<int>(r);  // this row's position
+              float mx = -std::numeric_limits<float>::infinity();
+              for (int i = 0; i <= last; ++i) mx = std::max(mx, sc[i]);
+              float sum = 0.0f;
+              for (int i = 0; i <= last; ++i) {
+                sc[i] = std::exp(sc[i] - mx);
+                sum += sc[i];
+              }
+              std::fill(sc + last + 1, sc + kend, 0.0f);
+              rowsum[r] = sum;
+            }
+          });
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, kend, 1.0f, scores.data(), kend, vc.data(), D,
+                      0.0f, out, ld_q);
+          for (int r = 0; r < rows; ++r) {
+            const float inv = 1.0f / rowsum[r];
+            for (int d = 0; d < D; ++d) out[r * ld_q + d] *= inv;
+          }
         }
       }
-      float* out = p.out.ptr<float>() + (t * H + h) * D;
-      const float inv = 1.0f / sum;
-      for (int d = 0; d < D; ++d) out[d] = acc[d] * inv;
     }
-  });
+  }
 }
 
 }  // namespace vireo::cpu
