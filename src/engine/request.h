@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/penalty_entries.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
 
@@ -45,6 +46,10 @@ struct Request {
 
   // Per-request RNG when params.seed is set (same seed, same tokens regardless of batching).
   std::optional<std::mt19937_64> generator;
+
+  // (id, output count) entries for repetition/presence/frequency penalties, synced by the sampling
+  // batch builder only for requests with penalties (engine/sampling_batch.cc).
+  PenaltyEntries penalty_entries;
 
   // Prompt logprobs, filled as prefill chunks run; emitted once, with the first output.
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;

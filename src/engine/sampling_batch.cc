@@ -12,23 +12,6 @@ bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-// (id, times in the output) for every distinct id of prompt + output.
-void append_penalty_entries(const Request& req, std::vector<int32_t>& out) {
-  std::vector<std::pair<int32_t, int32_t>> ids;  // (id, 1 if from the output)
-  ids.reserve(req.all_token_ids.size());
-  for (int32_t t : req.prompt_token_ids) ids.emplace_back(t, 0);
-  for (int32_t t : req.output_token_ids) ids.emplace_back(t, 1);
-  std::sort(ids.begin(), ids.end());
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    int32_t count = 0;
-    for (; j < ids.size() && ids[j].first == ids[i].first; ++j) count += ids[j].second;
-    out.push_back(ids[i].first);
-    out.push_back(count);
-    i = j;
-  }
-}
-
 }  // namespace
 
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
@@ -55,7 +38,10 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       row.presence_penalty = p.presence_penalty;
       row.frequency_penalty = p.frequency_penalty;
       row.penalty_begin = static_cast<int32_t>(b.penalty_tokens.size() / 2);
-      append_penalty_entries(req, b.penalty_tokens);
+      // Kept per request and updated with the new output tokens only (engine/penalty_entries.h).
+      req.penalty_entries.sync(req.prompt_token_ids, req.output_token_ids);
+      const std::vector<int32_t>& pairs = req.penalty_entries.pairs();
+      b.penalty_tokens.insert(b.penalty_tokens.end(), pairs.begin(), pairs.end());
       row.penalty_end = static_cast<int32_t>(b.penalty_tokens.size() / 2);
     }
     if (req.num_output_tokens() < p.min_tokens) {

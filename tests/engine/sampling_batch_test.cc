@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 
 #include "engine/engine_core.h"
 #include "engine/llm.h"
@@ -77,6 +78,100 @@ TEST(SamplingBatch, RowsPenaltiesMasksAndDraws) {
   EXPECT_EQ(batch.rows[2].forced_token, 11);
   EXPECT_EQ(batch.rows[3].forced_token, 12);
   EXPECT_EQ(batch.rows[4].forced_token, -1);
+}
+
+// The old construction (a fresh sort of prompt + output every step): what the incremental entries
+// must equal, entry for entry.
+std::vector<int32_t> fresh_penalty_entries(const Request& req) {
+  std::vector<std::pair<int32_t, int32_t>> ids;
+  for (int32_t t : req.prompt_token_ids) ids.emplace_back(t, 0);
+  for (int32_t t : req.output_token_ids) ids.emplace_back(t, 1);
+  std::sort(ids.begin(), ids.end());
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    int32_t count = 0;
+    for (; j < ids.size() && ids[j].first == ids[i].first; ++j) count += ids[j].second;
+    out.push_back(ids[i].first);
+    out.push_back(count);
+    i = j;
+  }
+  return out;
+}
+
+// Penalty entries kept per request across steps (1 or several new tokens per step, repeated and new
+// ids, prompt ids re-emitted), a preemption (output kept), and an output reset / rewrite: every step
+// gives the same SampleParams inputs as the fresh construction. Rows without penalties build nothing.
+TEST(SamplingBatch, IncrementalPenaltyEntriesMatchFreshBuild) {
+  std::mt19937 rng(7);
+  auto id = [&](int hi) { return std::uniform_int_distribution<int32_t>(0, hi)(rng); };
+  SamplingParams pen;
+  pen.temperature = 0.8f;
+  pen.presence_penalty = 0.5f;
+  pen.frequency_penalty = 0.25f;
+  SamplingParams rep;
+  rep.temperature = 0.0f;
+  rep.repetition_penalty = 1.2f;
+  SamplingParams plain;
+  plain.temperature = 0.7f;
+  std::vector<int32_t> p1, p2, p3;
+  for (int i = 0; i < 300; ++i) p1.push_back(id(500));
+  for (int i = 0; i < 40; ++i) p2.push_back(id(60));
+  for (int i = 0; i < 20; ++i) p3.push_back(id(1000));
+  auto a = make_req("a", p1, pen);
+  auto b = make_req("b", p2, rep);
+  auto c = make_req("c", p3, plain);
+  SchedulerOutput sched;
+  sched.scheduled = {{a, 1}, {c, 1}, {b, 1}};
+  BuiltStep built;
+  built.rows = {{0, -1}, {1, -1}, {2, -1}};
+  const std::vector<int32_t> eos{kFakeEos};
+  std::mt19937_64 engine_rng(3);
+  auto check_step = [&](int step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    SamplingBatch batch = build_sampling_batch(sched, built, eos, engine_rng);
+    std::vector<int32_t> want = fresh_penalty_entries(*a);
+    const size_t na = want.size();
+    std::vector<int32_t> wb = fresh_penalty_entries(*b);
+    want.insert(want.end(), wb.begin(), wb.end());
+    EXPECT_EQ(batch.penalty_tokens, want);
+    EXPECT_EQ(batch.rows[0].penalty_begin, 0);
+    EXPECT_EQ(batch.rows[0].penalty_end, static_cast<int32_t>(na / 2));
+    EXPECT_EQ(batch.rows[1].penalty_begin, batch.rows[1].penalty_end);  // no penalties: no entries
+    EXPECT_EQ(batch.rows[2].penalty_begin, static_cast<int32_t>(na / 2));
+    EXPECT_EQ(batch.rows[2].penalty_end, static_cast<int32_t>(want.size() / 2));
+    EXPECT_FALSE(c->penalty_entries.built());
+  };
+  int step = 0;
+  check_step(step++);
+  for (; step < 60; ++step) {
+    // 1..3 tokens per step (a step may append several, e.g. after a skipped one); some from the
+    // prompt, some repeated outputs, some new ids.
+    for (int k = id(2); k >= 0; --k) {
+      const int kind = id(2);
+      a->append_output_token(kind == 0 ? p1[id(299)] : kind == 1 ? id(20) : id(5000));
+      b->append_output_token(kind == 0 ? p2[id(39)] : id(200));
+    }
+    c->append_output_token(id(1000));
+    if (step == 30) {
+      // Preemption (recompute): the KV goes, prompt and output stay.
+      a->num_computed_tokens = 0;
+      a->status = RequestStatus::kPreempted;
+    }
+    if (step == 40) {
+      // The output reset and regenerated to a longer, different sequence: rebuilt, not appended to.
+      a->output_token_ids.clear();
+      a->all_token_ids = a->prompt_token_ids;
+      for (int i = 0; i < 50; ++i) a->append_output_token(id(700));
+    }
+    if (step == 45) {
+      // Truncated (shorter output than counted).
+      b->output_token_ids.resize(b->output_token_ids.size() / 2);
+      b->all_token_ids = b->prompt_token_ids;
+      b->all_token_ids.insert(b->all_token_ids.end(), b->output_token_ids.begin(), b->output_token_ids.end());
+    }
+    check_step(step);
+  }
 }
 
 struct Core {
