@@ -4,7 +4,8 @@
 #   device run: carry [".dev/lib", "build/vireo", "build/tests", "models/qwen3"]
 #   command:    bash benchmarks/run_device.sh
 # Stages (STAGES, default "tests parity latency serve"): tests parity latency serve, and the issue-6
-# proofs serve_suite (serving suite on CUDA), teacher (teacher-forced logits), long (32k prompt vs CPU);
+# proofs serve_suite (serving suite on CUDA), teacher (teacher-forced logits), long (32k prompt, CUDA fp32 and
+# bf16 vs a committed CPU reference);
 # see docs/parity.md. For serve_suite also carry build/tests/test_server_e2e (it falls back to
 # tools/parity/serve_check.py when node + tools/npm/node_modules/openai are absent).
 # Writes logs and JSON under $OUT (or ./device-out); prints a summary table last.
@@ -72,10 +73,14 @@ if has serve; then
 fi
 
 if has serve_suite; then
-  log "serving suite on CUDA: tests/server_e2e (node scripts, else serve_check.py) on the default model"
+  # bf16 in batch-invariant mode by default (a row's logits must not depend on its batch for the "concurrent
+  # streams identical to solo runs" and preemption checks; docs/cuda_kernels.md). SERVE_SUITE_EXTRA replaces
+  # the flags: "--dtype float32" is the fp32 run, "" plain bf16 (default kernels).
+  SS_EXTRA="${SERVE_SUITE_EXTRA---dtype bfloat16 --batch-invariant}"
+  log "serving suite on CUDA ($SS_EXTRA): tests/server_e2e (node scripts, else serve_check.py) on the default model"
   if [ -x build/tests/test_server_e2e ]; then
     client=python; command -v node >/dev/null && [ -f tools/npm/node_modules/openai/package.json ] && client=node
-    VIREO_E2E_SERVE_ARGS="--device cuda ${SERVE_SUITE_EXTRA:-}" VIREO_E2E_VIREO=$PWD/$V VIREO_E2E_SOURCE_DIR=$PWD \
+    VIREO_E2E_SERVE_ARGS="--device cuda $SS_EXTRA" VIREO_E2E_VIREO=$PWD/$V VIREO_E2E_SOURCE_DIR=$PWD \
       build/tests/test_server_e2e > "$OUT/serve_suite_e2e.log" 2>&1
     echo "test_server_e2e --device cuda ($client client) rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/serve_suite_e2e.log" | tr '\n' ' ')"
   else
@@ -86,14 +91,14 @@ if has serve_suite; then
   # /health 200 within 300 s while the server lives
   alive_up() { for i in $(seq 1 600); do kill -0 $2 2>/dev/null || return 1; curl -sf localhost:$1/health >/dev/null && return 0; sleep 0.5; done; return 1; }
   for m in ${SERVE_SUITE_MODELS:-default qwen3-0.6b}; do
-    $V serve --model builtin:$m --load-format dummy --device cuda ${SERVE_SUITE_EXTRA:-} --port 8110 --max-model-len 2048 --max-num-seqs 64 \
+    $V serve --model builtin:$m --load-format dummy --device cuda $SS_EXTRA --port 8110 --max-model-len 2048 --max-num-seqs 64 \
       > "$OUT/serve_suite_$m.server.log" 2>&1 &
     SP=$!; alive_up 8110 $SP && $SC --url http://127.0.0.1:8110 --checks basic > "$OUT/serve_suite_$m.log" 2>&1
     echo "serve_check basic $m cuda rc=$? $(tail -1 "$OUT/serve_suite_$m.log" 2>/dev/null)"; kill $SP; wait $SP 2>/dev/null
     # ~10 KV blocks of 16 tokens in bf16: default 32 KiB a block, 0.6B 1.75 MiB a block.
     kv=350000; [ $m = qwen3-0.6b ] && kv=18400000
-    [[ "${SERVE_SUITE_EXTRA:-}" == *float32* ]] && kv=$((kv * 2))
-    $V serve --model builtin:$m --load-format dummy --device cuda ${SERVE_SUITE_EXTRA:-} --port 8111 --max-model-len 128 --block-size 16 \
+    [[ "$SS_EXTRA" == *float32* ]] && kv=$((kv * 2))
+    $V serve --model builtin:$m --load-format dummy --device cuda $SS_EXTRA --port 8111 --max-model-len 128 --block-size 16 \
       --kv-cache-memory-bytes $kv --no-enable-prefix-caching > "$OUT/serve_suite_${m}_preempt.server.log" 2>&1 &
     SP=$!; alive_up 8111 $SP && $SC --url http://127.0.0.1:8111 --checks preemption > "$OUT/serve_suite_${m}_preempt.log" 2>&1
     echo "serve_check preemption $m cuda rc=$? $(tail -1 "$OUT/serve_suite_${m}_preempt.log" 2>/dev/null)"; kill $SP; wait $SP 2>/dev/null
@@ -112,10 +117,21 @@ if has teacher; then
 fi
 
 if has long; then
-  log "32k-token prompt on builtin:qwen3-0.6b (chunked prefill): CUDA greedy tokens vs the CPU backend"
-  python3 tools/parity/long_context.py --vireo $V --len ${LONG_LEN:-32000} --cpu-budget-s ${LONG_CPU_BUDGET_S:-180} \
-    ${LONG_CPU_LEN:+--cpu-len $LONG_CPU_LEN} --output-json "$OUT/long.json" > "$OUT/long.log" 2>&1
-  echo "long context rc=$? $(tail -1 "$OUT/long.log")"
+  # Default: CUDA float32 and bfloat16 at the committed CPU reference's 32,000 tokens (the CPU side ran once,
+  # off the device: tests/fixtures/long_context/). LONG_REFERENCE= (empty) runs the CPU here instead,
+  # at a length fitted to LONG_CPU_BUDGET_S (or LONG_CPU_LEN).
+  LONG_REF="${LONG_REFERENCE-tests/fixtures/long_context/qwen3-0.6b_cpu_32000.json}"
+  if [ -n "$LONG_REF" ]; then
+    log "32k-token prompt on builtin:qwen3-0.6b (chunked prefill): CUDA fp32 + bf16 greedy tokens vs $LONG_REF"
+    timeout ${LONG_TIMEOUT_S:-300} python3 tools/parity/long_context.py --vireo $V --reference-json "$LONG_REF" \
+      --cuda-dtype ${LONG_DTYPES:-float32,bfloat16} --output-json "$OUT/long.json" > "$OUT/long.log" 2>&1
+  else
+    log "32k-token prompt on builtin:qwen3-0.6b (chunked prefill): CUDA greedy tokens vs the CPU backend"
+    python3 tools/parity/long_context.py --vireo $V --len ${LONG_LEN:-32000} --cpu-budget-s ${LONG_CPU_BUDGET_S:-180} \
+      ${LONG_CPU_LEN:+--cpu-len $LONG_CPU_LEN} --cuda-dtype ${LONG_DTYPES:-bfloat16} --output-json "$OUT/long.json" \
+      > "$OUT/long.log" 2>&1
+  fi
+  echo "long context rc=$?"; grep -E '^(EXACT|MISMATCH)|long_context:' "$OUT/long.log"
 fi
 
 log "summary"
