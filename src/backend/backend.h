@@ -21,6 +21,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Activations dtype: F32 on the CPU; BF16 (or F16/F32 per --dtype) on CUDA.
   virtual DType activation_dtype() const = 0;
+  // Batch-invariant mode (--batch-invariant): every op gives each row the same bits whatever the other
+  // rows of the call are (and whether a token runs as prefill or decode). Only the CUDA backend has it.
+  virtual bool batch_invariant() const { return false; }
 
   // ---- memory ----
   // Allocates device memory owned by the backend until free(). Contents undefined.
@@ -60,8 +63,10 @@ class Backend {
 };
 
 // "cpu" or "cuda" ("auto": cuda when built and a GPU is present, else cpu).
-// `dtype_name` is vLLM's --dtype ("auto", "bfloat16", "float16", "float32").
-std::unique_ptr<Backend> create_backend(const std::string& device, const std::string& dtype_name = "auto");
+// `dtype_name` is vLLM's --dtype ("auto", "bfloat16", "float16", "float32"). batch_invariant: see
+// Backend::batch_invariant (the CPU backend warns and ignores it).
+std::unique_ptr<Backend> create_backend(const std::string& device, const std::string& dtype_name = "auto",
+                                        bool batch_invariant = false);
 bool cuda_available();
 
 }  // namespace vireo

@@ -2,6 +2,7 @@
 // size the KV cache, and start the engine.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string_view>
 #include <set>
@@ -33,7 +34,13 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
   opts.enforce_eager = cfg.enforce_eager;
   opts.max_graph_batch_size = cfg.max_num_seqs;
   opts.max_model_len = cfg.max_model_len;
-  auto backend = create_backend(cfg.device, cfg.dtype);
+  const char* env = std::getenv("VIREO_BATCH_INVARIANT");
+  const bool batch_invariant = cfg.batch_invariant || (env != nullptr && std::string_view(env) == "1");
+  auto backend = create_backend(cfg.device, cfg.dtype, batch_invariant);
+  if (backend->batch_invariant())
+    log_info("batch-invariant mode: on (fixed-order GEMM for every linear, one attention shape without key "
+             "splits, fixed sampling chunks: each row's result is independent of its batch; slower than the "
+             "default kernels)");
   if (is_builtin_model(cfg.model)) {
     // Built-in shapes have no checkpoint: dummy (seeded random) weights.
     opts.load_format = "dummy";

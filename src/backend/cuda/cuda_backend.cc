@@ -16,7 +16,8 @@ void require_device(const Tensor& t, const char* op, const char* field) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(DType act, int device) : act_(act), device_(device) {
+CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
+    : act_(act), device_(device), batch_invariant_(batch_invariant) {
   VIREO_CUDA_CHECK(cudaSetDevice(device_));
   VIREO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cudaDeviceProp prop{};
@@ -145,36 +146,40 @@ void CudaBackend::rms_norm(const RmsNormParams& p) {
 }
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
-  run_linear(*gemm_, p, [this](size_t b) { return linear_scratch(b); }, stream_);
+  run_linear(*gemm_, p, [this](size_t b) { return linear_scratch(b); }, stream_, batch_invariant_);
 }
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
 void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
 void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
 void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {
   require_device(p.k_cache, "qkv_prepare", "k_cache");
-  launch_qkv_prepare(p, stream_);
+  launch_qkv_prepare(p, stream_, batch_invariant_);
 }
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
+  if (batch_invariant_) {
+    launch_paged_attention_invariant(p, stream_);
+    return;
+  }
   launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_);
 }
 void CudaBackend::sample(const SampleParams& p) {
   require_device(p.logits, "sample", "logits");
-  launch_sample(p, [this](size_t b) { return workspace(b); }, stream_);
+  launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
 }
 
 }  // namespace vireo::cuda
 
 namespace vireo {
 
-std::unique_ptr<Backend> make_cuda_backend(const std::string& dtype_name) {
+std::unique_ptr<Backend> make_cuda_backend(const std::string& dtype_name, bool batch_invariant) {
   DType act = DType::kBF16;
   if (dtype_name != "auto" && !dtype_name.empty()) {
     act = parse_dtype(dtype_name);
     if (!cuda::is_float_dtype(act)) throw Error("--dtype " + dtype_name + ": not a float dtype");
   }
   if (cuda_device_count() == 0) throw Error("--device cuda: no CUDA GPU is visible");
-  return std::make_unique<cuda::CudaBackend>(act);
+  return std::make_unique<cuda::CudaBackend>(act, 0, batch_invariant);
 }
 
 }  // namespace vireo

@@ -16,12 +16,15 @@ namespace vireo::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(DType activation_dtype, int device = 0);
+  // batch_invariant: Backend::batch_invariant; linears go to the fixed-order GEMM (gemm_invariant.cu),
+  // attention to one kernel shape without key splits, sampling to fixed vocabulary chunks.
+  explicit CudaBackend(DType activation_dtype, int device = 0, bool batch_invariant = false);
   ~CudaBackend() override;
 
   DeviceKind kind() const override { return DeviceKind::kCUDA; }
   std::string name() const override { return "cuda"; }
   DType activation_dtype() const override { return act_; }
+  bool batch_invariant() const override { return batch_invariant_; }
 
   Tensor alloc(std::vector<int64_t> shape, DType dtype) override;
   void free(Tensor& t) override;
@@ -56,6 +59,7 @@ class CudaBackend final : public Backend {
 
   DType act_;
   int device_;
+  bool batch_invariant_ = false;
   cudaStream_t stream_ = nullptr;
   DeviceInfo info_;
   CudaAllocator alloc_;

@@ -7,5 +7,5 @@
 
 namespace vireo {
 int cuda_device_count();  // 0 when no driver or no GPU
-std::unique_ptr<Backend> make_cuda_backend(const std::string& dtype_name);
+std::unique_ptr<Backend> make_cuda_backend(const std::string& dtype_name, bool batch_invariant = false);
 }  // namespace vireo

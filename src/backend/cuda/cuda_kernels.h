@@ -23,11 +23,15 @@ void launch_bias_add(void* out, DType out_dtype, const void* bias, DType bias_dt
 // linear for N <= 4 rows of bf16/f16 (decode), with the fused forms of LinearParams (input_norm,
 // silu_mul_input, residual); false when the shape or dtype is not covered.
 bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream);
+// Batch-invariant linear (gemm_invariant.cu), plain form (x, w, bias, out): every output element is
+// accumulated in the same K order whatever N is, so a row's bits never depend on the other rows.
+void launch_gemm_invariant(const LinearParams& p, cudaStream_t stream);
 // Programmatic dependent launch of our kernels (pdl.cuh): on unless VIREO_NO_PDL=1. Captured graphs
 // keep the setting they were captured with.
 bool pdl_enabled();
 void set_pdl_enabled(bool on);
-void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream);
+// batch_invariant: one kernel for every T (the per-head kernel unless the norm is full width).
+void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool batch_invariant = false);
 
 // Returns device scratch of at least `bytes` bytes, valid until the next call (stream-ordered).
 using WorkspaceFn = std::function<void*(size_t bytes)>;
@@ -43,8 +47,16 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
                             cudaStream_t stream, const AttentionTuning& tuning = {});
 // The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
+// Batch-invariant paged attention (attention_invariant.cu): every query row, prefill or decode, through
+// one kernel shape without key splits, key tiles from position 0, so a row's bits depend only on its
+// own q and its sequence's keys [0, position]. bf16/f16 with head dim 64/128; else the simple kernel
+// (one warp per row, invariant too).
+void launch_paged_attention_invariant(const AttentionParams& p, cudaStream_t stream);
 // Token selection over logits rows (sampling.cu); scratch for penalised rows ([M, V] fp32) comes
 // from `workspace`, only when penalty_tokens or mask_tokens are given.
-void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream);
+// batch_invariant: fixed 8192-id chunks (the chunk size otherwise depends on M), so a row's logprobs
+// and draws do not depend on the batch.
+void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream,
+                   bool batch_invariant = false);
 
 }  // namespace vireo::cuda

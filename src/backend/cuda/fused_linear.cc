@@ -1,4 +1,5 @@
-// linear with the decode fusions of LinearParams on the CUDA backend. N <= 4 (bf16/f16): one fused
+// linear with the decode fusions of LinearParams on the CUDA backend. Batch-invariant mode: always the
+// unfused sequence below with the fixed-order GEMM. Otherwise N <= 4 (bf16/f16): one fused
 // GEMV kernel (gemv.cu). Otherwise the unfused sequence through scratch: rms_norm / silu_and_mul
 // into x' [N, K], the GEMM (cuBLASLt) into y [N, M], then add(residual, y) -> out: the same kernels,
 // hence the same roundings, as the ops a model would call one by one.
@@ -16,10 +17,15 @@ size_t round_up(size_t b) { return (b + 255) / 256 * 256; }
 
 }  // namespace
 
-void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream) {
+void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
+                bool batch_invariant) {
+  auto product = [&](const LinearParams& q) {
+    if (batch_invariant) launch_gemm_invariant(q, stream);
+    else gemm.run(q, stream);
+  };
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
   if (!norm && !silu && !res) {
-    gemm.run(p, stream);
+    product(p);
     return;
   }
   if (norm && silu) throw Error("linear: input_norm and silu_mul_input cannot be combined");
@@ -38,7 +44,7 @@ void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& sc
     throw Error("linear: residual must be [N, M] in the activation dtype");
   if (!p.bias.empty() && p.bias.numel() != m) throw Error("linear: bias must be [M]");
   if (n == 0 || m == 0) return;
-  if (launch_gemv_small_n(p, stream)) return;
+  if (!batch_invariant && launch_gemv_small_n(p, stream)) return;
 
   const size_t es = dtype_size(t);
   const size_t x_bytes = (norm || silu) ? round_up(static_cast<size_t>(n * k) * es) : 0;
@@ -55,11 +61,11 @@ void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& sc
     q.x = xs;
   }
   if (!res) {
-    gemm.run(q, stream);
+    product(q);
     return;
   }
   q.out = Tensor(s + x_bytes, t, {n, m}, DeviceKind::kCUDA);
-  gemm.run(q, stream);
+  product(q);
   launch_add({p.residual, q.out, p.out}, stream);  // elementwise: out may alias residual
 }
 

@@ -10,6 +10,9 @@
 namespace vireo::cuda {
 
 // `scratch` must be graph-safe (the backend's workspace path): at most (N*K + N*M) elements plus padding.
-void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
+// batch_invariant: every product through launch_gemm_invariant and the fused forms always as the
+// unfused sequence (no GEMV), whatever N is.
+void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
+                bool batch_invariant = false);
 
 }  // namespace vireo::cuda

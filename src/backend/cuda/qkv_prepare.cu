@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
 
 }  // namespace
 
-void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
+void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool batch_invariant) {
   const int h = p.num_heads, hk = p.num_kv_heads, d = p.head_dim;
   if (h <= 0 || hk <= 0 || d <= 0 || h % hk != 0) throw Error("qkv_prepare: bad num_heads/num_kv_heads/head_dim");
   const int64_t t = p.positions.numel();
@@ -319,7 +319,10 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(h + hk) * d * sizeof(float);
   // Few tokens: a warp per head over many blocks (latency); many tokens: a block per token (its
   // measured throughput at 16k tokens is the bar). The full-width norm always takes the block path.
-  const bool per_head = p.qk_norm != QkNorm::kFullWidth && d <= kMaxHeadDim && t <= kHeadPathMaxTokens;
+  // Batch-invariant mode: the warp-per-head kernel at every T (the two sum a head's squares in
+  // different orders, so the choice must not follow the step's size).
+  const bool per_head =
+      p.qk_norm != QkNorm::kFullWidth && d <= kMaxHeadDim && (batch_invariant || t <= kHeadPathMaxTokens);
   dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
     using T = decltype(tag);
     if (per_head) {

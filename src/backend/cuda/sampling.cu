@@ -90,7 +90,8 @@ void launch_for(const Args& a, int m, int iters, size_t dyn, cudaStream_t stream
 }  // namespace
 }  // namespace sampling
 
-void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
+void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream,
+                   bool batch_invariant) {
   using namespace sampling;
   if (p.logits.ndim() != 2) throw Error("sample: logits must be [M, V], got " + p.logits.shape_str());
   const int64_t m = p.logits.dim(0), vocab = p.logits.dim(1);
@@ -119,8 +120,9 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   // rows touch theirs.
   const int list_k = n <= 1 ? 1 : n <= 5 ? 5 : kMaxTop;  // the K of the top lists (>= 1: the argmax)
   // Chunks of 2048 ids while that gives <= ~2048 blocks (small batches: many blocks per row), else 8192.
+  // Batch-invariant mode: always 8192 (the chunking sets the order of the row's sums).
   const int64_t small_chunks = (vocab + kChunkStep - 1) / kChunkStep;
-  const int iters = m * small_chunks <= 2048 ? 1 : 4;
+  const int iters = !batch_invariant && m * small_chunks <= 2048 ? 1 : 4;
   a.chunk = kChunkStep * iters;
   a.num_chunks = static_cast<int>((vocab + a.chunk - 1) / a.chunk);
   const size_t scratch_bytes = (a.pairs || a.masks) ? static_cast<size_t>(m * vocab) * sizeof(float) : 0;
