@@ -66,6 +66,7 @@ void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& b
   p.out_tokens = i32_view(ws.out, 0, {M});
   p.out_logprobs = f32_view(ws.out, M, {M, 1 + N});
   if (N > 0) p.out_top_ids = i32_view(ws.out, M + M * (1 + N), {M, N});
+  p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
   be.sample(p);
 
   ws.host_out.resize(n_out);

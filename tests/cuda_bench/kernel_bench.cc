@@ -393,29 +393,53 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
 }
 
 // The sample op over V = 151936 bf16 logits (Qwen3), M rows, 50 back-to-back calls captured in one
-// CUDA graph (host launch latency excluded). GB/s: the M x V logits read once per call.
+// CUDA graph (host launch latency excluded), the host copy of the rows given (as the engine does).
+// GB/s: the M x V logits read once per call. Threshold/penalty rows take the mid path
+// (sampling_mid.cuh); VIREO_SAMPLE_MID=0 in the environment gives the old single-block slow path.
+// Penalty rows carry 2000 (id, count) entries and 2 mask ids each.
 TEST_F(KernelBench, G_Sampling) {
   struct Mode {
     const char* name;
     float temperature, top_p;
     int top_k, n;
+    float min_p = 0.0f;
+    bool penalties = false;
   };
   const Mode modes[] = {{"greedy", 0.0f, 1.0f, 0, 0},
                         {"temperature", 1.0f, 1.0f, 0, 0},
                         {"temperature N=5", 1.0f, 1.0f, 0, 5},
                         {"top_p 0.9 top_k 50", 1.0f, 0.9f, 50, 0},
-                        {"Qwen3 defaults T 0.6 top_k 20 top_p 0.95", 0.6f, 0.95f, 20, 0}};
+                        {"Qwen3 defaults T 0.6 top_k 20 top_p 0.95", 0.6f, 0.95f, 20, 0},
+                        {"Llama-3 defaults T 0.6 top_p 0.9", 0.6f, 0.9f, 0, 0},
+                        {"top_k 1024 top_p 0.9", 1.0f, 0.9f, 1024, 0},
+                        {"min_p 0.05", 1.0f, 1.0f, 0, 0, 0.05f},
+                        {"penalties + top_p 0.9", 0.6f, 0.9f, 0, 0, 0.0f, true},
+                        {"penalties greedy", 0.0f, 1.0f, 0, 0, 0.0f, true},
+                        {"penalties + temperature", 1.0f, 1.0f, 0, 0, 0.0f, true}};
   constexpr int kLaunches = 50;
   const int vocab = 151936;
   for (int m : {1, 8, 64, 256}) {
     Tensor logits = rand_t({m, vocab}, -6.0f, 6.0f);
     for (const Mode& md : modes) {
       std::vector<SamplingRow> rs(m);
+      std::vector<int> pairs, masks;
       for (int r = 0; r < m; ++r) {
         rs[r].temperature = md.temperature;
         rs[r].top_p = md.top_p;
         rs[r].top_k = md.top_k;
+        rs[r].min_p = md.min_p;
         rs[r].uniform = std::fmod(0.1f + 0.37f * r, 1.0f);
+        if (md.penalties) {
+          rs[r].repetition_penalty = 1.1f;
+          rs[r].presence_penalty = 0.5f;
+          rs[r].frequency_penalty = 0.2f;
+          rs[r].penalty_begin = static_cast<int>(pairs.size() / 2);
+          for (int e = 0; e < 2000; ++e) pairs.push_back((e * 75 + r) % vocab), pairs.push_back(e % 3);
+          rs[r].penalty_end = static_cast<int>(pairs.size() / 2);
+          rs[r].mask_begin = static_cast<int>(masks.size());
+          masks.push_back(151643), masks.push_back(151645);
+          rs[r].mask_end = static_cast<int>(masks.size());
+        }
       }
       std::vector<int> words(size_t(m) * 14);
       std::memcpy(words.data(), rs.data(), rs.size() * sizeof(SamplingRow));
@@ -427,7 +451,13 @@ TEST_F(KernelBench, G_Sampling) {
         ids = be_->alloc({m, md.n}, DType::kI32);
         owned_.push_back(ids);
       }
-      const SampleParams p{logits, ints(words), Tensor(), Tensor(), md.n, tokens, lps, ids};
+      Tensor pt, mt;
+      if (!pairs.empty()) {
+        pt = ints(pairs).view({int64_t(pairs.size() / 2), 2});
+        mt = ints(masks);
+      }
+      SampleParams p{logits, ints(words), pt, mt, md.n, tokens, lps, ids};
+      p.host_rows = rs.data();
       be_->sample(p);  // warm-up (kernel attributes) before the capture
       be_->begin_capture();
       for (int i = 0; i < kLaunches; ++i) be_->sample(p);

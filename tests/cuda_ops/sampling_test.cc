@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "backend/cpu/cpu_sampling.h"
 #include "cuda_test_util.h"
@@ -20,12 +21,18 @@ namespace {
 // kTopKFast: the fast path's top-k rows (top_k <= 20 with top-p/min-p, as Qwen3's defaults);
 // kTopKGrid: the same settings, row r takes combination r of the grid; kTopKTies: kTopKFast rows over
 // logits with ties at the top-k/top-p boundary (3 ids at 12, 30 at 10, the rest in [-6, 6]).
+// Mid path (sampling_mid.cuh) modes: kTopKLarge: 20 < top_k <= 1024 with top-p/min-p; kPenaltiesAll:
+// penalty/mask entries with every sampling setting (greedy, temperature, small/large top-k, top-p,
+// min-p); kCoarse: logits on a 0.25 grid (many exact ties) with -inf entries, threshold settings;
+// kFlat: rows of one to three distinct values (boundary bins past the candidate cap: slow fallback).
 enum class Mode {
-  kGreedy, kTemperature, kTopK, kTopP, kMinP, kCombo, kPenalties, kForced, kTopKFast, kMixed, kTopKGrid, kTopKTies
+  kGreedy, kTemperature, kTopK, kTopP, kMinP, kCombo, kPenalties, kForced, kTopKFast, kMixed, kTopKGrid, kTopKTies,
+  kTopKLarge, kPenaltiesAll, kCoarse, kFlat
 };
 const char* mode_name(Mode m) {
-  const char* names[] = {"greedy",    "temperature", "top_k",  "top_p", "min_p",       "combo",
-                         "penalties", "forced",      "top_k20", "mixed", "top_k_grid", "top_k_ties"};
+  const char* names[] = {"greedy",    "temperature", "top_k",   "top_p",      "min_p",      "combo",
+                         "penalties", "forced",      "top_k20", "mixed",      "top_k_grid", "top_k_ties",
+                         "top_k_big", "pen_all",     "coarse",  "flat"};
   return names[static_cast<int>(m)];
 }
 
@@ -66,6 +73,32 @@ class SampleTest : public CudaOpsTest {
         s.min_p = one_of({0.0f, 0.05f});
         s.temperature = one_of({0.6f, 1.0f, 1.5f});
         break;
+      case Mode::kTopKLarge:
+        s.top_k = one_of({21, 64, 256, 1024});
+        s.top_p = one_of({1.0f, 0.9f, 0.5f});
+        s.min_p = one_of({0.0f, 0.05f});
+        s.temperature = one_of({0.6f, 1.0f, 1.5f});
+        break;
+      case Mode::kPenaltiesAll:
+      case Mode::kCoarse:
+      case Mode::kFlat: {
+        const int g = rand_int(0, mode == Mode::kPenaltiesAll ? 8 : 6);
+        if (g == 0) s.top_p = one_of({0.9f, 0.5f, 0.99f});
+        if (g == 1) s.top_k = one_of({50, 1024}), s.top_p = one_of({1.0f, 0.9f});
+        if (g == 2) s.min_p = one_of({0.05f, 0.3f});
+        if (g == 3) s.top_k = one_of({5, 20}), s.top_p = 0.9f;
+        if (g == 4) s.top_k = 64, s.top_p = 0.8f, s.min_p = 0.02f;
+        if (g == 5) s.top_p = 0.9f, s.temperature = 0.6f;  // Llama-3 defaults
+        if (g == 6) s.top_k = one_of({21, 300}), s.temperature = one_of({0.05f, 2.0f});
+        if (g == 7) s.temperature = 0.0f;
+        // g == 8: plain temperature
+        if (mode == Mode::kPenaltiesAll) {
+          s.repetition_penalty = one_of({1.0f, 1.3f, 0.8f});
+          s.presence_penalty = one_of({0.0f, 0.5f});
+          s.frequency_penalty = one_of({0.0f, 0.3f});
+        }
+        break;
+      }
       case Mode::kTopKGrid: {
         const int ks[] = {1, 5, 20};
         const float ps[] = {1.0f, 0.95f, 0.5f}, mps[] = {0.0f, 0.05f}, ts[] = {0.6f, 1.0f, 1.5f};
@@ -122,10 +155,12 @@ class SampleTest : public CudaOpsTest {
     return false;
   }
 
-  // One batch: M rows of `mode` over V logits of dtype dt, N top logprobs.
-  void run_case(int vocab, int m, DType dt, int n, Mode mode) {
+  // One batch: M rows of `mode` over V logits of dtype dt, N top logprobs. host_rows: hand the op the
+  // host copy of the rows (the CUDA backend then skips kernels no row needs).
+  void run_case(int vocab, int m, DType dt, int n, Mode mode, bool host_rows = false) {
     SCOPED_TRACE(std::string(mode_name(mode)) + " V " + std::to_string(vocab) + " M " + std::to_string(m) + " " +
-                 std::string(dtype_name(dt)) + " N " + std::to_string(n) + " seed " + std::to_string(seed_));
+                 std::string(dtype_name(dt)) + " N " + std::to_string(n) + (host_rows ? " host rows" : "") +
+                 " seed " + std::to_string(seed_));
     std::vector<float> logits = rand_vec(size_t(m) * vocab, -6.0f, 6.0f, dt);
     std::vector<SamplingRow> rows(m);
     std::vector<int> pairs, masks;
@@ -139,11 +174,23 @@ class SampleTest : public CudaOpsTest {
           if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
         }
         for (size_t i = 0; i < ids.size(); ++i) row[ids[i]] = i < 3 ? 12.0f : 10.0f;
+      } else if (mode == Mode::kFlat) {
+        // One to three distinct values over the whole row (a huge boundary bin), sometimes a winner.
+        const int kinds = rand_int(1, 3);
+        const float vals[3] = {round_to(dt, unif(-2.0f, 2.0f)), round_to(dt, unif(-2.0f, 2.0f)), 1.0f};
+        for (int i = 0; i < vocab; ++i) row[i] = vals[rand_int(0, kinds - 1)];
+        if (rand_int(0, 1)) row[rand_int(0, vocab - 1)] = 5.0f;
       } else if (rand_int(0, 1)) {  // a peaked row: a few clear winners, so top-p supports are small
         for (int i = 0; i < 4; ++i) row[rand_int(0, vocab - 1)] = round_to(dt, unif(8.0f, 14.0f));
       }
+      if (mode == Mode::kCoarse || mode == Mode::kPenaltiesAll) {
+        if (mode == Mode::kCoarse)
+          for (int i = 0; i < vocab; ++i) row[i] = std::round(row[i] * 4.0f) / 4.0f;  // exact in bf16
+        const int num_inf = rand_int(0, std::max(1, vocab / 50));
+        for (int i = 0; i < num_inf; ++i) row[rand_int(0, vocab - 1)] = -std::numeric_limits<float>::infinity();
+      }
       rows[r] = random_row(mode, vocab, r);
-      if (mode == Mode::kPenalties || (mode == Mode::kMixed && rand_int(0, 3) == 0)) {
+      if (mode == Mode::kPenalties || mode == Mode::kPenaltiesAll || (mode == Mode::kMixed && rand_int(0, 3) == 0)) {
         const int best = cpu::argmax(std::span<const float>(row, vocab));
         std::vector<int> ids{best};
         while (ids.size() < 40 && int(ids.size()) < vocab / 2) {
@@ -168,6 +215,7 @@ class SampleTest : public CudaOpsTest {
     Tensor g_lps = gpu_poisoned({m, 1 + n}, DType::kF32);
     SampleParams gp{gpu_from(logits, {m, vocab}, dt), gpu_i32(words, {m * 14}), e ? gpu_i32(pairs, {e, 2}) : Tensor(),
                     masks.empty() ? Tensor() : gpu_i32(masks, {int64_t(masks.size())}), n, g_tokens, g_lps, g_ids};
+    if (host_rows) gp.host_rows = rows.data();
     gpu_->sample(gp);
     // CPU
     std::vector<int> c_tokens(m, -7), c_ids(size_t(m) * n, -7);
@@ -298,6 +346,42 @@ TEST_F(SampleTest, TopKFastPathTies) {
     for (int m : {1, 3, 64, 256})
       for (int n : {0, 20}) run_case(m == 256 ? 151936 : (m == 64 ? 4097 : 151936), m, dt, n, Mode::kTopKTies);
   run_case(1000, 64, DType::kBF16, 5, Mode::kTopKTies);
+}
+
+// The mid path (sampling_mid.cuh: multi-block threshold searches, penalties as an overlay): top-p
+// without top-k, top-k up to 1024, min-p alone, penalties/masks with every setting, exact ties and
+// -inf entries, flat rows (candidate overflow -> slow fallback), with and without the host copy of
+// the rows, small and 8192-id chunks, odd vocabularies.
+TEST_F(SampleTest, MidPathAgainstCpu) {
+  use_dtype(DType::kBF16);
+  const Mode modes[] = {Mode::kTopP,    Mode::kTopKLarge, Mode::kPenaltiesAll, Mode::kCoarse,
+                        Mode::kMinP,    Mode::kCombo,     Mode::kFlat,         Mode::kMixed};
+  const int ns[] = {0, 5, 20, 1};
+  int k = 0;
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int vocab : {151936, 1000, 4097})
+      for (int m : {1, 3, 40})
+        for (Mode mode : modes) {
+          run_case(vocab, m, dt, ns[k % 4], mode, k % 2 == 1);
+          ++k;
+        }
+  for (Mode mode : {Mode::kTopP, Mode::kTopKLarge, Mode::kPenaltiesAll, Mode::kCoarse}) {
+    run_case(151936, 256, DType::kBF16, ns[k++ % 4], mode, true);
+    run_case(151936, 256, DType::kF32, ns[k++ % 4], mode, false);
+  }
+  for (int vocab : {21, 37, 1001, 2049}) {
+    run_case(vocab, 5, DType::kBF16, 5, Mode::kPenaltiesAll, true);
+    run_case(vocab, 5, DType::kF32, 0, Mode::kTopKLarge, false);
+    run_case(vocab, 5, DType::kF32, 20, Mode::kCoarse, true);
+  }
+}
+
+// Fast-path batches with the host copy of the rows (no mid kernels launched) and mixed batches where
+// the copy says a mid row exists.
+TEST_F(SampleTest, HostRowsHint) {
+  use_dtype(DType::kBF16);
+  for (Mode mode : {Mode::kGreedy, Mode::kTemperature, Mode::kTopKFast, Mode::kForced, Mode::kMixed, Mode::kPenalties})
+    for (int m : {1, 64}) run_case(151936, m, DType::kBF16, 5, mode, true);
 }
 
 }  // namespace

@@ -22,7 +22,14 @@
 // The logits are streamed once (plus one chunk per drawn row from L2). Both kernels are launched
 // with PDL (launch_pdl) and wait (pdl_enter) before their first read.
 //
-// Slow path (rows with threshold searches or penalties/masks): chunk_kernel skips them and the same
+// Mid path (every other non-forced row: penalties/masks, top-k > 20, top-p without top-k, min-p), the
+// default: penalty_kernel (rows with entries), chunk_kernel, hist_kernel, mid_chunk_kernel over all
+// chunks of the row, then sample_kernel's mid_row; details in sampling_mid.cuh. The host's copy of the
+// rows (SampleParams::host_rows), when given, skips the mid kernels for batches without such rows.
+// A mid row whose boundary bins hold more than kCandCap ids (rows of very few distinct values) runs
+// the slow path below instead; VIREO_SAMPLE_MID=0 turns the mid path off.
+//
+// Slow path (the mid path's fallback; every mid row when it is off): chunk_kernel skips them and the same
 // sample_kernel block runs the full single-block algorithm over the row, streamed from memory (L2
 // after the first pass) once per pass, 16 bytes per lane:
 //   1. raw pass: online max/sum-exp (-> log-softmax), per-thread top-K lists (-> top-N logprobs and
@@ -38,6 +45,7 @@
 //      segments finds the one where the cumulative mass passes uniform * total, one warp scans it.
 // No host synchronisation; ranges read from the rows are clamped on the device.
 #include <algorithm>
+#include <cstdlib>
 #include <cfloat>
 #include <climits>
 #include <string>
@@ -50,6 +58,7 @@
 #include "backend/cuda/sampling_args.cuh"
 #include "backend/cuda/sampling_slow.cuh"
 #include "backend/cuda/sampling_fast.cuh"
+#include "backend/cuda/sampling_mid.cuh"
 
 namespace vireo::cuda {
 namespace sampling {
@@ -58,13 +67,15 @@ namespace {
 template <typename T, int K>
 __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
   __shared__ Shared sm;
-  extern __shared__ float seg_sums[];
+  extern __shared__ __align__(16) float seg_sums[];  // mid rows: C u64 chunk masses
   pdl_enter();  // chunk_kernel's partials (or the logits' producer) complete before any read
   const int r = blockIdx.x;
   const SamplingRow row = a.rows[r];
   if (a.pmax && is_fast(row, a)) {
     if (K < kMaxTop && is_topk_row(row, a)) fast_row<T, kMaxTop>(a, r, row, sm);
     else fast_row<T, K>(a, r, row, sm);
+  } else if (a.pmax && is_mid(row, a)) {
+    mid_row<T, K>(a, r, row, sm, seg_sums);
   } else slow_row<T, K>(a, r, row, sm, seg_sums);
 }
 
@@ -77,15 +88,55 @@ void launch_for(const Args& a, int m, int iters, size_t dyn, cudaStream_t stream
     return true;
   }();
   (void)opted;
+  const int blocks = m * a.num_chunks;
+  if (a.plan && a.pen_bits) {
+    launch_pdl(penalty_kernel<T>, dim3(m), dim3(kThreads), 0, stream, a);
+    check_launch("sample penalty_kernel");
+  }
   if (a.pmax) {
-    const int blocks = m * a.num_chunks;
     if (iters == 1) launch_pdl(chunk_kernel<T, K, 1>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
     else launch_pdl(chunk_kernel<T, K, 4>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
     check_launch("sample chunk_kernel");
   }
+  if (a.plan) {
+    if (iters == 1) launch_pdl(hist_kernel<T, 1>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+    else launch_pdl(hist_kernel<T, 4>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+    check_launch("sample hist_kernel");
+    if (iters == 1) launch_pdl(mid_chunk_kernel<T, 1>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+    else launch_pdl(mid_chunk_kernel<T, 4>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+    check_launch("sample mid_chunk_kernel");
+  }
   launch_pdl(sample_kernel<T, K>, dim3(m), dim3(kThreads), dyn, stream, a);
   check_launch("sample_kernel");
 }
+
+// Host mirror of is_fast (sampling_fast.cuh) over the caller's host copy of the rows: whether any row
+// may take the mid path. A wrong answer costs only speed: with the mid path off, such rows take the
+// slow path.
+bool any_mid_row(const SamplingRow* rows, int64_t m, int64_t vocab, int num_pairs, int num_masks, bool entries) {
+  for (int64_t r = 0; r < m; ++r) {
+    const SamplingRow& row = rows[r];
+    if (row.forced_token >= 0) continue;
+    const int pb = std::max(row.penalty_begin, 0), pe = std::min(row.penalty_end, num_pairs);
+    const int mb = std::max(row.mask_begin, 0), me = std::min(row.mask_end, num_masks);
+    if (entries && (pe > pb || me > mb)) return true;
+    if (row.temperature < 1e-5f) continue;
+    if (row.top_k >= 1 && row.top_k <= kMaxTop && row.top_k < vocab) continue;
+    if ((row.top_k > 0 && row.top_k < vocab) || row.top_p < 1.0f || row.min_p > 0.0f) return true;
+  }
+  return false;
+}
+
+// VIREO_SAMPLE_MID=0: mid path off (those rows take the single-block slow path), for A/B measurements.
+bool mid_path_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_SAMPLE_MID");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 }  // namespace
 }  // namespace sampling
@@ -125,12 +176,34 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   const int iters = !batch_invariant && m * small_chunks <= 2048 ? 1 : 4;
   a.chunk = kChunkStep * iters;
   a.num_chunks = static_cast<int>((vocab + a.chunk - 1) / a.chunk);
-  const size_t scratch_bytes = (a.pairs || a.masks) ? static_cast<size_t>(m * vocab) * sizeof(float) : 0;
-  const size_t scratch_rounded = (scratch_bytes + 255) / 256 * 256;
+  const bool entries = a.pairs || a.masks;
+  const size_t scratch_bytes = entries ? static_cast<size_t>(m * vocab) * sizeof(float) : 0;
+  const size_t scratch_rounded = align256(scratch_bytes);
   const size_t parts = static_cast<size_t>(m) * a.num_chunks;
   // Top lists with stride kMaxTop: top-k rows keep kMaxTop per chunk whatever N is.
-  const size_t part_bytes = parts * (3 + kMaxTop) * sizeof(float) + parts * kMaxTop * sizeof(int32_t);
-  char* ws = static_cast<char*>(workspace(scratch_rounded + part_bytes));
+  const size_t part_bytes = align256(parts * (3 + kMaxTop) * sizeof(float) + parts * kMaxTop * sizeof(int32_t));
+  // Mid path buffers, when some row may need them (all rows when the caller gave no host copy).
+  const bool mid = mid_path_enabled() &&
+                   (!p.host_rows || any_mid_row(static_cast<const SamplingRow*>(p.host_rows), m, vocab, a.num_pairs,
+                                                a.num_masks, entries));
+  a.bit_words = static_cast<int>((vocab + 31) / 32);
+  const size_t mu = static_cast<size_t>(m);
+  const size_t mid_sizes[] = {
+      align256(parts * sizeof(float)),                                  // pwmax
+      align256(parts * sizeof(int32_t)),                                // pwarg
+      align256(parts * sizeof(unsigned long long)),                     // pmass
+      align256(mu * kHistBins * sizeof(unsigned)),                      // hist_count
+      align256(mu * kHistBins * sizeof(unsigned long long)),            // hist_mass
+      align256(mu * sizeof(unsigned)),                                  // arrivals
+      align256(mu * sizeof(unsigned)),                                  // cand_count
+      align256(mu * sizeof(MidPlan)),                                   // plan
+      align256(mu * kCandCap * sizeof(uint2)),                          // cand
+      entries ? align256(mu * a.bit_words * sizeof(uint32_t)) : 0,      // pen_bits
+  };
+  size_t mid_bytes = 0;
+  if (mid)
+    for (size_t b : mid_sizes) mid_bytes += b;
+  char* ws = static_cast<char*>(workspace(scratch_rounded + part_bytes + mid_bytes));
   if (scratch_bytes) a.scratch = reinterpret_cast<float*>(ws);
   float* pf = reinterpret_cast<float*>(ws + scratch_rounded);
   a.pmax = pf;
@@ -138,13 +211,33 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   a.ptsum = pf + 2 * parts;
   a.ptop_v = pf + 3 * parts;
   a.ptop_i = reinterpret_cast<int32_t*>(pf + (3 + kMaxTop) * parts);
+  if (mid) {
+    char* at = ws + scratch_rounded + part_bytes;
+    auto take = [&](size_t i) {
+      char* q = at;
+      at += mid_sizes[i];
+      return q;
+    };
+    a.pwmax = reinterpret_cast<float*>(take(0));
+    a.pwarg = reinterpret_cast<int32_t*>(take(1));
+    a.pmass = reinterpret_cast<unsigned long long*>(take(2));
+    a.hist_count = reinterpret_cast<unsigned*>(take(3));
+    a.hist_mass = reinterpret_cast<unsigned long long*>(take(4));
+    a.arrivals = reinterpret_cast<unsigned*>(take(5));
+    a.cand_count = reinterpret_cast<unsigned*>(take(6));
+    a.plan = reinterpret_cast<MidPlan*>(take(7));
+    a.cand = reinterpret_cast<uint2*>(take(8));
+    a.pen_bits = entries ? reinterpret_cast<uint32_t*>(take(9)) : nullptr;
+  }
   a.num_top = n;
   a.out_tokens = p.out_tokens.ptr<int32_t>();
   a.out_logprobs = p.out_logprobs.ptr<float>();
   a.out_top_ids = n > 0 ? p.out_top_ids.ptr<int32_t>() : nullptr;
   const size_t esize = dtype_size(p.logits.dtype);
   a.aligned = (reinterpret_cast<uintptr_t>(p.logits.data) & 15) == 0 && (vocab * esize) % 16 == 0;
-  const size_t dyn = static_cast<size_t>((vocab + 127) / 128) * sizeof(float);  // fp32 segments are the most
+  // fp32 segments are the most; the mid path's chunk masses (C u64) share the space.
+  const size_t dyn = std::max(static_cast<size_t>((vocab + 127) / 128) * sizeof(float),
+                              static_cast<size_t>(a.num_chunks) * sizeof(unsigned long long));
   dispatch_float(p.logits.dtype, "sample: logits", [&](auto t) {
     using T = decltype(t);
     if (list_k == 1) launch_for<T, 1>(a, static_cast<int>(m), iters, dyn, stream);

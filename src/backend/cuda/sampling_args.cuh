@@ -1,6 +1,7 @@
 // The sample kernels' arguments (sampling.cu), shared by the slow and fast path headers.
 #pragma once
 #include <cstdint>
+#include <vector_types.h>
 
 #include "backend/op_params.h"
 
@@ -29,6 +30,19 @@ struct Args {
   float* ptsum;                // draw rows: sum exp((l - chunk max) / T)
   float* ptop_v;               // chunk top-K values, best first ([M, C, kMaxTop]: stride kMaxTop)
   int32_t* ptop_i;             // their ids (INT_MAX: none)
+  // Mid path (sampling_mid.cuh): rows with penalties/masks or threshold searches, over all chunks.
+  // plan null: off (those rows take the slow path).
+  struct MidPlan* plan;                // [M] the threshold plan of rows with top-k/top-p (hist_kernel)
+  uint32_t* pen_bits;                  // [M, bit_words] ids whose work value is in scratch, or null
+  int bit_words;                       // ceil(V / 32)
+  float* pwmax;                        // [M, C] chunk max of the work row (penalties and masks applied)
+  int32_t* pwarg;                      // [M, C] its lowest id
+  unsigned long long* pmass;           // [M, C] fixed-point mass of the chunk's surely kept ids
+  unsigned int* hist_count;            // [M, kHistBins] domain ids per bin of e
+  unsigned long long* hist_mass;       // [M, kHistBins] their fixed-point mass
+  unsigned int* arrivals;              // [M] hist_kernel blocks done (zeroed by chunk_kernel)
+  unsigned int* cand_count;            // [M] candidates found (zeroed by chunk_kernel)
+  uint2* cand;                         // [M, kCandCap] (bits of e, id) of the boundary bins' ids
 };
 
 }  // namespace vireo::cuda::sampling

@@ -16,6 +16,7 @@ constexpr int kUnroll = 4;       // 16-byte loads in flight per thread
 constexpr int kBins = 2048;      // histogram bins of one threshold-search level
 constexpr int kMaxTop = 20;      // top-N logprobs
 constexpr int kMaxLevels = 16;   // threshold-search levels (4 suffice for real data; the cap only bounds loops)
+constexpr int kCandCap = 4096;   // mid path: candidates of a row's boundary bins (sampling_mid.cuh)
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
@@ -30,11 +31,19 @@ __device__ __forceinline__ int fkey(float f) {
 }
 __device__ __forceinline__ float funkey(int k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
 
-// Shared memory of the kernel (static part, ~37 KB); segment sums are dynamic (see pick()).
+// Shared memory of the kernel (static part, ~38 KB); segment sums are dynamic (see pick()).
 struct Shared {
-  int hist_count[kBins];
-  float hist_mass[kBins];
-  int hist_min[kBins], hist_max[kBins];  // fkey of the smallest/largest member per bin (levels >= 1)
+  union {
+    struct {
+      int hist_count[kBins];
+      float hist_mass[kBins];
+      int hist_min[kBins], hist_max[kBins];  // fkey of the smallest/largest member per bin (levels >= 1)
+    };
+    unsigned long long cand_keys[kCandCap];  // mid path: the sorted candidates (never with the above)
+  };
+  unsigned long long red_u64[kWarps];
+  unsigned long long mid_mk, mid_rem;
+  int mid_n_kept;
   float red[kWarps];
   int red_i[kWarps];
   float2 red2[kWarps];
@@ -180,6 +189,30 @@ __device__ __forceinline__ float2 block_excl_scan(float2 v, float2& total, Share
   __syncthreads();
   total = tot;
   return make_float2(pre.x + ex.x, pre.y + ex.y);
+}
+
+// Exclusive prefix sum of one u64 per thread (kNT threads), in thread order; `total` is the block sum.
+// red: kNT / 32 words of shared memory. Integer sums: exact, so any summation order gives the same.
+template <int kNT>
+__device__ __forceinline__ unsigned long long block_excl_scan_u64(unsigned long long v, unsigned long long& total,
+                                                                 unsigned long long* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned long long inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) red[warp] = inc;
+  __syncthreads();
+  unsigned long long pre = 0, tot = 0;
+  for (int w = 0; w < kNT / 32; ++w) {
+    if (w < warp) pre += red[w];
+    tot += red[w];
+  }
+  __syncthreads();
+  total = tot;
+  return pre + inc - v;
 }
 
 // ---- per-thread top-K list (registers; best first) ----

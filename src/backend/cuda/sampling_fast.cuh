@@ -59,7 +59,7 @@ __device__ __forceinline__ void load8(const T* row, int V, bool aligned, int bas
 // chunk list by K rounds of warp arg-best over the threads' values (a bitmask of taken values, no
 // per-thread lists: fewer registers in the kernels for small K, whose other rows need few).
 template <typename T, int K, int kIters, bool kSelect>
-__device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row, int r, int c) {
+__device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row, int r, int c, bool mid) {
   __shared__ float red_a[kChunkWarps], red_b[kChunkWarps];
   __shared__ float wtop_v[kChunkWarps][K];
   __shared__ int wtop_i[kChunkWarps][K];
@@ -88,7 +88,7 @@ __device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row
 
   // Sums relative to the chunk max.
   // (top-k rows draw from their candidates: no tempered mass needed.)
-  const bool draw = row.forced_token < 0 && row.temperature >= 1e-5f && !is_topk_row(row, a);
+  const bool draw = !mid && row.forced_token < 0 && row.temperature >= 1e-5f && !is_topk_row(row, a);
   const float inv_t = draw ? 1.0f / row.temperature : 0.0f;
   float s = 0.0f, ts = 0.0f;
   if (mx > neg_inf()) {
@@ -171,6 +171,39 @@ __device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row
       warp_best(cv, ci);
       if (has && mine == ci) ++h;
       if (lane == 0) a.ptop_v[pi * kMaxTop + q] = cv, a.ptop_i[pi * kMaxTop + q] = ci;
+      if (mid && q == 0 && lane == 0) a.pwmax[pi] = cv, a.pwarg[pi] = ci;  // work row == raw row
+    }
+  }
+  if (mid && a.pen_bits && a.scratch) {
+    // Penalised mid rows (penalty_kernel's bits): the chunk's work max and argmax (lowest id) instead.
+    const int pb = max(row.penalty_begin, 0), pe = min(row.penalty_end, a.num_pairs);
+    const int mb = max(row.mask_begin, 0), me = min(row.mask_end, a.num_masks);
+    if (pe > pb || me > mb) {
+      __shared__ float wv_s[kChunkWarps];
+      __shared__ int wi_s[kChunkWarps];
+      const uint32_t* bits = a.pen_bits + static_cast<int64_t>(r) * a.bit_words;
+      const float* ov = a.scratch + static_cast<int64_t>(r) * V;
+      float bv = neg_inf();
+      int bi = INT_MAX;
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        const int b0 = base + it * kChunkStep;
+        const unsigned m = b0 < V ? (bits[b0 >> 5] >> (b0 & 31)) & 0xffu : 0u;
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) {
+          const int id = b0 + j;
+          const float w = (m >> j) & 1u ? ov[id] : v[it][j];
+          if (id < V && better(w, id, bv, bi)) bv = w, bi = id;
+        }
+      }
+      warp_best(bv, bi);
+      if (lane == 0) wv_s[warp] = bv, wi_s[warp] = bi;
+      __syncthreads();
+      if (tid == 0) {
+        for (int w = 1; w < kChunkWarps; ++w)
+          if (better(wv_s[w], wi_s[w], bv, bi)) bv = wv_s[w], bi = wi_s[w];
+        a.pwmax[pi] = bv, a.pwarg[pi] = bi;  // after warp 0's write above (same thread: lane 0 of warp 0)
+      }
     }
   }
 }
@@ -183,9 +216,19 @@ __global__ void __launch_bounds__(kChunkThreads, K < kMaxTop && kIters > 1 ? 4 :
   const int C = a.num_chunks, r = blockIdx.x / C, c = blockIdx.x - r * C;
   pdl_enter();  // before any read (logits, rows) and before the early return
   const SamplingRow row = a.rows[r];
-  if (!is_fast(row, a)) return;  // the whole block
-  if (K < kMaxTop && is_topk_row(row, a)) chunk_body<T, kMaxTop, kIters, true>(a, row, r, c);
-  else chunk_body<T, K, kIters, false>(a, row, r, c);
+  const bool fast = is_fast(row, a);
+  // Mid rows (sampling_mid.cuh): raw partials with the N-list, work max/argmax, and the row's
+  // histogram, arrival counter and candidate count zeroed for hist_kernel / mid_chunk_kernel.
+  const bool mid = !fast && a.plan && row.forced_token < 0;
+  if (!fast && !mid) return;  // the whole block
+  if (mid) {
+    const int64_t hb = static_cast<int64_t>(r) * 2048;
+    for (int b = c * kChunkThreads + threadIdx.x; b < 2048; b += C * kChunkThreads)
+      a.hist_count[hb + b] = 0u, a.hist_mass[hb + b] = 0ull;
+    if (c == 0 && threadIdx.x == 0) a.arrivals[r] = 0u, a.cand_count[r] = 0u;
+  }
+  if (K < kMaxTop && fast && is_topk_row(row, a)) chunk_body<T, kMaxTop, kIters, true>(a, row, r, c, false);
+  else chunk_body<T, K, kIters, false>(a, row, r, c, mid);
 }
 
 // Temperature draw of a fast row from the partials: the chunk where the cumulative (rescaled) mass
@@ -309,10 +352,11 @@ __device__ int topk_draw(const SamplingRow& row, float m, Shared& sm) {
   return token;
 }
 
-// A fast row from the partials of chunk_kernel.
-template <typename T, int K>
-__device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& sm) {
-  const int tid = threadIdx.x, V = a.vocab, C = a.num_chunks, n = a.num_top;
+// The raw merge of row r's partials: (max, lse) of the log-softmax, the top-K into sm.top_v/top_i and
+// the top-N outputs. Returns lse; m: the row max.
+template <int K>
+__device__ float merge_raw(const Args& a, int r, Shared& sm, float& m_out) {
+  const int tid = threadIdx.x, C = a.num_chunks, n = a.num_top;
   const int64_t pb = static_cast<int64_t>(r) * C;
   // (max, sum-exp) merged online per thread, then over the block; the chunks' top lists into per-thread
   // lists (loads of both issued before the first barrier).
@@ -334,6 +378,16 @@ __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& s
     a.out_logprobs[static_cast<int64_t>(r) * (1 + n) + 1 + i] = sm.top_v[i] - lse;
     a.out_top_ids[static_cast<int64_t>(r) * n + i] = sm.top_i[i];
   }
+  m_out = m;
+  return lse;
+}
+
+// A fast row from the partials of chunk_kernel.
+template <typename T, int K>
+__device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& sm) {
+  const int tid = threadIdx.x, V = a.vocab, n = a.num_top;
+  float m;
+  const float lse = merge_raw<K>(a, r, sm, m);
   const int best = sm.top_i[0] == INT_MAX ? 0 : sm.top_i[0];
   int token;
   if (row.forced_token >= 0) token = row.forced_token;
