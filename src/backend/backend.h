@@ -47,6 +47,12 @@ class Backend {
   virtual void gather_rows(const GatherRowsParams& p) = 0;
   virtual void qkv_prepare(const QkvPrepareParams& p) = 0;
   virtual void paged_attention(const AttentionParams& p) = 0;
+  // qkv_prepare(prep) then paged_attention(attn), attn.q being prep.q_out. A backend may fuse the two
+  // (CUDA does for decode-shape steps); fused, prep.q_out need not be written.
+  virtual void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
+    qkv_prepare(prep);
+    paged_attention(attn);
+  }
   virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
 
   // ---- graphs (CUDA graphs; a backend without them keeps these defaults) ----

@@ -170,10 +170,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     qp.k_norm = w.k_norm;
     qp.k_cache = kv.k[l];
     qp.v_cache = kv.v[l];
-    be_->qkv_prepare(qp);
     ap.k_cache = kv.k[l];
     ap.v_cache = kv.v[l];
-    be_->paged_attention(ap);
+    be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
     const Tensor attn_flat = attn.view({T, static_cast<int64_t>(H) * D});
     if (fused) {
       LinearParams o = linear(attn_flat, w.o_w, w.o_b, residual);  // h += o_proj(attn)

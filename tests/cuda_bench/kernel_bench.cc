@@ -397,6 +397,109 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
 // GB/s: the M x V logits read once per call. Threshold/penalty rows take the mid path
 // (sampling_mid.cuh); VIREO_SAMPLE_MID=0 in the environment gives the old single-block slow path.
 // Penalty rows carry 2000 (id, count) entries and 2 mask ids each.
+// A whole decoder layer at batch 1 as the decode graph runs it (pre-norm, fused linear forms, PDL):
+// qkv GEMV (+input norm) -> q/k norm, RoPE, cache write, attention over ctx 1024 -> o_proj (+residual)
+// -> gate_up (+post-attention norm) -> down (SiLU-mul, +residual); the model's layer count with distinct
+// weights and caches per layer (8B: 6 weight copies rotated, 2.6 GB, far past the 50 MB L2), in one
+// graph. Forms: prepare_attention (fused on decode steps) vs qkv_prepare + paged_attention. Per layer
+// us and the layer's bytes (weights + KV) over it. VIREO_GEMV_RESIDENT=0 / VIREO_NO_FUSED_ATTENTION=1
+// (read once per process) select the older kernels for a same-call baseline.
+TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
+  struct Shape {
+    const char* name;
+    int layers, copies, hidden, h, hkv, inter;
+  };
+  constexpr int d = 128, bs = 16, ctx = 1024, nb = ctx / bs;
+  for (const Shape& sh : std::vector<Shape>{{"0.6B", 28, 28, 1024, 16, 8, 3072}, {"8B", 36, 6, 4096, 32, 8, 12288}}) {
+    const int64_t qkv_n = int64_t{sh.h + 2 * sh.hkv} * d;
+    struct W {
+      Tensor qkv, o, gu, down, n1, n2, kc, vc;
+    };
+    std::vector<W> ws;
+    for (int i = 0; i < sh.copies; ++i)
+      ws.push_back({rand_t({qkv_n, sh.hidden}, -0.02f, 0.02f), rand_t({sh.hidden, int64_t{sh.h} * d}, -0.02f, 0.02f),
+                    rand_t({2 * int64_t{sh.inter}, sh.hidden}, -0.02f, 0.02f),
+                    rand_t({sh.hidden, sh.inter}, -0.02f, 0.02f), rand_t({sh.hidden}, 0.5f, 1.5f),
+                    rand_t({sh.hidden}, 0.5f, 1.5f), rand_t({nb, bs, sh.hkv, d}), rand_t({nb, bs, sh.hkv, d})});
+    std::vector<int> table(nb);
+    for (int i = 0; i < nb; ++i) table[i] = i;
+    std::shuffle(table.begin(), table.end(), std::mt19937(5));
+    Tensor res = rand_t({1, sh.hidden}), qkv = rand_t({1, qkv_n}), q = rand_t({1, sh.h, d}), att = rand_t({1, sh.h, d});
+    Tensor gu = rand_t({1, 2 * int64_t{sh.inter}});
+    Tensor cs = rand_t({ctx + 1, d}, -1, 1, DType::kF32), qn = rand_t({d}, 0.5f, 1.5f), kn = rand_t({d}, 0.5f, 1.5f);
+    Tensor pos = ints({ctx - 1}), slot = ints({table[(ctx - 1) / bs] * bs + (ctx - 1) % bs});
+    Tensor qs = ints({0, 1}), lens = ints({ctx}), tab = ints(table);
+    for (bool fused : {true, false}) {
+      auto layer = [&](int i) {
+        const W& w = ws[i % sh.copies];
+        LinearParams a{res, w.qkv, Tensor(), qkv};
+        a.input_norm = w.n1;
+        be_->linear(a);
+        QkvPrepareParams p;
+        p.qkv = qkv;
+        p.positions = pos;
+        p.slot_mapping = slot;
+        p.rope_cos_sin = cs;
+        p.rotary_dim = d;
+        p.qk_norm = QkNorm::kPerHeadBeforeRope;
+        p.q_norm = qn;
+        p.k_norm = kn;
+        p.q_out = q;
+        p.k_cache = w.kc;
+        p.v_cache = w.vc;
+        p.num_heads = sh.h;
+        p.num_kv_heads = sh.hkv;
+        p.head_dim = d;
+        p.block_size = bs;
+        AttentionParams ap;
+        ap.q = q;
+        ap.k_cache = w.kc;
+        ap.v_cache = w.vc;
+        ap.out = att;
+        ap.query_start = qs;
+        ap.seq_lens = lens;
+        ap.block_tables = tab;
+        ap.num_seqs = 1;
+        ap.max_blocks_per_seq = nb;
+        ap.block_size = bs;
+        ap.num_heads = sh.h;
+        ap.num_kv_heads = sh.hkv;
+        ap.head_dim = d;
+        ap.scale = 1.f / std::sqrt(float(d));
+        ap.max_query_len = 1;
+        ap.max_seq_len = 8192;
+        if (fused) {
+          be_->prepare_attention(p, ap);
+        } else {
+          be_->qkv_prepare(p);
+          be_->paged_attention(ap);
+        }
+        LinearParams o{att.view({1, int64_t{sh.h} * d}), w.o, Tensor(), res};
+        o.residual = res;
+        be_->linear(o);
+        LinearParams up{res, w.gu, Tensor(), gu};
+        up.input_norm = w.n2;
+        be_->linear(up);
+        LinearParams dn{gu, w.down, Tensor(), res};
+        dn.silu_mul_input = true;
+        dn.residual = res;
+        be_->linear(dn);
+      };
+      layer(0);  // warm-up: attributes, workspace, split counters
+      be_->synchronize();
+      be_->begin_capture();
+      for (int i = 0; i < sh.layers; ++i) layer(i);
+      const int graph = be_->end_capture();
+      const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / sh.layers;
+      be_->destroy_graph(graph);
+      const double bytes = 2.0 * sh.hidden * (qkv_n + int64_t{sh.h} * d + 3.0 * sh.inter) + 2.0 * ctx * sh.hkv * d * 2;
+      report_bw(std::string("graph b1 layer ") + sh.name + " ctx 1024 " + (fused ? "prepare_attention" : "separate") +
+                    (std::getenv("VIREO_GEMV_RESIDENT") ? " gemv-grid" : ""),
+                us, bytes);
+    }
+  }
+}
+
 TEST_F(KernelBench, G_Sampling) {
   struct Mode {
     const char* name;

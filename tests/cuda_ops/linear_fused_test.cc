@@ -109,6 +109,17 @@ TEST_F(FusedLinearTest, Qwen3_0_6BShapes) {
   shape(1024, 151936, {1, 4, 7}, false);  // lm_head (with the final norm fused)
 }
 
+// The one-pass register-resident GEMV (K = 1024/2048/3072/4096 in bf16, rows fitting one wave): rows
+// not a multiple of the warp split, 1 and 2 blocks an SM, the largest K, f16; and a shape just past it
+// (grid-stride kernel).
+TEST_F(FusedLinearTest, ResidentGemvShapes) {
+  use_dtype(DType::kBF16);
+  for (auto [m, k] : std::vector<std::pair<int, int>>{{3001, 1024}, {33, 2048}, {1999, 4096}, {5, 3072}, {8449, 1024}, {9000, 1024}})
+    shape(k, m, {1, 2, 3, 4}, true);
+  use_dtype(DType::kF16);
+  shape(1024, 4096, {1, 4}, true);
+}
+
 TEST_F(FusedLinearTest, Qwen3_8BShapes) {
   use_dtype(DType::kBF16);
   for (auto [m, k] : std::vector<std::pair<int, int>>{{4096, 4096}, {6144, 4096}, {24576, 4096}, {4096, 12288}})

@@ -12,6 +12,7 @@
 //           key splits for long chunked-prefill contexts.
 // K/V tiles are gathered page by page with cp.async into padded shared memory, three stages deep.
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -20,12 +21,22 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/attention_mma_common.cuh"
+#include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_prefill_wide.cuh"
 
 namespace vireo::cuda {
 namespace {
 
 constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
+
+// VIREO_NO_FUSED_ATTENTION=1: prepare_attention runs qkv_prepare and paged_attention separately (A/B).
+bool fused_prepare_disabled() {
+  static const bool off = [] {
+    const char* e = std::getenv("VIREO_NO_FUSED_ATTENTION");
+    return e != nullptr && e[0] == '1';
+  }();
+  return off;
+}
 
 // The in-kernel split merge of one decode-shape (seq, kv head): rows (token, head-in-group) < 16,
 // nsplit partials each. sm: >= (16 * kMaxDecodeSplits + 16) floats of shared memory no longer in use.
@@ -93,24 +104,48 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   T* ks = reinterpret_cast<T*>(smem_raw);  // [kStages][kBN][kLd]
   T* vs = ks + kStages * kBN * kLd;        // [kStages][kBN][kLd]
 
-  pdl_enter();  // launched with PDL (pdl.cuh): before the first read of q / the cache, before any return
+  // Step metadata (query_start, seq_lens, block tables) is copied before the step's first kernel, and
+  // with PDL this kernel starts only after its predecessor passed its own wait: everything but the
+  // predecessor's output (q, or in fused mode qkv, and this step's new keys) is readable before ours.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
   const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
   const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
   const int rows = q_len * a.group;
-  if (q_len <= 0 || kDecode != (rows <= 16)) return;
   // Row tiles in reverse: under the causal mask the last rows see the most keys, so they start first
   // and the short tiles fill in behind them (less tail).
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kBM;
-  if (row0 >= rows) return;
   const int split_len = kDecode ? decode_split_len(kv_len, a.split_len_decode, a.splits_decode)
                                 : split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
   const int nsplit = (kv_len + split_len - 1) / split_len;
-  if (static_cast<int>(blockIdx.z) >= nsplit) return;
+  const bool active = q_len > 0 && kDecode == (rows <= 16) && row0 < rows && static_cast<int>(blockIdx.z) < nsplit;
   const int kstart = blockIdx.z * split_len;
   const int last_tok = (min(rows, row0 + kBM) - 1) / a.group;
   const int kend = min(min(kv_len, kstart + split_len), kv_len - q_len + last_tok + 1);
-  const int ntiles = kend > kstart ? (kend - kstart + kBN - 1) / kBN : 0;
+  const int ntiles = active && kend > kstart ? (kend - kstart + kBN - 1) / kBN : 0;
+  const int new0 = kv_len - q_len;  // keys >= new0 are this step's
+  const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  auto load_tile = [&](int it, int stage, TileRows which) {
+    load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage, which, new0);
+  };
+  // Decode: the first tiles' earlier keys stream in while the previous kernel finishes.
+  if constexpr (kDecode) {
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st)
+      if (st < ntiles) load_tile(st, st, TileRows::kOld);
+  }
+
+  pdl_enter();  // before the first read of q / new keys, before any return
+  if (!active) return;
+  const bool fused = kDecode && a.prep.qkv != nullptr;
+  if constexpr (kDecode) {
+    if (fused) {
+      fused_decode_prologue<T, D>(a, ks, vs, hk, q0, q_len, rows, kstart, kend, new0);
+    } else {
+#pragma unroll
+      for (int st = 0; st < kStages - 1; ++st)
+        if (st < ntiles) load_tile(st, st, TileRows::kNew);
+    }
+  }
 
   // This lane's two rows (g and g + 8 of its warp's 16).
   const int wr0 = row0 + (kDecode ? 0 : 16 * warp);
@@ -124,13 +159,13 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     pos[i] = ok ? kv_len - q_len + tok[i] : -1;  // -1: every key masked
   }
   // Q fragments for all D/16 k-steps: a0 (row g, k 2t), a1 (row g+8), a2 (row g, k 2t+8), a3 (row g+8, +8).
+  // Fused: the rows are in shared memory (fused_q_rows), row r at r * D.
   unsigned qf[D / 16][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const unsigned* qrow = tok[i] >= 0 ? reinterpret_cast<const unsigned*>(
-                                             static_cast<const T*>(a.q) +
-                                             (static_cast<int64_t>(q0 + tok[i]) * a.num_heads + head[i]) * D)
-                                       : nullptr;
+    const T* qbase = fused ? fused_q_rows<T, D>(ks) + (g + 8 * i) * D
+                           : static_cast<const T*>(a.q) + (static_cast<int64_t>(q0 + tok[i]) * a.num_heads + head[i]) * D;
+    const unsigned* qrow = tok[i] >= 0 ? reinterpret_cast<const unsigned*>(qbase) : nullptr;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       qf[kk][i] = qrow ? qrow[(kk * 16 + 2 * tq) / 2] : 0u;
@@ -138,19 +173,17 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     }
   }
 
-  const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  auto load_tile = [&](int it, int stage) { load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage); };
-
   float oacc[kDT][4];
 #pragma unroll
   for (int i = 0; i < kDT; ++i) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's partial row sums
   const int kw0 = kDecode ? warp * kKeysPerWarp : 0;
 
-  // Pipeline: one commit group per tile (empty past the end) keeps the wait counts uniform.
+  // Pipeline: one commit group per tile (empty past the end) keeps the wait counts uniform. Decode
+  // issued its first tiles above: they all land in the first group.
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
-    if (st < ntiles) load_tile(st, st);
+    if (!kDecode && st < ntiles) load_tile(st, st, TileRows::kAll);
     cp_async_commit();
   }
   // Rows of this warp that are all valid, and the smallest position among them: tiles wholly below
@@ -161,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     const int stage = it % kStages;
     cp_async_wait<kStages - 2>();  // tile `it` landed (this thread's copies) ...
     __syncthreads();               // ... everyone's, and every warp is done with tile it - 1
-    if (it + kStages - 1 < ntiles) load_tile(it + kStages - 1, (it + kStages - 1) % kStages);
+    if (it + kStages - 1 < ntiles) load_tile(it + kStages - 1, (it + kStages - 1) % kStages, TileRows::kAll);
     cp_async_commit();
     const T* kt = ks + stage * kBN * kLd;
     const T* vt = vs + stage * kBN * kLd;
@@ -545,10 +578,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   }
 }
 
-}  // namespace
-
-void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                            cudaStream_t stream, const AttentionTuning& tuning) {
+void check_attention(const AttentionParams& p) {
   if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.head_dim <= 0)
     throw Error("paged_attention: bad num_heads/num_kv_heads/head_dim");
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * p.head_dim);
@@ -558,13 +588,17 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
     throw Error("paged_attention: q, caches and out must share one dtype");
   if (p.query_start.dtype != DType::kI32 || p.seq_lens.dtype != DType::kI32 || p.block_tables.dtype != DType::kI32)
     throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
-  if (num_tokens == 0 || p.num_seqs == 0) return;
-  const bool fast = (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && (p.head_dim == 64 || p.head_dim == 128);
-  if (!fast) {
-    launch_paged_attention_simple(p, stream);
-    return;
-  }
+}
+
+bool mma_supported(const AttentionParams& p) {
+  return (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && (p.head_dim == 64 || p.head_dim == 128);
+}
+
+// The tensor-core kernels; prep: fused mode (decode-shape steps only, see MmaArgs::prep) or nullptr.
+void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn& workspace, const DeviceInfo& dev,
+                cudaStream_t stream, const AttentionTuning& tuning) {
   MmaArgs a{};
+  if (prep) a.prep = *prep;
   a.q = p.q.data;
   a.k_cache = p.k_cache.data;
   a.v_cache = p.v_cache.data;
@@ -586,6 +620,42 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
     if (p.head_dim == 64) launch_typed<__half, 64>(p, a, workspace, dev, tuning, stream);
     else launch_typed<__half, 128>(p, a, workspace, dev, tuning, stream);
   }
+}
+
+}  // namespace
+
+void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
+                            cudaStream_t stream, const AttentionTuning& tuning) {
+  check_attention(p);
+  if (p.q.numel() == 0 || p.num_seqs == 0) return;
+  if (!mma_supported(p)) {
+    launch_paged_attention_simple(p, stream);
+    return;
+  }
+  launch_mma(p, nullptr, workspace, dev, stream, tuning);
+}
+
+// Fused when every sequence is decode-shaped (max_query_len * G <= 16 rows: the host hint the decode /
+// prefill launch choice trusts as well), the tensor-core kernel applies, the norm is per head and both
+// ops name the same cache; otherwise the two ops in turn. Fused, q_out is not written.
+void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams& p, const WorkspaceFn& workspace,
+                              const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning) {
+  const QkvArgs prep = make_qkv_args(qp);
+  check_attention(p);
+  const int group = p.num_heads / p.num_kv_heads;
+  const bool fuse = !fused_prepare_disabled() && mma_supported(p) && p.max_query_len > 0 &&
+                    int64_t{p.max_query_len} * group <= 16 && qp.qk_norm != QkNorm::kFullWidth &&
+                    qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
+                    qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads &&
+                    qp.num_kv_heads == p.num_kv_heads && qp.head_dim == p.head_dim &&
+                    qp.positions.numel() * p.num_heads * p.head_dim == p.q.numel();
+  if (!fuse) {
+    launch_qkv_prepare(qp, stream);
+    launch_paged_attention(p, workspace, dev, stream, tuning);
+    return;
+  }
+  if (p.q.numel() == 0 || p.num_seqs == 0) return;
+  launch_mma(p, &prep, workspace, dev, stream, tuning);
 }
 
 }  // namespace vireo::cuda

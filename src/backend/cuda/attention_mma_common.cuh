@@ -3,6 +3,7 @@
 #pragma once
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/qkv_head.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -31,6 +32,11 @@ struct MmaArgs {
   // The last split block of a (seq, kv head) to finish merges its splits and resets the counter to zero;
   // nullptr: the merge kernel merges the decode splits instead.
   unsigned* counters;
+  // Decode shape only, fused mode (prep.qkv != nullptr; a.q unused): the kernel does qkv_prepare's work
+  // for its rows from the raw qkv rows (qkv_head.cuh, identical rounding): each block normalises and
+  // rotates its rows' q heads into shared memory, and the one block per (seq, kv head) whose key range
+  // holds a new key (>= seq_len - q_len) writes that token's k and v into the cache.
+  QkvArgs prep;
 };
 
 // Key splits of a sequence: the planned length, stretched when the host hint undercounted so that the
@@ -110,12 +116,17 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 }
 
 
+// Which rows of a tile load_kv_tile gathers: all; all but this step's new keys [new0, kend) (issued
+// before the PDL wait: the previous kernel may still be writing those); only the new keys.
+enum class TileRows : int { kAll, kOld, kNew };
+
 // Gathers keys [kt0, kt0 + kBN) of KV head hk from the paged cache into stage `stage` of the K and V
 // shared-memory tiles (rows of D + kPad elements), 16 bytes per cp.async; keys >= kend are zero-filled.
-// All kThreads threads of the block take part. table: this sequence's block-table row.
+// `rows` selects a subset (new0: the first new key). All kThreads threads of the block take part.
+// table: this sequence's block-table row.
 template <typename T, int D>
 __device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table, int hk, int kt0, int kend, T* ks,
-                                             T* vs, int stage) {
+                                             T* vs, int stage, TileRows rows = TileRows::kAll, int new0 = 0) {
   constexpr int kLd = D + kPad;
   constexpr int kChunksPerRow = D / 8;
   const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
@@ -125,6 +136,8 @@ __device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table,
     const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
     const int key = kt0 + r;
     const bool valid = key < kend;
+    const bool is_new = valid && key >= new0;
+    if ((rows == TileRows::kOld && is_new) || (rows == TileRows::kNew && !is_new)) continue;
     int64_t off = 0;
     if (valid) {
       const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;

@@ -163,6 +163,15 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
   }
   launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_);
 }
+void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
+  require_device(attn.k_cache, "prepare_attention", "k_cache");
+  if (batch_invariant_) {  // the fused kernel is the decode shape: keep the two invariant ops
+    qkv_prepare(prep);
+    paged_attention(attn);
+    return;
+  }
+  launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_);
+}
 void CudaBackend::sample(const SampleParams& p) {
   require_device(p.logits, "sample", "logits");
   launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);

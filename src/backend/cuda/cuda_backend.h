@@ -42,6 +42,7 @@ class CudaBackend final : public Backend {
   void gather_rows(const GatherRowsParams& p) override;
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;
+  void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void sample(const SampleParams& p) override;
 
   bool supports_graphs() const override { return true; }

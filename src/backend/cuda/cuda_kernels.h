@@ -46,6 +46,10 @@ struct AttentionTuning {
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
                             cudaStream_t stream, const AttentionTuning& tuning = {});
 // The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
+// qkv_prepare then paged_attention (attn.q == prep.q_out), fused into the decode attention kernel for
+// decode-shape steps (prep.q_out is then not written); VIREO_NO_FUSED_ATTENTION=1 turns fusion off.
+void launch_prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn, const WorkspaceFn& workspace,
+                              const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning = {});
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
 // Batch-invariant paged attention (attention_invariant.cu): every query row, prefill or decode, through
 // one kernel shape without key splits, key tiles from position 0, so a row's bits depend only on its

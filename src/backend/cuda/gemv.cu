@@ -21,33 +21,11 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/gemv_common.cuh"
+#include "backend/cuda/gemv_resident.cuh"
 
 namespace vireo::cuda {
 namespace {
-
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kLoads = 8;                          // 16-byte weight loads in flight per lane
-constexpr int64_t kPrefetchBytes = 64 << 10;       // per block, before the PDL wait
-constexpr size_t kMaxStageBytes = 192 << 10;       // x' in shared memory: N * K * sizeof(T)
-constexpr int kBlocksPerSm = 2;                    // __launch_bounds__ below: <= 128 registers
-
-enum Prologue : int { kPlain = 0, kNorm = 1, kSiluMul = 2 };
-
-struct GemvArgs {
-  const void* x;         // [N, K], or [N, 2K] with kSiluMul
-  const void* w;         // [M, K]
-  const void* bias;      // [M] or null (activation dtype)
-  const void* norm_w;    // [K] (kNorm), any float dtype
-  DType norm_dt;
-  bool norm_vec;         // norm_w has the activation dtype and is 16-byte aligned
-  int prologue;          // Prologue
-  const void* residual;  // [N, M] or null; may alias out
-  void* out;             // [N, M]
-  int64_t k, m;
-  float eps;
-  int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
-};
 
 int64_t pdl_max_bytes() {
   static const int64_t v = [] {
@@ -55,86 +33,6 @@ int64_t pdl_max_bytes() {
     return int64_t{e ? std::atoi(e) : 16} << 20;
   }();
   return v;
-}
-
-__device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(p)[i];
-    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  }
-}
-
-// Stages x' [NR, K] into xs (16-byte vectors). Ends with __syncthreads().
-template <typename T, int NR>
-__device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_t nvec) {
-  using V = Vec<T>;
-  constexpr int kN = V::kN;
-  const uint4* x = static_cast<const uint4*>(a.x);
-  if (a.prologue == kSiluMul) {
-    // x row n: [2K] = gate then up; as silu_and_mul_kernel: g / (1 + e^-g) * u in fp32, rounded.
-    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) {
-      const int64_t n = i / nvec, c = i - n * nvec;
-      V g, u, o;
-      g.raw = x[n * 2 * nvec + c];
-      u.raw = x[n * 2 * nvec + nvec + c];
-#pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        const float gf = to_f(g.v[e]);
-        o.v[e] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(u.v[e]));
-      }
-      xs[i] = o.raw;
-    }
-  } else if (a.prologue == kNorm) {
-    __shared__ float red[kWarps][NR];
-    float ss[NR];
-#pragma unroll
-    for (int n = 0; n < NR; ++n) {
-      ss[n] = 0.f;
-      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
-        V v;
-        v.raw = x[n * nvec + c];
-        xs[n * nvec + c] = v.raw;
-#pragma unroll
-        for (int e = 0; e < kN; ++e) ss[n] += to_f(v.v[e]) * to_f(v.v[e]);
-      }
-    }
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int n = 0; n < NR; ++n) {
-      float v = ss[n];
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0) red[warp][n] = v;
-    }
-    __syncthreads();
-    float inv[NR];
-#pragma unroll
-    for (int n = 0; n < NR; ++n) {
-      float s = 0.f;
-      for (int w = 0; w < kWarps; ++w) s += red[w][n];
-      inv[n] = rsqrtf(s / static_cast<float>(a.k) + a.eps);  // as rms_norm_kernel
-    }
-    // Each thread rescales the vectors it staged itself: no barrier needed before this pass.
-#pragma unroll
-    for (int n = 0; n < NR; ++n)
-      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
-        V v;
-        v.raw = xs[n * nvec + c];
-        if (a.norm_vec) {
-          V g;
-          g.raw = static_cast<const uint4*>(a.norm_w)[c];
-#pragma unroll
-          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * to_f(g.v[e]));
-        } else {
-#pragma unroll
-          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * load_any(a.norm_w, a.norm_dt, c * kN + e));
-        }
-        xs[n * nvec + c] = v.raw;
-      }
-  } else {
-    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) xs[i] = x[i];
-  }
-  __syncthreads();
 }
 
 template <typename T, int NR, int RPW>
@@ -272,8 +170,23 @@ void launch_shape(const GemvArgs& a, cudaStream_t stream) {
   launch_maybe_pdl(a.prefetch_bytes > 0, kernel, dim3(grid), dim3(kThreads), smem, stream, a);
 }
 
+// VIREO_GEMV_RESIDENT=0: always the grid-stride kernel (A/B).
+bool resident_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_GEMV_RESIDENT");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
+
 template <typename T, int NR>
 void launch_rows(const GemvArgs& a, cudaStream_t stream) {
+  if (resident_enabled()) {
+    int dev = 0, sms = 132;
+    VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+    VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (launch_resident<T, NR>(a, sms, stream)) return;
+  }
   // Two rows per warp when a row is short (K < 256 vectors: fewer than 8 loads per lane), so each
   // lane still has 8 loads in flight.
   if (a.k / Vec<T>::kN < 32 * kLoads) launch_shape<T, NR, 2>(a, stream);

@@ -6,36 +6,10 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/qkv_head.cuh"
 
 namespace vireo::cuda {
 namespace {
-
-__device__ __forceinline__ float load_w(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(p)[i];
-    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  }
-}
-
-struct QkvArgs {
-  const void* qkv;
-  const int* positions;
-  const float* cos_sin;  // [max_pos, rotary_dim]
-  int max_pos;           // rows of cos_sin: a position outside [0, max_pos) gives NaN q/k (never a read past it)
-  const int* slots;
-  const void* q_norm;
-  const void* k_norm;
-  DType q_norm_dt, k_norm_dt;
-  void* q_out;
-  void* k_cache;
-  void* v_cache;
-  int num_heads, num_kv_heads, head_dim, rotary_dim;
-  bool neox;
-  bool vec;  // 16-byte loads and stores: head_dim * sizeof(T) % 16 == 0 and aligned base pointers
-  QkNorm qk_norm;
-  float eps;
-};
 
 // RMSNorm over `n` values of buf with weight w[0, n) (block-wide when full_width, else per head).
 __device__ void rms_block(float* buf, int n, const void* w, DType wt, float eps, float* scratch) {
@@ -157,17 +131,9 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
 // Small-T path (decode): one warp per (token, head) over the H q heads, Hkv k heads and Hkv v heads of
 // a token, kHeadWarps heads per block, so a single token spreads over (H + 2*Hkv) / kHeadWarps blocks
 // instead of one. Per-head norms only (a full-width norm needs all heads of a token: the block path).
-// Values live in registers (lane-strided: element i = lane + 32 * j, or pairs 64 * (j / 2) + 2 * lane + j % 2
-// with 4-byte loads when vec), the RoPE partner exchange goes through the warp's shared-memory row.
-// All global loads (the head, the norm weight, cos/sin) are issued before the first use.
+// The math is prepare_head (qkv_head.cuh), shared with the fused decode attention.
 constexpr int kHeadWarps = 4;
-constexpr int kMaxHeadDim = 256;            // the register path holds up to 8 values per lane
-constexpr int kPerLane = kMaxHeadDim / 32;  // 8
 constexpr int64_t kHeadPathMaxTokens = 1024;
-
-__device__ __forceinline__ int lane_elem(bool pairs, int lane, int j) {
-  return pairs ? 64 * (j / 2) + 2 * lane + (j % 2) : lane + 32 * j;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvArgs a, int blocks_per_token) {
@@ -192,104 +158,16 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
   if (!is_q && slot < 0) return;  // a k head with nothing to write
   // 2-byte T with d * sizeof(T) % 16 == 0 and 16-byte aligned bases (vec): 4-byte pair loads/stores.
   const bool pairs = sizeof(T) == 2 && a.vec;
-  float x[kPerLane], w[kPerLane];
-  const void* wp = is_q ? a.q_norm : a.k_norm;
-  const DType wt = is_q ? a.q_norm_dt : a.k_norm_dt;
-  const bool norm = a.qk_norm == QkNorm::kPerHeadBeforeRope || a.qk_norm == QkNorm::kPerHeadAfterRope;
-#pragma unroll
-  for (int j = 0; j < kPerLane; j += 2) {
-    const int i = lane_elem(pairs, lane, j);
-    const int i1 = lane_elem(pairs, lane, j + 1);
-    if (pairs) {
-      if (i < d) {  // i even, i + 1 < d (d even)
-        const unsigned u = *reinterpret_cast<const unsigned*>(src + i);
-        const T* e = reinterpret_cast<const T*>(&u);
-        x[j] = to_f(e[0]);
-        x[j + 1] = to_f(e[1]);
-      } else {
-        x[j] = x[j + 1] = 0.f;
-      }
-    } else {
-      x[j] = i < d ? to_f(src[i]) : 0.f;
-      x[j + 1] = i1 < d ? to_f(src[i1]) : 0.f;
-    }
-    w[j] = norm && i < d ? load_w(wp, wt, i) : 0.f;
-    w[j + 1] = norm && i1 < d ? load_w(wp, wt, i1) : 0.f;
-  }
-  // RoPE coefficients of this lane's rotary elements: c, s with new = x * c + partner * s.
-  const int rd = a.rotary_dim, half = rd / 2;
-  float rc[kPerLane], rs[kPerLane];
-  bool poison = false;
-  if (rd > 0) {
-    const int pos = a.positions[t];
-    const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
-    poison = cs == nullptr;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int i = lane_elem(pairs, lane, j);
-      rc[j] = 1.f;
-      rs[j] = 0.f;
-      if (i < rd && cs != nullptr) {
-        // NeoX: pairs (k, k + half); GPT-J: (2k, 2k + 1). x1' = x1 c - x2 s, x2' = x2 c + x1 s.
-        const int k = a.neox ? (i < half ? i : i - half) : i / 2;
-        const bool first = a.neox ? i < half : (i % 2 == 0);
-        rc[j] = cs[k];
-        rs[j] = first ? -cs[half + k] : cs[half + k];
-      }
-    }
-  }
-  auto rms = [&]() {
-    float ss = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) ss += x[j] * x[j];
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = rsqrtf(ss / d + a.eps);
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) x[j] = x[j] * inv * w[j];
-  };
-  if (a.qk_norm == QkNorm::kPerHeadBeforeRope) rms();
-  if (rd > 0) {
-    float* row = xs[warp];
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int i = lane_elem(pairs, lane, j);
-      if (i < d) row[i] = x[j];
-    }
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int i = lane_elem(pairs, lane, j);
-      if (i >= rd) continue;
-      if (poison) {
-        x[j] = __int_as_float(0x7fc00000);
-        continue;
-      }
-      const int partner = a.neox ? (i < half ? i + half : i - half) : (i ^ 1);
-      x[j] = x[j] * rc[j] + row[partner] * rs[j];
-    }
-  }
-  if (a.qk_norm == QkNorm::kPerHeadAfterRope) rms();
+  float x[kPerLane];
+  prepare_head<T>(a, src, a.positions[t], is_q, pairs, xs[warp], x);
   T* dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(d)
                 : static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h) * d;
-#pragma unroll
-  for (int j = 0; j < kPerLane; j += 2) {
-    const int i = lane_elem(pairs, lane, j);
-    const int i1 = lane_elem(pairs, lane, j + 1);
-    if (pairs) {
-      if (i < d) {
-        T e[2] = {from_f<T>(x[j]), from_f<T>(x[j + 1])};
-        *reinterpret_cast<unsigned*>(dst + i) = *reinterpret_cast<const unsigned*>(e);
-      }
-    } else {
-      if (i < d) dst[i] = from_f<T>(x[j]);
-      if (i1 < d) dst[i1] = from_f<T>(x[j + 1]);
-    }
-  }
+  store_head<T>(dst, d, pairs, x);
 }
 
 }  // namespace
 
-void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool batch_invariant) {
+QkvArgs make_qkv_args(const QkvPrepareParams& p) {
   const int h = p.num_heads, hk = p.num_kv_heads, d = p.head_dim;
   if (h <= 0 || hk <= 0 || d <= 0 || h % hk != 0) throw Error("qkv_prepare: bad num_heads/num_kv_heads/head_dim");
   const int64_t t = p.positions.numel();
@@ -308,7 +186,6 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
     const int64_t kn = p.qk_norm == QkNorm::kFullWidth ? int64_t{hk} * d : d;
     if (p.q_norm.numel() != qn || p.k_norm.numel() != kn) throw Error("qkv_prepare: q_norm/k_norm have the wrong size");
   }
-  if (t == 0) return;
   const int max_pos = p.rotary_dim > 0 ? static_cast<int>(p.rope_cos_sin.dim(0)) : 0;
   QkvArgs a{p.qkv.data, p.positions.ptr<int>(), p.rope_cos_sin.ptr<float>(), max_pos, p.slot_mapping.ptr<int>(),
             p.q_norm.data, p.k_norm.data, p.q_norm.dtype, p.k_norm.dtype, p.q_out.data, p.k_cache.data,
@@ -316,6 +193,14 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
   auto al16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
   a.vec = (static_cast<size_t>(d) * dtype_size(p.qkv.dtype)) % 16 == 0 && al16(p.qkv.data) && al16(p.q_out.data) &&
           al16(p.k_cache.data) && al16(p.v_cache.data);
+  return a;
+}
+
+void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool batch_invariant) {
+  const QkvArgs a = make_qkv_args(p);
+  const int h = p.num_heads, hk = p.num_kv_heads, d = p.head_dim;
+  const int64_t t = p.positions.numel();
+  if (t == 0) return;
   const size_t smem = static_cast<size_t>(h + hk) * d * sizeof(float);
   // Few tokens: a warp per head over many blocks (latency); many tokens: a block per token (its
   // measured throughput at 16k tokens is the bar). The full-width norm always takes the block path.

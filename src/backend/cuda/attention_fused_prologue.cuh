@@ -1,0 +1,77 @@
+// Fused mode of the decode-shape attention kernel (attention_mma.cu): qkv_prepare's work for the
+// block's own rows, so a decode step needs no separate qkv_prepare launch (one dependent kernel fewer
+// per layer, and the K/V tiles stream while the previous GEMV finishes).
+#pragma once
+#include "backend/cuda/attention_mma_common.cuh"
+#include "backend/cuda/qkv_head.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+// The fused prologue's shared memory is the last pipeline stage (kStages - 1), which the pipeline first
+// fills inside its loop, after a barrier: q rows [16][D] in its K tile, the warps' RoPE rows in its V tile.
+template <typename T, int D>
+__device__ __forceinline__ T* fused_q_rows(T* ks) {
+  return ks + (kStages - 1) * kBN * (D + kPad);
+}
+
+// Runs after the PDL wait, in every thread of a decode-shape block of (seq, kv head hk):
+//   - q rows r < rows ((token r / G, head hk * G + r % G)): prepared (norm, RoPE) into fused_q_rows;
+//   - the new tokens whose key (new0 + j) lies in [kstart, kend): k prepared and v copied into the
+//     cache at the token's slot (skipped when < 0) and, for the first kStages - 1 tiles (already in
+//     flight without their new rows: TileRows::kOld), into the tile row itself. Later tiles gather the
+//     new rows from the cache: the fence below orders those writes before that gather.
+// Ends with a barrier.
+template <typename T, int D>
+__device__ void fused_decode_prologue(const MmaArgs& a, T* ks, T* vs, int hk, int q0, int q_len, int rows,
+                                      int kstart, int kend, int new0) {
+  constexpr int kLd = D + kPad;
+  const QkvArgs& p = a.prep;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  T* qs = fused_q_rows<T, D>(ks);
+  float* rope_row = reinterpret_cast<float*>(vs + (kStages - 1) * kBN * kLd) + warp * kMaxHeadDim;
+  const int h = a.num_heads, hkv = a.num_kv_heads;
+  const int64_t width = static_cast<int64_t>(h + 2 * hkv) * D;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const bool pairs = p.vec;
+  const int j0 = max(0, kstart - new0), j1 = min(q_len, kend - new0);
+  const int num_new = max(0, j1 - j0);
+  const int items = rows + 2 * num_new;  // q rows, then (k, v) per new token
+  for (int it = warp; it < items; it += kThreads / 32) {
+    if (it < rows) {
+      const int64_t t = q0 + it / a.group;
+      const int head = hk * a.group + it % a.group;
+      float x[kPerLane];
+      prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(head) * D, p.positions[t], true, pairs, rope_row, x);
+      store_head<T>(qs + it * D, D, pairs, x);
+      continue;
+    }
+    const int j = j0 + (it - rows) / 2;
+    const bool is_k = (it - rows) % 2 == 0;
+    const int64_t t = q0 + j;
+    const int slot = p.slots[t];
+    const int rel = new0 + j - kstart, tile = rel / kBN;
+    T* srow = tile < kStages - 1 ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;  // stage == tile
+    T* grow = slot >= 0 ? static_cast<T*>(const_cast<void*>(is_k ? a.k_cache : a.v_cache)) + static_cast<int64_t>(slot) * hkv * D +
+                              static_cast<int64_t>(hk) * D
+                        : nullptr;
+    if (is_k) {
+      float x[kPerLane];
+      prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(h + hk) * D, p.positions[t], false, pairs, rope_row, x);
+      if (grow) store_head<T>(grow, D, pairs, x);
+      if (srow) store_head<T>(srow, D, pairs, x);
+    } else {
+      const T* src = qkv + t * width + static_cast<int64_t>(h + hkv + hk) * D;
+      for (int i = lane; i < D; i += 32) {
+        const T v = src[i];
+        if (grow) grow[i] = v;
+        if (srow) srow[i] = v;
+      }
+    }
+  }
+  if (num_new > 0) __threadfence();  // cache rows a later tile of this block gathers (cp.async reads L2)
+  __syncthreads();
+}
+
+}  // namespace
+}  // namespace vireo::cuda

@@ -1,0 +1,115 @@
+// Shared pieces of the decode GEMV kernels (gemv.cu: the grid-stride kernel; gemv_resident.cuh: the
+// one-pass kernel whose weights sit in registers): arguments, the fused-prologue staging of x'.
+#pragma once
+#include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kLoads = 8;                          // 16-byte weight loads in flight per lane
+constexpr int64_t kPrefetchBytes = 64 << 10;       // per block, before the PDL wait
+constexpr size_t kMaxStageBytes = 192 << 10;       // x' in shared memory: N * K * sizeof(T)
+constexpr int kBlocksPerSm = 2;                    // __launch_bounds__ below: <= 128 registers
+
+enum Prologue : int { kPlain = 0, kNorm = 1, kSiluMul = 2 };
+
+struct GemvArgs {
+  const void* x;         // [N, K], or [N, 2K] with kSiluMul
+  const void* w;         // [M, K]
+  const void* bias;      // [M] or null (activation dtype)
+  const void* norm_w;    // [K] (kNorm), any float dtype
+  DType norm_dt;
+  bool norm_vec;         // norm_w has the activation dtype and is 16-byte aligned
+  int prologue;          // Prologue
+  const void* residual;  // [N, M] or null; may alias out
+  void* out;             // [N, M]
+  int64_t k, m;
+  float eps;
+  int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
+};
+
+__device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  }
+}
+
+// Stages x' [NR, K] into xs (16-byte vectors). Ends with __syncthreads().
+template <typename T, int NR>
+__device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_t nvec) {
+  using V = Vec<T>;
+  constexpr int kN = V::kN;
+  const uint4* x = static_cast<const uint4*>(a.x);
+  if (a.prologue == kSiluMul) {
+    // x row n: [2K] = gate then up; as silu_and_mul_kernel: g / (1 + e^-g) * u in fp32, rounded.
+    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) {
+      const int64_t n = i / nvec, c = i - n * nvec;
+      V g, u, o;
+      g.raw = x[n * 2 * nvec + c];
+      u.raw = x[n * 2 * nvec + nvec + c];
+#pragma unroll
+      for (int e = 0; e < kN; ++e) {
+        const float gf = to_f(g.v[e]);
+        o.v[e] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(u.v[e]));
+      }
+      xs[i] = o.raw;
+    }
+  } else if (a.prologue == kNorm) {
+    __shared__ float red[kWarps][NR];
+    float ss[NR];
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      ss[n] = 0.f;
+      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
+        V v;
+        v.raw = x[n * nvec + c];
+        xs[n * nvec + c] = v.raw;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) ss[n] += to_f(v.v[e]) * to_f(v.v[e]);
+      }
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      float v = ss[n];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) red[warp][n] = v;
+    }
+    __syncthreads();
+    float inv[NR];
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      float s = 0.f;
+      for (int w = 0; w < kWarps; ++w) s += red[w][n];
+      inv[n] = rsqrtf(s / static_cast<float>(a.k) + a.eps);  // as rms_norm_kernel
+    }
+    // Each thread rescales the vectors it staged itself: no barrier needed before this pass.
+#pragma unroll
+    for (int n = 0; n < NR; ++n)
+      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
+        V v;
+        v.raw = xs[n * nvec + c];
+        if (a.norm_vec) {
+          V g;
+          g.raw = static_cast<const uint4*>(a.norm_w)[c];
+#pragma unroll
+          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * to_f(g.v[e]));
+        } else {
+#pragma unroll
+          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * load_any(a.norm_w, a.norm_dt, c * kN + e));
+        }
+        xs[n * nvec + c] = v.raw;
+      }
+  } else {
+    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) xs[i] = x[i];
+  }
+  __syncthreads();
+}
+
+}  // namespace
+}  // namespace vireo::cuda

@@ -1,0 +1,159 @@
+// The fused Q/K path of one head, done by one warp: per-head RMSNorm (before or after RoPE) and RoPE
+// (NeoX halves or GPT-J pairs, partial rotary) in fp32 registers. Shared by the qkv_prepare kernels
+// (qkv_prepare.cu) and the decode attention kernel that prepares its own q and new k
+// (attention_mma.cu, fused mode), so both round exactly alike.
+#pragma once
+#include "backend/cuda/cuda_types.cuh"
+#include "backend/op_params.h"
+
+namespace vireo::cuda {
+
+struct QkvArgs {
+  const void* qkv;       // [T, (H + 2*Hkv) * D]; nullptr in MmaArgs: not fused
+  const int* positions;  // [T]
+  const float* cos_sin;  // [max_pos, rotary_dim]
+  int max_pos;           // rows of cos_sin: a position outside [0, max_pos) gives NaN q/k (never a read past it)
+  const int* slots;      // [T]; < 0: k/v not written
+  const void* q_norm;
+  const void* k_norm;
+  DType q_norm_dt, k_norm_dt;
+  void* q_out;
+  void* k_cache;
+  void* v_cache;
+  int num_heads, num_kv_heads, head_dim, rotary_dim;
+  bool neox;
+  bool vec;  // 16-byte loads and stores: head_dim * sizeof(T) % 16 == 0 and aligned base pointers
+  QkNorm qk_norm;
+  float eps;
+};
+
+// qkv_prepare's argument checks and kernel arguments (qkv_prepare.cu); throws vireo::Error.
+QkvArgs make_qkv_args(const QkvPrepareParams& p);
+
+namespace {
+
+constexpr int kMaxHeadDim = 256;            // the register path holds up to 8 values per lane
+constexpr int kPerLane = kMaxHeadDim / 32;  // 8
+
+__device__ __forceinline__ float load_w(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  }
+}
+
+// Element of lane's j-th value: lane-strided (lane + 32 j), or pairs 64 (j / 2) + 2 lane + j % 2
+// (4-byte loads and stores of 2-byte types).
+__device__ __forceinline__ int lane_elem(bool pairs, int lane, int j) {
+  return pairs ? 64 * (j / 2) + 2 * lane + (j % 2) : lane + 32 * j;
+}
+
+// q head (is_q) or k head of one token: src = its D raw values, pos = the token's position. Leaves the
+// normed, rotated values in x (lane_elem order, fp32, zero past D). row: this warp's >= D floats of
+// shared memory (the RoPE partner exchange). All global loads (head, norm weight, cos/sin) are issued
+// before the first use. Per-head norms only (a full-width norm needs every head of the token).
+template <typename T>
+__device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int pos, bool is_q, bool pairs,
+                                             float* row, float (&x)[kPerLane]) {
+  const int lane = threadIdx.x % 32, d = a.head_dim;
+  float w[kPerLane];
+  const void* wp = is_q ? a.q_norm : a.k_norm;
+  const DType wt = is_q ? a.q_norm_dt : a.k_norm_dt;
+  const bool norm = a.qk_norm == QkNorm::kPerHeadBeforeRope || a.qk_norm == QkNorm::kPerHeadAfterRope;
+#pragma unroll
+  for (int j = 0; j < kPerLane; j += 2) {
+    const int i = lane_elem(pairs, lane, j);
+    const int i1 = lane_elem(pairs, lane, j + 1);
+    if (pairs) {
+      if (i < d) {  // i even, i + 1 < d (d even)
+        const unsigned u = *reinterpret_cast<const unsigned*>(src + i);
+        const T* e = reinterpret_cast<const T*>(&u);
+        x[j] = to_f(e[0]);
+        x[j + 1] = to_f(e[1]);
+      } else {
+        x[j] = x[j + 1] = 0.f;
+      }
+    } else {
+      x[j] = i < d ? to_f(src[i]) : 0.f;
+      x[j + 1] = i1 < d ? to_f(src[i1]) : 0.f;
+    }
+    w[j] = norm && i < d ? load_w(wp, wt, i) : 0.f;
+    w[j + 1] = norm && i1 < d ? load_w(wp, wt, i1) : 0.f;
+  }
+  // RoPE coefficients of this lane's rotary elements: c, s with new = x * c + partner * s.
+  const int rd = a.rotary_dim, half = rd / 2;
+  float rc[kPerLane], rs[kPerLane];
+  bool poison = false;
+  if (rd > 0) {
+    const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
+    poison = cs == nullptr;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane_elem(pairs, lane, j);
+      rc[j] = 1.f;
+      rs[j] = 0.f;
+      if (i < rd && cs != nullptr) {
+        // NeoX: pairs (k, k + half); GPT-J: (2k, 2k + 1). x1' = x1 c - x2 s, x2' = x2 c + x1 s.
+        const int k = a.neox ? (i < half ? i : i - half) : i / 2;
+        const bool first = a.neox ? i < half : (i % 2 == 0);
+        rc[j] = cs[k];
+        rs[j] = first ? -cs[half + k] : cs[half + k];
+      }
+    }
+  }
+  auto rms = [&]() {
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) ss += x[j] * x[j];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / d + a.eps);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) x[j] = x[j] * inv * w[j];
+  };
+  if (a.qk_norm == QkNorm::kPerHeadBeforeRope) rms();
+  if (rd > 0) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane_elem(pairs, lane, j);
+      if (i < d) row[i] = x[j];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int i = lane_elem(pairs, lane, j);
+      if (i >= rd) continue;
+      if (poison) {
+        x[j] = __int_as_float(0x7fc00000);
+        continue;
+      }
+      const int partner = a.neox ? (i < half ? i + half : i - half) : (i ^ 1);
+      x[j] = x[j] * rc[j] + row[partner] * rs[j];
+    }
+    __syncwarp();  // row may be reused by this warp's next head
+  }
+  if (a.qk_norm == QkNorm::kPerHeadAfterRope) rms();
+}
+
+// Stores x (lane_elem order) rounded to T at dst[0, d): global or shared memory.
+template <typename T>
+__device__ __forceinline__ void store_head(T* dst, int d, bool pairs, const float (&x)[kPerLane]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < kPerLane; j += 2) {
+    const int i = lane_elem(pairs, lane, j);
+    const int i1 = lane_elem(pairs, lane, j + 1);
+    if (pairs) {
+      if (i < d) {
+        T e[2] = {from_f<T>(x[j]), from_f<T>(x[j + 1])};
+        *reinterpret_cast<unsigned*>(dst + i) = *reinterpret_cast<const unsigned*>(e);
+      }
+    } else {
+      if (i < d) dst[i] = from_f<T>(x[j]);
+      if (i1 < d) dst[i1] = from_f<T>(x[j + 1]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vireo::cuda
