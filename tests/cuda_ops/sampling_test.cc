@@ -24,15 +24,16 @@ namespace {
 // Mid path (sampling_mid.cuh) modes: kTopKLarge: 20 < top_k <= 1024 with top-p/min-p; kPenaltiesAll:
 // penalty/mask entries with every sampling setting (greedy, temperature, small/large top-k, top-p,
 // min-p); kCoarse: logits on a 0.25 grid (many exact ties) with -inf entries, threshold settings;
-// kFlat: rows of one to three distinct values (boundary bins past the candidate cap: slow fallback).
+// kFlat: rows of one to three distinct values (boundary bins past the candidate cap: slow fallback);
+// kFlatTopP: the same rows with top-p alone (the boundary inside a tie group of ~1e5 ids).
 enum class Mode {
   kGreedy, kTemperature, kTopK, kTopP, kMinP, kCombo, kPenalties, kForced, kTopKFast, kMixed, kTopKGrid, kTopKTies,
-  kTopKLarge, kPenaltiesAll, kCoarse, kFlat
+  kTopKLarge, kPenaltiesAll, kCoarse, kFlat, kFlatTopP
 };
 const char* mode_name(Mode m) {
   const char* names[] = {"greedy",    "temperature", "top_k",   "top_p",      "min_p",      "combo",
                          "penalties", "forced",      "top_k20", "mixed",      "top_k_grid", "top_k_ties",
-                         "top_k_big", "pen_all",     "coarse",  "flat"};
+                         "top_k_big", "pen_all",     "coarse",  "flat",       "flat_top_p"};
   return names[static_cast<int>(m)];
 }
 
@@ -78,6 +79,10 @@ class SampleTest : public CudaOpsTest {
         s.top_p = one_of({1.0f, 0.9f, 0.5f});
         s.min_p = one_of({0.0f, 0.05f});
         s.temperature = one_of({0.6f, 1.0f, 1.5f});
+        break;
+      case Mode::kFlatTopP:
+        s.top_p = one_of({0.5f, 0.9f, 0.99f});
+        s.temperature = one_of({0.6f, unif(0.3f, 1.5f)});
         break;
       case Mode::kPenaltiesAll:
       case Mode::kCoarse:
@@ -174,7 +179,7 @@ class SampleTest : public CudaOpsTest {
           if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
         }
         for (size_t i = 0; i < ids.size(); ++i) row[ids[i]] = i < 3 ? 12.0f : 10.0f;
-      } else if (mode == Mode::kFlat) {
+      } else if (mode == Mode::kFlat || mode == Mode::kFlatTopP) {
         // One to three distinct values over the whole row (a huge boundary bin), sometimes a winner.
         const int kinds = rand_int(1, 3);
         const float vals[3] = {round_to(dt, unif(-2.0f, 2.0f)), round_to(dt, unif(-2.0f, 2.0f)), 1.0f};
@@ -374,6 +379,22 @@ TEST_F(SampleTest, MidPathAgainstCpu) {
     run_case(vocab, 5, DType::kF32, 0, Mode::kTopKLarge, false);
     run_case(vocab, 5, DType::kF32, 20, Mode::kCoarse, true);
   }
+}
+
+// Flat rows (one to three distinct values, sometimes a winner) with top-p alone: the top-p boundary
+// lies inside a tie group of up to ~150k ids, so its position rests on the masses being exact (the
+// first device run drew 12 of 80 such rows up to ~60 ids off when the slow path summed masses in
+// float). Fixed seeds; V 151936 (slow fallback: boundary bin past the candidate cap) and small
+// vocabularies (mid path).
+TEST_F(SampleTest, FlatRowsTopP) {
+  use_dtype(DType::kBF16);
+  unsigned seed = 532032494u;
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int vocab : {151936, 4097, 1000}) {
+      seed_ = seed++;
+      rng_.seed(seed_);
+      run_case(vocab, vocab == 151936 ? 64 : 40, dt, vocab == 1000 ? 5 : 0, Mode::kFlatTopP, vocab == 4097);
+    }
 }
 
 // Fast-path batches with the host copy of the rows (no mid kernels launched) and mixed batches where

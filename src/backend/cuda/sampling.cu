@@ -41,6 +41,8 @@
 //      suffix scan finds the bin where the k-th element / the top_p mass is reached, the next level
 //      bins only that bin's members, until the boundary is one value; ties there are resolved by
 //      finding the j-th tie in id order. min-p is the explicit e >= min_p (e = exp(x), e_max = 1).
+//      Top-p masses are fixed point (e * 2^40 in u64, as the mid path's): float sums of the ~1e5 equal
+//      terms of a flat row's tie group drift by ~1e-3 and put the boundary tens of ids off.
 //   4. the draw: per-segment sums of the kept e (segment = 32 lanes x 16 bytes), a block scan over the
 //      segments finds the one where the cumulative mass passes uniform * total, one warp scans it.
 // No host synchronisation; ranges read from the rows are clamped on the device.

@@ -31,12 +31,16 @@ __device__ __forceinline__ int fkey(float f) {
 }
 __device__ __forceinline__ float funkey(int k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
 
-// Shared memory of the kernel (static part, ~38 KB); segment sums are dynamic (see pick()).
+// Fixed-point mass of e in [0, 1]: e * 2^40, rounded. Sums of up to 2^23 of them are exact in u64, so
+// any summation order gives the same mass (float sums of ~1e5 equal terms drift by ~1e-3 relative).
+__device__ __forceinline__ unsigned long long fix_mass(float e) { return __float2ull_rn(e * 1099511627776.0f); }
+
+// Shared memory of the kernel (static part, ~44 KB); segment sums are dynamic (see pick()).
 struct Shared {
   union {
     struct {
+      unsigned long long hist_mass[kBins];   // fixed-point (fix_mass) mass per bin (top-p levels)
       int hist_count[kBins];
-      float hist_mass[kBins];
       int hist_min[kBins], hist_max[kBins];  // fkey of the smallest/largest member per bin (levels >= 1)
     };
     unsigned long long cand_keys[kCandCap];  // mid path: the sorted candidates (never with the above)
@@ -53,7 +57,8 @@ struct Shared {
   int top_i[kMaxTop];
   int sel_bin, sel_seg, last_seg, picked, picked_last;
   float rem;
-  float2 bin_above;
+  float bin_above_c;                 // select(): count and fixed-point mass above the boundary bin
+  unsigned long long bin_above_m;
 };
 
 // ---- row iteration: lane l of a warp covers ids [seg * 32 * kVec + l * kVec, + kVec) of a segment ----

@@ -37,7 +37,7 @@ namespace vireo::cuda::sampling {
 constexpr int kHistBins = 2048;  // bins of e: bits(e) >> 19 (e <= 1: bins <= 2032)
 
 static_assert(kHistBins == 2048, "chunk_kernel zeroes 2048 bins per mid row");
-static_assert(kCandCap * 8 == 4 * kBins * 4, "cand_keys alias the slow path's histogram arrays");
+static_assert(kCandCap * 8 <= 8 * kBins + 3 * kBins * 4, "cand_keys alias the slow path's histogram arrays");
 
 enum MidStatus : int { kPlanCut = 0, kPlanEmpty = 1, kPlanFallback = 2 };
 
@@ -56,7 +56,6 @@ namespace {
 
 using u64 = unsigned long long;
 
-__device__ __forceinline__ u64 fix_mass(float e) { return __float2ull_rn(e * 1099511627776.0f); }  // e * 2^40
 __device__ __forceinline__ int bin_of_e(float e) { return min(static_cast<int>(__float_as_uint(e) >> 19), kHistBins - 1); }
 __device__ __forceinline__ u64 cand_key(float e, int id) {
   return (static_cast<u64>(__float_as_uint(e)) << 32) | (0xffffffffu - static_cast<unsigned>(id));

@@ -105,20 +105,26 @@ __device__ int pick(const W* p, int V, bool aligned, F weight, bool frac, float 
 
 // Top-k (count mode: keep the `k` best) or top-p (mass mode: keep the best while the mass before an
 // element is < top_p * the mass of the candidates) over the candidates domain && passes(prev).
-// xlo: a lower bound of the candidates' x.
+// xlo: a lower bound of the candidates' x. Masses are fixed point (fix_mass, u64): exact in any
+// summation order, so a boundary inside a tie group of ~1e5 ids (flat rows) is found at the CPU's
+// position (float atomics drifted by ~1e-3 of the mass there, tens of ids); the target is compared
+// in double, as the mid path (sampling_mid.cuh) does.
 template <typename W>
 __device__ Thr select(const W* p, int V, bool aligned, const Temper& tp, Thr prev, bool mass_mode, float param,
                       float xlo, float* seg, Shared& sm) {
+  using u64 = unsigned long long;
   const int tid = threadIdx.x;
   // Membership of this level's pass: level 0 all candidates; level 1 bin b0 of level 0 (recomputed);
   // levels >= 2 the closed interval [ilo, ihi] (exact bounds of the previous level's bin).
   float blo = xlo, bscale = xlo < 0.0f ? fminf(kBins / -xlo, FLT_MAX) : 0.0f;  // this pass's binning
   float plo = 0.0f, pscale = 0.0f, ilo = 0.0f, ihi = 0.0f;
   int pb = 0;
-  float above_c = 0.0f, above_m = 0.0f, target = param;
+  float above_c = 0.0f, target = param;  // count mode: the count to reach
+  u64 above_m = 0;
+  double target_m = 0.0;                 // mass mode: top_p * the candidates' fixed-point mass
   for (int lvl = 0; lvl < kMaxLevels; ++lvl) {
     for (int b = tid; b < kBins; b += kThreads)
-      sm.hist_count[b] = 0, sm.hist_mass[b] = 0.0f, sm.hist_min[b] = INT_MAX, sm.hist_max[b] = INT_MIN;
+      sm.hist_count[b] = 0, sm.hist_mass[b] = 0ull, sm.hist_min[b] = INT_MAX, sm.hist_max[b] = INT_MIN;
     __syncthreads();
     float cmin = pos_inf(), cmax = neg_inf();
     for_each(p, V, aligned, [&](int id, float v) {
@@ -130,7 +136,7 @@ __device__ Thr select(const W* p, int V, bool aligned, const Temper& tp, Thr pre
       if (!tp.domain(e)) return;
       const int b = bin_of(x, blo, bscale);
       atomicAdd(&sm.hist_count[b], 1);
-      if (mass_mode) atomicAdd(&sm.hist_mass[b], e);
+      if (mass_mode) atomicAdd(&sm.hist_mass[b], fix_mass(e));
       if (lvl >= 1) atomicMin(&sm.hist_min[b], fkey(x)), atomicMax(&sm.hist_max[b], fkey(x));
       cmin = fminf(cmin, x), cmax = fmaxf(cmax, x);
     });
@@ -139,25 +145,36 @@ __device__ Thr select(const W* p, int V, bool aligned, const Temper& tp, Thr pre
     cmax = block_minmax<true>(cmax, sm);
     // Bins from the top: thread t owns bins kBins-1-4t ... kBins-4-4t.
     constexpr int kPer = kBins / kThreads;
-    float2 mine[kPer], sum = make_float2(0.0f, 0.0f);
+    float mc[kPer], sum_c = 0.0f;  // counts (exact in float: < 2^24)
+    u64 mm[kPer], sum_m = 0;
 #pragma unroll
     for (int q = 0; q < kPer; ++q) {
       const int b = kBins - 1 - (tid * kPer + q);
-      mine[q] = make_float2(float(sm.hist_count[b]), sm.hist_mass[b]);
-      sum.x += mine[q].x, sum.y += mine[q].y;
+      mc[q] = float(sm.hist_count[b]);
+      mm[q] = sm.hist_mass[b];
+      sum_c += mc[q], sum_m += mm[q];
     }
     float2 total;
-    const float2 excl = block_excl_scan(sum, total, sm);
+    const float excl_c = block_excl_scan(make_float2(sum_c, 0.0f), total, sm).x;
+    u64 total_m;
+    const u64 excl_m = block_excl_scan_u64<kThreads>(sum_m, total_m, sm.red_u64);
     const float cnt = total.x;
     if (cnt == 0.0f) return Thr{neg_inf(), INT_MAX};  // no candidates at all (level 0 only)
     if (lvl == 0) {
       if (!mass_mode && cnt <= param) return Thr{neg_inf(), INT_MAX};
-      target = mass_mode ? param * total.y : param;
+      if (mass_mode) target_m = static_cast<double>(param) * static_cast<double>(total_m);
     }
-    const float need = target - (mass_mode ? above_m : above_c);
     if (cmin == cmax) {
-      // One value left: keep its first j ties in id order.
-      float j = mass_mode ? ceilf(need / expf(cmin)) : need;
+      // One value left: keep its first j ties in id order. Count mode: j = what is still needed; mass
+      // mode: tie i (from 0) is kept iff above + i * m_e < target, so j = ceil((target - above) / m_e).
+      float j;
+      if (mass_mode) {
+        const double me = static_cast<double>(fix_mass(expf(cmin)));
+        const double need = target_m - static_cast<double>(above_m);
+        j = me > 0.0 ? static_cast<float>(fmin(ceil(need / me), 1e9)) : cnt;
+      } else {
+        j = target - above_c;
+      }
       j = fminf(fmaxf(j, 1.0f), cnt);
       if (j >= cnt) return Thr{cmin, INT_MAX};
       const float xv = cmin;
@@ -169,26 +186,30 @@ __device__ Thr select(const W* p, int V, bool aligned, const Temper& tp, Thr pre
                           false, j - 1.0f, seg, sm);
       return Thr{xv, id >= 0 ? id : INT_MAX};
     }
-    if ((!mass_mode && need == cnt) || (mass_mode && cnt == 1.0f) || lvl == kMaxLevels - 1) return Thr{cmin, INT_MAX};
+    if ((!mass_mode && target - above_c == cnt) || (mass_mode && cnt == 1.0f) || lvl == kMaxLevels - 1)
+      return Thr{cmin, INT_MAX};
     // The boundary bin: the first (from the top) where the running count/mass reaches the target.
     if (tid == 0) sm.sel_bin = INT_MAX;
     __syncthreads();
-    float2 acc = make_float2(above_c + excl.x, above_m + excl.y);
+    float acc_c = above_c + excl_c;
+    u64 acc_m = above_m + excl_m;
 #pragma unroll
     for (int q = 0; q < kPer; ++q) {
-      const float2 next = make_float2(acc.x + mine[q].x, acc.y + mine[q].y);
-      if ((mass_mode ? next.y : next.x) >= target && mine[q].x > 0.0f) {
+      const float next_c = acc_c + mc[q];
+      const u64 next_m = acc_m + mm[q];
+      const bool reached = mass_mode ? static_cast<double>(next_m) >= target_m : next_c >= target;
+      if (reached && mc[q] > 0.0f) {
         atomicMin(&sm.sel_bin, tid * kPer + q);
         break;
       }
-      acc = next;
+      acc_c = next_c, acc_m = next_m;
     }
     __syncthreads();
     const int sel = sm.sel_bin;
-    if (sel == INT_MAX) return Thr{cmin, INT_MAX};  // rounding: the target is past the mass; keep all
-    if (tid == sel / kPer) sm.bin_above = acc;
+    if (sel == INT_MAX) return Thr{cmin, INT_MAX};  // count mode only (exact masses reach any target <= total)
+    if (tid == sel / kPer) sm.bin_above_c = acc_c, sm.bin_above_m = acc_m;
     __syncthreads();
-    above_c = sm.bin_above.x, above_m = sm.bin_above.y;
+    above_c = sm.bin_above_c, above_m = sm.bin_above_m;
     const int b = kBins - 1 - sel;
     if (lvl == 0) {
       plo = blo, pscale = bscale, pb = b;
