@@ -493,7 +493,7 @@ TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
       const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / sh.layers;
       be_->destroy_graph(graph);
       const double bytes = 2.0 * sh.hidden * (qkv_n + int64_t{sh.h} * d + 3.0 * sh.inter) + 2.0 * ctx * sh.hkv * d * 2;
-      report_bw(std::string("graph b1 layer ") + sh.name + " ctx 1024 " + (fused ? "prepare_attention" : "separate") +
+      report_bw(std::string("graph b1 layer ") + sh.name + " ctx 1024 " + (fused ? (std::getenv("VIREO_FUSED_ATTENTION") ? "prepare_attention fused" : "prepare_attention") : "separate") +
                     (std::getenv("VIREO_GEMV_RESIDENT") ? " gemv-grid" : ""),
                 us, bytes);
     }

@@ -1,5 +1,5 @@
 // prepare_attention (qkv_prepare fused into the decode attention kernel) three ways on the same inputs:
-//   - the CUDA backend's fused op, vs
+//   - the fused kernel (launch_prepare_attention with fuse_prepare = 1; opt-in in the backend), vs
 //   - the two CUDA ops in turn (qkv_prepare, then paged_attention): attention output and the whole
 //     K/V caches must agree bit for bit (same per-head math, same rounding, same attention kernel), and
 //   - the CPU backend's qkv_prepare + paged_attention (q and the caches rounded to the activation dtype
@@ -9,6 +9,8 @@
 // 64 and 128, NeoX / GPT-J / partial RoPE, every per-head norm mode, scattered blocks, f16.
 #include <cmath>
 
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"
 
 namespace vireo::testing {
@@ -117,8 +119,13 @@ class PrepareAttentionTest : public CudaOpsTest {
       ap.scale = 1.f / std::sqrt(float(c.d));
       ap.max_query_len = max_q;
       ap.max_seq_len = max_kv;
-      if (fused) {
-        gpu_->prepare_attention(qp, ap);
+      if (fused) {  // the fused kernel whatever VIREO_FUSED_ATTENTION says (it is opt-in in the backend)
+        cuda::DeviceInfo dev;
+        cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+        cuda::AttentionTuning tuning;
+        tuning.fuse_prepare = 1;
+        auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
+        cuda::launch_prepare_attention(qp, ap, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream(), tuning);
       } else {
         gpu_->qkv_prepare(qp);
         gpu_->paged_attention(ap);

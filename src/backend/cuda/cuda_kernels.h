@@ -42,12 +42,14 @@ struct DeviceInfo {
 // Kernel-shape choices of the tensor-core attention (tests and benchmarks exercise each).
 struct AttentionTuning {
   int prefill_m_tiles = 2;  // 16-row m-tiles per warp in the prefill shape: 1 (64-row blocks) or 2 (128-row)
+  int fuse_prepare = -1;    // launch_prepare_attention: 1 fuse decode steps, 0 never, -1 per VIREO_FUSED_ATTENTION
 };
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
                             cudaStream_t stream, const AttentionTuning& tuning = {});
 // The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
 // qkv_prepare then paged_attention (attn.q == prep.q_out), fused into the decode attention kernel for
-// decode-shape steps (prep.q_out is then not written); VIREO_NO_FUSED_ATTENTION=1 turns fusion off.
+// decode-shape steps when VIREO_FUSED_ATTENTION=1 (prep.q_out is then not written; measured slower on the
+// H200 than the two ops, see attention_mma.cu).
 void launch_prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn, const WorkspaceFn& workspace,
                               const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning = {});
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
