@@ -203,23 +203,9 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     cp_async_commit();
     const T* kt = ks + stage * kBN * kLd;
     const T* vt = vs + stage * kBN * kLd;
-    // S = Q K^T for this warp's keys.
+    // S = Q K^T for this warp's keys; mask; online softmax; O += P V.
     float sacc[kNT][4];
-#pragma unroll
-    for (int i = 0; i < kNT; ++i) sacc[i][0] = sacc[i][1] = sacc[i][2] = sacc[i][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int nt = 0; nt < kNT; nt += 2) {
-        unsigned b[4];
-        const int key = kw0 + nt * 8 + (lane % 8) + (lane / 16) * 8;
-        const int col = kk * 16 + ((lane / 8) % 2) * 8;
-        ldmatrix_x4(b, kt + key * kLd + col);
-        mma16816<T>(sacc[nt], qf[kk], b[0], b[1]);
-        mma16816<T>(sacc[nt + 1], qf[kk], b[2], b[3]);
-      }
-    }
-    // Mask, online softmax (log2 domain; the scale is folded into the exponent).
+    qk_scores<T, D, kNT>(sacc, qf, kt, kw0, lane);
     const int kbase = kstart + it * kBN + kw0;
     const bool full = warp_rows_full && kbase + kKeysPerWarp - 1 <= warp_min_pos && kbase + kKeysPerWarp <= kend;
     float mx[2] = {-INFINITY, -INFINITY};
@@ -241,54 +227,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
         }
       }
     }
-#pragma unroll
-    for (int ri = 0; ri < 2; ++ri) mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * a.scale_log2;
-    float corr[2];
-#pragma unroll
-    for (int ri = 0; ri < 2; ++ri) {
-      mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
-      mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
-      const float m_new = fmaxf(m[ri], mx[ri]);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      corr[ri] = exp2f(m[ri] - m_use);
-      m[ri] = m_new;
-      mx[ri] = m_use;
-      l[ri] *= corr[ri];
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = fast_exp2(fmaf(sacc[nt][e], a.scale_log2, -mx[e / 2]));
-        sacc[nt][e] = p;
-        l[e / 2] += p;
-      }
-    }
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      oacc[dt][0] *= corr[0];
-      oacc[dt][1] *= corr[0];
-      oacc[dt][2] *= corr[1];
-      oacc[dt][3] *= corr[1];
-    }
-    // O += P V: P's accumulator layout is the A-fragment layout of the next mma.
-#pragma unroll
-    for (int kc = 0; kc < kNT / 2; ++kc) {
-      unsigned pa[4];
-      pa[0] = pack2<T>(sacc[2 * kc][0], sacc[2 * kc][1]);
-      pa[1] = pack2<T>(sacc[2 * kc][2], sacc[2 * kc][3]);
-      pa[2] = pack2<T>(sacc[2 * kc + 1][0], sacc[2 * kc + 1][1]);
-      pa[3] = pack2<T>(sacc[2 * kc + 1][2], sacc[2 * kc + 1][3]);
-#pragma unroll
-      for (int dt = 0; dt < kDT; dt += 2) {
-        unsigned b[4];
-        const int key = kw0 + kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-        const int col = dt * 8 + (lane / 16) * 8;
-        ldmatrix_x4_trans(b, vt + key * kLd + col);
-        mma16816<T>(oacc[dt], pa, b[0], b[1]);
-        mma16816<T>(oacc[dt + 1], pa, b[2], b[3]);
-      }
-    }
+    online_softmax_step<kNT, kDT>(sacc, oacc, m, l, mx, a.scale_log2);
+    pv_accumulate<T, D, kNT>(oacc, sacc, vt, kw0, lane);
   }
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {

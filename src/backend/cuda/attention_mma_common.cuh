@@ -116,6 +116,92 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 }
 
 
+// One tile step of the tensor-core kernels, for one 16-row m-tile whose Q fragments qf sit in registers
+// (fragment layouts of mma.sync m16n8k16: a lane holds rows g = lane / 4 and g + 8, columns 2 * (lane % 4)
+// (+1)). Shared by attention_mma.cu and attention_invariant.cu (the wide prefill kernel shares the softmax
+// step; it interleaves two m-tiles per K/V fragment load).
+
+// s[nt] = Q K^T over keys kw0 + [0, 8 * kNT) of the tile kt (rows of D + kPad elements).
+template <typename T, int D, int kNT>
+__device__ __forceinline__ void qk_scores(float (&s)[kNT][4], const unsigned (&qf)[D / 16][4], const T* kt, int kw0,
+                                          int lane) {
+  constexpr int kLd = D + kPad;
+#pragma unroll
+  for (int i = 0; i < kNT; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; nt += 2) {
+      unsigned b[4];
+      const int key = kw0 + nt * 8 + (lane % 8) + (lane / 16) * 8;
+      const int col = kk * 16 + ((lane / 8) % 2) * 8;
+      ldmatrix_x4(b, kt + key * kLd + col);
+      mma16816<T>(s[nt], qf[kk], b[0], b[1]);
+      mma16816<T>(s[nt + 1], qf[kk], b[2], b[3]);
+    }
+  }
+}
+
+// Online softmax (log2 domain, the scale folded into the exponent) after a tile: mx = this lane's row
+// maxima of the masked scores (-inf where masked). Updates the running max m and sum l of both rows,
+// rescales o, and turns s into the probabilities.
+template <int kNT, int kDT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&o)[kDT][4], float (&m)[2], float (&l)[2],
+                                                    float (&mx)[2], float scale_log2) {
+  float corr[2];
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * scale_log2;
+    mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
+    mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
+    const float m_new = fmaxf(m[ri], mx[ri]);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    corr[ri] = exp2f(m[ri] - m_use);
+    m[ri] = m_new;
+    mx[ri] = m_use;
+    l[ri] *= corr[ri];
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float p = fast_exp2(fmaf(s[nt][e], scale_log2, -mx[e / 2]));
+      s[nt][e] = p;
+      l[e / 2] += p;
+    }
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) {
+    o[dt][0] *= corr[0];
+    o[dt][1] *= corr[0];
+    o[dt][2] *= corr[1];
+    o[dt][3] *= corr[1];
+  }
+}
+
+// o += P V over keys kw0 + [0, 8 * kNT) of the tile vt: P's accumulator layout is the A-fragment layout.
+template <typename T, int D, int kNT>
+__device__ __forceinline__ void pv_accumulate(float (&o)[D / 8][4], const float (&p)[kNT][4], const T* vt, int kw0,
+                                              int lane) {
+  constexpr int kLd = D + kPad;
+#pragma unroll
+  for (int kc = 0; kc < kNT / 2; ++kc) {
+    unsigned pa[4];
+    pa[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+    pa[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+    pa[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+    pa[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt += 2) {
+      unsigned b[4];
+      const int key = kw0 + kc * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+      const int col = dt * 8 + (lane / 16) * 8;
+      ldmatrix_x4_trans(b, vt + key * kLd + col);
+      mma16816<T>(o[dt], pa, b[0], b[1]);
+      mma16816<T>(o[dt + 1], pa, b[2], b[3]);
+    }
+  }
+}
+
 // Which rows of a tile load_kv_tile gathers: all; all but this step's new keys [new0, kend) (issued
 // before the PDL wait: the previous kernel may still be writing those); only the new keys.
 enum class TileRows : int { kAll, kOld, kNew };

@@ -137,34 +137,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_wide_kernel(MmaArg
           }
           mx[ri] = fmaxf(mx[ri], v);
         }
-      float corr[2];
-#pragma unroll
-      for (int ri = 0; ri < 2; ++ri) {
-        mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * a.scale_log2;
-        mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
-        mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
-        const float m_new = fmaxf(m[mt][ri], mx[ri]);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        corr[ri] = exp2f(m[mt][ri] - m_use);
-        m[mt][ri] = m_new;
-        mx[ri] = m_use;
-        l[mt][ri] *= corr[ri];
-      }
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float p = fast_exp2(fmaf(sacc[mt][nt][e], a.scale_log2, -mx[e / 2]));
-          sacc[mt][nt][e] = p;
-          l[mt][e / 2] += p;
-        }
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        oacc[mt][dt][0] *= corr[0];
-        oacc[mt][dt][1] *= corr[0];
-        oacc[mt][dt][2] *= corr[1];
-        oacc[mt][dt][3] *= corr[1];
-      }
+      online_softmax_step<kNT, kDT>(sacc[mt], oacc[mt], m[mt], l[mt], mx, a.scale_log2);
     }
 #pragma unroll
     for (int kc = 0; kc < kNT / 2; ++kc) {
