@@ -158,26 +158,11 @@ void launch_paged_attention_invariant(const AttentionParams& p, cudaStream_t str
   if (p.query_start.dtype != DType::kI32 || p.seq_lens.dtype != DType::kI32 || p.block_tables.dtype != DType::kI32)
     throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
   if (num_tokens == 0 || p.num_seqs == 0) return;
-  const bool mma = (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && (p.head_dim == 64 || p.head_dim == 128);
-  if (!mma) {  // one warp per (token, head) from key 0 up: invariant as it is
+  if (!mma_supported(p)) {  // one warp per (token, head) from key 0 up: invariant as it is
     launch_paged_attention_simple(p, stream);
     return;
   }
-  MmaArgs a{};
-  a.q = p.q.data;
-  a.k_cache = p.k_cache.data;
-  a.v_cache = p.v_cache.data;
-  a.out = p.out.data;
-  a.query_start = p.query_start.ptr<int>();
-  a.seq_lens = p.seq_lens.ptr<int>();
-  a.block_tables = p.block_tables.ptr<int>();
-  a.num_seqs = p.num_seqs;
-  a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.block_size = p.block_size;
-  a.num_heads = p.num_heads;
-  a.num_kv_heads = p.num_kv_heads;
-  a.group = p.num_heads / p.num_kv_heads;
-  a.scale_log2 = p.scale * 1.4426950408889634f;
+  const MmaArgs a = make_mma_args(p);
   if (p.q.dtype == DType::kBF16) {
     if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(p, a, stream);
     else launch_typed<__nv_bfloat16, 128>(p, a, stream);

@@ -535,29 +535,11 @@ void check_attention(const AttentionParams& p) {
     throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
 }
 
-bool mma_supported(const AttentionParams& p) {
-  return (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && (p.head_dim == 64 || p.head_dim == 128);
-}
-
 // The tensor-core kernels; prep: fused mode (decode-shape steps only, see MmaArgs::prep) or nullptr.
 void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn& workspace, const DeviceInfo& dev,
                 cudaStream_t stream, const AttentionTuning& tuning) {
-  MmaArgs a{};
+  MmaArgs a = make_mma_args(p);
   if (prep) a.prep = *prep;
-  a.q = p.q.data;
-  a.k_cache = p.k_cache.data;
-  a.v_cache = p.v_cache.data;
-  a.out = p.out.data;
-  a.query_start = p.query_start.ptr<int>();
-  a.seq_lens = p.seq_lens.ptr<int>();
-  a.block_tables = p.block_tables.ptr<int>();
-  a.num_seqs = p.num_seqs;
-  a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.block_size = p.block_size;
-  a.num_heads = p.num_heads;
-  a.num_kv_heads = p.num_kv_heads;
-  a.group = p.num_heads / p.num_kv_heads;
-  a.scale_log2 = p.scale * 1.4426950408889634f;
   if (p.q.dtype == DType::kBF16) {
     if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(p, a, workspace, dev, tuning, stream);
     else launch_typed<__nv_bfloat16, 128>(p, a, workspace, dev, tuning, stream);

@@ -39,6 +39,31 @@ struct MmaArgs {
   QkvArgs prep;
 };
 
+// The kernel arguments every tensor-core launch shares (splits, workspace and counters are the caller's).
+inline MmaArgs make_mma_args(const AttentionParams& p) {
+  MmaArgs a{};
+  a.q = p.q.data;
+  a.k_cache = p.k_cache.data;
+  a.v_cache = p.v_cache.data;
+  a.out = p.out.data;
+  a.query_start = p.query_start.ptr<int>();
+  a.seq_lens = p.seq_lens.ptr<int>();
+  a.block_tables = p.block_tables.ptr<int>();
+  a.num_seqs = p.num_seqs;
+  a.max_blocks_per_seq = p.max_blocks_per_seq;
+  a.block_size = p.block_size;
+  a.num_heads = p.num_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.group = p.num_heads / p.num_kv_heads;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  return a;
+}
+
+// The tensor-core kernels' dtypes and head dims (others take attention_simple.cu).
+inline bool mma_supported(const AttentionParams& p) {
+  return (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && (p.head_dim == 64 || p.head_dim == 128);
+}
+
 // Key splits of a sequence: the planned length, stretched when the host hint undercounted so that the
 // sequence needs at most `num_splits` splits, the grid z its shape was launched with. (Stretching to
 // max_splits instead would let a shape with fewer launched splits leave partials the merge reads
