@@ -567,11 +567,17 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
 // ops name the same cache; otherwise the two ops in turn. Fused, q_out is not written.
 void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams& p, const WorkspaceFn& workspace,
                               const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning) {
+  // Fusion off (the default): the two ops, each validating its own params once.
+  const bool want = tuning.fuse_prepare < 0 ? !fused_prepare_disabled() : tuning.fuse_prepare == 1;
+  if (!want) {
+    launch_qkv_prepare(qp, stream);
+    launch_paged_attention(p, workspace, dev, stream, tuning);
+    return;
+  }
   const QkvArgs prep = make_qkv_args(qp);
   check_attention(p);
   const int group = p.num_heads / p.num_kv_heads;
-  const bool want = tuning.fuse_prepare < 0 ? !fused_prepare_disabled() : tuning.fuse_prepare == 1;
-  const bool fuse = want && mma_supported(p) && p.max_query_len > 0 &&
+  const bool fuse = mma_supported(p) && p.max_query_len > 0 &&
                     int64_t{p.max_query_len} * group <= 16 && qp.qk_norm != QkNorm::kFullWidth &&
                     qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
                     qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads &&
