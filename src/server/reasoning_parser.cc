@@ -1,0 +1,43 @@
+#include "server/reasoning_parser.h"
+
+#include <utility>
+
+#include "core/error.h"
+
+namespace vireo::server {
+
+// Defined in think_reasoning_parser.cc. The table is explicit, not self-registration: an object
+// file of a static library that nothing references is dropped by the linker. Adding a parser is
+// its file plus one line here.
+std::unique_ptr<ReasoningParser> make_qwen3_reasoning_parser();
+std::unique_ptr<ReasoningParser> make_deepseek_r1_reasoning_parser();
+
+namespace {
+
+using Factory = std::unique_ptr<ReasoningParser> (*)();
+const std::pair<const char*, Factory> kParsers[] = {
+    {"deepseek_r1", make_deepseek_r1_reasoning_parser},
+    {"qwen3", make_qwen3_reasoning_parser},
+};
+
+}  // namespace
+
+ReasoningDelta ReasoningParser::parse_all(std::string_view text) {
+  ReasoningDelta out = feed(text);
+  out.append(finish());
+  return out;
+}
+
+std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name) {
+  for (const auto& [n, make] : kParsers)
+    if (name == n) return make();
+  throw Error("unknown reasoning parser '" + name + "'");
+}
+
+std::vector<std::string> reasoning_parser_names() {
+  std::vector<std::string> out;
+  for (const auto& p : kParsers) out.push_back(p.first);
+  return out;
+}
+
+}  // namespace vireo::server

@@ -1,0 +1,70 @@
+// --reasoning-parser: qwen3 and deepseek_r1, whole text and every split into up to three pieces.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "server/reasoning_parser.h"
+#include "split_feed.h"
+
+using namespace vireo;
+using namespace vireo::server;
+
+namespace {
+
+struct Case {
+  std::string text, reasoning, content;
+};
+
+void check_parser(const std::string& name, const std::vector<Case>& cases) {
+  for (const auto& c : cases) {
+    ReasoningDelta whole = make_reasoning_parser(name)->parse_all(c.text);
+    EXPECT_EQ(whole.reasoning, c.reasoning) << name << ": " << c.text;
+    EXPECT_EQ(whole.content, c.content) << name << ": " << c.text;
+    vireo::testing::for_each_split(c.text, [&](const std::vector<std::string_view>& pieces) {
+      auto p = make_reasoning_parser(name);
+      ReasoningDelta sum;
+      for (auto piece : pieces) {
+        ReasoningDelta d = p->feed(piece);
+        // Released text never carries a tag, whole or in part, while more may follow.
+        EXPECT_EQ(d.reasoning.find("</think>"), std::string::npos) << c.text;
+        sum.append(d);
+      }
+      sum.append(p->finish());
+      EXPECT_EQ(sum.reasoning, c.reasoning) << name << ": " << c.text << " split " << pieces[0].size() << "/" << pieces[1].size();
+      EXPECT_EQ(sum.content, c.content) << name << ": " << c.text << " split " << pieces[0].size() << "/" << pieces[1].size();
+    });
+  }
+}
+
+}  // namespace
+
+TEST(ReasoningParser, Qwen3) {
+  check_parser("qwen3", {
+                            {"<think>\nLet me see.\n</think>\n\nThe answer is 4.", "\nLet me see.\n", "\n\nThe answer is 4."},
+                            {"<think></think>x", "", "x"},
+                            {"plain answer, no thinking", "", "plain answer, no thinking"},
+                            {"<think>cut off by max_tokens", "cut off by max_tokens", ""},
+                            {"<think>a</thin", "a</thin", ""},
+                            {"<thin", "", "<thin"},
+                            {"", "", ""},
+                            {"x</think>y", "", "x</think>y"},  // no opener: qwen3 has no reasoning here
+                            {"<think>a</think>b</think>c<think>", "a", "b</think>c<think>"},
+                        });
+}
+
+TEST(ReasoningParser, DeepSeekR1) {
+  check_parser("deepseek_r1", {
+                                  {"Let me see.</think>The answer is 4.", "Let me see.", "The answer is 4."},
+                                  {"<think>Let me see.</think>The answer is 4.", "Let me see.", "The answer is 4."},
+                                  {"no end tag at all", "no end tag at all", ""},
+                                  {"</think>only content", "", "only content"},
+                                  {"<thi", "<thi", ""},
+                                  {"a</thi", "a</thi", ""},
+                                  {"", "", ""},
+                                  {"r</think>c</think>", "r", "c</think>"},
+                              });
+}
+
+TEST(ReasoningParser, RegistryByName) {
+  EXPECT_EQ(reasoning_parser_names(), (std::vector<std::string>{"deepseek_r1", "qwen3"}));
+  EXPECT_THROW(make_reasoning_parser("granite"), Error);
+}
