@@ -50,7 +50,8 @@ struct CompletionRequest {
 struct ChatRequest {
   std::string model;
   nlohmann::ordered_json messages;          // content flattened to strings
-  nlohmann::ordered_json tools;             // null or list
+  nlohmann::ordered_json tools;             // null or a non-empty list
+  std::string tool_choice = "none";         // "none" or "auto" (tool_choice.h)
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
   bool add_special_tokens = false;  // vLLM: the template already placed them

@@ -4,6 +4,7 @@
 
 #include "server/openai_errors.h"
 #include "server/sampling_validation.h"
+#include "server/tool_choice.h"
 
 namespace vireo::server {
 namespace {
@@ -204,11 +205,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
       if (!t.is_object()) throw bad_request("each entry of 'tools' must be an object", "tools");
     if (!tools->empty()) r.tools = *tools;
   }
-  auto choice = body.find("tool_choice");
-  if (choice != body.end() && !choice->is_null()) {
-    if (!choice->is_string() || (*choice != "none" && *choice != "auto"))
-      throw bad_request("only tool_choice \"none\" and \"auto\" are supported", "tool_choice");
-  }
+  r.tool_choice = parse_tool_choice(body);
   auto kwargs = body.find("chat_template_kwargs");
   if (kwargs != body.end() && !kwargs->is_null()) {
     if (!kwargs->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");

@@ -27,6 +27,10 @@ struct ServerOptions {
   double shutdown_timeout_s = 30.0;   // drain time for in-flight requests on SIGTERM/SIGINT
   int keep_alive_timeout_s = 5;
   ValidationLimits limits;
+  // Chat output parsing (vLLM's flags; names in reasoning_parser.cc / tool_parser.cc); "" = off.
+  std::string reasoning_parser;
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
 };
 
 class ServerContext {

@@ -1,0 +1,60 @@
+#include "server/chat_output_parser.h"
+
+#include "server/openai_errors.h"
+
+namespace vireo::server {
+
+void ChatDelta::append(ChatDelta d) {
+  reasoning += d.reasoning;
+  content += d.content;
+  for (auto& c : d.calls) calls.push_back(std::move(c));
+}
+
+ChatDelta ChatOutputParser::tool_stage(ReasoningDelta r, bool last) {
+  ChatDelta out;
+  out.reasoning = std::move(r.reasoning);
+  if (!tools_) {
+    out.content = std::move(r.content);
+    return out;
+  }
+  ToolDelta t = tools_->feed(r.content);
+  if (last) t.append(tools_->finish());
+  out.content = std::move(t.content);
+  out.calls = std::move(t.calls);
+  return out;
+}
+
+ChatDelta ChatOutputParser::feed(std::string_view text) {
+  if (!reasoning_) return tool_stage({"", std::string(text)}, false);
+  return tool_stage(reasoning_->feed(text), false);
+}
+
+ChatDelta ChatOutputParser::finish() {
+  if (!reasoning_) return tool_stage({}, true);
+  return tool_stage(reasoning_->finish(), true);
+}
+
+ChatDelta ChatOutputParser::parse_all(std::string_view text) {
+  ChatDelta out = feed(text);
+  out.append(finish());
+  return out;
+}
+
+std::unique_ptr<ChatOutputParser> ChatParsing::make() const {
+  return std::make_unique<ChatOutputParser>(reasoning_parser.empty() ? nullptr : make_reasoning_parser(reasoning_parser),
+                                            tool_parser.empty() ? nullptr : make_tool_parser(tool_parser));
+}
+
+ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req) {
+  ChatParsing p;
+  p.reasoning_parser = opts.reasoning_parser;
+  if (req.tool_choice == "auto") {
+    if (!opts.enable_auto_tool_choice || opts.tool_call_parser.empty())
+      throw bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+                        "tool_choice");
+    if (!req.tools.is_null()) p.tool_parser = opts.tool_call_parser;
+  }
+  return p;
+}
+
+}  // namespace vireo::server

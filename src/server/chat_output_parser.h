@@ -1,0 +1,52 @@
+// A chat choice's generated text -> reasoning, content and tool calls: the reasoning parser
+// splits off <think>...</think> first, then the tool parser reads the content part (Qwen3 thinks,
+// then calls tools). Which parsers a request gets is fixed once, when it is validated
+// (ChatParsing), so a refused tool_choice is a 400 before any engine work.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/reasoning_parser.h"
+#include "server/request_types.h"
+#include "server/server_context.h"
+#include "server/tool_parser.h"
+
+namespace vireo::server {
+
+struct ChatDelta {
+  std::string reasoning;
+  std::string content;
+  std::vector<ToolCall> calls;
+  void append(ChatDelta d);
+};
+
+class ChatOutputParser {
+ public:
+  // Either parser may be null (that stage passes the text through).
+  ChatOutputParser(std::unique_ptr<ReasoningParser> reasoning, std::unique_ptr<ToolParser> tools)
+      : reasoning_(std::move(reasoning)), tools_(std::move(tools)) {}
+  ChatDelta feed(std::string_view text);
+  ChatDelta finish();
+  ChatDelta parse_all(std::string_view text);
+
+ private:
+  ChatDelta tool_stage(ReasoningDelta r, bool last);
+  std::unique_ptr<ReasoningParser> reasoning_;
+  std::unique_ptr<ToolParser> tools_;
+};
+
+struct ChatParsing {
+  std::string reasoning_parser;  // "" = none
+  std::string tool_parser;       // "" = no tool-call parsing for this request
+  bool active() const { return !reasoning_parser.empty() || !tool_parser.empty(); }
+  std::unique_ptr<ChatOutputParser> make() const;
+};
+
+// The server's --reasoning-parser, and its --tool-call-parser when the request's tool_choice is
+// "auto" and it has tools. tool_choice "auto" without --enable-auto-tool-choice and
+// --tool-call-parser is a 400, as in vLLM.
+ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req);
+
+}  // namespace vireo::server

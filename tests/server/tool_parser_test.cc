@@ -1,0 +1,156 @@
+// --tool-call-parser: hermes and llama3_json, whole text and every split into up to three pieces;
+// the combined reasoning + tool pipeline; tool_choice rules.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "server/chat_output_parser.h"
+#include "server/openai_errors.h"
+#include "server/tool_choice.h"
+#include "server/tool_parser.h"
+#include "split_feed.h"
+
+using namespace vireo;
+using namespace vireo::server;
+
+namespace {
+
+struct Case {
+  std::string text, content;
+  std::vector<ToolCall> calls;
+};
+
+std::string show(const std::vector<ToolCall>& calls) {
+  std::string s;
+  for (const auto& c : calls) s += c.name + c.arguments + ";";
+  return s;
+}
+
+void check_parser(const std::string& name, const std::vector<Case>& cases) {
+  for (const auto& c : cases) {
+    ToolDelta whole = make_tool_parser(name)->parse_all(c.text);
+    EXPECT_EQ(whole.content, c.content) << name << ": " << c.text;
+    EXPECT_EQ(show(whole.calls), show(c.calls)) << name << ": " << c.text;
+    vireo::testing::for_each_split(c.text, [&](const std::vector<std::string_view>& pieces) {
+      auto p = make_tool_parser(name);
+      ToolDelta sum;
+      for (auto piece : pieces) sum.append(p->feed(piece));
+      sum.append(p->finish());
+      std::string where = name + ": " + c.text + " split " + std::to_string(pieces[0].size()) + "/" + std::to_string(pieces[1].size());
+      EXPECT_EQ(sum.content, c.content) << where;
+      EXPECT_EQ(show(sum.calls), show(c.calls)) << where;
+    });
+  }
+}
+
+const std::string kWeather = R"({"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}})";
+
+}  // namespace
+
+TEST(ToolParser, Hermes) {
+  ToolCall weather{"get_weather", R"({"city":"Paris","unit":"c"})"};  // key order kept
+  check_parser("hermes", {
+      {"Let me check.\n<tool_call>\n" + kWeather + "\n</tool_call>", "Let me check.\n", {weather}},
+      {"<tool_call>\n" + kWeather + "\n</tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+       "\n", {weather, {"f", "{}"}}},
+      {"no calls here <tool", "no calls here <tool", {}},
+      // Malformed JSON or no name: the block stays text, the other calls still count.
+      {"<tool_call>\n{\"name\": oops}\n</tool_call>", "<tool_call>\n{\"name\": oops}\n</tool_call>", {}},
+      {"<tool_call>{\"arguments\": {}}</tool_call>x<tool_call>{\"name\":\"g\"}</tool_call>",
+       "<tool_call>{\"arguments\": {}}</tool_call>x", {{"g", "{}"}}},
+      // Unclosed at the end (max_tokens): parsed if it can be, else given back.
+      {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n", "", {{"f", R"({"a":[1,2]})"}}},
+      {"<tool_call>\n{\"name\": \"f\", \"argu", "<tool_call>\n{\"name\": \"f\", \"argu", {}},
+      // Arguments already a JSON string are kept as written.
+      {"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", "", {{"f", "{\"a\": 1}"}}},
+      {"", "", {}},
+  });
+}
+
+TEST(ToolParser, Llama3Json) {
+  check_parser("llama3_json", {
+      {R"({"name": "get_weather", "parameters": {"city": "Paris"}})", "", {{"get_weather", R"({"city":"Paris"})"}}},
+      {"<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"s\": \"}{\\\"\"}}",
+       "", {{"a", "{}"}, {"b", R"({"s":"}{\""})"}}},
+      {" \n{\"name\": \"f\", \"parameters\": {}}\n", "", {{"f", "{}"}}},
+      {"Hello there {\"name\": \"f\"}", "Hello there {\"name\": \"f\"}", {}},
+      {"{not json", "{not json", {}},
+      {"{\"name\": \"f\"} and then text", "{\"name\": \"f\"} and then text", {}},
+      {"{\"a\": 1}", "{\"a\": 1}", {}},
+      {"<|python", "<|python", {}},
+      {"  ", "  ", {}},
+  });
+}
+
+TEST(ToolParser, RegistryByName) {
+  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"hermes", "llama3_json"}));
+  EXPECT_THROW(make_tool_parser("mistral"), Error);
+}
+
+TEST(ChatOutputParser, ReasoningFirstThenToolCalls) {
+  ChatParsing parsing{"qwen3", "hermes"};
+  std::string text = "<think>I need the weather. <tool_call> is how I call.</think>\n\n<tool_call>\n" + kWeather +
+                     "\n</tool_call>";
+  auto check = [&](const ChatDelta& d) {
+    EXPECT_EQ(d.reasoning, "I need the weather. <tool_call> is how I call.");
+    EXPECT_EQ(d.content, "\n\n");
+    ASSERT_EQ(d.calls.size(), 1u);
+    EXPECT_EQ(d.calls[0].name, "get_weather");
+  };
+  check(parsing.make()->parse_all(text));
+  vireo::testing::for_each_split(text, [&](const std::vector<std::string_view>& pieces) {
+    auto p = parsing.make();
+    ChatDelta sum;
+    for (auto piece : pieces) sum.append(p->feed(piece));
+    sum.append(p->finish());
+    check(sum);
+  });
+  // No parsers: everything is content, untouched.
+  ChatDelta plain = ChatParsing{}.make()->parse_all(text);
+  EXPECT_EQ(plain.content, text);
+  EXPECT_TRUE(plain.reasoning.empty() && plain.calls.empty());
+}
+
+TEST(ToolChoice, DefaultsAndRefusals) {
+  using J = Json;
+  J tools = J::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_EQ(parse_tool_choice(J::object()), "none");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}}), "auto");
+  EXPECT_EQ(parse_tool_choice({{"tools", J::array()}}), "none");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "none"}}), "none");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", nullptr}}), "auto");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "auto"}}), "auto");
+  auto refused = [&](J body, const std::string& words) {
+    try {
+      parse_tool_choice(body);
+      ADD_FAILURE() << body.dump();
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, "tool_choice");
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused({{"tools", tools}, {"tool_choice", "required"}}, "guided decoding");
+  refused({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "guided decoding");
+  refused({{"tools", tools}, {"tool_choice", {{"type", "function"}}}}, "Invalid value");
+  refused({{"tools", tools}, {"tool_choice", "always"}}, "Invalid value");
+  refused({{"tools", tools}, {"tool_choice", 5}}, "Invalid value");
+  refused({{"tools", tools}, {"tool_choice", J::array()}}, "Invalid value");
+  refused({{"tool_choice", "auto"}}, "`tools` must be set");
+}
+
+TEST(ToolChoice, AutoNeedsTheServerFlags) {
+  ChatRequest req;
+  req.tool_choice = "auto";
+  req.tools = Json::array({Json::object()});
+  ServerOptions opts;
+  EXPECT_THROW(chat_parsing_for(opts, req), ApiError);
+  opts.tool_call_parser = "hermes";
+  EXPECT_THROW(chat_parsing_for(opts, req), ApiError);  // --enable-auto-tool-choice too
+  opts.enable_auto_tool_choice = true;
+  EXPECT_EQ(chat_parsing_for(opts, req).tool_parser, "hermes");
+  req.tool_choice = "none";
+  EXPECT_FALSE(chat_parsing_for(opts, req).active());
+  opts.reasoning_parser = "qwen3";
+  EXPECT_EQ(chat_parsing_for(opts, req).reasoning_parser, "qwen3");
+  EXPECT_EQ(chat_parsing_for(opts, req).tool_parser, "");
+}
