@@ -18,6 +18,8 @@
 #include "core/log.h"
 #include "engine/async_engine.h"
 #include "server/api_server.h"
+#include "server/reasoning_parser.h"
+#include "server/tool_parser.h"
 
 namespace vireo {
 namespace {
@@ -86,6 +88,8 @@ int run_serve(ServeArgs& a) {
   // A stream holds a pool thread for its whole life: room for every running and waiting sequence.
   a.server.num_threads = std::max(64, 2 * a.engine.max_num_seqs + 16);
   if (a.server.shutdown_timeout_s < 0) throw Error("--shutdown-timeout must be >= 0");
+  if (a.server.enable_auto_tool_choice && a.server.tool_call_parser.empty())
+    throw Error("--enable-auto-tool-choice requires --tool-call-parser");  // as vLLM
 
   if (pipe(g_signal_pipe) != 0) throw Error("serve: pipe() failed");
   struct sigaction sa {};
@@ -157,6 +161,13 @@ CommandRunner setup_serve(CLI::App& app) {
                  "Seconds to let in-flight requests finish on SIGTERM/SIGINT before aborting them")
       ->capture_default_str();
   app.add_option("--max-request-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->capture_default_str();
+  app.add_option("--reasoning-parser", s.reasoning_parser,
+                 "Split <think>...</think> into message.reasoning_content (chat)")
+      ->check(CLI::IsMember(server::reasoning_parser_names()));
+  app.add_flag("--enable-auto-tool-choice", s.enable_auto_tool_choice,
+               "Parse tool calls from chat output when tool_choice is \"auto\" (needs --tool-call-parser)");
+  app.add_option("--tool-call-parser", s.tool_call_parser, "How the model writes tool calls")
+      ->check(CLI::IsMember(server::tool_parser_names()));
   return [a] { return run_serve(*a); };
 }
 

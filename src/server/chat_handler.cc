@@ -1,6 +1,9 @@
 // /v1/chat/completions: messages rendered with the model's chat template, tokenized without
 // adding special tokens again (vLLM), then generated like a single completions prompt.
+#include <map>
+
 #include "core/error.h"
+#include "server/chat_output_json.h"
 #include "server/completion_handler.h"
 #include "server/http_util.h"
 #include "server/logprobs_format.h"
@@ -20,12 +23,15 @@ Json stop_reason_json(const ChoiceState& c) {
 
 class ChatStreamFormatter : public StreamFormatter {
  public:
-  ChatStreamFormatter(const Tokenizer& tok, ChatRequest req, std::string id, int64_t created, int num_prompt_tokens)
-      : tok_(tok), req_(std::move(req)), id_(std::move(id)), created_(created), num_prompt_tokens_(num_prompt_tokens) {}
+  ChatStreamFormatter(const Tokenizer& tok, ChatRequest req, ChatParsing parsing, std::string id, int64_t created,
+                      int num_prompt_tokens)
+      : tok_(tok), req_(std::move(req)), parsing_(std::move(parsing)), id_(std::move(id)), created_(created),
+        num_prompt_tokens_(num_prompt_tokens) {}
 
   std::vector<Json> start(const ChoiceGroup& group) override {
     std::vector<Json> out;
     for (const auto& c : group.choices()) {
+      if (parsing_.active()) parsers_[c.index].parser = parsing_.make();
       Json choice = {{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
                      {"finish_reason", nullptr}};
       out.push_back(chunk({choice}, c));
@@ -40,12 +46,20 @@ class ChatStreamFormatter : public StreamFormatter {
       for (const auto& e : out.logprobs) content.push_back(chat_logprob_entry(tok_, e, req_.top_logprobs));
       logprobs = {{"content", content}};
     }
-    if (out.text.empty() && !out.finished && logprobs.is_null()) return {};
-    Json delta = Json::object();
-    if (!out.text.empty()) delta["content"] = out.text;
+    // Parsers hold back text that may be a tag, so a token can give an empty delta.
+    ChoiceParse& p = parsers_[c.index];
+    ChatDelta d;
+    if (p.parser) {
+      d = p.parser->feed(out.text);
+      if (out.finished) d.append(p.parser->finish());
+    } else {
+      d.content = out.text;
+    }
+    Json delta = chat_delta_json(d, p.num_calls);
+    if (delta.empty() && !out.finished && logprobs.is_null()) return {};
     Json choice = {{"index", c.index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (out.finished) {
-      choice["finish_reason"] = c.finish_reason;
+      choice["finish_reason"] = p.num_calls > 0 ? "tool_calls" : c.finish_reason;
       choice["stop_reason"] = stop_reason_json(c);
     }
     return {chunk({choice}, c)};
@@ -65,15 +79,21 @@ class ChatStreamFormatter : public StreamFormatter {
     if (req_.continuous_usage) j["usage"] = usage_json(num_prompt_tokens_, c.num_output_tokens);
     return j;
   }
+  struct ChoiceParse {
+    std::unique_ptr<ChatOutputParser> parser;  // null: no parsing, the text is all content
+    int num_calls = 0;                         // tool calls streamed so far (their indices)
+  };
   const Tokenizer& tok_;
   ChatRequest req_;
+  ChatParsing parsing_;
+  std::map<int, ChoiceParse> parsers_;  // by choice index
   std::string id_;
   int64_t created_;
   int num_prompt_tokens_;
 };
 
-Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChoiceGroup& group, const std::string& id,
-                   int64_t created, int num_prompt_tokens) {
+Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsing& parsing, const ChoiceGroup& group,
+                   const std::string& id, int64_t created, int num_prompt_tokens) {
   Json choices = Json::array();
   int64_t completion = 0;
   for (const auto& c : group.choices()) {
@@ -84,10 +104,13 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChoiceGro
       for (const auto& e : c.logprobs) content.push_back(chat_logprob_entry(tok, e, req.top_logprobs));
       logprobs = {{"content", content}};
     }
+    ChatDelta parsed;
+    if (parsing.active()) parsed = parsing.make()->parse_all(c.text);
+    else parsed.content = c.text;
     choices.push_back({{"index", c.index},
-                       {"message", {{"role", "assistant"}, {"content", c.text}, {"reasoning_content", nullptr}, {"tool_calls", Json::array()}}},
+                       {"message", chat_message_json(parsed, parsing.active())},
                        {"logprobs", logprobs},
-                       {"finish_reason", c.finish_reason},
+                       {"finish_reason", parsed.calls.empty() ? c.finish_reason : "tool_calls"},
                        {"stop_reason", stop_reason_json(c)}});
   }
   return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", req.model},
@@ -120,6 +143,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
   ChatRequest r = parse_chat_request(body, info, ctx.options().limits);
+  ChatParsing parsing = chat_parsing_for(ctx.options(), r);
   std::string prompt = render_chat(*engine, r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
   const Tokenizer& tok = engine->tokenizer();
   std::vector<int32_t> ids = tok.encode(prompt, r.add_special_tokens);
@@ -135,13 +159,13 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   group->add_prompt(0, ids, r.params);
   ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
   if (r.stream) {
-    auto fmt = std::make_unique<ChatStreamFormatter>(tok, r, id, created, num_prompt);
+    auto fmt = std::make_unique<ChatStreamFormatter>(tok, r, parsing, id, created, num_prompt);
     install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)), starting);
     return;
   }
   starting.finish_now();  // a plain response is not cut short by the listener stopping
   if (!collect_all(ctx, *group, probe)) return;
-  send_json(res, 200, chat_response(tok, r, *group, id, created, num_prompt));
+  send_json(res, 200, chat_response(tok, r, parsing, *group, id, created, num_prompt));
 }
 
 }  // namespace vireo::server

@@ -115,6 +115,13 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
   bool fail = prompt_text.find("FAIL") != std::string::npos;
   bool holdable = prompt_text.find("HOLD") != std::string::npos;
   std::string expected = expected_text(job->prompt, p.max_tokens, p.seed);
+  bool scripted = false;
+  for (const auto& [key, text] : opts_.scripts) {
+    if (prompt_text.find(key) == std::string::npos || text.empty()) continue;
+    expected = text;
+    scripted = true;
+    break;
+  }
   std::string text;
   num_prompt_ += job->prompt.size();
   for (int k = 0; k < p.max_tokens; ++k) {
@@ -169,6 +176,10 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
       out.finished = true;
       out.finish_reason = "error";
       out.error = "fake engine: injected failure";
+    }
+    if (scripted && !out.finished && k + 1 == static_cast<int>(expected.size()) && k + 1 < p.max_tokens) {
+      out.finished = true;
+      out.finish_reason = "stop";  // the script's end stands for an EOS token
     }
     if (!out.finished && k + 1 == p.max_tokens) {
       out.finished = true;

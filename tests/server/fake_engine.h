@@ -3,6 +3,8 @@
 //   tokens: ids 0..255 are bytes; 256 = "<eos>", 257 = "<bos>" (added when add_special_tokens).
 //   output token k of a request = 'a' + (base + k) % 26, base = last prompt id + seed (if any).
 //   a prompt containing the text "FAIL" finishes with "error" after one token.
+//   scripts: a prompt containing a script's key produces the script's text instead (one byte per
+//   token), then finishes with "stop" as at an EOS (or "length" at max_tokens).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -10,7 +12,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "engine/async_engine.h"
 #include "model/model_config.h"
@@ -40,6 +45,7 @@ struct FakeEngineOptions {
   int max_model_len = 256;
   std::chrono::milliseconds token_delay{1};
   bool with_chat_template = true;
+  std::vector<std::pair<std::string, std::string>> scripts;  // prompt substring -> output text (non-empty)
 };
 
 class FakeEngine : public AsyncEngine {

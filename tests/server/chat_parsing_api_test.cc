@@ -1,0 +1,207 @@
+// /v1/chat/completions with --reasoning-parser / --enable-auto-tool-choice --tool-call-parser,
+// through the live server and the fake engine's scripted outputs (one byte per token, so every
+// tag is split across many deltas).
+#include <gtest/gtest.h>
+
+#include "server_fixture.h"
+
+using namespace vireo;
+using namespace vireo::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::string kThink = "<think>Two and two.</think>\n\nThe answer is 4.";
+const std::string kWeatherCall = R"({"name": "get_weather", "arguments": {"city": "Paris"}})";
+const std::string kTools = "<think>Need the weather.</think>\n\n<tool_call>\n" + kWeatherCall +
+                           "\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+const std::string kBroken = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {oops}\n</tool_call>";
+
+FakeEngineOptions scripted() {
+  FakeEngineOptions e;
+  e.token_delay = std::chrono::milliseconds(0);
+  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"BROKEN", kBroken}};
+  return e;
+}
+
+server::ServerOptions with_parsers(bool tools = true) {
+  server::ServerOptions o;
+  o.reasoning_parser = "qwen3";
+  if (tools) {
+    o.enable_auto_tool_choice = true;
+    o.tool_call_parser = "hermes";
+  }
+  return o;
+}
+
+const json kToolDefs = json::array({{{"type", "function"},
+                                     {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+
+json chat(const std::string& user, json extra = json::object()) {
+  json body = {{"messages", {{{"role", "user"}, {"content", user}}}}, {"max_tokens", 200}};
+  body.update(extra);
+  return body;
+}
+
+// A stream's deltas folded together, per choice.
+struct Streamed {
+  std::string reasoning, reasoning_alias, content, finish;
+  json calls = json::array();
+  int num_chunks = 0;
+};
+
+std::vector<Streamed> run_stream(httplib::Client& cli, json body, int n = 1) {
+  body["stream"] = true;
+  auto r = post_json(cli, "/v1/chat/completions", body);
+  EXPECT_EQ(r->status, 200) << r->body;
+  bool done = false;
+  auto chunks = parse_sse(r->body, &done);
+  EXPECT_TRUE(done);
+  std::vector<Streamed> out(n);
+  for (const auto& c : chunks) {
+    for (const auto& ch : c["choices"]) {
+      Streamed& s = out[ch["index"].get<int>()];
+      const json& d = ch["delta"];
+      ++s.num_chunks;
+      if (d.contains("reasoning_content")) s.reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("reasoning")) s.reasoning_alias += d["reasoning"].get<std::string>();
+      if (d.contains("content")) s.content += d["content"].get<std::string>();
+      for (const auto& call : d.value("tool_calls", json::array())) s.calls.push_back(call);
+      if (!ch["finish_reason"].is_null()) s.finish = ch["finish_reason"];
+      for (const char* key : {"reasoning_content", "content"}) {
+        std::string text = d.value(key, "");
+        EXPECT_EQ(text.find("think>"), std::string::npos) << text;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ChatParsing, ReasoningSplitNonStreamingAndStreaming) {
+  LiveServer srv(with_parsers(false), scripted());
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/chat/completions", chat("THINK"));
+  ASSERT_EQ(r->status, 200) << r->body;
+  json m = json::parse(r->body)["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "Two and two.");
+  EXPECT_EQ(m["reasoning"], "Two and two.");
+  EXPECT_EQ(m["content"], "\n\nThe answer is 4.");
+  EXPECT_EQ(m["tool_calls"], json::array());
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["finish_reason"], "stop");
+
+  auto s = run_stream(cli, chat("THINK"))[0];
+  EXPECT_EQ(s.reasoning, "Two and two.");
+  EXPECT_EQ(s.reasoning_alias, "Two and two.");
+  EXPECT_EQ(s.content, "\n\nThe answer is 4.");
+  EXPECT_EQ(s.finish, "stop");
+
+  // Plain output (no <think>) is all content; a reasoning parser alone leaves tools unparsed.
+  r = post_json(cli, "/v1/chat/completions", chat("hello", {{"max_tokens", 3}}));
+  m = json::parse(r->body)["choices"][0]["message"];
+  EXPECT_TRUE(m["reasoning_content"].is_null());
+  EXPECT_EQ(m["content"].get<std::string>().size(), 3u);
+}
+
+TEST(ChatParsing, ToolCallsNonStreaming) {
+  LiveServer srv(with_parsers(), scripted());
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/chat/completions", chat("WEATHER", {{"tools", kToolDefs}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  json ch = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "tool_calls");
+  EXPECT_EQ(ch["message"]["reasoning_content"], "Need the weather.");
+  EXPECT_TRUE(ch["message"]["content"].is_null());  // only newlines around the blocks
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 2u);
+  json call = ch["message"]["tool_calls"][0];
+  EXPECT_EQ(call["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(ch["message"]["tool_calls"][1]["function"]["name"], "get_time");
+  EXPECT_NE(ch["message"]["tool_calls"][1]["id"], call["id"]);
+}
+
+TEST(ChatParsing, ToolCallsStreamOneDeltaPerCall) {
+  LiveServer srv(with_parsers(), scripted());
+  auto cli = srv.client();
+  auto streams = run_stream(cli, chat("WEATHER", {{"tools", kToolDefs}, {"n", 2}}), 2);
+  for (const auto& s : streams) {
+    EXPECT_EQ(s.finish, "tool_calls");
+    EXPECT_EQ(s.reasoning, "Need the weather.");
+    EXPECT_EQ(s.content, "\n\n\n");
+    ASSERT_EQ(s.calls.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(s.calls[i]["index"], i);
+      EXPECT_EQ(s.calls[i]["type"], "function");
+      EXPECT_EQ(s.calls[i]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+    }
+    EXPECT_EQ(s.calls[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(s.calls[0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+    EXPECT_EQ(s.calls[1]["function"]["arguments"], "{}");
+  }
+}
+
+TEST(ChatParsing, MalformedToolJsonFallsBackToContent) {
+  LiveServer srv(with_parsers(), scripted());
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/chat/completions", chat("BROKEN", {{"tools", kToolDefs}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  json ch = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ch["message"]["content"], kBroken);
+  EXPECT_EQ(ch["message"]["tool_calls"], json::array());
+  EXPECT_EQ(ch["finish_reason"], "stop");
+  auto s = run_stream(cli, chat("BROKEN", {{"tools", kToolDefs}}))[0];
+  EXPECT_EQ(s.content, kBroken);
+  EXPECT_TRUE(s.calls.empty());
+  EXPECT_EQ(s.finish, "stop");
+}
+
+TEST(ChatParsing, ToolChoiceNoneOrNoToolsLeavesTheTextAlone) {
+  LiveServer srv(with_parsers(), scripted());
+  auto cli = srv.client();
+  std::string content = kTools.substr(kTools.find("</think>") + 8);
+  for (json extra : {json{{"tools", kToolDefs}, {"tool_choice", "none"}}, json::object()}) {
+    auto r = post_json(cli, "/v1/chat/completions", chat("WEATHER", extra));
+    ASSERT_EQ(r->status, 200) << r->body;
+    json ch = json::parse(r->body)["choices"][0];
+    EXPECT_EQ(ch["message"]["content"], content);
+    EXPECT_EQ(ch["message"]["tool_calls"], json::array());
+    EXPECT_EQ(ch["finish_reason"], "stop");
+  }
+}
+
+TEST(ChatParsing, ToolChoiceErrors) {
+  LiveServer plain({}, scripted());
+  auto cli = plain.client();
+  auto expect_400 = [&](httplib::Client& c, json body, const std::string& words) {
+    auto r = post_json(c, "/v1/chat/completions", body);
+    ASSERT_EQ(r->status, 400) << body.dump();
+    json e = json::parse(r->body)["error"];
+    EXPECT_EQ(e["type"], "BadRequestError");
+    EXPECT_EQ(e["param"], "tool_choice");
+    EXPECT_NE(e["message"].get<std::string>().find(words), std::string::npos) << e["message"];
+  };
+  // Without --enable-auto-tool-choice: tools (tool_choice defaults to "auto") are refused, as vLLM.
+  expect_400(cli, chat("x", {{"tools", kToolDefs}}), "--enable-auto-tool-choice and --tool-call-parser");
+  expect_400(cli, chat("x", {{"tools", kToolDefs}, {"tool_choice", "auto"}}), "--enable-auto-tool-choice");
+  auto ok = post_json(cli, "/v1/chat/completions", chat("x", {{"tools", kToolDefs}, {"tool_choice", "none"}, {"max_tokens", 2}}));
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  LiveServer srv(with_parsers(), scripted());
+  auto c2 = srv.client();
+  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", "required"}}), "guided decoding");
+  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}}),
+             "guided decoding");
+  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", 1}}), "Invalid value");
+  expect_400(c2, chat("x", {{"tool_choice", "auto"}}), "`tools` must be set");
+  EXPECT_EQ(srv.engine().num_added(), 0u);  // refused before any engine work
+}
+
+TEST(ChatParsing, CompletionsAreNotParsed) {
+  LiveServer srv(with_parsers(), scripted());
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/completions", {{"prompt", "WEATHER"}, {"max_tokens", 200}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], kTools);
+}
