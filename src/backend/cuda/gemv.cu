@@ -1,5 +1,7 @@
 // linear for a handful of rows (decode: N <= 4), bf16/f16, with the fused decode forms of
-// LinearParams. A memory-bound GEMV:
+// LinearParams. Three kernels: the register-resident one-pass kernel for small matrices
+// (gemv_resident.cuh), the bulk-copy streaming kernel for large ones (gemv_stream.cuh), and this
+// file's grid-stride kernel for the shapes neither takes. A memory-bound GEMV:
 //   - matrices up to VIREO_GEMV_PDL_MAX_MB (default 16) are launched as PDL dependents, and each block
 //     pulls (up to 64 KiB of) its weight rows into L2 before the wait: weights never depend on the
 //     previous kernel, so their stream overlaps its tail. Larger ones are ordinary launches: on the
@@ -23,6 +25,7 @@
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/gemv_common.cuh"
 #include "backend/cuda/gemv_resident.cuh"
+#include "backend/cuda/gemv_stream.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -170,7 +173,7 @@ void launch_shape(const GemvArgs& a, cudaStream_t stream) {
   launch_maybe_pdl(a.prefetch_bytes > 0, kernel, dim3(grid), dim3(kThreads), smem, stream, a);
 }
 
-// VIREO_GEMV_RESIDENT=0: always the grid-stride kernel (A/B).
+// VIREO_GEMV_RESIDENT=0: never the register-resident kernel (A/B).
 bool resident_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("VIREO_GEMV_RESIDENT");
@@ -181,12 +184,11 @@ bool resident_enabled() {
 
 template <typename T, int NR>
 void launch_rows(const GemvArgs& a, cudaStream_t stream) {
-  if (resident_enabled()) {
-    int dev = 0, sms = 132;
-    VIREO_CUDA_CHECK(cudaGetDevice(&dev));
-    VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (launch_resident<T, NR>(a, sms, stream)) return;
-  }
+  int dev = 0, sms = 132;
+  VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+  VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  if (resident_enabled() && launch_resident<T, NR>(a, sms, stream)) return;
+  if (launch_stream<T, NR>(a, sms, stream)) return;
   // Two rows per warp when a row is short (K < 256 vectors: fewer than 8 loads per lane), so each
   // lane still has 8 loads in flight.
   if (a.k / Vec<T>::kN < 32 * kLoads) launch_shape<T, NR, 2>(a, stream);
@@ -220,7 +222,9 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   if (p.w.dtype != t || p.out.dtype != t || p.out.numel() != n * m) return false;
   // Past ~64M weights (gate_up 4096x24576) cuBLASLt streamed slightly faster on the H200 (run 4); the
   // fused forms have no library equivalent, so they stay here.
-  if (!norm && !silu && !res && m * k > (int64_t{64} << 20)) return false;
+  // The streaming kernel (gemv_stream.cuh) takes them when it applies.
+  if (!norm && !silu && !res && m * k > (int64_t{64} << 20) && !(stream_enabled() && (k / 8) % 128 == 0))
+    return false;
   if (!p.bias.empty() && (p.bias.dtype != t || p.bias.numel() != m)) return false;
   if (res && (p.residual.dtype != t || p.residual.numel() != n * m)) return false;
   if (norm && (p.input_norm.numel() != k || !is_float_dtype(p.input_norm.dtype))) return false;

@@ -1,0 +1,209 @@
+// Streaming decode GEMV for matrices too large for the register-resident kernel (Qwen3-8B: qkv 48 MB,
+// o_proj 32 MB, gate_up 192 MB, down 96 MB, lm_head). Each warp owns a contiguous run of rows, so its
+// weights are one contiguous byte range, and streams that range through its own ring of shared-memory
+// stages with bulk asynchronous copies (cp.async.bulk, completion counted on an mbarrier per stage).
+// One block of 8 warps per SM keeps stages * 8 * chunk bytes (~128-192 KiB) in flight all the time,
+// where the grid-stride kernel (gemv.cu) alternates "issue 8 loads a lane, wait, FMA": on the H200 its
+// 32-48 MB shapes reached only 57-67% of HBM because each warp's few rows are a chain of round trips.
+// The first `stages` copies of every warp are issued before the PDL wait (weights never depend on the
+// previous kernel); x' is staged after it (gemv_common.cuh), exactly as the other GEMV kernels do.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/gemv_common.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+// How one launch cuts the work: rows split over all warps of the grid (rows_lo each, the first
+// rows_extra warps one more), each warp's range copied in chunks of kCv 16-byte vectors.
+struct StreamPlan {
+  int stages;          // chunks in flight per warp
+  int64_t rows_lo;     // rows per warp (floor)
+  int64_t rows_extra;  // warps [0, rows_extra) take one more row
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Arms the barrier for `bytes` of transfer and issues the copy that completes it. evict_first: the
+// weights are read once per step and should not push the KV cache or activations out of L2.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// Shared memory of one block: x' [NR, K], then the warps' stages, then their barriers.
+template <typename T, int NR, int kCv>
+constexpr size_t stream_smem_bytes(int64_t k, int stages) {
+  return static_cast<size_t>(NR) * k * sizeof(T) + size_t{kWarps} * stages * (kCv * 16 + 8);
+}
+
+// kCv: 16-byte vectors per copy (a multiple of 32 that divides a row: a chunk never spans two rows).
+template <typename T, int NR, int kCv>
+__global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, StreamPlan p) {
+  using V = Vec<T>;
+  constexpr int kN = V::kN;
+  constexpr uint32_t kChunkBytes = kCv * 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t nvec = a.k / kN;
+  const int stages = p.stages;
+  uint4* xs = reinterpret_cast<uint4*>(smem);  // x' [NR, K]
+  uint4* ring = reinterpret_cast<uint4*>(smem + size_t{NR} * nvec * 16) + size_t{warp} * stages * kCv;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + size_t{NR} * nvec * 16 + size_t{kWarps} * stages * kChunkBytes) +
+                   warp * stages;
+
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t row0 = gw * p.rows_lo + (gw < p.rows_extra ? gw : p.rows_extra);
+  const int64_t nrows = p.rows_lo + (gw < p.rows_extra ? 1 : 0);
+  const int64_t per_row = nvec / kCv;
+  const int64_t total = nrows * per_row;                               // chunks of this warp
+  const uint4* src = static_cast<const uint4*>(a.w) + row0 * nvec;  // chunk c: src + c * kCv
+
+  // 1. Independent of the previous kernel: the ring's first fill.
+  uint64_t policy = 0;
+  if (lane == 0) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    for (int s = 0; s < stages; ++s) mbar_init(&bars[s]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // init visible to the copy engine
+    for (int s = 0; s < stages && s < total; ++s) bulk_copy(ring + s * kCv, src + s * kCv, kChunkBytes, &bars[s], policy);
+  }
+  __syncwarp();
+
+  // 2. x, residual and out may belong to the previous kernel.
+  pdl_enter();
+  stage_input<T, NR>(a, xs, nvec);
+
+  // 3. Consume chunk c from stage c % stages (its (c / stages)-th use: parity), refill it with c + stages.
+  const T* bias = static_cast<const T*>(a.bias);
+  const T* res = static_cast<const T*>(a.residual);
+  T* out = static_cast<T*>(a.out);
+  float acc[NR];
+#pragma unroll
+  for (int n = 0; n < NR; ++n) acc[n] = 0.f;
+  int s = 0;
+  uint32_t parity = 0;
+  int64_t col0 = 0, row = row0;  // col0: the chunk's first vector within its row
+  for (int64_t c = 0; c < total; ++c) {
+    mbar_wait(&bars[s], parity);
+    const uint4* st = ring + s * kCv;
+#pragma unroll
+    for (int j = 0; j < kCv / 32; ++j) {
+      V wv;
+      wv.raw = st[lane + 32 * j];
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        V xv;
+        xv.raw = xs[n * nvec + col0 + lane + 32 * j];
+#pragma unroll
+        for (int e = 0; e < kN; ++e) acc[n] += to_f(wv.v[e]) * to_f(xv.v[e]);
+      }
+    }
+    __syncwarp();  // every lane has read stage s
+    if (lane == 0 && c + stages < total) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before the async write
+      bulk_copy(ring + s * kCv, src + (c + stages) * kCv, kChunkBytes, &bars[s], policy);
+    }
+    if (++s == stages) {
+      s = 0;
+      parity ^= 1;
+    }
+    col0 += kCv;
+    if (col0 == nvec) {  // the row is complete: reduce, epilogue (lane n writes (row, n))
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        float v = acc[n];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        acc[n] = 0.f;
+        if (lane == n) {
+          const int64_t idx = n * a.m + row;
+          T y = from_f<T>(v + (bias ? to_f(bias[row]) : 0.f));
+          if (res) y = from_f<T>(to_f(res[idx]) + to_f(y));  // the add op's rounding
+          out[idx] = y;
+        }
+      }
+      col0 = 0;
+      ++row;
+    }
+  }
+}
+
+// VIREO_GEMV_STREAM=0: never the streaming kernel (A/B); VIREO_GEMV_STREAM_PDL=0: launch it without PDL.
+bool stream_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_GEMV_STREAM");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
+
+bool stream_pdl() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_GEMV_STREAM_PDL");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
+
+template <typename T, int NR, int kCv>
+bool launch_stream_cv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+  auto* kernel = gemv_stream_kernel<T, NR, kCv>;
+  // The dynamic shared memory a block may have: the per-block opt-in limit (227 KiB on sm_90) less the
+  // kernel's static shared memory (stage_input's reduction); set once per instantiation.
+  static const size_t max_smem = [kernel] {
+    int dev = 0, optin = 0;
+    VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+    VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    cudaFuncAttributes fa{};
+    VIREO_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+    const size_t bytes = static_cast<size_t>(optin) - fa.sharedSizeBytes;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+          "gemv_stream: cudaFuncSetAttribute");
+    return bytes;
+  }();
+  constexpr int kMaxStages = 8;
+  int stages = kMaxStages;
+  while (stages >= 2 && stream_smem_bytes<T, NR, kCv>(a.k, stages) > max_smem) --stages;
+  if (stages < 2) return false;
+  const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages);
+  const int64_t warps = int64_t{num_sms} * kWarps;
+  StreamPlan p{stages, a.m / warps, a.m % warps};
+  launch_maybe_pdl(stream_pdl(), kernel, dim3(static_cast<unsigned>(num_sms)), dim3(kThreads), smem, stream, a, p);
+  return true;
+}
+
+// The streaming launch for this shape, or false: rows not a multiple of 128 vectors (2 KiB of bf16),
+// or fewer than 2 rows a warp (the resident or grid-stride kernels suit those better).
+template <typename T, int NR>
+bool launch_stream(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+  if (!stream_enabled()) return false;
+  const int64_t nvec = a.k / Vec<T>::kN;
+  if (a.m < int64_t{num_sms} * kWarps * 2) return false;
+  if (nvec % 256 == 0) return launch_stream_cv<T, NR, 256>(a, num_sms, stream);
+  if (nvec % 128 == 0) return launch_stream_cv<T, NR, 128>(a, num_sms, stream);
+  return false;
+}
+
+}  // namespace
+}  // namespace vireo::cuda
