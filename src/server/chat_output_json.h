@@ -1,6 +1,6 @@
 // OpenAI shapes for parsed chat output. Reasoning goes out under both names: vLLM sent
-// `reasoning_content` until 0.10, both from 0.11, and only `reasoning` since early 2026 (its
-// PR #33402); clients read one or the other, so both serve every client.
+// `reasoning_content` until 0.10, both after its PR #27752 (0.11.x), and only `reasoning` after
+// PR #33402 (2026); clients read one or the other, so both serve every client.
 #pragma once
 #include "server/chat_output_parser.h"
 #include "server/json_fields.h"
