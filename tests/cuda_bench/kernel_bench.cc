@@ -100,7 +100,7 @@ class KernelBench : public ::testing::Test {
   }
 
   void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d,
-                 int prefill_m_tiles = 0) {
+                 int prefill_m_tiles = 0, int prefill_wgmma = -1) {
     const int bs = 16, nb_seq = (kv_len + bs - 1) / bs, num_blocks = num_seqs * nb_seq;
     const int t = num_seqs * q_len;
     std::vector<int> qs(num_seqs + 1), lens(num_seqs, kv_len), tables(size_t(num_seqs) * nb_seq);
@@ -129,11 +129,13 @@ class KernelBench : public ::testing::Test {
     cuda::DeviceInfo dev;
     cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
     cuda::AttentionTuning tuning;
-    tuning.prefill_m_tiles = prefill_m_tiles;
+    tuning.prefill_m_tiles = prefill_m_tiles == 0 ? 2 : prefill_m_tiles;
+    tuning.prefill_wgmma = prefill_wgmma;
+    const bool direct = prefill_m_tiles != 0 || prefill_wgmma != -1;  // else through the backend
     Tensor ws = be_->alloc({int64_t{1} << 30}, DType::kU8);  // ample: direct launches plan their own splits
     owned_.push_back(ws);
     auto call = [&](int) {
-      if (prefill_m_tiles == 0) be_->paged_attention(p);
+      if (!direct) be_->paged_attention(p);
       else cuda::launch_paged_attention(p, [&](size_t) { return ws.data; }, dev, stream_, tuning);
     };
     const double us = time_us(call, q_len == 1 ? 15 : 5, q_len == 1 ? 10 : 3);
@@ -184,6 +186,11 @@ TEST_F(KernelBench, C_PrefillAttention) {
   attention("prefill attn 1 x 8k causal, H32/8 D64", 1, 8192, 8192, 32, 8, 64);
   attention("prefill attn 4 x 2k causal, H32/8 D128", 4, 2048, 2048, 32, 8, 128);
   attention("chunk attn 512 rows on 8k ctx, H32/8 D128", 1, 512, 8192, 32, 8, 128);
+  // The wgmma prefill kernel (attention_wgmma.cuh) on the same shapes, next to the mma.sync default.
+  attention("prefill attn 1 x 8k causal, H32/8 D128 wgmma", 1, 8192, 8192, 32, 8, 128, 0, 1);
+  attention("prefill attn 1 x 8k causal, H32/8 D64 wgmma", 1, 8192, 8192, 32, 8, 64, 0, 1);
+  attention("prefill attn 4 x 2k causal, H32/8 D128 wgmma", 4, 2048, 2048, 32, 8, 128, 0, 1);
+  attention("chunk attn 512 rows on 8k ctx, wgmma", 1, 512, 8192, 32, 8, 128, 0, 1);
 }
 
 TEST_F(KernelBench, D_Gemm) {

@@ -23,6 +23,7 @@
 #include "backend/cuda/attention_mma_common.cuh"
 #include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_prefill_wide.cuh"
+#include "backend/cuda/attention_wgmma.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -463,7 +464,9 @@ int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap
 template <typename T, int D>
 void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& workspace, const DeviceInfo& dev,
                   const AttentionTuning& tuning, cudaStream_t stream) {
-  const bool wide = tuning.prefill_m_tiles == 2;
+  // wgmma prefill (attention_wgmma.cuh): opt-in until measured; 128 rows a block like the wide shape.
+  const bool wgmma = prefill_wgmma_wanted(tuning.prefill_wgmma);
+  const bool wide = wgmma || tuning.prefill_m_tiles == 2;
   const int prefill_rows = wide ? 128 : 64;
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * D);
   const int g = a.group;
@@ -484,7 +487,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     dec_splits = choose_splits(sh, dec_slots, max_kv, dec_min_keys, kMaxDecodeSplits);
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
-    const int per_sm = wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
+    const int per_sm = wgmma ? wgmma_blocks_per_sm<T, D>() : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
     pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * per_sm, max_kv, 512, 128);
     while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
   }
@@ -508,7 +511,9 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
-    if (wide) {
+    if (wgmma) {
+      launch_prefill_wgmma<T, D>(a, grid, stream);
+    } else if (wide) {
       wide_blocks_per_sm<T, D>();  // sets the shared-memory attribute
       launch_pdl(attention_prefill_wide_kernel<T, D>, grid, dim3(kThreads), wide_smem_bytes<T, D>(), stream, a);
       check_launch("paged_attention prefill");

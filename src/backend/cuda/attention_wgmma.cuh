@@ -1,0 +1,347 @@
+// Prefill shape of the paged attention on Hopper warpgroup MMA (wgmma, sm_90a); opt-in (launched by
+// attention_mma.cu when AttentionTuning::prefill_wgmma or VIREO_ATTN_WGMMA=1 asks for it).
+//
+// Block: 128 query rows (GQA-packed (token, head-in-group) rows of one sequence and one KV head, the
+// rows of the 128-row mma.sync shape) = 2 warpgroups of 64 rows, 256 threads, one block per SM (the
+// registers decide). Every thread also gathers K/V pages with cp.async; no producer warp yet.
+//   Shared memory (1024-byte aligned, 128B-swizzled panels, wgmma_common.cuh):
+//     Q [128 rows, D], loaded once; K and V: kWgStages buffers each of [64 keys, D].
+//   Per 64-key tile j, per warpgroup (FA3's intra-warpgroup overlap, without warp specialisation):
+//     S_j = Q K_j^T      wgmma m64n64k16, A = Q and B = K from shared memory, both K-major;
+//     O += P_{j-1} V_{j-1}  wgmma m64nDk16, A = P in registers (the accumulator layout of S is the
+//                        A-fragment layout), B = V from shared memory MN-major (transpose bit): V's
+//                        [key, d] rows are stored exactly as K's, no transpose pass;
+//     the softmax of S_j (mask, max, exp2, row sums) runs while the tensor cores do P_{j-1} V_{j-1};
+//     then O is rescaled by the new max and S_j becomes P_j (bf16/f16 A fragments).
+//   K/V pipeline: cp.async group g = {K_g, V_{g-1}} (V one tile behind K: iteration j reads K_j and
+//     V_{j-1}), kWgStages buffers each; group j + kWgStages - 1 is issued right after the barrier
+//     that opens iteration j, into the buffers iteration j - 1 released.
+// Masking, split handling (ws_o / ws_ml), epilogue rounding and the heaviest-rows-first order are
+// the mma.sync prefill kernel's (attention_prefill_wide.cuh).
+#pragma once
+#include <cstdlib>
+
+#include "backend/cuda/attention_mma_common.cuh"
+#include "backend/cuda/wgmma_common.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kWgRows = 64;                     // rows per warpgroup: wgmma's M
+constexpr int kWgGroups = 2;                    // consumer warpgroups per block
+constexpr int kWgBM = kWgRows * kWgGroups;      // 128 rows per block
+constexpr int kWgThreads = 128 * kWgGroups;
+constexpr int kWgBN = 64;                       // keys per K/V tile: the S wgmma's N
+constexpr int kWgStages = 3;                    // K buffers (and V buffers): two tiles in flight
+
+// Shared-memory byte offsets from the 1024-aligned base. A panel is 64 columns (128 bytes) wide.
+template <int D>
+struct WgSmem {
+  static constexpr uint32_t kQPanel = kWgBM * 128;     // one panel of Q: [128 rows][128 B]
+  static constexpr uint32_t kTilePanel = kWgBN * 128;  // one panel of a K or V tile: [64 keys][128 B]
+  static constexpr uint32_t kTile = (D / 64) * kTilePanel;
+  static constexpr uint32_t kK = (D / 64) * kQPanel;   // Q at 0, then the K buffers, then V
+  static constexpr uint32_t kV = kK + kWgStages * kTile;
+  static constexpr uint32_t kBytes = kV + kWgStages * kTile;
+  static constexpr size_t kLaunchBytes = kBytes + 1024;  // slack to align the dynamic base
+};
+
+__device__ __forceinline__ void cp_async16_s(uint32_t smem_addr, const void* gmem, bool valid) {
+  const int sz = valid ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(sz));
+}
+
+// Gathers keys [kt0, kt0 + kWgBN) of KV head hk from the paged cache (K or V: `cache`) into the
+// swizzled tile at smem byte address dst; keys >= kend are zero-filled (so P = 0 never meets stale
+// NaN/Inf bytes in V). All kWgThreads threads take part, 16 bytes per cp.async.
+template <typename T, int D>
+__device__ __forceinline__ void wg_load_tile(const MmaArgs& a, const T* cache, const int* table, int hk, int kt0,
+                                             int kend, uint32_t dst) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per key row
+  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+#pragma unroll
+  for (int i = 0; i < kWgBN * kChunks / kWgThreads; ++i) {
+    const int c = threadIdx.x + i * kWgThreads;
+    const int r = c / kChunks, ch = c % kChunks;
+    const int key = kt0 + r;
+    const bool valid = key < kend;
+    int64_t off = 0;
+    if (valid) {
+      const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+      off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + ch * 8;
+    }
+    cp_async16_s(dst + (ch / 8) * WgSmem<D>::kTilePanel + swz128(r, ch % 8), cache + off, valid);
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (N == 64) wgmma_ss_n64<T>(d, da, db, scale_d);
+  else wgmma_ss_n128<T>(d, da, db, scale_d);
+}
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_rs_trans_b(float (&d)[N / 8][4], const unsigned (&a)[4], uint64_t db) {
+  if constexpr (N == 64) wgmma_rs_n64<T, 1>(d, a, db, 1);
+  else wgmma_rs_n128<T, 1>(d, a, db, 1);
+}
+
+// online_softmax_step (attention_mma_common.cuh) without the O rescale, which must wait until the
+// in-flight P V wgmma has finished with O: returns the rescale factors in corr.
+template <int kNT>
+__device__ __forceinline__ void wg_softmax(float (&s)[kNT][4], float (&m)[2], float (&l)[2], float (&mx)[2],
+                                           float (&corr)[2], float scale_log2) {
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * scale_log2;
+    mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
+    mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
+    const float m_new = fmaxf(m[ri], mx[ri]);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, no NaN
+    corr[ri] = exp2f(m[ri] - m_use);
+    m[ri] = m_new;
+    mx[ri] = m_use;
+    l[ri] *= corr[ri];
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float p = fast_exp2(fmaf(s[nt][e], scale_log2, -mx[e / 2]));
+      s[nt][e] = p;
+      l[e / 2] += p;
+    }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kWgThreads, 1) attention_prefill_wgmma_kernel(MmaArgs a) {
+  using L = WgSmem<D>;
+  constexpr int kNT = kWgBN / 8;  // S accumulator groups of 8 keys
+  constexpr int kKS = kWgBN / 16; // k16 steps of P V
+  constexpr int kDT = D / 8;      // O accumulator groups of 8 columns
+  extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
+  const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(wg_smem_raw)) + 1023u) & ~1023u;
+  pdl_enter();  // before any read of q / the cache and any return
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, tq = lane % 4;
+  const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
+  const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
+  const int rows = q_len * a.group;
+  if (q_len <= 0 || rows <= 16) return;
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kWgBM;  // heaviest (last) rows first
+  if (row0 >= rows) return;
+  const int split_len = split_len_for(kv_len, a.split_len_prefill, a.splits_prefill);
+  const int nsplit = (kv_len + split_len - 1) / split_len;
+  if (static_cast<int>(blockIdx.z) >= nsplit) return;
+  const int kstart = blockIdx.z * split_len;
+  const int last_tok = (min(rows, row0 + kWgBM) - 1) / a.group;
+  const int kend = min(min(kv_len, kstart + split_len), kv_len - q_len + last_tok + 1);
+  const int ntiles = kend > kstart ? (kend - kstart + kWgBN - 1) / kWgBN : 0;
+  const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+
+  // Q [128 rows, D] -> swizzled panels, zero rows past the sequence; lands with cp.async group 0.
+  {
+    constexpr int kChunks = D / 8;
+    const T* q = static_cast<const T*>(a.q);
+    for (int c = threadIdx.x; c < kWgBM * kChunks; c += kWgThreads) {
+      const int r = c / kChunks, ch = c % kChunks, rr = row0 + r;
+      const bool ok = rr < rows;
+      int64_t off = 0;
+      if (ok) off = (static_cast<int64_t>(q0 + rr / a.group) * a.num_heads + hk * a.group + rr % a.group) * D + ch * 8;
+      cp_async16_s(base + (ch / 8) * L::kQPanel + swz128(r, ch % 8), q + off, ok);
+    }
+  }
+  // Group g: K tile g into K buffer g % S, V tile g - 1 into V buffer (g - 1) % S (each if it exists).
+  auto issue_group = [&](int grp) {
+    if (grp < ntiles) wg_load_tile<T, D>(a, kc, table, hk, kstart + grp * kWgBN, kend, base + L::kK + (grp % kWgStages) * L::kTile);
+    if (grp >= 1 && grp - 1 < ntiles)
+      wg_load_tile<T, D>(a, vc, table, hk, kstart + (grp - 1) * kWgBN, kend, base + L::kV + ((grp - 1) % kWgStages) * L::kTile);
+  };
+#pragma unroll
+  for (int st = 0; st < kWgStages - 1; ++st) {
+    issue_group(st);
+    cp_async_commit();  // one group per step, empty past the end: uniform wait counts
+  }
+
+  // This lane's two rows: wr0 + g and wr0 + g + 8 (warp `warp` of warpgroup `wg` owns 16 rows).
+  const int wr0 = row0 + wg * kWgRows + warp * 16;
+  int tok[2], pos[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = wr0 + g + 8 * i;
+    tok[i] = r < rows ? r / a.group : -1;
+    pos[i] = r < rows ? kv_len - q_len + tok[i] : -1;  // -1: every key masked
+  }
+  const bool warp_rows_full = wr0 + 15 < rows;
+  const int warp_min_pos = kv_len - q_len + wr0 / a.group;
+  const uint32_t q_addr = base + wg * kWgRows * 128;  // this warpgroup's 64 rows of Q panel 0 (8 KiB aligned)
+
+  float o[kDT][4], sc[kNT][4];
+#pragma unroll
+  for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kNT; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+  unsigned pf[kKS][4];  // P of the previous tile as A fragments
+#pragma unroll
+  for (int i = 0; i < kKS; ++i) pf[i][0] = pf[i][1] = pf[i][2] = pf[i][3] = 0u;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's partial row sums
+
+  // Step j opens with tile group j in shared memory (K_j, V_{j-1}) and the next one issued.
+  auto open_step = [&](int j) {
+    cp_async_wait<kWgStages - 2>();  // group j landed (this thread's copies; Q came with group 0) ...
+    fence_proxy_async_smem();        // ... visible to wgmma's async proxy ...
+    __syncthreads();                 // ... and everyone's; both warpgroups are done with step j - 1
+    issue_group(j + kWgStages - 1);  // into the buffers step j - 1 read
+    cp_async_commit();
+  };
+  // S_j = Q K_j^T (one wgmma group).
+  auto issue_s = [&](int j) {
+    const uint32_t kb = base + L::kK + (j % kWgStages) * L::kTile;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk % 4) * 32u;  // k16 step within the panel
+      const uint64_t da = wgmma_desc(q_addr + (kk / 4) * L::kQPanel + off, 16, 1024);
+      const uint64_t db = wgmma_desc(kb + (kk / 4) * L::kTilePanel + off, 16, 1024);
+      wgmma_ss<T, kWgBN>(sc, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  // O += P_{j-1} V_{j-1} (one wgmma group).
+  auto issue_pv = [&](int j) {
+    const uint32_t vb = base + L::kV + ((j - 1) % kWgStages) * L::kTile;
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks)
+      wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc(vb + ks * 16 * 128, L::kTilePanel, 1024));
+    wgmma_commit();
+  };
+  // Mask and online softmax of S_j (landed: the caller waited); corr: O's rescale factors.
+  auto softmax_s = [&](int j, float (&corr)[2]) {
+    reg_fence(sc);
+    const int kbase = kstart + j * kWgBN;
+    const bool full = warp_rows_full && kbase + kWgBN - 1 <= warp_min_pos && kbase + kWgBN <= kend;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ri = e / 2;
+        float v = sc[nt][e];
+        if (!full) {
+          const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+          v = (key < kend && key <= pos[ri]) ? v : -INFINITY;
+          sc[nt][e] = v;
+        }
+        mx[ri] = fmaxf(mx[ri], v);
+      }
+    wg_softmax<kNT>(sc, m, l, mx, corr, a.scale_log2);
+  };
+  // P_j -> A fragments (the S accumulator layout is the A-fragment layout, rounded as the mma.sync kernels).
+  auto make_p = [&]() {
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks) {
+      pf[ks][0] = pack2<T>(sc[2 * ks][0], sc[2 * ks][1]);
+      pf[ks][1] = pack2<T>(sc[2 * ks][2], sc[2 * ks][3]);
+      pf[ks][2] = pack2<T>(sc[2 * ks + 1][0], sc[2 * ks + 1][1]);
+      pf[ks][3] = pack2<T>(sc[2 * ks + 1][2], sc[2 * ks + 1][3]);
+    }
+  };
+
+  // No wgmma sits under a data-dependent branch (ptxas would serialise them): prologue (S_0),
+  // steady steps (S_j with P_{j-1} V_{j-1}), drain (P V of the last tile). Warpgroups whose rows are
+  // all past the sequence compute on zero Q rows and write nothing.
+  if (ntiles > 0) {
+    float corr[2];
+    open_step(0);
+    wgmma_fence();
+    issue_s(0);
+    wgmma_wait<0>();
+    softmax_s(0, corr);  // O is still zero: no rescale
+    make_p();
+    for (int j = 1; j < ntiles; ++j) {
+      open_step(j);
+      wgmma_fence();   // P fragments, O and S were last touched by ordinary instructions
+      issue_s(j);
+      issue_pv(j);
+      wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run under the softmax
+      softmax_s(j, corr);
+      wgmma_wait<0>();
+      reg_fence(o);
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        o[dt][0] *= corr[0];
+        o[dt][1] *= corr[0];
+        o[dt][2] *= corr[1];
+        o[dt][3] *= corr[1];
+      }
+      make_p();
+    }
+    open_step(ntiles);
+    wgmma_fence();
+    issue_pv(ntiles);
+    wgmma_wait<0>();
+    reg_fence(o);
+  }
+  cp_async_wait<0>();  // nothing left in flight at exit (ntiles == 0 leaves Q's copies otherwise)
+
+  const int split = blockIdx.z;
+  const bool direct = nsplit == 1;
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    float ll = l[ri];
+    ll += __shfl_xor_sync(0xffffffffu, ll, 1);
+    ll += __shfl_xor_sync(0xffffffffu, ll, 2);
+    if (tok[ri] < 0) continue;
+    const int r = wr0 + g + 8 * ri;
+    const int64_t th = static_cast<int64_t>(q0 + tok[ri]) * a.num_heads + hk * a.group + r % a.group;
+    const float inv = ll > 0.f ? 1.f / ll : 0.f;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      const int col = dt * 8 + 2 * tq;
+      const float o0 = o[dt][2 * ri], o1 = o[dt][2 * ri + 1];
+      if (direct) {
+        *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
+      } else {
+        *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + split) * D + col) = make_float2(o0, o1);
+      }
+    }
+    if (!direct && tq == 0) a.ws_ml[th * a.max_splits + split] = make_float2(m[ri], ll);
+  }
+}
+
+// Host side (attention_mma.cu's launch_typed).
+
+// Whether the prefill launch takes the wgmma kernel: tuning 1 / 0, or -1: VIREO_ATTN_WGMMA=1 (read once).
+inline bool prefill_wgmma_wanted(int tuning) {
+  static const bool env = [] {
+    const char* e = std::getenv("VIREO_ATTN_WGMMA");
+    return e != nullptr && e[0] == '1';
+  }();
+  return tuning < 0 ? env : tuning == 1;
+}
+
+template <typename T, int D>
+int wgmma_blocks_per_sm() {
+  static const int n = [] {
+    constexpr size_t smem = WgSmem<D>::kLaunchBytes;
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wgmma_kernel<T, D>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int b = 0;
+    VIREO_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_prefill_wgmma_kernel<T, D>, kWgThreads, smem));
+    return b < 1 ? 1 : b;
+  }();
+  return n;
+}
+
+// grid: (row tiles of kWgBM rows, seqs * kv heads, prefill splits), as the mma.sync prefill shapes.
+template <typename T, int D>
+void launch_prefill_wgmma(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
+  wgmma_blocks_per_sm<T, D>();  // sets the shared-memory attribute
+  launch_pdl(attention_prefill_wgmma_kernel<T, D>, grid, dim3(kWgThreads), WgSmem<D>::kLaunchBytes, stream, a);
+  check_launch("paged_attention prefill wgmma");
+}
+
+}  // namespace
+}  // namespace vireo::cuda
