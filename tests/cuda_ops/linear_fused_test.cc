@@ -120,12 +120,13 @@ TEST_F(FusedLinearTest, ResidentGemvShapes) {
   shape(1024, 4096, {1, 4}, true);
 }
 
-// The bulk-copy streaming kernel (gemv_stream.cuh): >= 2 rows a warp over the grid, rows of 128 or
-// 256 16-byte vectors a chunk; M not a multiple of the warp count (uneven row runs), K = 3072 (128-vector
-// chunks, 3 a row), x' large enough (K 12288, N 4) to cut the ring to fewer stages.
+// The bulk-copy streaming kernel (gemv_stream.cuh): >= 2 rows a warp over the grid, rows of >= 2048
+// elements in chunks of 64, 128 or 256 16-byte vectors; M not a multiple of the warp count (uneven row
+// runs), K = 3072 (128-vector chunks, 3 a row), K = 3584 (64-vector chunks, 7 a row), x' large enough
+// (K 12288, N 4) to cut the ring to fewer stages.
 TEST_F(FusedLinearTest, StreamGemvShapes) {
   use_dtype(DType::kBF16);
-  for (auto [m, k] : std::vector<std::pair<int, int>>{{2113, 3072}, {4099, 2048}, {2200, 12288}, {12289, 1024}})
+  for (auto [m, k] : std::vector<std::pair<int, int>>{{2113, 3072}, {4099, 2048}, {2200, 12288}, {2500, 3584}})
     shape(k, m, {1, 2, 3, 4}, true);
   use_dtype(DType::kF16);
   shape(4096, 3000, {1, 3}, true);

@@ -223,8 +223,7 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   // Past ~64M weights (gate_up 4096x24576) cuBLASLt streamed slightly faster on the H200 (run 4); the
   // fused forms have no library equivalent, so they stay here.
   // The streaming kernel (gemv_stream.cuh) takes them when it applies.
-  if (!norm && !silu && !res && m * k > (int64_t{64} << 20) && !(stream_enabled() && (k / 8) % 128 == 0))
-    return false;
+  if (!norm && !silu && !res && m * k > (int64_t{64} << 20) && !stream_applies(m, k, 132)) return false;
   if (!p.bias.empty() && (p.bias.dtype != t || p.bias.numel() != m)) return false;
   if (res && (p.residual.dtype != t || p.residual.numel() != n * m)) return false;
   if (norm && (p.input_norm.numel() != k || !is_float_dtype(p.input_norm.dtype))) return false;

@@ -39,38 +39,67 @@ __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
   }
 }
 
-// Stages x' [NR, K] into xs (16-byte vectors). Ends with __syncthreads().
+// Stages x' [NR, K] into xs (16-byte vectors). Ends with __syncthreads(). Every thread issues its
+// global loads in batches of kStageBatch before using any of them: x was just written by the previous
+// kernel (an L2 round trip each), and the SiLU form of the 8B down projection has 6 pairs a thread,
+// which done one after the other cost ~4 us after the PDL wait.
+constexpr int kStageBatch = 8;
+
 template <typename T, int NR>
 __device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_t nvec) {
   using V = Vec<T>;
   constexpr int kN = V::kN;
   const uint4* x = static_cast<const uint4*>(a.x);
+  const int64_t total = NR * nvec;
   if (a.prologue == kSiluMul) {
     // x row n: [2K] = gate then up; as silu_and_mul_kernel: g / (1 + e^-g) * u in fp32, rounded.
-    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) {
-      const int64_t n = i / nvec, c = i - n * nvec;
-      V g, u, o;
-      g.raw = x[n * 2 * nvec + c];
-      u.raw = x[n * 2 * nvec + nvec + c];
+    for (int64_t i0 = threadIdx.x; i0 < total; i0 += int64_t{kThreads} * kStageBatch) {
+      V g[kStageBatch], u[kStageBatch];
 #pragma unroll
-      for (int e = 0; e < kN; ++e) {
-        const float gf = to_f(g.v[e]);
-        o.v[e] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(u.v[e]));
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int64_t i = i0 + int64_t{b} * kThreads, n = i / nvec, c = i - n * nvec;
+        if (i < total) {
+          g[b].raw = x[n * 2 * nvec + c];
+          u[b].raw = x[n * 2 * nvec + nvec + c];
+        }
       }
-      xs[i] = o.raw;
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int64_t i = i0 + int64_t{b} * kThreads;
+        if (i >= total) break;
+        V o;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) {
+          const float gf = to_f(g[b].v[e]);
+          o.v[e] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(u[b].v[e]));
+        }
+        xs[i] = o.raw;
+      }
     }
   } else if (a.prologue == kNorm) {
     __shared__ float red[kWarps][NR];
     float ss[NR];
 #pragma unroll
-    for (int n = 0; n < NR; ++n) {
-      ss[n] = 0.f;
-      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
-        V v;
-        v.raw = x[n * nvec + c];
-        xs[n * nvec + c] = v.raw;
+    for (int n = 0; n < NR; ++n) ss[n] = 0.f;
+    for (int64_t i0 = threadIdx.x; i0 < total; i0 += int64_t{kThreads} * kStageBatch) {
+      V v[kStageBatch];
 #pragma unroll
-        for (int e = 0; e < kN; ++e) ss[n] += to_f(v.v[e]) * to_f(v.v[e]);
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int64_t i = i0 + int64_t{b} * kThreads;
+        if (i < total) v[b].raw = x[i];
+      }
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int64_t i = i0 + int64_t{b} * kThreads;
+        if (i >= total) break;
+        xs[i] = v[b].raw;
+        float part = 0.f;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) part += to_f(v[b].v[e]) * to_f(v[b].v[e]);
+        const int n = static_cast<int>(i / nvec);
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+          if (r == n) ss[r] += part;
       }
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -89,24 +118,39 @@ __device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_
       inv[n] = rsqrtf(s / static_cast<float>(a.k) + a.eps);  // as rms_norm_kernel
     }
     // Each thread rescales the vectors it staged itself: no barrier needed before this pass.
+    for (int64_t i = threadIdx.x; i < total; i += kThreads) {
+      const int64_t n = i / nvec, c = i - n * nvec;
+      float sc = 0.f;
 #pragma unroll
-    for (int n = 0; n < NR; ++n)
-      for (int64_t c = threadIdx.x; c < nvec; c += kThreads) {
-        V v;
-        v.raw = xs[n * nvec + c];
-        if (a.norm_vec) {
-          V g;
-          g.raw = static_cast<const uint4*>(a.norm_w)[c];
+      for (int r = 0; r < NR; ++r)
+        if (r == n) sc = inv[r];
+      V v;
+      v.raw = xs[i];
+      if (a.norm_vec) {
+        V g;
+        g.raw = static_cast<const uint4*>(a.norm_w)[c];
 #pragma unroll
-          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * to_f(g.v[e]));
-        } else {
+        for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * sc * to_f(g.v[e]));
+      } else {
 #pragma unroll
-          for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv[n] * load_any(a.norm_w, a.norm_dt, c * kN + e));
-        }
-        xs[n * nvec + c] = v.raw;
+        for (int e = 0; e < kN; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * sc * load_any(a.norm_w, a.norm_dt, c * kN + e));
       }
+      xs[i] = v.raw;
+    }
   } else {
-    for (int64_t i = threadIdx.x; i < NR * nvec; i += kThreads) xs[i] = x[i];
+    for (int64_t i0 = threadIdx.x; i0 < total; i0 += int64_t{kThreads} * kStageBatch) {
+      uint4 v[kStageBatch];
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int64_t i = i0 + int64_t{b} * kThreads;
+        if (i < total) v[b] = x[i];
+      }
+#pragma unroll
+      for (int b = 0; b < kStageBatch; ++b) {
+        const int64_t i = i0 + int64_t{b} * kThreads;
+        if (i < total) xs[i] = v[b];
+      }
+    }
   }
   __syncthreads();
 }

@@ -34,14 +34,30 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
     for (int u = 0; u < kVpl; ++u) wv[r][u] = ok ? __ldcs(w + (row0 + r) * nvec + lane + 32 * u) : make_uint4(0, 0, 0, 0);
   }
 
-  // 2. x, residual and out may belong to the previous kernel.
-  pdl_enter();
-  stage_input<T, NR>(a, xs, nvec);
-
-  // 3. Dot products, warp reductions, epilogue (lane (r * NR + n) % 32 writes (row0 + r, n)).
+  // 2. x, residual and out may belong to the previous kernel. Each writer lane loads its residuals
+  // (and biases) now, so the epilogue after the short FMA pass does not wait on global loads.
   const T* bias = static_cast<const T*>(a.bias);
   const T* res = static_cast<const T*>(a.residual);
   T* out = static_cast<T*>(a.out);
+  float pre_b[kMaxRows][NR], pre_r[kMaxRows][NR];
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r)
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      const bool mine = r < rows_per_warp && row0 + r < m && lane == (r * NR + n) % 32;
+      pre_b[r][n] = mine && bias ? to_f(bias[row0 + r]) : 0.f;
+    }
+  pdl_enter();
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r)
+#pragma unroll
+    for (int n = 0; n < NR; ++n) {
+      const bool mine = r < rows_per_warp && row0 + r < m && lane == (r * NR + n) % 32;
+      pre_r[r][n] = mine && res ? to_f(res[n * m + row0 + r]) : 0.f;
+    }
+  stage_input<T, NR>(a, xs, nvec);
+
+  // 3. Dot products, warp reductions, epilogue (lane (r * NR + n) % 32 writes (row0 + r, n)).
 #pragma unroll
   for (int r = 0; r < kMaxRows; ++r) {
     if (r >= rows_per_warp) break;  // warp-uniform
@@ -67,8 +83,8 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
       if (row < m && lane == (r * NR + n) % 32) {
         const int64_t idx = n * m + row;
-        T y = from_f<T>(v + (bias ? to_f(bias[row]) : 0.f));
-        if (res) y = from_f<T>(to_f(res[idx]) + to_f(y));  // the add op's rounding
+        T y = from_f<T>(v + pre_b[r][n]);
+        if (res) y = from_f<T>(pre_r[r][n] + to_f(y));  // the add op's rounding
         out[idx] = y;
       }
     }

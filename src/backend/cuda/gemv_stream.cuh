@@ -8,7 +8,9 @@
 // The first `stages` copies of every warp are issued before the PDL wait (weights never depend on the
 // previous kernel); x' is staged after it (gemv_common.cuh), exactly as the other GEMV kernels do.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/gemv_common.cuh"
 
@@ -59,7 +61,7 @@ constexpr size_t stream_smem_bytes(int64_t k, int stages) {
   return static_cast<size_t>(NR) * k * sizeof(T) + size_t{kWarps} * stages * (kCv * 16 + 8);
 }
 
-// kCv: 16-byte vectors per copy (a multiple of 32 that divides a row: a chunk never spans two rows).
+// kCv: 16-byte vectors per copy (64, 128 or 256, dividing a row: a chunk never spans two rows).
 template <typename T, int NR, int kCv>
 __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, StreamPlan p) {
   using V = Vec<T>;
@@ -91,14 +93,22 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   }
   __syncwarp();
 
-  // 2. x, residual and out may belong to the previous kernel.
-  pdl_enter();
-  stage_input<T, NR>(a, xs, nvec);
-
-  // 3. Consume chunk c from stage c % stages (its (c / stages)-th use: parity), refill it with c + stages.
+  // Lane j holds the bias and (after the wait) the residuals of the warp's row j < 32, so the epilogue
+  // of a row does not start with a dependent global load.
   const T* bias = static_cast<const T*>(a.bias);
   const T* res = static_cast<const T*>(a.residual);
   T* out = static_cast<T*>(a.out);
+  const bool lane_row = lane < nrows;
+  const float lane_bias = bias && lane_row ? to_f(bias[row0 + lane]) : 0.f;
+
+  // 2. x, residual and out may belong to the previous kernel.
+  pdl_enter();
+  float lane_res[NR];
+#pragma unroll
+  for (int n = 0; n < NR; ++n) lane_res[n] = res && lane_row ? to_f(res[n * a.m + row0 + lane]) : 0.f;
+  stage_input<T, NR>(a, xs, nvec);
+
+  // 3. Consume chunk c from stage c % stages (its (c / stages)-th use: parity), refill it with c + stages.
   float acc[NR];
 #pragma unroll
   for (int n = 0; n < NR; ++n) acc[n] = 0.f;
@@ -131,15 +141,18 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
     }
     col0 += kCv;
     if (col0 == nvec) {  // the row is complete: reduce, epilogue (lane n writes (row, n))
+      const int j = static_cast<int>(row - row0);  // warp-uniform
+      const float b = j < 32 ? __shfl_sync(0xffffffffu, lane_bias, j) : (bias ? to_f(bias[row]) : 0.f);
 #pragma unroll
       for (int n = 0; n < NR; ++n) {
         float v = acc[n];
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         acc[n] = 0.f;
+        const int64_t idx = n * a.m + row;
+        const float r = j < 32 ? __shfl_sync(0xffffffffu, lane_res[n], j) : (res && lane == n ? to_f(res[idx]) : 0.f);
         if (lane == n) {
-          const int64_t idx = n * a.m + row;
-          T y = from_f<T>(v + (bias ? to_f(bias[row]) : 0.f));
-          if (res) y = from_f<T>(to_f(res[idx]) + to_f(y));  // the add op's rounding
+          T y = from_f<T>(v + b);
+          if (res) y = from_f<T>(r + to_f(y));  // the add op's rounding
           out[idx] = y;
         }
       }
@@ -156,6 +169,17 @@ bool stream_enabled() {
     return e == nullptr || e[0] != '0';
   }();
   return on;
+}
+
+// VIREO_GEMV_STREAM_KB: cap on a block's shared memory (KiB; default: the device limit). A block
+// under half an SM's shared memory can share the SM with the next streaming kernel's block, which
+// then fills its ring while this one drains.
+size_t stream_cap_bytes() {
+  static const size_t v = [] {
+    const char* e = std::getenv("VIREO_GEMV_STREAM_KB");
+    return e ? static_cast<size_t>(std::atoi(e)) << 10 : size_t{0};
+  }();
+  return v;
 }
 
 bool stream_pdl() {
@@ -182,9 +206,11 @@ bool launch_stream_cv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
           "gemv_stream: cudaFuncSetAttribute");
     return bytes;
   }();
-  constexpr int kMaxStages = 8;
+  // ~24 KiB in flight a warp (~192 KiB an SM) where shared memory allows: 6 stages of 4 KiB, 12 of 2 KiB.
+  constexpr int kMaxStages = (24 << 10) / (kCv * 16);
+  const size_t limit = stream_cap_bytes() > 0 ? std::min(stream_cap_bytes(), max_smem) : max_smem;
   int stages = kMaxStages;
-  while (stages >= 2 && stream_smem_bytes<T, NR, kCv>(a.k, stages) > max_smem) --stages;
+  while (stages >= 2 && stream_smem_bytes<T, NR, kCv>(a.k, stages) > limit) --stages;
   if (stages < 2) return false;
   const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages);
   const int64_t warps = int64_t{num_sms} * kWarps;
@@ -193,16 +219,24 @@ bool launch_stream_cv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   return true;
 }
 
-// The streaming launch for this shape, or false: rows not a multiple of 128 vectors (2 KiB of bf16),
-// or fewer than 2 rows a warp (the resident or grid-stride kernels suit those better).
+// Whether the streaming kernel takes [M, K] weights of 16-bit T: rows of at least 4 KiB made of whole
+// 1 KiB chunks (K = 2048, 3072, 3584, 4096, 12288, 14336, ...), and at least 2 rows a warp. Shorter rows
+// (Qwen3-0.6B's lm_head, K = 1024) measured no better here than in the grid-stride kernel (H200: 73-77
+// us either way over two calls).
+bool stream_applies(int64_t m, int64_t k, int num_sms) {
+  const int64_t nvec = k / 8;
+  return stream_enabled() && nvec >= 256 && nvec % 64 == 0 && m >= int64_t{num_sms} * kWarps * 2;
+}
+
+// The streaming launch for this shape, or false (see stream_applies).
 template <typename T, int NR>
 bool launch_stream(const GemvArgs& a, int num_sms, cudaStream_t stream) {
-  if (!stream_enabled()) return false;
+  static_assert(sizeof(T) == 2, "16-bit weights only");
+  if (!stream_applies(a.m, a.k, num_sms)) return false;
   const int64_t nvec = a.k / Vec<T>::kN;
-  if (a.m < int64_t{num_sms} * kWarps * 2) return false;
   if (nvec % 256 == 0) return launch_stream_cv<T, NR, 256>(a, num_sms, stream);
   if (nvec % 128 == 0) return launch_stream_cv<T, NR, 128>(a, num_sms, stream);
-  return false;
+  return launch_stream_cv<T, NR, 64>(a, num_sms, stream);
 }
 
 }  // namespace
