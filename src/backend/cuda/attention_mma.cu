@@ -488,7 +488,10 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
     const int per_sm = wgmma ? wgmma_blocks_per_sm<T, D>() : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
-    pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * per_sm, max_kv, 512, 128);
+    // wgmma: one block per SM; a grid that fills the chip is not split (the waves model ignores that
+    // causal row tiles differ in length; splits there only add partial traffic and the merge).
+    if (!wgmma || int64_t{row_tiles} * sh < int64_t{dev.num_sms} * per_sm)
+      pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * per_sm, max_kv, 512, 128);
     while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
   }
   const int dec_len = static_cast<int>(ceil_div(ceil_div(max_kv, dec_splits), kBN) * kBN);

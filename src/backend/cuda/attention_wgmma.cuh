@@ -14,8 +14,8 @@
 //     the softmax of S_j (mask, max, exp2, row sums) runs while the tensor cores do P_{j-1} V_{j-1};
 //     then O is rescaled by the new max and S_j becomes P_j (bf16/f16 A fragments).
 //   K/V pipeline: cp.async group g = {K_g, V_{g-1}} (V one tile behind K: iteration j reads K_j and
-//     V_{j-1}), kWgStages buffers each; group j + kWgStages - 1 is issued right after the barrier
-//     that opens iteration j, into the buffers iteration j - 1 released.
+//     V_{j-1}), kWgStages buffers each; group j + kWgStages - 1 is issued after iteration j's wgmma
+//     (behind the barrier that opened iteration j), into the buffers iteration j - 1 released.
 // Masking, split handling (ws_o / ws_ml), epilogue rounding and the heaviest-rows-first order are
 // the mma.sync prefill kernel's (attention_prefill_wide.cuh).
 #pragma once
@@ -188,12 +188,16 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_prefill_wgmma_kernel(
   for (int i = 0; i < kKS; ++i) pf[i][0] = pf[i][1] = pf[i][2] = pf[i][3] = 0u;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this lane's partial row sums
 
-  // Step j opens with tile group j in shared memory (K_j, V_{j-1}) and the next one issued.
-  auto open_step = [&](int j) {
+  // Step j opens with tile group j in shared memory (K_j, V_{j-1}).
+  auto open_step = [&]() {
     cp_async_wait<kWgStages - 2>();  // group j landed (this thread's copies; Q came with group 0) ...
     fence_proxy_async_smem();        // ... visible to wgmma's async proxy ...
     __syncthreads();                 // ... and everyone's; both warpgroups are done with step j - 1
-    issue_group(j + kWgStages - 1);  // into the buffers step j - 1 read
+  };
+  // Group j + kWgStages - 1 into the buffers step j - 1 read; issued after step j's wgmma so that
+  // the page-table reads and address math of the gather run while the tensor cores work.
+  auto prefetch = [&](int j) {
+    issue_group(j + kWgStages - 1);
     cp_async_commit();
   };
   // S_j = Q K_j^T (one wgmma group).
@@ -253,17 +257,19 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_prefill_wgmma_kernel(
   // all past the sequence compute on zero Q rows and write nothing.
   if (ntiles > 0) {
     float corr[2];
-    open_step(0);
+    open_step();
     wgmma_fence();
     issue_s(0);
+    prefetch(0);
     wgmma_wait<0>();
     softmax_s(0, corr);  // O is still zero: no rescale
     make_p();
     for (int j = 1; j < ntiles; ++j) {
-      open_step(j);
+      open_step();
       wgmma_fence();   // P fragments, O and S were last touched by ordinary instructions
       issue_s(j);
       issue_pv(j);
+      prefetch(j);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run under the softmax
       softmax_s(j, corr);
       wgmma_wait<0>();
@@ -277,7 +283,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_prefill_wgmma_kernel(
       }
       make_p();
     }
-    open_step(ntiles);
+    open_step();
     wgmma_fence();
     issue_pv(ntiles);
     wgmma_wait<0>();
