@@ -51,26 +51,38 @@ __device__ __forceinline__ void cp_async16_s(uint32_t smem_addr, const void* gme
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(sz));
 }
 
-// Gathers keys [kt0, kt0 + kWgBN) of KV head hk from the paged cache (K or V: `cache`) into the
-// swizzled tile at smem byte address dst; keys >= kend are zero-filled (so P = 0 never meets stale
-// NaN/Inf bytes in V). All kWgThreads threads take part, 16 bytes per cp.async.
-template <typename T, int D>
-__device__ __forceinline__ void wg_load_tile(const MmaArgs& a, const T* cache, const int* table, int hk, int kt0,
-                                             int kend, uint32_t dst) {
+// Source offsets (elements) of this thread's chunks of keys [kt0, kt0 + kWgBN) of KV head hk in the
+// paged cache; ok: key < kend (else zero-fill). Branch-free (a masked key reads its clamped
+// neighbour's table entry), so the compiler issues all page-table loads before the first cp.async
+// instead of one dependent load per chunk. kend > kt0 for every tile gathered.
+template <int D>
+__device__ __forceinline__ void wg_tile_offsets(const MmaArgs& a, const int* table, int hk, int kt0, int kend,
+                                                int bs_shift, int64_t (&off)[kWgBN * D / 8 / kWgThreads],
+                                                bool (&ok)[kWgBN * D / 8 / kWgThreads]) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per key row
   const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
 #pragma unroll
   for (int i = 0; i < kWgBN * kChunks / kWgThreads; ++i) {
     const int c = threadIdx.x + i * kWgThreads;
+    const int key = kt0 + c / kChunks;
+    ok[i] = key < kend;
+    const int kc = min(key, kend - 1);
+    const int page = bs_shift >= 0 ? kc >> bs_shift : kc / a.block_size;  // 16 / 32-token pages: a shift
+    const int slot = table[page] * a.block_size + (kc - page * a.block_size);
+    off[i] = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + (c % kChunks) * 8;
+  }
+}
+
+// cp.async of the chunks wg_tile_offsets described into the swizzled tile at smem byte address dst.
+template <typename T, int D>
+__device__ __forceinline__ void wg_tile_copy(const T* cache, const int64_t (&off)[kWgBN * D / 8 / kWgThreads],
+                                             const bool (&ok)[kWgBN * D / 8 / kWgThreads], uint32_t dst) {
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int i = 0; i < kWgBN * kChunks / kWgThreads; ++i) {
+    const int c = threadIdx.x + i * kWgThreads;
     const int r = c / kChunks, ch = c % kChunks;
-    const int key = kt0 + r;
-    const bool valid = key < kend;
-    int64_t off = 0;
-    if (valid) {
-      const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
-      off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + ch * 8;
-    }
-    cp_async16_s(dst + (ch / 8) * WgSmem<D>::kTilePanel + swz128(r, ch % 8), cache + off, valid);
+    cp_async16_s(dst + (ch / 8) * WgSmem<D>::kTilePanel + swz128(r, ch % 8), cache + off[i], ok[i]);
   }
 }
 
@@ -112,8 +124,9 @@ __device__ __forceinline__ void wg_softmax(float (&s)[kNT][4], float (&m)[2], fl
     }
 }
 
+// D = 64 fits two blocks per SM (128 registers, 65 KiB of shared memory); D = 128 one.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWgThreads, 1) attention_prefill_wgmma_kernel(MmaArgs a) {
+__global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill_wgmma_kernel(MmaArgs a) {
   using L = WgSmem<D>;
   constexpr int kNT = kWgBN / 8;  // S accumulator groups of 8 keys
   constexpr int kKS = kWgBN / 16; // k16 steps of P V
@@ -153,11 +166,19 @@ __global__ void __launch_bounds__(kWgThreads, 1) attention_prefill_wgmma_kernel(
       cp_async16_s(base + (ch / 8) * L::kQPanel + swz128(r, ch % 8), q + off, ok);
     }
   }
-  // Group g: K tile g into K buffer g % S, V tile g - 1 into V buffer (g - 1) % S (each if it exists).
+  // Group g: K tile g into K buffer g % S, V tile g - 1 into V buffer (g - 1) % S (each if it exists);
+  // both tiles' page-table reads first. Keys >= kend are zero-filled (so P = 0 never meets stale
+  // NaN/Inf bytes of V).
+  const int bs_shift = (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1;
   auto issue_group = [&](int grp) {
-    if (grp < ntiles) wg_load_tile<T, D>(a, kc, table, hk, kstart + grp * kWgBN, kend, base + L::kK + (grp % kWgStages) * L::kTile);
-    if (grp >= 1 && grp - 1 < ntiles)
-      wg_load_tile<T, D>(a, vc, table, hk, kstart + (grp - 1) * kWgBN, kend, base + L::kV + ((grp - 1) % kWgStages) * L::kTile);
+    constexpr int kPer = kWgBN * D / 8 / kWgThreads;
+    int64_t koff[kPer], voff[kPer];
+    bool kok[kPer], vok[kPer];
+    const bool has_k = grp < ntiles, has_v = grp >= 1 && grp - 1 < ntiles;
+    if (has_k) wg_tile_offsets<D>(a, table, hk, kstart + grp * kWgBN, kend, bs_shift, koff, kok);
+    if (has_v) wg_tile_offsets<D>(a, table, hk, kstart + (grp - 1) * kWgBN, kend, bs_shift, voff, vok);
+    if (has_k) wg_tile_copy<T, D>(kc, koff, kok, base + L::kK + (grp % kWgStages) * L::kTile);
+    if (has_v) wg_tile_copy<T, D>(vc, voff, vok, base + L::kV + ((grp - 1) % kWgStages) * L::kTile);
   };
 #pragma unroll
   for (int st = 0; st < kWgStages - 1; ++st) {
