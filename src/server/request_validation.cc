@@ -201,8 +201,20 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
   auto tools = body.find("tools");
   if (tools != body.end() && !tools->is_null()) {
     if (!tools->is_array()) throw bad_request("'tools' must be a list", "tools");
-    for (const auto& t : *tools)
-      if (!t.is_object()) throw bad_request("each entry of 'tools' must be an object", "tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      // As vLLM's request model: {"type": "function", "function": {"name": str, ...}}.
+      const Json& t = (*tools)[i];
+      const std::string where = fmt::format("tools[{}]", i);
+      if (!t.is_object()) throw bad_request(where + " must be an object", "tools");
+      if (t.contains("type") && t["type"] != "function") throw bad_request(where + ".type must be 'function'", "tools");
+      if (!t.contains("function") || !t["function"].is_object())
+        throw bad_request(where + ".function must be an object", "tools");
+      const Json& f = t["function"];
+      if (!f.contains("name") || !f["name"].is_string() || f["name"].get_ref<const std::string&>().empty())
+        throw bad_request(where + ".function.name must be a non-empty string", "tools");
+      if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+        throw bad_request(where + ".function.parameters must be an object", "tools");
+    }
     if (!tools->empty()) r.tools = *tools;
   }
   r.tool_choice = parse_tool_choice(body);

@@ -174,6 +174,11 @@ std::vector<BadCase> bad_cases() {
   chat("chat_logprobs_int", with(m, "logprobs", 5), "logprobs");
   chat("tools_string", with(m, "tools", "x"), "tools");
   chat("tools_list_of_numbers", with(m, "tools", {1}), "tools");
+  chat("tool_without_function", with(m, "tools", json::array({{{"type", "function"}}})), "tools");
+  chat("tool_function_without_name", with(m, "tools", json::array({{{"type", "function"}, {"function", json::object()}}})), "tools");
+  chat("tool_wrong_type", with(m, "tools", json::array({{{"type", "retrieval"}, {"function", {{"name", "f"}}}}})), "tools");
+  chat("tool_parameters_string",
+       with(m, "tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}})), "tools");
   chat("tool_choice_required", with(m, "tool_choice", "required"), "tool_choice");
   chat("chat_template_kwargs_list", with(m, "chat_template_kwargs", json::array()), "chat_template_kwargs");
   chat("chat_unknown_model", with(m, "model", "gpt-4"), "", 404, "NotFoundError");
