@@ -2,8 +2,9 @@
 // attention_mma.cu when AttentionTuning::prefill_wgmma or VIREO_ATTN_WGMMA=1 asks for it).
 //
 // Block: 128 query rows (GQA-packed (token, head-in-group) rows of one sequence and one KV head, the
-// rows of the 128-row mma.sync shape) = 2 warpgroups of 64 rows, 256 threads, one block per SM (the
-// registers decide). Every thread also gathers K/V pages with cp.async; no producer warp yet.
+// rows of the 128-row mma.sync shape) = 2 warpgroups of 64 rows, 256 threads; one block per SM at
+// D = 128 (194 registers), two at D = 64 (128). Every thread also gathers K/V pages with cp.async
+// (page-table reads batched ahead of the copies); no producer warp yet.
 //   Shared memory (1024-byte aligned, 128B-swizzled panels, wgmma_common.cuh):
 //     Q [128 rows, D], loaded once; K and V: kWgStages buffers each of [64 keys, D].
 //   Per 64-key tile j, per warpgroup (FA3's intra-warpgroup overlap, without warp specialisation):
