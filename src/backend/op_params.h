@@ -28,16 +28,20 @@ struct RmsNormParams {
 //   input_norm:   x' = rmsnorm(x) * input_norm          (rms_norm op, no residual), then the product
 //   silu_mul_input: x is [N, 2K]; x' = silu(x[:, :K]) * x[:, K:]  (silu_and_mul op), then the product
 //   residual:     out = residual + round(x' @ w^T + bias)  (add op); out may alias residual
-// input_norm and silu_mul_input are exclusive.
+//   silu_mul_output: w is [2I, K] = [gate; up] rows; y = round(x' @ w^T + bias) [N, 2I], then
+//                 out [N, I] = silu(y[:, :I]) * y[:, I:]  (silu_and_mul op): a gate_up projection with
+//                 its activation, so the down projection reads x' directly
+// input_norm and silu_mul_input are exclusive; silu_mul_output excludes silu_mul_input and residual.
 struct LinearParams {
   Tensor x;     // [N, K] activation dtype ([N, 2K] with silu_mul_input)
   Tensor w;     // [M, K] weight dtype (HF layout)
   Tensor bias;  // [M] or empty
-  Tensor out;   // [N, M] activation dtype
+  Tensor out;   // [N, M] activation dtype ([N, M / 2] with silu_mul_output)
   Tensor input_norm;  // [K] or empty
   float norm_eps = 1e-6f;
   bool silu_mul_input = false;
   Tensor residual;    // [N, M] or empty
+  bool silu_mul_output = false;
 };
 
 // out = silu(x[:, :I]) * x[:, I:]

@@ -144,9 +144,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.norm_eps = eps;
     return p;
   };
-  // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue,
-  // SiLU-mul in the prologue, residual add in the epilogue): 5 kernels a layer instead of 9 on
-  // the GEMV path. Larger steps keep the separate ops (the GEMMs dominate there).
+  // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue, SiLU-mul
+  // in gate_up's epilogue, residual add in the epilogue): 5 kernels a layer instead of 9 on the GEMV
+  // path. Larger steps keep the separate ops (the GEMMs dominate there).
   const bool fused = kUseFusedLinear && !spec_.post_norm && T <= kFusedLinearMaxRows;
 
   be_->embedding({embed_, ids, residual});  // residual = embed_tokens(input_ids)
@@ -178,11 +178,11 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       LinearParams o = linear(attn_flat, w.o_w, w.o_b, residual);  // h += o_proj(attn)
       o.residual = residual;
       be_->linear(o);
-      LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, gate_up);  // [gate; up](norm(h))
+      LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // silu(gate) * up, gate_up = norm(h) W^T
       gu.input_norm = w.post_attn_norm;
+      gu.silu_mul_output = true;
       be_->linear(gu);
-      LinearParams down = linear(gate_up, w.down_w, w.down_b, residual);  // h += down(silu(gate) * up)
-      down.silu_mul_input = true;
+      LinearParams down = linear(act, w.down_w, w.down_b, residual);  // h += down(act)
       down.residual = residual;
       be_->linear(down);
       continue;

@@ -77,6 +77,26 @@ TEST_F(FusedLinear, EqualsUnfusedSequence) {
         }
 }
 
+// silu_mul_output: linear (with input_norm or not, bias or not) into [N, 2I], then silu_and_mul.
+TEST_F(FusedLinear, SiluMulOutputEqualsUnfusedSequence) {
+  for (bool norm : {false, true})
+    for (bool bias : {false, true})
+      for (auto [n, k, i] : std::vector<std::tuple<int, int, int>>{{1, 64, 20}, {3, 48, 9}, {7, 128, 48}}) {
+        SCOPED_TRACE("norm " + std::to_string(norm) + " bias " + std::to_string(bias) + " N " + std::to_string(n));
+        const int m = 2 * i;
+        auto x = randn(size_t(n) * k), w = randn(size_t(m) * k, 0.1f), b = randn(m), g = randn(k);
+        std::vector<float> xs = x, y(size_t(n) * m), want(size_t(n) * i, kNaN), out(size_t(n) * i, kNaN);
+        if (norm) be->rms_norm({view(x, {n, k}), view(g, {k}), view(xs, {n, k}), Tensor(), 1e-5f});
+        be->linear({view(xs, {n, k}), view(w, {m, k}), bias ? view(b, {m}) : Tensor(), view(y, {n, m})});
+        be->silu_and_mul({view(y, {n, m}), view(want, {n, i})});
+        LinearParams p{view(x, {n, k}), view(w, {m, k}), bias ? view(b, {m}) : Tensor(), view(out, {n, i})};
+        if (norm) p.input_norm = view(g, {k}), p.norm_eps = 1e-5f;
+        p.silu_mul_output = true;
+        be->linear(p);
+        expect_bits_equal(out, want);
+      }
+}
+
 TEST_F(FusedLinear, HalfPrecisionWeights) {
   const int n = 2, k = 32, m = 24;
   auto x = randn(size_t(n) * k), w = randn(size_t(m) * k, 0.1f), g = randn(k), r = randn(size_t(n) * m);
@@ -108,6 +128,12 @@ TEST_F(FusedLinear, RejectsBadCombinations) {
   p.x = view(x, {n, k});
   p.residual = view(r, {n, m - 1});
   EXPECT_THROW(be->linear(p), Error);  // residual not [N, M]
+  p.residual = Tensor();
+  p.silu_mul_output = true;
+  EXPECT_THROW(be->linear(p), Error);  // out must be [N, M / 2]
+  p.out = view(out, {n, m / 2});
+  p.residual = view(r, {n, m / 2});
+  EXPECT_THROW(be->linear(p), Error);  // silu_mul_output with residual
 }
 
 }  // namespace

@@ -180,13 +180,14 @@ TEST_F(KernelBench, B_DecodeAttention) {
 }
 
 TEST_F(KernelBench, C_PrefillAttention) {
+  // Through the backend (the default: the wgmma kernel on sm_90a), then the mma.sync shapes directly.
   attention("prefill attn 1 x 8k causal, H32/8 D128", 1, 8192, 8192, 32, 8, 128);
-  attention("prefill attn 1 x 8k causal, 64-row shape", 1, 8192, 8192, 32, 8, 128, 1);
-  attention("prefill attn 1 x 8k causal, 128-row shape", 1, 8192, 8192, 32, 8, 128, 2);
-  attention("prefill attn 1 x 8k causal, H32/8 D64", 1, 8192, 8192, 32, 8, 64);
-  attention("prefill attn 4 x 2k causal, H32/8 D128", 4, 2048, 2048, 32, 8, 128);
-  attention("chunk attn 512 rows on 8k ctx, H32/8 D128", 1, 512, 8192, 32, 8, 128);
-  // The wgmma prefill kernel (attention_wgmma.cuh) on the same shapes, next to the mma.sync default.
+  attention("prefill attn 1 x 8k causal, mma.sync 64-row", 1, 8192, 8192, 32, 8, 128, 1, 0);
+  attention("prefill attn 1 x 8k causal, mma.sync 128-row", 1, 8192, 8192, 32, 8, 128, 2, 0);
+  attention("prefill attn 1 x 8k causal, H32/8 D64 mma.sync", 1, 8192, 8192, 32, 8, 64, 2, 0);
+  attention("prefill attn 4 x 2k causal, H32/8 D128 mma.sync", 4, 2048, 2048, 32, 8, 128, 2, 0);
+  attention("chunk attn 512 rows on 8k ctx, mma.sync", 1, 512, 8192, 32, 8, 128, 2, 0);
+  // The wgmma prefill kernel (attention_wgmma.cuh) on the same shapes, launched directly.
   attention("prefill attn 1 x 8k causal, H32/8 D128 wgmma", 1, 8192, 8192, 32, 8, 128, 0, 1);
   attention("prefill attn 1 x 8k causal, H32/8 D64 wgmma", 1, 8192, 8192, 32, 8, 64, 0, 1);
   attention("prefill attn 4 x 2k causal, H32/8 D128 wgmma", 4, 2048, 2048, 32, 8, 128, 0, 1);
@@ -408,9 +409,9 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
 // qkv GEMV (+input norm) -> q/k norm, RoPE, cache write, attention over ctx 1024 -> o_proj (+residual)
 // -> gate_up (+post-attention norm) -> down (SiLU-mul, +residual); the model's layer count with distinct
 // weights and caches per layer (8B: 6 weight copies rotated, 2.6 GB, far past the 50 MB L2), in one
-// graph. Forms: prepare_attention (fused on decode steps) vs qkv_prepare + paged_attention. Per layer
-// us and the layer's bytes (weights + KV) over it. VIREO_GEMV_RESIDENT=0 / VIREO_NO_FUSED_ATTENTION=1
-// (read once per process) select the older kernels for a same-call baseline.
+// graph. Forms: SiLU-mul in gate_up's epilogue (the model's form) vs in down's prologue. Per layer us and
+// the layer's bytes (weights + KV) over it. VIREO_GEMV_RESIDENT=0 / VIREO_GEMV_STREAM=0 /
+// VIREO_FUSED_ATTENTION=1 (read once per process) select other kernels for a same-call comparison.
 TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
   struct Shape {
     const char* name;
@@ -436,7 +437,7 @@ TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
     Tensor cs = rand_t({ctx + 1, d}, -1, 1, DType::kF32), qn = rand_t({d}, 0.5f, 1.5f), kn = rand_t({d}, 0.5f, 1.5f);
     Tensor pos = ints({ctx - 1}), slot = ints({table[(ctx - 1) / bs] * bs + (ctx - 1) % bs});
     Tensor qs = ints({0, 1}), lens = ints({ctx}), tab = ints(table);
-    for (bool fused : {true, false}) {
+    for (bool silu_epilogue : {true, false}) {
       auto layer = [&](int i) {
         const W& w = ws[i % sh.copies];
         LinearParams a{res, w.qkv, Tensor(), qkv};
@@ -475,20 +476,17 @@ TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
         ap.scale = 1.f / std::sqrt(float(d));
         ap.max_query_len = 1;
         ap.max_seq_len = 8192;
-        if (fused) {
-          be_->prepare_attention(p, ap);
-        } else {
-          be_->qkv_prepare(p);
-          be_->paged_attention(ap);
-        }
+        be_->prepare_attention(p, ap);
         LinearParams o{att.view({1, int64_t{sh.h} * d}), w.o, Tensor(), res};
         o.residual = res;
         be_->linear(o);
-        LinearParams up{res, w.gu, Tensor(), gu};
+        const Tensor act = gu.view({1, 2 * int64_t{sh.inter}});
+        LinearParams up{res, w.gu, Tensor(), silu_epilogue ? Tensor(gu.data, gu.dtype, {1, sh.inter}, gu.device) : act};
         up.input_norm = w.n2;
+        up.silu_mul_output = silu_epilogue;  // the model's form: down then reads silu(gate) * up
         be_->linear(up);
-        LinearParams dn{gu, w.down, Tensor(), res};
-        dn.silu_mul_input = true;
+        LinearParams dn{silu_epilogue ? up.out : act, w.down, Tensor(), res};
+        dn.silu_mul_input = !silu_epilogue;
         dn.residual = res;
         be_->linear(dn);
       };
@@ -500,7 +498,8 @@ TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
       const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / sh.layers;
       be_->destroy_graph(graph);
       const double bytes = 2.0 * sh.hidden * (qkv_n + int64_t{sh.h} * d + 3.0 * sh.inter) + 2.0 * ctx * sh.hkv * d * 2;
-      report_bw(std::string("graph b1 layer ") + sh.name + " ctx 1024 " + (fused ? (std::getenv("VIREO_FUSED_ATTENTION") ? "prepare_attention fused" : "prepare_attention") : "separate") +
+      report_bw(std::string("graph b1 layer ") + sh.name + " ctx 1024 " + (silu_epilogue ? "silu in gate_up epilogue" : "silu in down prologue") +
+                    (std::getenv("VIREO_FUSED_ATTENTION") ? " fused attention" : "") +
                     (std::getenv("VIREO_GEMV_RESIDENT") ? " gemv-grid" : ""),
                 us, bytes);
     }

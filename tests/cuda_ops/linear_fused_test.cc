@@ -74,6 +74,28 @@ class FusedLinearTest : public CudaOpsTest {
     }
   }
 
+  // silu_mul_output on the GPU (w [2I, K]) vs the CPU's linear (+ input norm) -> rounded -> silu_and_mul.
+  void check_silu_out(int n, int k, int i, bool norm, bool with_bias) {
+    SCOPED_TRACE("silu_out N " + std::to_string(n) + " K " + std::to_string(k) + " I " + std::to_string(i) +
+                 (norm ? " norm" : "") + (with_bias ? " bias" : ""));
+    const int m = 2 * i;
+    const float ws = 1.f / std::sqrt(float(k));
+    auto w = rand_vec(size_t(m) * k, -ws, ws, act_);
+    auto b = rand_vec(m, -1, 1, act_);
+    auto g = rand_vec(k, 0.5f, 1.5f, act_);
+    auto x = rand_vec(size_t(n) * k, -1.f, 1.f, act_);
+    const auto y = ref(x, n, k, m, norm ? Pro::kNorm : Pro::kNone, w, with_bias ? &b : nullptr, &g, nullptr);
+    Tensor o = cpu_poisoned({n, i});
+    cpu_->silu_and_mul({view(y, {n, m}), o});
+    const auto want = rounded(to_host(o));
+    Tensor out = gpu_poisoned({n, i}, act_);
+    LinearParams p{gpu_from(x, {n, k}, act_), gpu_from(w, {m, k}, act_), with_bias ? gpu_from(b, {m}, act_) : Tensor(), out};
+    if (norm) p.input_norm = gpu_from(g, {k}, act_);
+    p.silu_mul_output = true;
+    gpu_->linear(p);
+    expect_close(to_host(out), want, tol_for(act_), "linear silu_mul_output");
+  }
+
   void shape(int k, int m, const std::vector<int>& ns, bool all_forms) {
     const float ws = 1.f / std::sqrt(float(k));
     auto w = rand_vec(size_t(m) * k, -ws, ws, act_);
@@ -130,6 +152,19 @@ TEST_F(FusedLinearTest, StreamGemvShapes) {
     shape(k, m, {1, 2, 3, 4}, true);
   use_dtype(DType::kF16);
   shape(4096, 3000, {1, 3}, true);
+}
+
+// gate_up with its activation in the epilogue: the resident kernel (K 1024, pairs as adjacent rows),
+// the streaming kernel (K 4096 / 2048, pairs as units), the grid-stride kernel (K 1536: neither), and
+// the unfused path (N 7: rms_norm, cuBLASLt, silu_and_mul).
+TEST_F(FusedLinearTest, SiluMulOutput) {
+  use_dtype(DType::kBF16);
+  for (auto [k, i] : std::vector<std::pair<int, int>>{{1024, 3072}, {1024, 1001}, {4096, 12288}, {2048, 2113}, {1536, 700}, {4096, 4099}})
+    for (int n : {1, 2, 4, 7}) check_silu_out(n, k, i, true, n == 2);
+  check_silu_out(1, 1024, 3072, false, true);
+  use_dtype(DType::kF16);
+  check_silu_out(3, 4096, 6000, true, false);
+  check_silu_out(1, 1024, 3072, true, true);
 }
 
 TEST_F(FusedLinearTest, Qwen3_8BShapes) {

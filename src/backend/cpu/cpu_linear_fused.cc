@@ -9,7 +9,33 @@
 
 namespace vireo::cpu {
 
+namespace {
+
+// silu_mul_output: the product into y [N, 2I] (with the other fusions), then silu_and_mul into out.
+void linear_silu_output(ThreadPool& pool, const LinearParams& p) {
+  if (p.silu_mul_input || !p.residual.empty())
+    throw Error("cpu linear: silu_mul_output cannot be combined with silu_mul_input or residual");
+  if (p.w.ndim() != 2 || p.w.dim(0) % 2 != 0)
+    throw Error("cpu linear: silu_mul_output needs w [2I, K], got " + p.w.shape_str());
+  const int64_t m = p.w.dim(0), k = p.w.dim(1);
+  if (k == 0 || p.x.numel() % k != 0) throw Error("cpu linear: x " + p.x.shape_str() + " must be [N, K]");
+  const int64_t n = p.x.numel() / k;
+  if (p.out.numel() != n * (m / 2)) throw Error("cpu linear: out " + p.out.shape_str() + " must be [N, M / 2]");
+  std::vector<float> ys(static_cast<size_t>(n * m));
+  LinearParams q = p;
+  q.silu_mul_output = false;
+  q.out = Tensor(ys.data(), DType::kF32, {n, m});
+  linear_fused(pool, q);
+  silu_and_mul(pool, {q.out, p.out});
+}
+
+}  // namespace
+
 void linear_fused(ThreadPool& pool, const LinearParams& p) {
+  if (p.silu_mul_output) {
+    linear_silu_output(pool, p);
+    return;
+  }
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
   if (norm && silu) throw Error("cpu linear: input_norm and silu_mul_input cannot be combined");
   if (!norm && !silu && !res) {

@@ -47,13 +47,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
   extern __shared__ uint4 xs[];  // x' [NR, K]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t k = a.k, m = a.m, nvec = k / kN;
-  const int64_t groups = (m + kRowsPerGroup - 1) / kRowsPerGroup;
+  // silu_out (launched with RPW == 2 only): a warp's two rows are the gate and up rows of one index,
+  // group g holds indices [g * kWarps, (g + 1) * kWarps).
+  const int64_t half = a.silu_out ? m / 2 : 0;
+  const int64_t groups = a.silu_out ? (half + kWarps - 1) / kWarps : (m + kRowsPerGroup - 1) / kRowsPerGroup;
+  auto row_of = [&](int64_t g, int r) {  // the weight row; valid when < m (and, silu_out, its index < half)
+    if (!a.silu_out) return g * kRowsPerGroup + static_cast<int64_t>(warp) * RPW + r;
+    const int64_t i = g * kWarps + warp;
+    return i < half ? i + r * half : m;
+  };
 
   // 1. Independent of the previous kernel: this block's first weight rows into L2 (a hint only).
   {
     const char* wb = static_cast<const char*>(a.w);
     int64_t budget = a.prefetch_bytes;
-    for (int64_t g = blockIdx.x; g < groups && budget > 0; g += gridDim.x) {
+    for (int64_t g = blockIdx.x; g < groups && budget > 0 && !a.silu_out; g += gridDim.x) {
       const int64_t r0 = g * kRowsPerGroup;
       const int64_t rows = m - r0 < kRowsPerGroup ? m - r0 : kRowsPerGroup;
       const int64_t want = rows * k * static_cast<int64_t>(sizeof(T));
@@ -70,14 +78,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
   uint4 pre[RPW][kU];
   bool have_pre = false;
   if (blockIdx.x < groups) {
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsPerGroup + static_cast<int64_t>(warp) * RPW;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
       for (int r = 0; r < RPW; ++r) {
-        const int64_t c = lane + 32 * u;
-        pre[r][u] = (row0 + r < m && c < nvec) ? __ldcs(reinterpret_cast<const uint4*>(w + (row0 + r) * k) + c)
-                                                : make_uint4(0, 0, 0, 0);
+        const int64_t c = lane + 32 * u, row = row_of(blockIdx.x, r);
+        pre[r][u] = (row < m && c < nvec) ? __ldcs(reinterpret_cast<const uint4*>(w + row * k) + c)
+                                          : make_uint4(0, 0, 0, 0);
       }
     have_pre = true;
   }
@@ -96,8 +103,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
     bool ok[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
-      ok[r] = row0 + r < m;
-      wr[r] = reinterpret_cast<const uint4*>(w + (ok[r] ? row0 + r : 0) * k);
+      const int64_t row = row_of(g, r);
+      ok[r] = row < m;
+      wr[r] = reinterpret_cast<const uint4*>(w + (ok[r] ? row : 0) * k);
     }
     float acc[RPW][NR];
 #pragma unroll
@@ -136,6 +144,23 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
           }
         }
       }
+    }
+    if (a.silu_out) {  // lane n writes (index, n) = silu(gate) * up
+      const int64_t i = g * kWarps + warp;
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        float v[RPW];
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) {
+          v[r] = acc[r][n];
+          for (int o = 16; o > 0; o >>= 1) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
+        }
+        if (ok[0] && lane == n) {
+          const float bg = bias ? to_f(bias[i]) : 0.f, bu = bias ? to_f(bias[half + i]) : 0.f;
+          out[n * half + i] = silu_mul_round<T>(v[0] + bg, v[RPW - 1] + bu);
+        }
+      }
+      continue;
     }
     // Epilogue: lane r * NR + n writes (row0 + r, n).
 #pragma unroll
@@ -189,6 +214,10 @@ void launch_rows(const GemvArgs& a, cudaStream_t stream) {
   VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   if (resident_enabled() && launch_resident<T, NR>(a, sms, stream)) return;
   if (launch_stream<T, NR>(a, sms, stream)) return;
+  if (a.silu_out) {  // the grid-stride kernel pairs gate and up rows as a warp's two rows
+    launch_shape<T, NR, 2>(a, stream);
+    return;
+  }
   // Two rows per warp when a row is short (K < 256 vectors: fewer than 8 loads per lane), so each
   // lane still has 8 loads in flight.
   if (a.k / Vec<T>::kN < 32 * kLoads) launch_shape<T, NR, 2>(a, stream);
@@ -219,11 +248,13 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   const int64_t n = p.x.numel() / in_k;
   const DType t = p.x.dtype;
   if (n < 1 || n > 4 || k % 8 != 0 || (t != DType::kBF16 && t != DType::kF16)) return false;
-  if (p.w.dtype != t || p.out.dtype != t || p.out.numel() != n * m) return false;
+  const bool silu_out = p.silu_mul_output;
+  if (silu_out && (silu || res || m % 2 != 0)) return false;  // rejected by the caller with an Error
+  if (p.w.dtype != t || p.out.dtype != t || p.out.numel() != n * (silu_out ? m / 2 : m)) return false;
   // Past ~64M weights (gate_up 4096x24576) cuBLASLt streamed slightly faster on the H200 (run 4); the
   // fused forms have no library equivalent, so they stay here.
   // The streaming kernel (gemv_stream.cuh) takes them when it applies.
-  if (!norm && !silu && !res && m * k > (int64_t{64} << 20) && !stream_applies(m, k, 132)) return false;
+  if (!norm && !silu && !res && !silu_out && m * k > (int64_t{64} << 20) && !stream_applies(m, k, 132)) return false;
   if (!p.bias.empty() && (p.bias.dtype != t || p.bias.numel() != m)) return false;
   if (res && (p.residual.dtype != t || p.residual.numel() != n * m)) return false;
   if (norm && (p.input_norm.numel() != k || !is_float_dtype(p.input_norm.dtype))) return false;
@@ -239,6 +270,7 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   a.prologue = norm ? kNorm : silu ? kSiluMul : kPlain;
   a.residual = res ? p.residual.data : nullptr;
   a.out = p.out.data;
+  a.silu_out = silu_out;
   a.k = k;
   a.m = m;
   a.eps = p.norm_eps;

@@ -25,11 +25,20 @@ struct GemvArgs {
   bool norm_vec;         // norm_w has the activation dtype and is 16-byte aligned
   int prologue;          // Prologue
   const void* residual;  // [N, M] or null; may alias out
-  void* out;             // [N, M]
+  void* out;             // [N, M], or [N, M / 2] with silu_out
+  bool silu_out;         // rows [0, M/2) gate, [M/2, M) up: out = silu(round(gate)) * round(up), rounded
   int64_t k, m;
   float eps;
   int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
 };
+
+// The silu_and_mul op's element (elementwise_ops.cu): g / (1 + e^-g) * u in fp32 on the rounded gate
+// and up values, rounded.
+template <typename T>
+__device__ __forceinline__ T silu_mul_round(float g, float u) {
+  const float gf = to_f(from_f<T>(g)), uf = to_f(from_f<T>(u));
+  return from_f<T>(gf / (1.f + __expf(-gf)) * uf);
+}
 
 __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
   switch (t) {

@@ -76,12 +76,22 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + size_t{NR} * nvec * 16 + size_t{kWarps} * stages * kChunkBytes) +
                    warp * stages;
 
+  // The warp's units: rows [row0, row0 + nrows), or with silu_out the (gate, up) row pairs
+  // (row0 + i, half + row0 + i), gate row first; each row is per_row chunks.
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t row0 = gw * p.rows_lo + (gw < p.rows_extra ? gw : p.rows_extra);
   const int64_t nrows = p.rows_lo + (gw < p.rows_extra ? 1 : 0);
   const int64_t per_row = nvec / kCv;
-  const int64_t total = nrows * per_row;                               // chunks of this warp
-  const uint4* src = static_cast<const uint4*>(a.w) + row0 * nvec;  // chunk c: src + c * kCv
+  const int64_t half = a.silu_out ? a.m / 2 : 0;
+  const int64_t per_unit = a.silu_out ? 2 * per_row : per_row;
+  const int64_t total = nrows * per_unit;  // chunks of this warp
+  const uint4* w = static_cast<const uint4*>(a.w);
+  auto chunk_src = [&](int64_t c) {
+    if (!a.silu_out) return w + row0 * nvec + c * kCv;  // one contiguous range
+    const int64_t unit = c / per_unit, within = c - unit * per_unit;
+    const int64_t h = within / per_row, col = within - h * per_row;
+    return w + (row0 + unit + h * half) * nvec + col * kCv;
+  };
 
   // 1. Independent of the previous kernel: the ring's first fill.
   uint64_t policy = 0;
@@ -89,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
     for (int s = 0; s < stages; ++s) mbar_init(&bars[s]);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // init visible to the copy engine
-    for (int s = 0; s < stages && s < total; ++s) bulk_copy(ring + s * kCv, src + s * kCv, kChunkBytes, &bars[s], policy);
+    for (int s = 0; s < stages && s < total; ++s) bulk_copy(ring + s * kCv, chunk_src(s), kChunkBytes, &bars[s], policy);
   }
   __syncwarp();
 
@@ -98,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   const T* bias = static_cast<const T*>(a.bias);
   const T* res = static_cast<const T*>(a.residual);
   T* out = static_cast<T*>(a.out);
-  const bool lane_row = lane < nrows;
+  const bool lane_row = lane < nrows && !a.silu_out;
   const float lane_bias = bias && lane_row ? to_f(bias[row0 + lane]) : 0.f;
 
   // 2. x, residual and out may belong to the previous kernel.
@@ -112,9 +122,11 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   float acc[NR];
 #pragma unroll
   for (int n = 0; n < NR; ++n) acc[n] = 0.f;
+  float gate[NR];  // silu_out: the unit's reduced gate dot products (every lane)
   int s = 0;
   uint32_t parity = 0;
-  int64_t col0 = 0, row = row0;  // col0: the chunk's first vector within its row
+  int64_t col0 = 0, row = row0;  // col0: the chunk's first vector within its row; row: the unit's first
+  bool up = false;               // silu_out: the chunk belongs to the up row
   for (int64_t c = 0; c < total; ++c) {
     mbar_wait(&bars[s], parity);
     const uint4* st = ring + s * kCv;
@@ -133,14 +145,30 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
     __syncwarp();  // every lane has read stage s
     if (lane == 0 && c + stages < total) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before the async write
-      bulk_copy(ring + s * kCv, src + (c + stages) * kCv, kChunkBytes, &bars[s], policy);
+      bulk_copy(ring + s * kCv, chunk_src(c + stages), kChunkBytes, &bars[s], policy);
     }
     if (++s == stages) {
       s = 0;
       parity ^= 1;
     }
     col0 += kCv;
-    if (col0 == nvec) {  // the row is complete: reduce, epilogue (lane n writes (row, n))
+    if (col0 == nvec && a.silu_out) {  // a gate or up row is complete; after the up row, lane n writes
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        float v = acc[n];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        acc[n] = 0.f;
+        if (!up) {
+          gate[n] = v;
+        } else if (lane == n) {
+          const float bg = bias ? to_f(bias[row]) : 0.f, bu = bias ? to_f(bias[half + row]) : 0.f;
+          out[n * half + row] = silu_mul_round<T>(gate[n] + bg, v + bu);
+        }
+      }
+      col0 = 0;
+      if (up) ++row;
+      up = !up;
+    } else if (col0 == nvec) {  // the row is complete: reduce, epilogue (lane n writes (row, n))
       const int j = static_cast<int>(row - row0);  // warp-uniform
       const float b = j < 32 ? __shfl_sync(0xffffffffu, lane_bias, j) : (bias ? to_f(bias[row]) : 0.f);
 #pragma unroll
@@ -215,7 +243,8 @@ bool launch_stream_cv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   if (stages < 2) return false;
   const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages);
   const int64_t warps = int64_t{num_sms} * kWarps;
-  StreamPlan p{stages, a.m / warps, a.m % warps};
+  const int64_t units = a.silu_out ? a.m / 2 : a.m;
+  StreamPlan p{stages, units / warps, units % warps};
   launch_maybe_pdl(stream_pdl(), kernel, dim3(static_cast<unsigned>(num_sms)), dim3(kThreads), smem, stream, a, p);
   return true;
 }
@@ -229,11 +258,16 @@ bool stream_applies(int64_t m, int64_t k, int num_sms) {
   return stream_enabled() && nvec >= 256 && nvec % 64 == 0 && m >= int64_t{num_sms} * kWarps * 2;
 }
 
+// With silu_out a warp's unit is a (gate, up) pair: at least 2 pairs a warp.
+bool stream_applies(const GemvArgs& a, int num_sms) {
+  return stream_applies(a.silu_out ? a.m / 2 : a.m, a.k, num_sms);
+}
+
 // The streaming launch for this shape, or false (see stream_applies).
 template <typename T, int NR>
 bool launch_stream(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   static_assert(sizeof(T) == 2, "16-bit weights only");
-  if (!stream_applies(a.m, a.k, num_sms)) return false;
+  if (!stream_applies(a, num_sms)) return false;
   const int64_t nvec = a.k / Vec<T>::kN;
   if (nvec % 256 == 0) return launch_stream_cv<T, NR, 256>(a, num_sms, stream);
   if (nvec % 128 == 0) return launch_stream_cv<T, NR, 128>(a, num_sms, stream);
