@@ -79,6 +79,7 @@ class AttentionTest : public CudaOpsTest {
     cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
     cuda::AttentionTuning tuning;
     tuning.prefill_m_tiles = prefill_m_tiles;
+    tuning.prefill_wgmma = 0;  // the mma.sync shape asked for (the backend's default is the wgmma kernel)
     auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
     cuda::launch_paged_attention(p, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream(), tuning);
   }
