@@ -54,6 +54,7 @@ class Backend {
     paged_attention(attn);
   }
   virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
+  virtual void add_logit_bias(const LogitBiasParams& p) { throw Error(name() + ": add_logit_bias is not implemented"); }
 
   // ---- graphs (CUDA graphs; a backend without them keeps these defaults) ----
   // Ops issued between begin_capture() and end_capture() are recorded, not run; end_capture()

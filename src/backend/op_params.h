@@ -128,6 +128,13 @@ struct SamplingRow {
 };
 static_assert(sizeof(SamplingRow) == 14 * 4, "SamplingRow is shared with device code as raw words");
 
+// logits[row, token] += bias for each entry, in place (OpenAI logit_bias), before the sample op.
+struct LogitBiasParams {
+  Tensor logits;   // [M, V] F32/BF16/F16
+  Tensor entries;  // [E, 3] I32: (row, token id, bias as the bits of a float); (row, token) distinct;
+                   // entries outside [0, M) x [0, V) are errors on the CPU and skipped on devices
+};
+
 // Token selection over M logits rows, so only ids and a few logprobs leave the device.
 struct SampleParams {
   Tensor logits;          // [M, V] F32/BF16/F16, not modified

@@ -1,6 +1,7 @@
 #include "engine/sampling_batch.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace vireo {
@@ -49,6 +50,11 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       if (!p.ignore_eos) b.mask_tokens.insert(b.mask_tokens.end(), eos_token_ids.begin(), eos_token_ids.end());
       b.mask_tokens.insert(b.mask_tokens.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
       row.mask_end = static_cast<int32_t>(b.mask_tokens.size());
+    }
+    for (const auto& [id, bias] : p.logit_bias) {
+      int32_t bits = 0;
+      std::memcpy(&bits, &bias, sizeof(bits));
+      b.bias_entries.insert(b.bias_entries.end(), {static_cast<int32_t>(r), id, bits});
     }
     if (p.temperature >= kGreedyEps) {
       std::uniform_real_distribution<double> unif(0.0, 1.0);

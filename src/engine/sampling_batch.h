@@ -15,7 +15,7 @@ namespace vireo {
 // generator (seeded requests) or `engine_rng`, in row order, and only when temperature > 0, so a
 // seed gives the same tokens as the host sampler did. Prompt-logprob rows force the next prompt
 // token. Penalty entries cover prompt + output ids of rows with penalties; mask entries are the
-// EOS and stop-token ids while a row is below min_tokens.
+// EOS and stop-token ids while a row is below min_tokens. Bias entries are the sampling rows' logit_bias.
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng);
 

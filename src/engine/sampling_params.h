@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vireo {
@@ -21,6 +22,9 @@ struct SamplingParams {
   int min_tokens = 0;              // EOS/stop tokens are masked until this many are generated
   std::vector<std::string> stop;   // stop strings: output is truncated before the match
   std::vector<int32_t> stop_token_ids;
+  // OpenAI logit_bias: (token id, bias) added to the logits before sampling (and before the reported
+  // logprobs, which vLLM takes from the raw logits); ids distinct, bias clamped to [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
   bool include_stop_str_in_output = false;
   bool ignore_eos = false;
   std::optional<int> logprobs;         // top-N logprobs per generated token (0 = chosen only)

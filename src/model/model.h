@@ -49,6 +49,7 @@ struct SamplingBatch {
   std::vector<SamplingRow> rows;         // [M]
   std::vector<int32_t> penalty_tokens;   // [E, 2] (token id, times in the output)
   std::vector<int32_t> mask_tokens;      // [E2]
+  std::vector<int32_t> bias_entries;     // [E3, 3] (row, token id, bias bits): logit_bias, added first
   int num_top_logprobs = 0;              // N, the largest any row asks for
 };
 

@@ -41,14 +41,17 @@ void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& b
   if (M == 0) return;
   if (logits.dim(0) < M) throw Error("sampling: fewer logits rows than sampling rows");
 
-  // Inputs: [rows M*14][penalties E*2][masks E2].
+  if (batch.bias_entries.size() % 3 != 0) throw Error("sampling: bias_entries holds (row, id, bias) triples");
+  // Inputs: [rows M*14][penalties E*2][masks E2][logit bias E3*3].
   const int64_t E = static_cast<int64_t>(batch.penalty_tokens.size());
   const int64_t E2 = static_cast<int64_t>(batch.mask_tokens.size());
-  const int64_t n_in = M * kRowWords + E + E2;
+  const int64_t E3 = static_cast<int64_t>(batch.bias_entries.size());
+  const int64_t n_in = M * kRowWords + E + E2 + E3;
   ws.host_in.resize(n_in);
   std::memcpy(ws.host_in.data(), batch.rows.data(), M * sizeof(SamplingRow));
   std::copy(batch.penalty_tokens.begin(), batch.penalty_tokens.end(), ws.host_in.begin() + M * kRowWords);
   std::copy(batch.mask_tokens.begin(), batch.mask_tokens.end(), ws.host_in.begin() + M * kRowWords + E);
+  std::copy(batch.bias_entries.begin(), batch.bias_entries.end(), ws.host_in.begin() + M * kRowWords + E + E2);
   ensure(be, ws.in, ws.in_cap, n_in);
   Tensor up = ws.in.view({n_in});
   be.copy_from_host(ws.host_in.data(), up);
@@ -56,6 +59,8 @@ void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& b
   // Outputs: [tokens M][logprobs M*(1+N)][top ids M*N].
   const int64_t n_out = M + M * (1 + N) + M * N;
   ensure(be, ws.out, ws.out_cap, n_out);
+
+  if (E3 > 0) be.add_logit_bias({logits.view({M, logits.dim(1)}), i32_view(ws.in, M * kRowWords + E + E2, {E3 / 3, 3})});
 
   SampleParams p;
   p.logits = logits.view({M, logits.dim(1)});

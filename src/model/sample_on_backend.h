@@ -1,5 +1,6 @@
 // Runs the backend's sample op over a step's logits rows: one packed upload of the sampling
-// rows, penalties and masks, the op, one packed download of tokens and logprobs.
+// rows, penalties, masks and logit-bias entries, the bias op (in place on the logits) when any row has
+// one, the sample op, one packed download of tokens and logprobs.
 #pragma once
 #include <vector>
 

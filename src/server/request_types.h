@@ -17,6 +17,7 @@ struct ValidationLimits {
   int max_stop_strings = 64;
   size_t max_stop_string_bytes = 1024;
   int max_stop_token_ids = 1024;
+  int max_logit_bias = 1024;  // logit_bias entries per request
   int max_batch_prompts = 1024;      // completions: prompts in one request
   int max_choices = 1024;            // prompts * n
   int max_messages = 4096;

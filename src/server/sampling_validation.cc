@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
 #include "server/openai_errors.h"
 
 namespace vireo::server {
@@ -71,6 +76,25 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
       if (!s.empty()) p.stop.push_back(s);  // "" can never match; vLLM ignores it too
     }
   }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    // OpenAI / vLLM: {"<token id>": bias}; vLLM clamps the bias to [-100, 100].
+    if (!it->is_object()) throw bad_request("'logit_bias' must be an object mapping token ids to numbers", "logit_bias");
+    if (static_cast<int64_t>(it->size()) > limits.max_logit_bias)
+      throw bad_request(fmt::format("at most {} logit_bias entries are allowed", limits.max_logit_bias), "logit_bias");
+    std::map<int32_t, float> bias;  // "7" and "007" name one id: the last one given wins
+    for (const auto& [key, value] : it->items()) {
+      int64_t id = -1;
+      const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) id = std::stoll(key);
+      if (!digits || id >= model.vocab_size)
+        throw bad_request(fmt::format("logit_bias: '{}' is not a token id of the vocabulary (size {})", key, model.vocab_size), "logit_bias");
+      if (!value.is_number()) throw bad_request(fmt::format("logit_bias['{}'] must be a number", key), "logit_bias");
+      const double b = value.get<double>();
+      if (!std::isfinite(b)) throw bad_request(fmt::format("logit_bias['{}'] must be finite", key), "logit_bias");
+      bias[static_cast<int32_t>(id)] = to_float(std::clamp(b, -100.0, 100.0));
+    }
+    p.logit_bias.assign(bias.begin(), bias.end());
+  }
   if (auto ids = get_int_list(body, "stop_token_ids")) {
     if (static_cast<int>(ids->size()) > limits.max_stop_token_ids)
       throw bad_request(fmt::format("at most {} stop_token_ids are allowed", limits.max_stop_token_ids), "stop_token_ids");
@@ -111,11 +135,6 @@ void reject_unsupported(const Json& body) {
     auto it = body.find(key);
     return it != body.end() && !it->is_null();
   };
-  if (present("logit_bias")) {
-    const Json& lb = body["logit_bias"];
-    if (!lb.is_object()) throw bad_request("'logit_bias' must be an object", "logit_bias");
-    if (!lb.empty()) throw bad_request("logit_bias is not supported", "logit_bias");
-  }
   if (present("suffix")) {
     const Json& s = body["suffix"];
     if (!s.is_string()) throw bad_request("'suffix' must be a string", "suffix");

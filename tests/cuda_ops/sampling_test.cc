@@ -407,3 +407,48 @@ TEST_F(SampleTest, HostRowsHint) {
 
 }  // namespace
 }  // namespace vireo::testing
+
+namespace vireo::testing {
+namespace {
+
+// add_logit_bias on the GPU vs the CPU op: every element of the logits afterwards (rows and ids
+// at the edges, a few hundred entries, entries outside the logits skipped on the device).
+class LogitBiasTest : public CudaOpsTest {};
+
+TEST_F(LogitBiasTest, MatchesCpu) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const int64_t m = 5, vocab = 1003;
+    auto logits = rand_vec(size_t(m * vocab), -8.f, 8.f, dt);
+    std::vector<int32_t> entries;
+    std::mt19937 rng(11);
+    for (int64_t r = 0; r < m; ++r)
+      for (int32_t t : {0, 1, 17, 500, 1002, int32_t(rng() % vocab)}) {
+        if (t == 17 && r == 2) continue;
+        float b = float(int(rng() % 401) - 200) / 2.f;  // [-100, 100]
+        int32_t bits;
+        std::memcpy(&bits, &b, 4);
+        entries.insert(entries.end(), {int32_t(r), t, bits});
+      }
+    // Distinct (row, token): drop repeats of the random id.
+    std::vector<int32_t> uniq;
+    for (size_t i = 0; i < entries.size(); i += 3) {
+      bool dup = false;
+      for (size_t j = 0; j < uniq.size(); j += 3) dup |= uniq[j] == entries[i] && uniq[j + 1] == entries[i + 1];
+      if (!dup) uniq.insert(uniq.end(), entries.begin() + i, entries.begin() + i + 3);
+    }
+    const int64_t e = int64_t(uniq.size() / 3);
+    std::vector<float> want = logits;
+    cpu_->add_logit_bias({Tensor(want.data(), DType::kF32, {m, vocab}), Tensor(uniq.data(), DType::kI32, {e, 3})});
+    for (auto& x : want) x = round_to(dt, x);
+    Tensor g = gpu_from(logits, {m, vocab}, dt);
+    std::vector<int32_t> with_bad = uniq;
+    with_bad.insert(with_bad.end(), {int32_t(m), 3, 0, 1, int32_t(vocab), 0, -1, 2, 0});  // skipped
+    Tensor ge = gpu_own(gpu_->alloc({int64_t(with_bad.size() / 3), 3}, DType::kI32));
+    gpu_->copy_from_host(with_bad.data(), ge);
+    gpu_->add_logit_bias({g, ge});
+    expect_close(to_host(g), want, tol_for(dt), "logit bias");
+  }
+}
+
+}  // namespace
+}  // namespace vireo::testing

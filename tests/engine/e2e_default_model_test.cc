@@ -3,6 +3,7 @@
 // must not change greedy outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -116,6 +117,33 @@ TEST(EndToEndDefaultModel, PrefixCachingOnOffSameOutputs) {
   EXPECT_EQ(outs[0], outs[1]);
   EXPECT_EQ(hits[0], 0u);
   EXPECT_GT(hits[1], 0u);
+}
+
+// logit_bias: +100 on one id makes greedy decoding emit it every step; -100 on the tokens an
+// unbiased run chose bans them; the bias of one request leaves its batch-mates unchanged.
+TEST(EndToEndDefaultModel, LogitBias) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  LLM llm(base_config());
+  const auto prompts = make_prompts(llm.engine().tokenizer(), 3);
+  const auto plain = llm.generate(prompts, greedy(6));
+  SamplingParams force = greedy(6);
+  force.logit_bias = {{1234, 100.0f}};
+  SamplingParams ban = greedy(6);
+  for (int32_t t : plain[1].output.token_ids) ban.logit_bias.emplace_back(t, -100.0f);
+  std::sort(ban.logit_bias.begin(), ban.logit_bias.end());
+  ban.logit_bias.erase(std::unique(ban.logit_bias.begin(), ban.logit_bias.end(),
+                                   [](auto& a, auto& b) { return a.first == b.first; }),
+                       ban.logit_bias.end());
+  const auto forced = llm.generate({prompts[0]}, force)[0].output.token_ids;
+  EXPECT_EQ(forced, std::vector<int32_t>(6, 1234));
+  const auto banned = llm.generate({prompts[1]}, ban)[0].output.token_ids;
+  ASSERT_EQ(banned.size(), 6u);
+  for (int32_t t : banned)
+    for (const auto& [id, b] : ban.logit_bias) EXPECT_NE(t, id);
+  // Mixed in one batch: the others' outputs are unchanged.
+  auto mixed = llm.generate({prompts[0], prompts[2]}, std::vector<SamplingParams>{force, greedy(6)});
+  EXPECT_EQ(mixed[0].output.token_ids, forced);
+  EXPECT_EQ(mixed[1].output.token_ids, plain[2].output.token_ids);
 }
 
 }  // namespace

@@ -145,7 +145,11 @@ std::vector<BadCase> bad_cases() {
   cmpl("skip_special_tokens_string", with(p, "skip_special_tokens", "no"), "skip_special_tokens");
   cmpl("min_tokens_negative", with(p, "min_tokens", -1), "min_tokens");
   cmpl("min_tokens_above_max", with(with(p, "max_tokens", 10), "min_tokens", 20), "min_tokens");
-  cmpl("logit_bias_unsupported", with(p, "logit_bias", {{"1", 5}}), "logit_bias");
+  cmpl("logit_bias_not_object", with(p, "logit_bias", json::array({1, 2})), "logit_bias");
+  cmpl("logit_bias_key_not_id", with(p, "logit_bias", {{"abc", 5}}), "logit_bias");
+  cmpl("logit_bias_key_negative", with(p, "logit_bias", {{"-1", 5}}), "logit_bias");
+  cmpl("logit_bias_key_out_of_vocab", with(p, "logit_bias", {{"99999999", 5}}), "logit_bias");
+  cmpl("logit_bias_value_string", with(p, "logit_bias", {{"1", "5"}}), "logit_bias");
   cmpl("suffix_unsupported", with(p, "suffix", "x"), "suffix");
   cmpl("response_format_json", with(p, "response_format", {{"type", "json_object"}}), "response_format");
   cmpl("user_not_string", with(p, "user", 5), "user");

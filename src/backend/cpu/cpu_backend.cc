@@ -96,6 +96,7 @@ class CpuBackend final : public Backend {
   void qkv_prepare(const QkvPrepareParams& p) override { cpu::qkv_prepare(pool_, p); }
   void paged_attention(const AttentionParams& p) override { cpu::paged_attention(pool_, p); }
   void sample(const SampleParams& p) override { cpu::sample(pool_, p); }
+  void add_logit_bias(const LogitBiasParams& p) override { cpu::add_logit_bias(p); }
 
  private:
   ThreadPool pool_;

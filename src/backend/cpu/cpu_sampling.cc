@@ -211,4 +211,22 @@ void sample(ThreadPool& pool, const SampleParams& p) {
   });
 }
 
+void add_logit_bias(const LogitBiasParams& p) {
+  if (p.entries.empty()) return;
+  if (p.logits.dtype != DType::kF32 || p.logits.ndim() != 2) throw Error("add_logit_bias: logits must be F32 [M, V]");
+  if (p.entries.dtype != DType::kI32 || p.entries.numel() % 3 != 0)
+    throw Error("add_logit_bias: entries must be I32 [E, 3]");
+  const int64_t m = p.logits.dim(0), v = p.logits.dim(1);
+  const int32_t* e = p.entries.ptr<int32_t>();
+  float* logits = p.logits.ptr<float>();
+  for (int64_t i = 0; i < p.entries.numel(); i += 3) {
+    const int32_t row = e[i], tok = e[i + 1];
+    if (row < 0 || row >= m || tok < 0 || tok >= v)
+      throw Error("add_logit_bias: entry (" + std::to_string(row) + ", " + std::to_string(tok) + ") outside the logits");
+    float bias;
+    std::memcpy(&bias, &e[i + 2], sizeof(bias));
+    logits[row * v + tok] += bias;
+  }
+}
+
 }  // namespace vireo::cpu

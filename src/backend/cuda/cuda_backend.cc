@@ -172,6 +172,10 @@ void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const Attentio
   }
   launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_);
 }
+void CudaBackend::add_logit_bias(const LogitBiasParams& p) {
+  require_device(p.logits, "add_logit_bias", "logits");
+  launch_logit_bias(p, stream_);
+}
 void CudaBackend::sample(const SampleParams& p) {
   require_device(p.logits, "sample", "logits");
   launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);

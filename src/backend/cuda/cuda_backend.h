@@ -44,6 +44,7 @@ class CudaBackend final : public Backend {
   void paged_attention(const AttentionParams& p) override;
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void sample(const SampleParams& p) override;
+  void add_logit_bias(const LogitBiasParams& p) override;
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override;

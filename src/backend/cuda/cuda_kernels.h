@@ -63,6 +63,8 @@ void launch_paged_attention_invariant(const AttentionParams& p, cudaStream_t str
 // from `workspace`, only when penalty_tokens or mask_tokens are given.
 // batch_invariant: fixed 8192-id chunks (the chunk size otherwise depends on M), so a row's logprobs
 // and draws do not depend on the batch.
+// logits[row, token] += bias per entry (logit_bias.cu); entries outside the logits are skipped.
+void launch_logit_bias(const LogitBiasParams& p, cudaStream_t stream);
 void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream,
                    bool batch_invariant = false);
 
