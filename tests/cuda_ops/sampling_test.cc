@@ -417,6 +417,7 @@ class LogitBiasTest : public CudaOpsTest {};
 
 TEST_F(LogitBiasTest, MatchesCpu) {
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    use_dtype(dt);  // creates gpu_
     const int64_t m = 5, vocab = 1003;
     auto logits = rand_vec(size_t(m * vocab), -8.f, 8.f, dt);
     std::vector<int32_t> entries;
