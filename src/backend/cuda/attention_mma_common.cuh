@@ -169,18 +169,18 @@ __device__ __forceinline__ void qk_scores(float (&s)[kNT][4], const unsigned (&q
 
 // Online softmax (log2 domain, the scale folded into the exponent) after a tile: mx = this lane's row
 // maxima of the masked scores (-inf where masked). Updates the running max m and sum l of both rows,
-// rescales o, and turns s into the probabilities.
-template <int kNT, int kDT>
-__device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&o)[kDT][4], float (&m)[2], float (&l)[2],
-                                                    float (&mx)[2], float scale_log2) {
-  float corr[2];
+// turns s into the probabilities and returns in corr the factors the accumulated output must be scaled
+// by (the wgmma kernel applies them later, once its in-flight P V has finished with O).
+template <int kNT>
+__device__ __forceinline__ void softmax_probs(float (&s)[kNT][4], float (&m)[2], float (&l)[2], float (&mx)[2],
+                                              float (&corr)[2], float scale_log2) {
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
     mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * scale_log2;
     mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
     mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
     const float m_new = fmaxf(m[ri], mx[ri]);
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, no NaN
     corr[ri] = exp2f(m[ri] - m_use);
     m[ri] = m_new;
     mx[ri] = m_use;
@@ -194,6 +194,14 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&
       s[nt][e] = p;
       l[e / 2] += p;
     }
+}
+
+// softmax_probs, then o rescaled at once (the mma.sync kernels).
+template <int kNT, int kDT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&o)[kDT][4], float (&m)[2], float (&l)[2],
+                                                    float (&mx)[2], float scale_log2) {
+  float corr[2];
+  softmax_probs<kNT>(s, m, l, mx, corr, scale_log2);
 #pragma unroll
   for (int dt = 0; dt < kDT; ++dt) {
     o[dt][0] *= corr[0];

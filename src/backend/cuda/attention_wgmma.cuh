@@ -98,33 +98,6 @@ __device__ __forceinline__ void wgmma_rs_trans_b(float (&d)[N / 8][4], const uns
   else wgmma_rs_n128<T, 1>(d, a, db, 1);
 }
 
-// online_softmax_step (attention_mma_common.cuh) without the O rescale, which must wait until the
-// in-flight P V wgmma has finished with O: returns the rescale factors in corr.
-template <int kNT>
-__device__ __forceinline__ void wg_softmax(float (&s)[kNT][4], float (&m)[2], float (&l)[2], float (&mx)[2],
-                                           float (&corr)[2], float scale_log2) {
-#pragma unroll
-  for (int ri = 0; ri < 2; ++ri) {
-    mx[ri] = mx[ri] == -INFINITY ? -INFINITY : mx[ri] * scale_log2;
-    mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 1));
-    mx[ri] = fmaxf(mx[ri], __shfl_xor_sync(0xffffffffu, mx[ri], 2));
-    const float m_new = fmaxf(m[ri], mx[ri]);
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: p = 0, no NaN
-    corr[ri] = exp2f(m[ri] - m_use);
-    m[ri] = m_new;
-    mx[ri] = m_use;
-    l[ri] *= corr[ri];
-  }
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float p = fast_exp2(fmaf(s[nt][e], scale_log2, -mx[e / 2]));
-      s[nt][e] = p;
-      l[e / 2] += p;
-    }
-}
-
 // D = 64 fits two blocks per SM (128 registers, 65 KiB of shared memory); D = 128 one.
 template <typename T, int D>
 __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill_wgmma_kernel(MmaArgs a) {
@@ -261,7 +234,7 @@ __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill
         }
         mx[ri] = fmaxf(mx[ri], v);
       }
-    wg_softmax<kNT>(sc, m, l, mx, corr, a.scale_log2);
+    softmax_probs<kNT>(sc, m, l, mx, corr, a.scale_log2);
   };
   // P_j -> A fragments (the S accumulator layout is the A-fragment layout, rounded as the mma.sync kernels).
   auto make_p = [&]() {
