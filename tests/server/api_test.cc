@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <future>
+#include <thread>
 
 #include "server_fixture.h"
 
@@ -258,7 +260,15 @@ TEST(Api, MetricsCountFinishReasons) {
   EXPECT_NE(r->body.find("vllm:request_success_total{finished_reason=\"length\",model_name=\"fake-model\"} 3.0"), std::string::npos)
       << r->body;
   EXPECT_NE(r->body.find("vllm:generation_tokens_total{model_name=\"fake-model\"} 6.0"), std::string::npos);
-  EXPECT_NE(r->body.find("vllm:num_requests_running{model_name=\"fake-model\"} 0.0"), std::string::npos);
+  // The running gauge is updated by the engine loop after the last output is handed over, so it may
+  // trail the HTTP response by a moment: poll it (the counters above are final once responses are).
+  const std::string idle = "vllm:num_requests_running{model_name=\"fake-model\"} 0.0";
+  for (int i = 0; i < 200 && r->body.find(idle) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    r = cli.Get("/metrics");
+    ASSERT_EQ(r->status, 200);
+  }
+  EXPECT_NE(r->body.find(idle), std::string::npos) << r->body;
 }
 
 TEST(Api, EngineErrorStreamsAnErrorEvent) {
