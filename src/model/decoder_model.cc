@@ -13,27 +13,10 @@
 namespace vireo {
 namespace {
 constexpr float kDummyStd = 0.02f;
-
-// Converts n F32/F16/BF16 values to `dst_dtype` at dst.
-void convert_into(const Tensor& src, void* dst, DType dst_dtype) {
-  const int64_t n = src.numel();
-  if (src.dtype == dst_dtype) {
-    std::memcpy(dst, src.data, src.nbytes());
-    return;
-  }
-  std::vector<float> tmp(n);
-  convert_to_f32(src.data, src.dtype, tmp.data(), n);
-  if (dst_dtype == DType::kF32) {
-    std::memcpy(dst, tmp.data(), n * 4);
-  } else {
-    auto* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = dst_dtype == DType::kBF16 ? f32_to_bf16(tmp[i]) : f32_to_f16(tmp[i]);
-  }
-}
 }  // namespace
 
 DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique_ptr<Backend> backend,
-                           std::unique_ptr<Checkpoint> checkpoint, const LoadOptions& opts)
+                           std::unique_ptr<WeightSource> checkpoint, const LoadOptions& opts)
     : cfg_(std::move(config)), spec_(spec), be_(std::move(backend)), ckpt_(std::move(checkpoint)), opts_(opts) {
   // Weights live in the activation dtype (F32 on the CPU, BF16/F16/F32 on CUDA per --dtype).
   wdtype_ = be_->activation_dtype();
@@ -79,18 +62,19 @@ Tensor DecoderModel::load(const std::string& fused_name, const std::vector<Part>
     return dev;
   }
   if (parts.size() == 1) {  // may be a view of the mmapped file on the CPU
-    Tensor dev = be_->upload(ckpt_->get(parts[0].name, parts[0].shape), wdtype_);
-    owned_.push_back(dev);
-    return dev;
+    if (auto view = ckpt_->view(parts[0].name, parts[0].shape)) {
+      Tensor dev = be_->upload(*view, wdtype_);
+      owned_.push_back(dev);
+      return dev;
+    }
   }
   Tensor dev = be_->alloc(shape, wdtype_);
   owned_.push_back(dev);
   std::vector<uint8_t> host(dev.nbytes());
   size_t off = 0;
   for (const auto& p : parts) {
-    Tensor src = ckpt_->get(p.name, p.shape);
-    convert_into(src, host.data() + off, wdtype_);
-    off += static_cast<size_t>(src.numel()) * dtype_size(wdtype_);
+    ckpt_->read(p.name, p.shape, wdtype_, host.data() + off);
+    off += static_cast<size_t>(Tensor(nullptr, wdtype_, p.shape).nbytes());
   }
   be_->copy_from_host(host.data(), dev);
   be_->synchronize();

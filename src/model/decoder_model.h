@@ -8,7 +8,7 @@
 #include "model/arch_spec.h"
 #include "model/model.h"
 #include "model/sample_on_backend.h"
-#include "model/safetensors.h"
+#include "model/weight_source.h"
 
 namespace vireo {
 
@@ -68,9 +68,9 @@ constexpr bool kUseFusedLinear = true;
 
 class DecoderModel final : public Model {
  public:
-  // checkpoint == nullptr means dummy weights from opts.seed.
+  // weights == nullptr means dummy weights from opts.seed.
   DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique_ptr<Backend> backend,
-                std::unique_ptr<Checkpoint> checkpoint, const LoadOptions& opts);
+                std::unique_ptr<WeightSource> weights, const LoadOptions& opts);
   ~DecoderModel() override;
 
   const ModelConfig& config() const override { return cfg_; }
@@ -107,7 +107,7 @@ class DecoderModel final : public Model {
   ModelConfig cfg_;
   ArchSpec spec_;
   std::unique_ptr<Backend> be_;
-  std::unique_ptr<Checkpoint> ckpt_;  // mmaps stay alive: CPU weights may be views into them
+  std::unique_ptr<WeightSource> ckpt_;  // mmaps stay alive: CPU weights may be views into them
   LoadOptions opts_;
   DType wdtype_;
   Tensor embed_, final_norm_, lm_head_, rope_;

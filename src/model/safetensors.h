@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/weight_source.h"
 
 namespace vireo {
 
@@ -39,10 +40,16 @@ class SafetensorsFile {
 };
 
 // All tensors of a model directory.
-class Checkpoint {
+class Checkpoint final : public WeightSource {
  public:
   explicit Checkpoint(const std::string& model_dir);
-  bool has(const std::string& name) const { return where_.count(name) > 0; }
+  bool has(const std::string& name) const override { return where_.count(name) > 0; }
+  std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override {
+    return get(name, expected);
+  }
+  void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override {
+    store_as(get(name, expected), dtype, dst);
+  }
   // The tensor, checked against the expected shape; errors name the file and the tensor.
   Tensor get(const std::string& name, const std::vector<int64_t>& expected_shape) const;
   const std::string& dir() const { return dir_; }

@@ -1,0 +1,29 @@
+// Where a model's weights come from, by HF tensor name ("model.layers.0.self_attn.q_proj.weight"):
+// a safetensors checkpoint (views into the mmapped files) or a GGUF file (renamed, dequantized).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vireo {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  // A host view of the tensor as stored (F32/F16/BF16), valid while the source lives, so the CPU
+  // backend can use mmapped weights in place; nullopt when it must be converted first (then read()).
+  // Errors name the file and the tensor (missing, wrong shape, unsupported type).
+  virtual std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const = 0;
+  // Writes the tensor, converted to `dtype` (F32/F16/BF16), to dst (numel * dtype_size bytes).
+  virtual void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const = 0;
+};
+
+// n floats to `dtype` (F32/F16/BF16, round to nearest even) at dst.
+void store_f32_as(const float* src, int64_t n, DType dtype, void* dst);
+// A host F32/F16/BF16 tensor converted to `dtype` at dst.
+void store_as(const Tensor& src, DType dtype, void* dst);
+
+}  // namespace vireo
