@@ -31,7 +31,7 @@ struct KvCache {
 };
 
 struct LoadOptions {
-  std::string load_format = "auto";  // "auto" (safetensors) | "dummy" (random weights, seeded)
+  std::string load_format = "auto";  // "auto" (by path) | "safetensors" | "gguf" | "dummy" (random, seeded)
   uint64_t seed = 0;                 // dummy weights
   // vLLM --dtype. Weights and the KV cache are stored in backend.activation_dtype() (F32 on the
   // CPU; the CUDA backend picks it from --dtype when created), so this is informational here.
@@ -82,7 +82,7 @@ class Model {
 };
 
 // Builds the model named by config.architectures[0] from the registry, loads its weights
-// (model_dir's safetensors, or dummy), on `backend`.
+// (model_dir's safetensors, a .gguf file, or dummy), on `backend`.
 std::unique_ptr<Model> load_model(const std::string& model_dir, std::unique_ptr<Backend> backend,
                                   const LoadOptions& opts);
 // Same, from an already parsed config (used by the built-in default model).

@@ -21,6 +21,9 @@ struct RopeScaling {
   bool truncate = true;
   // dynamic NTK-alpha (HunYuan): base = theta * alpha ** (dim / (dim - 2))
   std::optional<float> alpha;
+  // Per-frequency divisors of inv_freq (GGUF's rope_freqs.weight: llama.cpp stores llama3 scaling
+  // this way), applied after the type's own scaling; empty: none.
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {

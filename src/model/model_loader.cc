@@ -1,11 +1,47 @@
 // load_model: config -> architecture spec -> DecoderModel with checkpoint or dummy weights.
+// A model path is an HF directory (config.json + safetensors) or a GGUF file.
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "gguf/gguf_file.h"
 #include "model/decoder_model.h"
+#include "model/gguf_config.h"
+#include "model/gguf_weights.h"
+#include "model/safetensors.h"
 
 namespace vireo {
+namespace {
+
+constexpr const char* kFormats = "auto, safetensors, gguf, dummy";
+
+// GGUF by flag, by extension, or by magic (a renamed file still loads).
+bool is_gguf_model(const std::string& path, const std::string& load_format) {
+  if (load_format == "gguf") return true;
+  if (std::filesystem::is_directory(path)) return false;
+  return std::filesystem::path(path).extension() == ".gguf" || GgufFile::is_gguf(path);
+}
+
+std::unique_ptr<Model> load_gguf_model(const std::string& path, std::unique_ptr<Backend> backend,
+                                       const LoadOptions& opts) {
+  if (opts.load_format != "auto" && opts.load_format != "gguf" && opts.load_format != "dummy")
+    throw Error(path + ": a GGUF file cannot be loaded with --load-format " + opts.load_format);
+  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": GGUF file not found");
+  auto file = std::make_unique<GgufFile>(path);
+  ModelConfig config = gguf_model_config(*file);
+  const ArchSpec& spec = find_arch_spec(config.architecture, path);
+  std::unique_ptr<WeightSource> weights;
+  if (opts.load_format == "dummy") {
+    log_info("loading {} ({}) with dummy weights (seed {})", config.architecture, path, opts.seed);
+  } else {
+    log_info("loading {} from GGUF v{} ({} tensors; quantized weights are dequantized at load)",
+             config.architecture, file->version(), file->tensors().size());
+    weights = std::make_unique<GgufWeights>(std::move(file), config);
+  }
+  return std::make_unique<DecoderModel>(config, spec, std::move(backend), std::move(weights), opts);
+}
+
+}  // namespace
 
 std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& model_dir,
                                   std::unique_ptr<Backend> backend, const LoadOptions& opts) {
@@ -13,23 +49,27 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
   const std::string source =
       model_dir.empty() ? "config" : (std::filesystem::path(model_dir) / "config.json").string();
   const ArchSpec& spec = find_arch_spec(config.architecture, source);
-  std::unique_ptr<Checkpoint> ckpt;
+  std::unique_ptr<WeightSource> ckpt;
   if (opts.load_format == "dummy") {
     log_info("loading {} with dummy weights (seed {})", config.architecture, opts.seed);
   } else if (opts.load_format == "auto" || opts.load_format == "safetensors") {
     if (model_dir.empty()) throw Error("load_model: no model directory (use --load-format dummy for random weights)");
     ckpt = std::make_unique<Checkpoint>(model_dir);
+  } else if (opts.load_format == "gguf") {
+    throw Error("--load-format gguf: '" + model_dir + "' is not a GGUF file");
   } else {
-    throw Error("--load-format: unsupported value '" + opts.load_format + "' (auto, safetensors, dummy)");
+    throw Error(std::string("--load-format: unsupported value '") + opts.load_format + "' (" + kFormats + ")");
   }
   return std::make_unique<DecoderModel>(config, spec, std::move(backend), std::move(ckpt), opts);
 }
 
-std::unique_ptr<Model> load_model(const std::string& model_dir, std::unique_ptr<Backend> backend,
+std::unique_ptr<Model> load_model(const std::string& model_path, std::unique_ptr<Backend> backend,
                                   const LoadOptions& opts) {
-  const std::string cfg = (std::filesystem::path(model_dir) / "config.json").string();
+  if (!backend) throw Error("load_model: no backend");
+  if (is_gguf_model(model_path, opts.load_format)) return load_gguf_model(model_path, std::move(backend), opts);
+  const std::string cfg = (std::filesystem::path(model_path) / "config.json").string();
   if (!std::filesystem::exists(cfg)) throw Error(cfg + ": model config not found");
-  return load_model(ModelConfig::from_file(cfg), model_dir, std::move(backend), opts);
+  return load_model(ModelConfig::from_file(cfg), model_path, std::move(backend), opts);
 }
 
 }  // namespace vireo

@@ -98,6 +98,12 @@ RopeFrequencies rope_frequencies(const ModelConfig& c) {
   } else {
     throw Error("rope_scaling: unsupported rope_type '" + rs.type + "'");
   }
+  if (!rs.freq_factors.empty()) {
+    if (rs.freq_factors.size() != out.inv_freq.size())
+      throw Error("rope: " + std::to_string(rs.freq_factors.size()) + " frequency factors for " +
+                  std::to_string(out.inv_freq.size()) + " frequencies");
+    for (size_t i = 0; i < out.inv_freq.size(); ++i) out.inv_freq[i] /= rs.freq_factors[i];
+  }
   return out;
 }
 

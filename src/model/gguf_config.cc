@@ -1,0 +1,131 @@
+#include "model/gguf_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "core/error.h"
+#include "gguf/gguf_dequant.h"
+
+namespace vireo {
+namespace {
+
+using nlohmann::json;
+
+// general.architecture -> HF name. llama.cpp's converter writes Mistral checkpoints as "llama" too.
+const std::pair<const char*, const char*> kArchitectures[] = {
+    {"llama", "LlamaForCausalLM"},
+    {"qwen2", "Qwen2ForCausalLM"},
+    {"qwen3", "Qwen3ForCausalLM"},
+    {"olmo2", "Olmo2ForCausalLM"},
+};
+
+int64_t required_int(const GgufFile& f, const std::string& key) {
+  const GgufValue* v = f.find(key);
+  if (!v) throw Error(f.path() + ": metadata '" + key + "' is missing");
+  if (v->type == GgufType::kArray)
+    throw Error(f.path() + ": metadata '" + key + "' is a per-layer array, which is not supported");
+  return *f.get_int(key);
+}
+
+// llama.cpp writes rope scaling as rope.scaling.{type,factor,original_context_length,...}
+// (older files: rope.scale_linear); llama3-style scaling arrives as the rope_freqs tensor instead.
+json rope_scaling(const GgufFile& f, const std::string& a) {
+  const std::string type = f.get_string(a + ".rope.scaling.type").value_or("none");
+  const double factor = f.get_float(a + ".rope.scaling.factor").value_or(f.get_float(a + ".rope.scale_linear").value_or(1.0));
+  if (type == "none" && factor != 1.0 && f.find(a + ".rope.scale_linear")) return {{"rope_type", "linear"}, {"factor", factor}};
+  if (type == "none") return nullptr;
+  if (type == "linear") return {{"rope_type", "linear"}, {"factor", factor}};
+  if (type != "yarn")
+    throw Error(f.path() + ": metadata '" + a + ".rope.scaling.type' '" + type + "' is not supported (none, linear, yarn)");
+  json r = {{"rope_type", "yarn"}, {"factor", factor}};
+  if (auto o = f.get_int(a + ".rope.scaling.original_context_length")) r["original_max_position_embeddings"] = *o;
+  if (auto v = f.get_float(a + ".rope.scaling.attn_factor")) r["attention_factor"] = *v;
+  if (auto v = f.get_float(a + ".rope.scaling.yarn_beta_fast")) r["beta_fast"] = *v;
+  if (auto v = f.get_float(a + ".rope.scaling.yarn_beta_slow")) r["beta_slow"] = *v;
+  return r;
+}
+
+std::vector<float> rope_freq_factors(const GgufFile& f, int num_freqs) {
+  const GgufTensorInfo* t = f.find_tensor("rope_freqs.weight");
+  if (!t) return {};
+  if (t->numel() != num_freqs || !ggml_can_dequantize(t->type))
+    throw Error(f.path() + ": tensor 'rope_freqs.weight' must hold " + std::to_string(num_freqs) + " F32 values");
+  std::vector<float> out(num_freqs);
+  dequantize(t->type, f.tensor_data(*t), out.data(), num_freqs);
+  return out;
+}
+
+std::string dtype_of(const GgufFile& f) {
+  const GgufTensorInfo* t = f.find_tensor("token_embd.weight");
+  if (t && t->type == 0) return "float32";
+  if (t && t->type == 1) return "float16";
+  return "bfloat16";  // BF16 and quantized files: what vLLM runs them in by default on a GPU
+}
+
+}  // namespace
+
+std::string gguf_hf_architecture(const GgufFile& f) {
+  const auto arch = f.get_string("general.architecture");
+  if (!arch) throw Error(f.path() + ": metadata 'general.architecture' is missing");
+  std::string names;
+  for (const auto& [gguf, hf] : kArchitectures) {
+    if (*arch == gguf) return hf;
+    names += (names.empty() ? "" : ", ") + std::string(gguf);
+  }
+  throw Error(f.path() + ": general.architecture '" + *arch + "' is not supported (supported: " + names + ")");
+}
+
+ModelConfig gguf_model_config(const GgufFile& f) {
+  json j;
+  j["architectures"] = {gguf_hf_architecture(f)};
+  const std::string a = *f.get_string("general.architecture");
+  j["model_type"] = a;
+  if (f.get_int(a + ".expert_count").value_or(0) > 0)
+    throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are not supported");
+  j["hidden_size"] = required_int(f, a + ".embedding_length");
+  j["num_hidden_layers"] = required_int(f, a + ".block_count");
+  j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
+  j["max_position_embeddings"] = required_int(f, a + ".context_length");
+  const int64_t heads = required_int(f, a + ".attention.head_count");
+  j["num_attention_heads"] = heads;
+  j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;
+  const int64_t head_dim =
+      f.get_int(a + ".attention.key_length").value_or(heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
+  j["head_dim"] = head_dim;
+  if (auto vl = f.get_int(a + ".attention.value_length"); vl && *vl != head_dim)
+    throw Error(f.path() + ": metadata '" + a + ".attention.value_length' differs from key_length (not supported)");
+  if (auto rd = f.get_int(a + ".rope.dimension_count"); rd && *rd != head_dim && head_dim > 0)
+    j["partial_rotary_factor"] = static_cast<double>(*rd) / static_cast<double>(head_dim);
+  if (auto eps = f.get_float(a + ".attention.layer_norm_rms_epsilon")) j["rms_norm_eps"] = *eps;
+  j["rope_theta"] = f.get_float(a + ".rope.freq_base").value_or(10000.0);
+  if (json rs = rope_scaling(f, a); !rs.is_null()) j["rope_scaling"] = rs;
+
+  // Vocabulary: <arch>.vocab_size, else the token list, else the embedding's rows.
+  int64_t vocab = 0;
+  if (auto v = f.get_int(a + ".vocab_size")) {
+    vocab = *v;
+  } else if (const json* toks = f.get_array("tokenizer.ggml.tokens", GgufType::kString)) {
+    vocab = static_cast<int64_t>(toks->size());
+  } else if (const GgufTensorInfo* e = f.find_tensor("token_embd.weight"); e && e->ne.size() == 2) {
+    vocab = e->ne[1];
+  }
+  if (vocab <= 0) throw Error(f.path() + ": no vocabulary size (" + a + ".vocab_size, tokenizer.ggml.tokens)");
+  j["vocab_size"] = vocab;
+  // The converter drops output.weight when the checkpoint ties it to the embedding.
+  j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
+  j["attention_bias"] = f.find_tensor("blk.0.attn_output.bias") != nullptr;
+  j["mlp_bias"] = f.find_tensor("blk.0.ffn_down.bias") != nullptr;
+  j["torch_dtype"] = dtype_of(f);
+  json eos = json::array();
+  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (auto id = f.get_int(k); id && std::find(eos.begin(), eos.end(), json(*id)) == eos.end()) eos.push_back(*id);
+  if (!eos.empty()) j["eos_token_id"] = eos;
+  if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
+
+  ModelConfig c = ModelConfig::from_json(j, f.path());
+  c.rope_scaling.freq_factors = rope_freq_factors(f, c.rotary_dim() / 2);
+  return c;
+}
+
+}  // namespace vireo

@@ -1,0 +1,122 @@
+#include "model/gguf_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "core/error.h"
+#include "gguf/gguf_dequant.h"
+
+namespace vireo {
+namespace {
+
+// HF module path inside a layer -> llama.cpp's name (llama-arch.cpp's LLM_TENSOR_NAMES).
+const std::pair<const char*, const char*> kLayerNames[] = {
+    {"input_layernorm", "attn_norm"},          {"self_attn.q_proj", "attn_q"},
+    {"self_attn.k_proj", "attn_k"},            {"self_attn.v_proj", "attn_v"},
+    {"self_attn.o_proj", "attn_output"},       {"self_attn.q_norm", "attn_q_norm"},
+    {"self_attn.k_norm", "attn_k_norm"},       {"post_attention_layernorm", "ffn_norm"},
+    {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"},
+    {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
+};
+
+std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr, DType::kF32, s).shape_str(); }
+
+bool is_float_type(uint32_t t) { return t == 0 || t == 1 || t == 30; }  // F32, F16, BF16
+
+}  // namespace
+
+std::string gguf_tensor_name(const std::string& hf, bool olmo2) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) != 0) return "";
+  const size_t dot = hf.find('.', prefix.size());
+  const size_t last = hf.rfind('.');
+  if (dot == std::string::npos || last <= dot) return "";
+  const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+  const std::string module = hf.substr(dot + 1, last - dot - 1), suffix = hf.substr(last);  // ".weight"/".bias"
+  for (const auto& [from, to] : kLayerNames) {
+    if (module != from) continue;
+    const std::string name = olmo2 && module == "post_attention_layernorm" ? "post_attention_norm" : to;
+    return "blk." + layer + "." + name + suffix;
+  }
+  return "";
+}
+
+GgufWeights::GgufWeights(std::unique_ptr<GgufFile> file, const ModelConfig& c)
+    : file_(std::move(file)),
+      olmo2_(c.architecture == "Olmo2ForCausalLM"),
+      // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
+      // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen and OLMo-2 files use NeoX RoPE.
+      llama_(c.architecture == "LlamaForCausalLM"),
+      num_heads_(c.num_attention_heads),
+      num_kv_heads_(c.num_key_value_heads) {}
+
+bool GgufWeights::has(const std::string& name) const {
+  const std::string g = gguf_tensor_name(name, olmo2_);
+  return !g.empty() && file_->find_tensor(g) != nullptr;
+}
+
+const GgufTensorInfo& GgufWeights::find(const std::string& name, const std::vector<int64_t>& expected) const {
+  const std::string g = gguf_tensor_name(name, olmo2_);
+  const GgufTensorInfo* t = g.empty() ? nullptr : file_->find_tensor(g);
+  if (!t) throw Error(file_->path() + ": missing tensor '" + (g.empty() ? name : g) + "' (for " + name + ")");
+  if (t->shape() != expected)
+    throw Error(file_->path() + ": tensor '" + g + "' has shape " + shape_string(t->shape()) + ", expected " +
+                shape_string(expected));
+  if (!ggml_can_dequantize(t->type))
+    throw Error(file_->path() + ": tensor '" + g + "' has type " + ggml_type_name(t->type) +
+                ", which Vireo cannot load (supported: " + ggml_dequantizable_types() + ")");
+  return *t;
+}
+
+int GgufWeights::permuted_heads(const std::string& name) const {
+  if (!llama_) return 0;
+  if (name.find("self_attn.q_proj.") != std::string::npos) return num_heads_;
+  if (name.find("self_attn.k_proj.") != std::string::npos) return num_kv_heads_;
+  return 0;
+}
+
+std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vector<int64_t>& expected) const {
+  const GgufTensorInfo& t = find(name, expected);
+  if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
+  const DType dt = t.type == 0 ? DType::kF32 : t.type == 1 ? DType::kF16 : DType::kBF16;
+  return Tensor(const_cast<uint8_t*>(file_->tensor_data(t)), dt, t.shape());
+}
+
+void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {
+  const GgufTensorInfo& t = find(name, expected);
+  const int64_t row = t.ne[0], rows = t.numel() / row;
+  const size_t row_bytes = static_cast<size_t>(t.nbytes / rows), es = dtype_size(dtype);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int heads = permuted_heads(name);
+  if (heads == 0) {
+    // Chunks of rows bound the float scratch for large embeddings.
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / row);
+    std::vector<float> tmp(static_cast<size_t>(std::min(rows, chunk) * row));
+    for (int64_t r = 0; r < rows; r += chunk) {
+      const int64_t n = std::min(chunk, rows - r);
+      dequantize(t.type, file_->tensor_data(t) + r * row_bytes, tmp.data(), n * row);
+      store_f32_as(tmp.data(), n * row, dtype, out + r * row * es);
+    }
+    return;
+  }
+  // Undo the converter's permute(): within each head of D rows, file row 2i + s holds HF row
+  // s * D/2 + i (s = 0, 1 picks the rotary half). Biases (one value per row) move the same way.
+  const int64_t prow = t.ne.size() == 1 ? 1 : row, prows = t.numel() / prow;
+  if (prows % (2 * heads) != 0)
+    throw Error(file_->path() + ": tensor for " + name + " has " + std::to_string(prows) + " rows, not " +
+                std::to_string(heads) + " heads of an even size");
+  std::vector<float> src(static_cast<size_t>(t.numel())), hf(src.size());
+  dequantize(t.type, file_->tensor_data(t), src.data(), t.numel());
+  const int64_t D = prows / heads, half = D / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t s = 0; s < 2; ++s)
+        std::memcpy(&hf[(h * D + s * half + i) * prow], &src[(h * D + 2 * i + s) * prow], prow * sizeof(float));
+  store_f32_as(hf.data(), t.numel(), dtype, dst);
+}
+
+}  // namespace vireo

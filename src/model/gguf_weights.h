@@ -1,0 +1,38 @@
+// The weights of a GGUF file under HF names: blk.N.attn_q.weight serves
+// model.layers.N.self_attn.q_proj.weight, dequantized to the model's dtype, and for the llama
+// architecture with the Q/K row permutation of llama.cpp's converter undone.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "model/weight_source.h"
+
+namespace vireo {
+
+// llama.cpp's tensor name for an HF one ("lm_head.weight" -> "output.weight"); "" when there is none.
+// olmo2 names its post-attention norm post_attention_norm where the others use ffn_norm.
+std::string gguf_tensor_name(const std::string& hf_name, bool olmo2);
+
+class GgufWeights final : public WeightSource {
+ public:
+  GgufWeights(std::unique_ptr<GgufFile> file, const ModelConfig& config);
+
+  bool has(const std::string& name) const override;
+  std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override;
+  void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
+  const GgufFile& file() const { return *file_; }
+
+ private:
+  // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.
+  const GgufTensorInfo& find(const std::string& name, const std::vector<int64_t>& expected) const;
+  // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
+  int permuted_heads(const std::string& name) const;
+
+  std::unique_ptr<GgufFile> file_;
+  bool olmo2_ = false, llama_ = false;
+  int num_heads_ = 0, num_kv_heads_ = 0;
+};
+
+}  // namespace vireo

@@ -1,0 +1,190 @@
+// Test-only conversions in the manner of llama.cpp's convert_hf_to_gguf.py: a safetensors
+// fixture directory -> a GGUF model file, and a tokenizer.json directory -> tokenizer.ggml.* metadata.
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gguf_writer.h"
+#include "model/safetensors.h"
+
+namespace vireo::testing {
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+// The converter's tensor names (llama.cpp's gguf-py tensor_mapping), written out independently
+// of the product's mapping so a mistake there shows up here.
+inline std::string converter_tensor_name(const std::string& hf, const std::string& arch) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  static const std::map<std::string, std::string> layer = {
+      {"input_layernorm", "attn_norm"}, {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"},
+      {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"}};
+  const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
+  std::string module = hf.substr(dot + 1, last - dot - 1);
+  std::string name = layer.at(module);
+  if (arch == "olmo2" && module == "post_attention_layernorm") name = "post_attention_norm";
+  return "blk." + hf.substr(a, dot - a) + "." + name + hf.substr(last);
+}
+
+// convert_hf_to_gguf.py's LlamaModel.permute: per head, rows [s * D/2 + i] -> [2i + s].
+inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t heads, int64_t row) {
+  std::vector<float> out(w.size());
+  const int64_t D = static_cast<int64_t>(w.size()) / row / heads, half = D / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t s = 0; s < 2; ++s)
+      for (int64_t i = 0; i < half; ++i)
+        std::copy_n(&w[(h * D + s * half + i) * row], row, &out[(h * D + 2 * i + s) * row]);
+  return out;
+}
+
+struct ConvertOptions {
+  uint32_t type = kGgmlF32;  // of 2-D weights; norms and biases stay F32 as the converter keeps them
+  uint32_t version = 3;
+  uint64_t alignment = 32;
+};
+
+// Writes the fixture in `dir` (config.json + *.safetensors) as the GGUF file `out`.
+inline void convert_model_fixture(const std::string& dir, const std::string& out, const ConvertOptions& o = {}) {
+  namespace fs = std::filesystem;
+  const nlohmann::json c = read_json(dir + "/config.json");
+  static const std::map<std::string, std::string> archs = {{"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"},
+                                                           {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"}};
+  const std::string a = archs.at(c["architectures"][0].get<std::string>());
+  const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
+  const int64_t head_dim = c.value("head_dim", hidden / heads);
+  const nlohmann::json rope = c.contains("rope_parameters") ? c["rope_parameters"] : nlohmann::json::object();
+  const double theta = rope.value("rope_theta", c.value("rope_theta", 10000.0));
+  GgufWriter w;
+  w.add_string("general.architecture", a);
+  w.add_string("general.name", fs::path(dir).filename().string());
+  if (o.alignment != 32) w.add_u32("general.alignment", static_cast<uint32_t>(o.alignment));
+  w.add_u32(a + ".context_length", c["max_position_embeddings"]);
+  w.add_u32(a + ".embedding_length", static_cast<uint32_t>(hidden));
+  w.add_u32(a + ".block_count", c["num_hidden_layers"]);
+  w.add_u32(a + ".feed_forward_length", c["intermediate_size"]);
+  w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(heads));
+  w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(kv_heads));
+  w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+  w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.add_f32(a + ".rope.freq_base", static_cast<float>(theta));
+  w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", 1e-6f));
+  const std::string rope_type = rope.value("rope_type", "default");
+  if (rope_type == "yarn") {
+    w.add_string(a + ".rope.scaling.type", "yarn");
+    w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
+    w.add_u32(a + ".rope.scaling.original_context_length", rope["original_max_position_embeddings"]);
+  }
+  if (rope_type == "llama3") {  // the converter's rope_freqs tensor: per-frequency divisors
+    const double factor = rope["factor"], lo = rope["low_freq_factor"], hi = rope["high_freq_factor"];
+    const double old_ctx = rope["original_max_position_embeddings"];
+    std::vector<float> factors;
+    for (int64_t i = 0; i < head_dim; i += 2) {
+      const float freq = 1.0f / static_cast<float>(std::pow(theta, static_cast<double>(static_cast<float>(i) / head_dim)));
+      const double wavelen = 2 * M_PI / freq;
+      if (wavelen < old_ctx / hi) {
+        factors.push_back(1.0f);
+      } else if (wavelen > old_ctx / lo) {
+        factors.push_back(static_cast<float>(factor));
+      } else {
+        const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+        factors.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+      }
+    }
+    w.add_tensor("rope_freqs.weight", {static_cast<int64_t>(factors.size())}, kGgmlF32,
+                 encode_values(factors.data(), static_cast<int64_t>(factors.size()), kGgmlF32));
+  }
+  const int64_t vocab = c["vocab_size"];
+  std::vector<std::string> tokens;
+  for (int64_t i = 0; i < vocab; ++i) tokens.push_back("t" + std::to_string(i));
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_i32_array("tokenizer.ggml.token_type", std::vector<int32_t>(vocab, 1));
+  if (c.contains("eos_token_id") && c["eos_token_id"].is_number_integer())
+    w.add_u32("tokenizer.ggml.eos_token_id", c["eos_token_id"]);
+
+  const bool tied = c.value("tie_word_embeddings", false);
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    SafetensorsFile f(path);
+    for (const auto& [name, e] : f.entries()) {
+      if (name == "lm_head.weight" && tied) continue;
+      Tensor t = f.tensor(name);
+      std::vector<float> v(t.numel());
+      convert_to_f32(t.data, t.dtype, v.data(), v.size());
+      const int64_t row = t.ndim() == 2 ? t.shape[1] : 1;
+      if (a == "llama" && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
+      if (a == "llama" && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
+      std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
+      const uint32_t type = t.ndim() == 2 ? o.type : kGgmlF32;
+      w.add_tensor(converter_tensor_name(name, a), ne, type, encode_values(v.data(), t.numel(), type));
+    }
+  }
+  w.write(out, o.version, o.alignment);
+}
+
+// convert_hf_to_gguf.py's does_token_look_special (the part that matters for these tokenizers).
+inline bool looks_special(const std::string& t) {
+  return t.size() >= 4 && t.rfind("<|", 0) == 0 && t.compare(t.size() - 2, 2, "|>") == 0;
+}
+
+// tokenizer.ggml.* of the tokenizer.json/tokenizer_config.json in `dir`, as the converter writes them.
+inline void add_tokenizer_metadata(GgufWriter& w, const std::string& dir, const std::string& pre) {
+  const nlohmann::json tj = read_json(dir + "/tokenizer.json");
+  const nlohmann::json tc = read_json(dir + "/tokenizer_config.json");
+  std::map<int64_t, std::string> vocab;
+  for (auto& [tok, id] : tj["model"]["vocab"].items()) vocab[id.get<int64_t>()] = tok;
+  std::map<int64_t, std::pair<std::string, bool>> added;
+  for (const auto& t : tj["added_tokens"]) added[t["id"]] = {t["content"], t["special"]};
+  const int64_t n = std::max(vocab.rbegin()->first, added.rbegin()->first) + 1;
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  for (int64_t i = 0; i < n; ++i) {
+    if (auto it = added.find(i); it != added.end()) {
+      tokens.push_back(it->second.first);
+      types.push_back(it->second.second || looks_special(it->second.first) ? 3 : 4);
+    } else if (auto v = vocab.find(i); v != vocab.end()) {
+      tokens.push_back(v->second);
+      types.push_back(1);
+    } else {
+      tokens.push_back("[PAD" + std::to_string(i) + "]");
+      types.push_back(5);
+    }
+  }
+  std::vector<std::string> merges;
+  for (const auto& m : tj["model"]["merges"])
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", pre);
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_string_array("tokenizer.ggml.merges", merges);
+  auto id_of = [&](const std::string& key) -> int64_t {
+    if (!tc.contains(key) || !tc[key].is_string()) return -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (tokens[i] == tc[key].get<std::string>()) return i;
+    return -1;
+  };
+  if (int64_t id = id_of("bos_token"); id >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(id));
+  if (int64_t id = id_of("eos_token"); id >= 0) w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(id));
+  if (int64_t id = id_of("pad_token"); id >= 0) w.add_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(id));
+  w.add_bool("tokenizer.ggml.add_bos_token", tc.value("add_bos_token", false));
+  if (tc.contains("chat_template") && tc["chat_template"].is_string())
+    w.add_string("tokenizer.chat_template", tc["chat_template"].get<std::string>());
+}
+
+}  // namespace vireo::testing

@@ -1,0 +1,185 @@
+// GGUF models against their safetensors originals: each tiny fixture is converted at test time
+// (tests/gguf_util/hf_to_gguf.h does what convert_hf_to_gguf.py does, Q/K permutation included)
+// and must give the same logits (bitwise for F32 and BF16-from-BF16, close for F16/BF16/Q8_0)
+// and the same greedy tokens. Broken model files fail with a vireo::Error naming the tensor.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "../gguf_util/hf_to_gguf.h"
+#include "backend/backend.h"
+#include "core/error.h"
+#include "gguf/gguf_file.h"
+#include "model/gguf_config.h"
+#include "model/model.h"
+#include "model_test_util.h"
+
+namespace vireo {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ConvertOptions;
+
+std::string fixture_dir(const std::string& name) { return std::string(VIREO_SOURCE_DIR) + "/tests/fixtures/model/" + name; }
+
+fs::path temp_dir() {
+  fs::path d = fs::path(::testing::TempDir()) / ("vireo_gguf_model_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+struct ModelRun {
+  std::vector<float> logits;   // every prompt position [n, V]
+  std::vector<int32_t> greedy;  // 8 greedy tokens after the prompt
+};
+
+ModelRun run_model(const std::string& path) {
+  auto model = load_model(path, create_backend("cpu"), LoadOptions{});
+  const int64_t V = model->config().vocab_size;
+  const nlohmann::json ref = testing::read_json(fixture_dir("qwen3") + "/reference.json");
+  std::vector<int32_t> prompt = ref["prompts"][1].get<std::vector<int32_t>>();
+  for (auto& t : prompt) t %= static_cast<int32_t>(V);
+  KvCache kv = model->allocate_kv_cache(8, 16);
+  testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
+  ModelRun r;
+  r.logits = d.step(prompt, true);
+  r.greedy.push_back(testing::argmax(r.logits.data() + r.logits.size() - V, V));
+  while (r.greedy.size() < 8) {
+    auto lg = d.step({r.greedy.back()});
+    r.greedy.push_back(testing::argmax(lg.data(), V));
+  }
+  model->free_kv_cache(kv);
+  return r;
+}
+
+struct Case {
+  std::string fixture;
+  uint32_t type;
+  double tol;  // max |a - b| / max |b| of the logits; 0: bitwise
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture << " as ggml type " << c.type; }
+
+class GgufParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufParity, SameLogitsAndGreedyAsSafetensors) {
+  const Case& c = GetParam();
+  const std::string gguf = (temp_dir() / (c.fixture + "_" + std::to_string(c.type) + ".gguf")).string();
+  ConvertOptions o;
+  o.type = c.type;
+  o.version = c.type == testing::kGgmlF16 ? 2 : 3;   // both versions load
+  o.alignment = c.type == testing::kGgmlBF16 ? 64 : 32;  // general.alignment is honoured
+  testing::convert_model_fixture(fixture_dir(c.fixture), gguf, o);
+  const ModelRun want = run_model(fixture_dir(c.fixture));
+  const ModelRun got = run_model(gguf);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  if (c.tol == 0) {
+    EXPECT_EQ(got.logits, want.logits);
+  } else {
+    const double err = testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size());
+    EXPECT_LT(err, c.tol);
+    std::printf("%s as ggml type %u: relative logits error %.2e\n", c.fixture.c_str(), c.type, err);
+  }
+  EXPECT_EQ(got.greedy, want.greedy);
+  fs::remove(gguf);
+}
+
+// llama3 carries its RoPE scaling as the rope_freqs tensor (divisors of inv_freq), which rounds
+// differently from transformers' formula by an ulp: near, not bitwise.
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, GgufParity,
+    ::testing::Values(Case{"qwen3", testing::kGgmlF32, 0}, Case{"qwen2", testing::kGgmlF32, 0},
+                      Case{"olmo2", testing::kGgmlF32, 0}, Case{"llama_yarn_bias", testing::kGgmlF32, 0},
+                      Case{"llama3", testing::kGgmlF32, 1e-5}, Case{"qwen3_bf16_sharded", testing::kGgmlBF16, 0},
+                      Case{"qwen3", testing::kGgmlF16, 2e-3}, Case{"llama3", testing::kGgmlBF16, 2e-2},
+                      Case{"qwen3", testing::kGgmlQ8_0, 5e-2}, Case{"llama_yarn_bias", testing::kGgmlQ8_0, 5e-2},
+                      Case{"olmo2", testing::kGgmlQ8_0, 5e-2}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return i.param.fixture + "_" + std::to_string(i.param.type);
+    });
+
+TEST(GgufModel, ConfigFromMetadata) {
+  const std::string gguf = (temp_dir() / "cfg_llama3.gguf").string();
+  testing::convert_model_fixture(fixture_dir("llama3"), gguf);
+  GgufFile f(gguf);
+  ModelConfig c = gguf_model_config(f);
+  ModelConfig want = ModelConfig::from_file(fixture_dir("llama3") + "/config.json");
+  EXPECT_EQ(c.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c.vocab_size, want.vocab_size);  // from the token list
+  EXPECT_EQ(c.hidden_size, want.hidden_size);
+  EXPECT_EQ(c.num_key_value_heads, want.num_key_value_heads);
+  EXPECT_EQ(c.head_dim, want.head_dim);
+  EXPECT_EQ(c.max_position_embeddings, want.max_position_embeddings);
+  EXPECT_EQ(c.tie_word_embeddings, false);
+  EXPECT_EQ(c.rope_scaling.freq_factors.size(), static_cast<size_t>(want.head_dim / 2));
+  testing::convert_model_fixture(fixture_dir("qwen3"), gguf);
+  GgufFile q(gguf);
+  EXPECT_TRUE(gguf_model_config(q).tie_word_embeddings);  // no output.weight
+  fs::remove(gguf);
+}
+
+// Rewrites the qwen3 fixture's GGUF with one change and expects load_model to fail naming `what`.
+void expect_load_error(const std::function<void(testing::GgufWriter&)>& extra, const std::string& drop,
+                       const std::string& what, const std::string& load_format = "auto") {
+  const std::string src = (temp_dir() / "ok.gguf").string(), bad = (temp_dir() / "bad.bin").string();
+  testing::convert_model_fixture(fixture_dir("qwen3"), src);
+  GgufFile f(src);
+  testing::GgufWriter w;
+  for (const auto& [k, v] : f.metadata()) {
+    if (v.type == GgufType::kString) w.add_string(k, v.value.get<std::string>());
+    if (v.type == GgufType::kU32) w.add_u32(k, v.value.get<uint32_t>());
+    if (v.type == GgufType::kF32) w.add_f32(k, v.value.get<float>());
+    if (v.type == GgufType::kArray && v.array_type == GgufType::kString)
+      w.add_string_array(k, v.value.get<std::vector<std::string>>());
+  }
+  for (const auto& t : f.tensors())
+    if (t.name != drop)
+      w.add_tensor(t.name, t.ne, t.type, std::string(reinterpret_cast<const char*>(f.tensor_data(t)), t.nbytes));
+  extra(w);
+  w.write(bad);  // no .gguf extension: found by its magic
+  LoadOptions opts;
+  opts.load_format = load_format;
+  try {
+    load_model(bad, create_backend("cpu"), opts);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(GgufModel, BadModelsFailNamingTheTensor) {
+  auto none = [](testing::GgufWriter&) {};
+  expect_load_error(none, "blk.1.ffn_up.weight", "missing tensor 'blk.1.ffn_up.weight' (for model.layers.1.mlp.up_proj.weight)");
+  expect_load_error(
+      [](testing::GgufWriter& w) { w.add_tensor("blk.1.ffn_up.weight", {64, 128}, 20, std::string(128 * 2 * 18, '\0')); },
+      "blk.1.ffn_up.weight", "tensor 'blk.1.ffn_up.weight' has type IQ4_NL, which Vireo cannot load");
+  expect_load_error(
+      [](testing::GgufWriter& w) { w.add_tensor("blk.0.ffn_up.weight", {64, 64}, 0, std::string(64 * 64 * 4, '\0')); },
+      "blk.0.ffn_up.weight", "tensor 'blk.0.ffn_up.weight' has shape [64, 64], expected [128, 64]");
+  expect_load_error(none, "", "a GGUF file cannot be loaded with --load-format safetensors", "safetensors");
+  try {
+    load_model(fixture_dir("qwen3"), create_backend("cpu"), LoadOptions{.load_format = "gguf"});
+    ADD_FAILURE() << "loaded a directory as GGUF";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GGUF file not found"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GgufModel, UnsupportedArchitecture) {
+  const std::string p = (temp_dir() / "gemma.gguf").string();
+  testing::GgufWriter w;
+  w.add_string("general.architecture", "gemma3");
+  w.write(p);
+  try {
+    load_model(p, create_backend("cpu"), LoadOptions{});
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("general.architecture 'gemma3' is not supported (supported: llama, qwen2, qwen3, olmo2)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace vireo
