@@ -14,7 +14,8 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // `path`: a directory holding tokenizer.json (and optionally tokenizer_config.json).
+  // `path`: a directory holding tokenizer.json (and optionally tokenizer_config.json), or a GGUF
+  // file (its tokenizer.ggml.* metadata).
   // Throws vireo::Error naming the file on a missing or malformed file.
   static std::unique_ptr<Tokenizer> from_dir(const std::string& path);
 

@@ -1,0 +1,144 @@
+// The tokenizer rebuilt from GGUF metadata against the tokenizer.json it was converted from
+// (tests/gguf_util/hf_to_gguf.h writes tokenizer.ggml.* as convert_hf_to_gguf.py does), for
+// Qwen3 (pre "qwen2") and Llama-3 (pre "llama-bpe"): same ids and text on the shared corpus
+// plus unicode, digits, whitespace runs and special tokens.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../gguf_util/hf_to_gguf.h"
+#include "core/error.h"
+#include "test_util.h"
+
+namespace vireo {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string gguf_path(const std::string& name) {
+  return (fs::path(::testing::TempDir()) / ("vireo_gguf_tok_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string();
+}
+
+// Writes a tokenizer-only GGUF for models/<name> once per test run.
+const std::string& converted(const std::string& name, const std::string& pre) {
+  static std::map<std::string, std::string> done;  // test-only memo
+  auto& p = done[name];
+  if (p.empty()) {
+    testing::GgufWriter w;
+    w.add_string("general.architecture", "llama");
+    testing::add_tokenizer_metadata(w, test::source_path("models/" + name), pre);
+    p = gguf_path(name);
+    w.write(p);
+  }
+  return p;
+}
+
+std::vector<std::string> texts() {
+  std::vector<std::string> out = {
+      "Hello world", "  leading and trailing  ", "tabs\tand\nnewlines\r\n\n\nend", "1234567890 3.14159 -42 1e10",
+      "héllo wörld ñandú", "日本語のテキストと中文", "emoji 😀👍🏽 and ZWJ 👨‍👩‍👧", "Cafe\xCC\x81 (e + combining acute)",
+      "don't I'll we've THEY'RE", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+      "<think>\nreasoning\n</think>answer", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
+      "code: for (int i = 0; i < n; ++i) { x[i] = 0; }", "     \n      \t\t  ", "a", "", "ﬁ ligature Ⅷ ＡＢＣ"};
+  std::ifstream f(test::source_path("tests/fixtures/tokenizer/corpus.jsonl"));
+  int n = 0;
+  for (std::string line; std::getline(f, line) && n < 300; ++n)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line).get<std::string>());
+  return out;
+}
+
+struct Case {
+  std::string name, pre;
+};
+
+class GgufTokenizer : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufTokenizer, MatchesTokenizerJson) {
+  const Case& c = GetParam();
+  const Tokenizer& hf = test::cached_tokenizer(c.name);
+  auto gg = Tokenizer::from_dir(converted(c.name, c.pre));
+  EXPECT_EQ(gg->vocab_size(), hf.vocab_size());
+  EXPECT_EQ(gg->eos_token_id(), hf.eos_token_id());
+  EXPECT_EQ(gg->chat_template(), hf.chat_template());
+  int bad = 0;
+  for (const std::string& t : texts()) {
+    for (bool add_special : {false, true}) {
+      const auto want = hf.encode(t, add_special), got = gg->encode(t, add_special);
+      if (got != want && bad++ < 10) ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
+    }
+    const auto ids = hf.encode(t, false);
+    if (gg->decode(ids, false) != hf.decode(ids, false) && bad++ < 10)
+      ADD_FAILURE() << "decode differs for " << nlohmann::json(t).dump();
+    // The converter marks <|...|> tokens as control even where tokenizer.json does not call them
+    // special (Qwen3's <|fim_prefix|>...), so skip_special_tokens is compared where both agree.
+    bool same_specials = true;
+    for (int32_t id : ids) same_specials &= gg->is_special(id) == hf.is_special(id);
+    if (same_specials && gg->decode(ids, true) != hf.decode(ids, true) && bad++ < 10)
+      ADD_FAILURE() << "decode(skip_special_tokens) differs for " << nlohmann::json(t).dump();
+  }
+  EXPECT_EQ(bad, 0);
+  // Special and user-defined tokens: control (3) ones special, user-defined (4) ones not.
+  for (const char* tok : {"<|im_end|>", "<|endoftext|>", "<think>", "<|eot_id|>", "<|begin_of_text|>"}) {
+    auto id = hf.token_to_id(tok);
+    if (!id) continue;
+    EXPECT_EQ(gg->token_to_id(tok), id) << tok;
+    EXPECT_EQ(gg->is_special(*id), hf.is_special(*id)) << tok;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufTokenizer,
+                         ::testing::Values(Case{"qwen3", "qwen2"}, Case{"llama3", "llama-bpe"}),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+TEST(GgufTokenizerErrors, ClearMessages) {
+  const std::string p = gguf_path("bad");
+  auto expect = [&](const std::function<void(testing::GgufWriter&)>& fill, const std::string& what) {
+    testing::GgufWriter w;
+    fill(w);
+    w.write(p);
+    try {
+      Tokenizer::from_dir(p);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect([](auto&) {}, "metadata 'tokenizer.ggml.model' is missing");
+  expect([](auto& w) { w.add_string("tokenizer.ggml.model", "llama"); }, "'llama' is not supported (only 'gpt2', byte-level BPE; SentencePiece is not)");
+  expect([](auto& w) {
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string_array("tokenizer.ggml.tokens", {"a", "b"});
+    w.add_string_array("tokenizer.ggml.merges", {"a b"});
+    w.add_string("tokenizer.ggml.pre", "falcon");
+  }, "tokenizer.ggml.pre 'falcon' is not supported");
+  expect([](auto& w) {
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string_array("tokenizer.ggml.tokens", {"a", "b"});
+    w.add_string_array("tokenizer.ggml.merges", {"a b"});
+    w.add_u32("tokenizer.ggml.bos_token_id", 7);
+  }, "'tokenizer.ggml.bos_token_id' = 7 is not a token id");
+  fs::remove(p);
+}
+
+// llama.cpp adds BOS for llama-bpe vocabularies unless add_bos_token says otherwise.
+TEST(GgufTokenizerErrors, LlamaBpeAddsBosByDefault) {
+  testing::GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", "llama-bpe");
+  w.add_string_array("tokenizer.ggml.tokens", {"a", "b", "ab", "<s>"});
+  w.add_i32_array("tokenizer.ggml.token_type", {1, 1, 1, 3});
+  w.add_string_array("tokenizer.ggml.merges", {"a b"});
+  w.add_u32("tokenizer.ggml.bos_token_id", 3);
+  const std::string p = gguf_path("bos");
+  w.write(p);
+  auto tok = Tokenizer::from_dir(p);
+  EXPECT_EQ(tok->encode("abab", true), (std::vector<int32_t>{3, 2, 2}));
+  EXPECT_EQ(tok->encode("abab", false), (std::vector<int32_t>{2, 2}));
+  EXPECT_EQ(tok->bos_token(), "<s>");
+  fs::remove(p);
+}
+
+}  // namespace
+}  // namespace vireo
