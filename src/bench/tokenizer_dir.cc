@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "tokenizer/default_dir.h"
+#include "tokenizer/gguf_tokenizer.h"
 
 namespace vireo::bench {
 
@@ -39,12 +40,13 @@ std::string find_under_roots(const fs::path& rel) {
 
 std::string resolve_tokenizer_dir(const std::string& tokenizer_flag, const std::string& model_flag) {
   if (!tokenizer_flag.empty()) {
-    if (!fs::exists(fs::path(tokenizer_flag) / "tokenizer.json"))
+    if (!fs::exists(fs::path(tokenizer_flag) / "tokenizer.json") && !is_gguf_tokenizer_path(tokenizer_flag))
       throw Error("--tokenizer: no tokenizer.json in '" + tokenizer_flag + "'");
     return tokenizer_flag;
   }
   std::error_code ec;
   if (!model_flag.empty() && fs::exists(fs::path(model_flag) / "tokenizer.json", ec)) return model_flag;
+  if (!model_flag.empty() && is_gguf_tokenizer_path(model_flag)) return model_flag;  // its tokenizer.ggml.* metadata
   std::string def = default_tokenizer_dir();
   if (fs::exists(fs::path(def) / "tokenizer.json", ec)) return def;
   std::string dir = find_under_roots("models/qwen3/tokenizer.json");

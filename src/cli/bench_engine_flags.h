@@ -7,9 +7,9 @@
 namespace vireo {
 
 inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_ptr<size_t> kv_bytes) {
-  app.add_option("--model", c.model, "HF model folder (\"\" = the built-in default model)");
+  app.add_option("--model", c.model, "HF model folder or .gguf file (\"\" = the built-in default model)");
   app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder (default: the model's)");
-  app.add_option("--load-format", c.load_format, "auto | dummy")->capture_default_str();
+  app.add_option("--load-format", c.load_format, "auto | safetensors | gguf | dummy")->capture_default_str();
   app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
   app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   app.add_option("--seed", c.seed)->capture_default_str();

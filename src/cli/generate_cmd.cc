@@ -181,8 +181,8 @@ int run_generate(GenerateOptions o) {
 CommandRunner setup_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   EngineConfig& e = o->engine;
-  app.add_option("--model", e.model, "Model directory (HF layout); empty or 'default' = the built-in model");
-  app.add_option("--tokenizer", e.tokenizer, "Tokenizer directory (default: the model's)");
+  app.add_option("--model", e.model, "Model directory (HF layout) or .gguf file; empty or 'default' = the built-in model");
+  app.add_option("--tokenizer", e.tokenizer, "Tokenizer directory or .gguf file (default: the model's)");
   app.add_option("--prompt", o->prompt, "Prompt text");
   app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated");
   app.add_option("--prompts-file", o->prompts_file,
@@ -202,7 +202,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--stop", o->stop, "Stop string (repeatable)");
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep generating past EOS");
   app.add_flag("--json", o->json, "Print one JSON object per prompt");
-  app.add_option("--load-format", e.load_format, "auto | dummy");
+  app.add_option("--load-format", e.load_format, "auto | safetensors | gguf | dummy");
   app.add_option("--dtype", e.dtype, "auto | bfloat16 | float16 | float32");
   app.add_option("--device", e.device, "auto | cpu | cuda");
   app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's)");

@@ -135,9 +135,9 @@ CommandRunner setup_serve(CLI::App& app) {
   EngineConfig& c = a->engine;
   server::ServerOptions& s = a->server;
   app.add_option("model_tag", a->model_positional, "Model folder (same as --model)");
-  app.add_option("--model", c.model, "HF model folder (\"\" = the built-in default model)");
-  app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder (default: the model's)");
-  app.add_option("--load-format", c.load_format, "auto | dummy")->capture_default_str();
+  app.add_option("--model", c.model, "HF model folder or .gguf file (\"\" = the built-in default model)");
+  app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder or .gguf file (default: the model's)");
+  app.add_option("--load-format", c.load_format, "auto | safetensors | gguf | dummy")->capture_default_str();
   app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
   app.add_option("--host", s.host, "Address to listen on")->capture_default_str();

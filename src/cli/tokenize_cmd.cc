@@ -51,8 +51,8 @@ int run_tokenize(const TokenizeOptions& o) {
 
 CommandRunner setup_tokenize(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
-  app.add_option("--model", o->model, "Model directory (its tokenizer.json and tokenizer_config.json)");
-  app.add_option("--tokenizer", o->tokenizer, "Tokenizer directory (overrides --model)");
+  app.add_option("--model", o->model, "Model directory (its tokenizer.json and tokenizer_config.json) or .gguf file");
+  app.add_option("--tokenizer", o->tokenizer, "Tokenizer directory or .gguf file (overrides --model)");
   app.add_flag("--jsonl", o->jsonl, "Read one JSON string per stdin line; print one JSON array of ids per line");
   app.add_flag("--add-special-tokens", o->add_special, "Apply the post-processor (e.g. BOS)");
   app.add_option("--prompt", o->prompt, "Text to tokenize (default: stdin)");

@@ -7,9 +7,9 @@
 namespace vireo {
 
 struct EngineConfig {
-  std::string model;                 // HF directory; "" = the built-in default model
+  std::string model;                 // HF directory or .gguf file; "" = the built-in default model
   std::string tokenizer;             // "" = same as model
-  std::string load_format = "auto";  // auto | dummy
+  std::string load_format = "auto";  // auto | safetensors | gguf | dummy
   std::string dtype = "auto";
   std::string device = "auto";       // auto | cpu | cuda
   uint64_t seed = 0;
