@@ -7,6 +7,9 @@
 //   Q4_K {half d, dmin; u8 scales[12]; u8 qs[128]}              8 sub-blocks of 32 with 6-bit scale/min
 //   Q5_K {half d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}   as Q4_K plus a fifth bit per value
 //   Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; half d}         16 sub-blocks of 16, x = (q6 - 32) * d * scale
+//   Q2_K {u8 scales[16]; u8 qs[64]; half d, dmin}               16 sub-blocks of 16, 4-bit scale and min
+//   Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d}       16 sub-blocks of 16, 6-bit signed scales
+// Each value is computed with the float operations in ggml's order, so results equal ggml's bitwise.
 #include "gguf/gguf_dequant.h"
 
 #include <algorithm>
@@ -48,17 +51,22 @@ void block_q4_1(const uint8_t* b, float* y) {
 // Q5_0 / Q5_1: the 4-bit part as Q4, bit j of qh is the fifth bit of value j (j < 32).
 template <bool kHasMin>
 void block_q5(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = kHasMin ? half_at(b + 2) : 0.0f;
+  const float d = half_at(b);
   const uint8_t* p = b + (kHasMin ? 4 : 2);
   uint32_t qh;
   std::memcpy(&qh, p, 4);
   const uint8_t* qs = p + 4;
-  const int offset = kHasMin ? 0 : 16;
   for (int j = 0; j < 16; ++j) {
     const int lo = (qs[j] & 0xF) | (((qh >> j) & 1) << 4);
     const int hi = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
-    y[j] = static_cast<float>(lo - offset) * d + m;
-    y[j + 16] = static_cast<float>(hi - offset) * d + m;
+    if (kHasMin) {
+      const float m = half_at(b + 2);
+      y[j] = static_cast<float>(lo) * d + m;
+      y[j + 16] = static_cast<float>(hi) * d + m;
+    } else {
+      y[j] = static_cast<float>(lo - 16) * d;
+      y[j + 16] = static_cast<float>(hi - 16) * d;
+    }
   }
 }
 
@@ -121,15 +129,50 @@ void block_q6_k(const uint8_t* b, float* y) {
       const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
       const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
       const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * static_cast<float>(sc[s] * q0);
-      y[l + 32] = d * static_cast<float>(sc[s + 2] * q1);
-      y[l + 64] = d * static_cast<float>(sc[s + 4] * q2);
-      y[l + 96] = d * static_cast<float>(sc[s + 6] * q3);
+      y[l] = d * sc[s] * q0;
+      y[l + 32] = d * sc[s + 2] * q1;
+      y[l + 64] = d * sc[s + 4] * q2;
+      y[l + 96] = d * sc[s + 6] * q3;
     }
     y += 128;
     ql += 64;
     qh += 32;
     sc += 8;
+  }
+}
+
+// Q2_K and Q3_K share a geometry: value i sits in half n = i / 128, group j = (i % 128) / 32
+// (its 2 bits at shift 2j of qs[32n + i % 32]), and sub-block i / 16 gives its scale.
+void block_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* qs = b + 16;
+  const float d = half_at(b + 80), dmin = half_at(b + 82);
+  for (int i = 0; i < 256; ++i) {
+    const int n = i / 128, j = (i % 128) / 32;
+    const int q = (qs[32 * n + i % 32] >> (2 * j)) & 3;
+    const int sc = scales[i / 16];
+    const float dl = d * (sc & 0xF), ml = dmin * (sc >> 4);
+    y[i] = dl * q - ml;
+  }
+}
+
+// Q3_K: a third bit per value in hmask[i % 32] at bit 4n + j (clear means subtract 4), and 16
+// 6-bit scales: low nibbles in bytes 0-7 (scales 8-15 in the high nibbles), top two bits in
+// bytes 8-11 (byte 8 + s % 4, bit pair s / 4).
+void block_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* qs = b + 32;
+  const uint8_t* packed = b + 96;
+  const float d = half_at(b + 108);
+  int scales[16];
+  for (int s = 0; s < 16; ++s)
+    scales[s] = (((packed[s % 8] >> (4 * (s / 8))) & 0xF) | (((packed[8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32;
+  for (int i = 0; i < 256; ++i) {
+    const int n = i / 128, j = (i % 128) / 32;
+    const int q = (qs[32 * n + i % 32] >> (2 * j)) & 3;
+    const int high = (hmask[i % 32] >> (4 * n + j)) & 1;
+    const float dl = d * scales[i / 16];
+    y[i] = dl * (q - (high ? 0 : 4));
   }
 }
 
@@ -142,6 +185,8 @@ BlockFn block_fn(uint32_t type) {
     case GgmlType::kQ5_0: return block_q5<false>;
     case GgmlType::kQ5_1: return block_q5<true>;
     case GgmlType::kQ8_0: return block_q8_0;
+    case GgmlType::kQ2_K: return block_q2_k;
+    case GgmlType::kQ3_K: return block_q3_k;
     case GgmlType::kQ4_K: return block_qk<false>;
     case GgmlType::kQ5_K: return block_qk<true>;
     case GgmlType::kQ6_K: return block_q6_k;
@@ -177,7 +222,7 @@ bool ggml_can_dequantize(uint32_t type) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 || block_fn(type) != nullptr;
 }
 
-std::string ggml_dequantizable_types() { return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K"; }
+std::string ggml_dequantizable_types() { return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"; }
 
 void dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
   if (!ggml_can_dequantize(type)) throw Error("dequantize: unsupported ggml type " + ggml_type_name(type));

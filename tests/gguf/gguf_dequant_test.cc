@@ -115,6 +115,43 @@ TEST(GgufDequant, Q6_K) {
   for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], 0.5f * sc[i / 16] * (q6_of(i) - 32)) << i;
 }
 
+// Q2_K / Q3_K: value i is in half n = i / 128 and group j = (i % 128) / 32; its 2 bits sit at
+// shift 2j of qs[32n + i % 32]; sub-block i / 16 holds its scale.
+void put_q2(uint8_t* qs, int i, int q) { qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>(q << (2 * ((i % 128) / 32))); }
+
+TEST(GgufDequant, Q2_K) {
+  std::vector<uint8_t> b(84, 0);
+  auto q2_of = [](int i) { return (i * 3 + i / 64) % 4; };
+  for (int s = 0; s < 16; ++s) b[s] = static_cast<uint8_t>((s % 16) | (((15 - s) % 16) << 4));  // scale s, min 15 - s
+  for (int i = 0; i < 256; ++i) put_q2(&b[16], i, q2_of(i));
+  put_half(b, 80, 0.5f);
+  put_half(b, 82, 0.25f);
+  auto y = run(10, b, 256);
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], 0.5f * (i / 16) * q2_of(i) - 0.25f * (15 - i / 16)) << i;
+  EXPECT_EQ(y[0], -3.75f);  // scale 0, min 15
+}
+
+TEST(GgufDequant, Q3_K) {
+  std::vector<uint8_t> b(110, 0);
+  // 6-bit scales (stored + 32): low nibbles in bytes 0-7 (scales 8-15 in the high nibbles), the top
+  // two bits of scale s in byte 8 + s % 4 at bit pair s / 4.
+  const int sc[16] = {-32, -1, 0, 1, 31, 5, -7, 12, 20, -20, 9, -9, 3, -3, 15, -15};
+  for (int s = 0; s < 16; ++s) {
+    const int u = sc[s] + 32;
+    b[96 + s % 8] |= static_cast<uint8_t>((u & 15) << (4 * (s / 8)));
+    b[96 + 8 + s % 4] |= static_cast<uint8_t>((u >> 4) << (2 * (s / 4)));
+  }
+  put_half(b, 108, 0.25f);
+  auto q3_of = [](int i) { return (i * 5 + i / 32) % 8; };  // 0..7; the stored value is q3 - 4
+  for (int i = 0; i < 256; ++i) {
+    put_q2(&b[32], i, q3_of(i) & 3);
+    if (q3_of(i) & 4) b[i % 32] |= static_cast<uint8_t>(1 << (4 * (i / 128) + (i % 128) / 32));  // hmask
+  }
+  auto y = run(11, b, 256);
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], 0.25f * sc[i / 16] * (q3_of(i) - 4)) << i;
+  EXPECT_EQ(y[0], 0.25f * -32 * -4);
+}
+
 TEST(GgufDequant, FloatTypesAndManyThreadsMatchOneBlockAtATime) {
   // 2^21 Q8_0 values take the multi-threaded path; each block must equal its own dequantization.
   const int64_t n = int64_t{1} << 21;
