@@ -38,10 +38,12 @@ json split_then_bytes(const char* regex) {
 PreTokenizerSpec pre_tokenizer_for(const GgufFile& f) {
   const std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
   PreTokenizerSpec s;
-  if (pre == "llama-bpe" || pre == "llama3") {
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3") {
     s.pre_tokenizer = split_then_bytes(kLlama3Regex);
     s.ignore_merges = true;  // Llama-3's tokenizer.json: whole words in the vocab skip the merges
     s.add_bos = true;
+  } else if (pre == "dbrx" || pre == "smaug-bpe") {  // llama.cpp splits these with Llama-3's regex too
+    s.pre_tokenizer = split_then_bytes(kLlama3Regex);
   } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
     s.normalizer = {{"type", "NFC"}};
     s.pre_tokenizer = split_then_bytes(kQwen2Regex);
@@ -50,8 +52,8 @@ PreTokenizerSpec pre_tokenizer_for(const GgufFile& f) {
     s.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
-                "' is not supported (llama-bpe, qwen2, deepseek-r1-qwen, gpt-2, default); pass --tokenizer with the "
-                "model's Hugging Face tokenizer directory");
+                "' is not supported (llama-bpe, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-2, default); pass "
+                "--tokenizer with the model's Hugging Face tokenizer directory");
   }
   return s;
 }
@@ -143,7 +145,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& f) {
   if (auto unk = token_of(f, *tokens, "tokenizer.ggml.unknown_token_id")) config["unk_token"] = *unk;
   if (auto tmpl = f.get_string("tokenizer.chat_template")) config["chat_template"] = *tmpl;
   try {
-    return std::make_unique<HfTokenizer>(tj, config, f.path());
+    return std::make_unique<HfTokenizer>(tj, config, f.path() + " (tokenizer.ggml metadata)");
   } catch (const nlohmann::json::exception& e) {
     throw Error(f.path() + ": tokenizer metadata: " + e.what());
   }

@@ -28,8 +28,7 @@ std::optional<std::string> token_field(const nlohmann::json& config, const char*
 
 }  // namespace
 
-HfTokenizer::HfTokenizer(TokenizerJson& tj, const nlohmann::json& config, const std::string& dir) {
-  const std::string what = dir + "/tokenizer.json";
+HfTokenizer::HfTokenizer(TokenizerJson& tj, const nlohmann::json& config, const std::string& what) {
   const nlohmann::json& tok = tj.doc;
   if (!tok.is_object() || !tok.contains("model") || !tok.at("model").is_object())
     throw Error(what + ": no \"model\" object");
@@ -213,7 +212,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& path) {
   if (fs::exists(config_path)) config = parse_json(config_path);
   std::unique_ptr<HfTokenizer> t;
   try {
-    t = std::make_unique<HfTokenizer>(tok, config, dir);
+    t = std::make_unique<HfTokenizer>(tok, config, tok_path);
   } catch (const nlohmann::json::exception& e) {
     throw Error(tok_path + ": unexpected content: " + e.what());
   }

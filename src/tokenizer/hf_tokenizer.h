@@ -19,8 +19,9 @@ namespace vireo {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  // tok: parsed tokenizer.json; config: parsed tokenizer_config.json (or null); `dir` names files in errors.
-  HfTokenizer(TokenizerJson& tok, const nlohmann::json& config, const std::string& dir);
+  // tok: parsed tokenizer.json; config: parsed tokenizer_config.json (or null); `what` names the
+  // source in errors (the tokenizer.json path, or a GGUF file's metadata).
+  HfTokenizer(TokenizerJson& tok, const nlohmann::json& config, const std::string& what);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;

@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,6 +53,7 @@ struct ConvertOptions {
   uint32_t type = kGgmlF32;  // of 2-D weights; norms and biases stay F32 as the converter keeps them
   uint32_t version = 3;
   uint64_t alignment = 32;
+  std::function<void(GgufWriter&)> extra_metadata;  // called after the converter's own metadata
 };
 
 // Writes the fixture in `dir` (config.json + *.safetensors) as the GGUF file `out`.
@@ -113,6 +115,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_i32_array("tokenizer.ggml.token_type", std::vector<int32_t>(vocab, 1));
   if (c.contains("eos_token_id") && c["eos_token_id"].is_number_integer())
     w.add_u32("tokenizer.ggml.eos_token_id", c["eos_token_id"]);
+  if (o.extra_metadata) o.extra_metadata(w);
 
   const bool tied = c.value("tie_word_embeddings", false);
   std::vector<std::string> files;
