@@ -31,16 +31,22 @@ int64_t required_int(const GgufFile& f, const std::string& key) {
 // llama.cpp writes rope scaling as rope.scaling.{type,factor,original_context_length,...}
 // (older files: rope.scale_linear); llama3-style scaling arrives as the rope_freqs tensor instead.
 json rope_scaling(const GgufFile& f, const std::string& a) {
-  const std::string type = f.get_string(a + ".rope.scaling.type").value_or("none");
-  const double factor = f.get_float(a + ".rope.scaling.factor").value_or(f.get_float(a + ".rope.scale_linear").value_or(1.0));
-  if (type == "none" && factor != 1.0 && f.find(a + ".rope.scale_linear")) return {{"rope_type", "linear"}, {"factor", factor}};
-  if (type == "none") return nullptr;
-  if (type == "linear") return {{"rope_type", "linear"}, {"factor", factor}};
-  if (type != "yarn")
-    throw Error(f.path() + ": metadata '" + a + ".rope.scaling.type' '" + type + "' is not supported (none, linear, yarn)");
+  const auto type = f.get_string(a + ".rope.scaling.type");
+  if (!type) {
+    const double linear = f.get_float(a + ".rope.scale_linear").value_or(1.0);
+    return linear == 1.0 ? json(nullptr) : json{{"rope_type", "linear"}, {"factor", linear}};
+  }
+  const double factor = f.get_float(a + ".rope.scaling.factor").value_or(1.0);
+  if (*type == "none") return nullptr;
+  if (*type == "linear") return {{"rope_type", "linear"}, {"factor", factor}};
+  if (*type != "yarn")
+    throw Error(f.path() + ": metadata '" + a + ".rope.scaling.type' '" + *type + "' is not supported (none, linear, yarn)");
   json r = {{"rope_type", "yarn"}, {"factor", factor}};
   if (auto o = f.get_int(a + ".rope.scaling.original_context_length")) r["original_max_position_embeddings"] = *o;
-  if (auto v = f.get_float(a + ".rope.scaling.attn_factor")) r["attention_factor"] = *v;
+  // ggml multiplies its YaRN magnitude scale 0.1 ln(factor) + 1 by attn_factor; HF's
+  // attention_factor replaces that scale, so it is the product.
+  if (auto v = f.get_float(a + ".rope.scaling.attn_factor"))
+    r["attention_factor"] = *v * (factor > 1 ? 0.1 * std::log(factor) + 1.0 : 1.0);
   if (auto v = f.get_float(a + ".rope.scaling.yarn_beta_fast")) r["beta_fast"] = *v;
   if (auto v = f.get_float(a + ".rope.scaling.yarn_beta_slow")) r["beta_slow"] = *v;
   return r;

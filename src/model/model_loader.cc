@@ -17,8 +17,10 @@ constexpr const char* kFormats = "auto, safetensors, gguf, dummy";
 
 // GGUF by flag, by extension, or by magic (a renamed file still loads).
 bool is_gguf_model(const std::string& path, const std::string& load_format) {
+  const bool dir = std::filesystem::is_directory(path);
+  if (load_format == "gguf" && dir) throw Error("--load-format gguf: '" + path + "' is a directory, not a GGUF file");
   if (load_format == "gguf") return true;
-  if (std::filesystem::is_directory(path)) return false;
+  if (dir) return false;
   return std::filesystem::path(path).extension() == ".gguf" || GgufFile::is_gguf(path);
 }
 

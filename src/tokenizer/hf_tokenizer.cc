@@ -198,7 +198,8 @@ nlohmann::json parse_json(const std::string& path) {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& path) {
   namespace fs = std::filesystem;
-  if (is_gguf_tokenizer_path(path)) return tokenizer_from_gguf(GgufFile(path));
+  // A GGUF file by magic, or by name (then GgufFile says what is wrong with it).
+  if (is_gguf_tokenizer_path(path) || fs::path(path).extension() == ".gguf") return tokenizer_from_gguf(GgufFile(path));
   std::string dir = path;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (fs::is_regular_file(dir) && fs::path(dir).filename() == "tokenizer.json")  // the file itself

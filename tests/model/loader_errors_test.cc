@@ -209,7 +209,7 @@ TEST_F(LoaderErrors, ShardMissingFromIndex) {
 
 TEST_F(LoaderErrors, UnknownLoadFormat) {
   LoadOptions o;
-  o.load_format = "gguf";
+  o.load_format = "pt";  // vLLM's, not ours
   try {
     load_model(dir_.string(), create_backend("cpu"), o);
     FAIL();

@@ -120,6 +120,12 @@ TEST(GgufTokenizerErrors, ClearMessages) {
     w.add_u32("tokenizer.ggml.bos_token_id", 7);
   }, "'tokenizer.ggml.bos_token_id' = 7 is not a token id");
   fs::remove(p);
+  try {  // a .gguf name that does not exist: the file is named, not "<file>/tokenizer.json"
+    Tokenizer::from_dir(p);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(p + ": cannot open"), std::string::npos) << e.what();
+  }
 }
 
 // llama.cpp adds BOS for llama-bpe vocabularies unless add_bos_token says otherwise.
