@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -88,19 +89,30 @@ std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vect
 
 void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {
   const GgufTensorInfo& t = find(name, expected);
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)  // checked before any thread starts
+    throw Error("GGUF weights: cannot store " + name + " as " + std::string(dtype_name(dtype)));
   const int64_t row = t.ne[0], rows = t.numel() / row;
   const size_t row_bytes = static_cast<size_t>(t.nbytes / rows), es = dtype_size(dtype);
   auto* out = static_cast<uint8_t*>(dst);
   const int heads = permuted_heads(name);
   if (heads == 0) {
-    // Chunks of rows bound the float scratch for large embeddings.
-    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / row);
-    std::vector<float> tmp(static_cast<size_t>(std::min(rows, chunk) * row));
-    for (int64_t r = 0; r < rows; r += chunk) {
-      const int64_t n = std::min(chunk, rows - r);
-      dequantize(t.type, file_->tensor_data(t) + r * row_bytes, tmp.data(), n * row);
-      store_f32_as(tmp.data(), n * row, dtype, out + r * row * es);
-    }
+    // Threads take chunks of < 2^20 values (dequantize stays on the calling thread below that), so
+    // the float scratch stays small and the dtype conversion runs in parallel too.
+    const int64_t chunk = std::max<int64_t>(1, ((int64_t{1} << 20) - 1) / row);
+    const int64_t num_chunks = (rows + chunk - 1) / chunk;
+    const int nt = static_cast<int>(std::clamp<int64_t>(num_chunks, 1, std::max(1u, std::thread::hardware_concurrency())));
+    auto work = [&](int64_t first) {
+      std::vector<float> tmp(static_cast<size_t>(std::min(rows, chunk) * row));
+      for (int64_t c = first; c < num_chunks; c += nt) {
+        const int64_t r = c * chunk, n = std::min(chunk, rows - r);
+        dequantize(t.type, file_->tensor_data(t) + r * row_bytes, tmp.data(), n * row);
+        store_f32_as(tmp.data(), n * row, dtype, out + r * row * es);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int i = 1; i < nt; ++i) threads.emplace_back(work, i);
+    work(0);
+    for (auto& th : threads) th.join();
     return;
   }
   // Undo the converter's permute(): within each head of D rows, file row 2i + s holds HF row

@@ -12,7 +12,9 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_dequant.h"
 #include "model/gguf_config.h"
+#include "model/gguf_weights.h"
 #include "model/model.h"
 #include "model_test_util.h"
 
@@ -117,6 +119,29 @@ TEST(GgufModel, ConfigFromMetadata) {
   GgufFile q(gguf);
   EXPECT_TRUE(gguf_model_config(q).tie_word_embeddings);  // no output.weight
   fs::remove(gguf);
+}
+
+// A tensor of 2^21 values is read by several threads in chunks; the result must equal a plain
+// one-thread dequantization.
+TEST(GgufModel, LargeTensorReadInParallelChunks) {
+  const int64_t rows = 8192, row = 256;
+  std::vector<float> x(rows * row);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.001f * i) * (1 + i % 7);
+  const std::string q8 = testing::encode_values(x.data(), rows * row, testing::kGgmlQ8_0);
+  const std::string p = (temp_dir() / "large.gguf").string();
+  testing::GgufWriter w;
+  w.add_tensor("token_embd.weight", {row, rows}, testing::kGgmlQ8_0, q8);
+  w.write(p);
+  ModelConfig c;
+  c.architecture = "Qwen3ForCausalLM";
+  GgufWeights weights(std::make_unique<GgufFile>(p), c);
+  std::vector<uint16_t> got(rows * row);
+  weights.read("model.embed_tokens.weight", {rows, row}, DType::kBF16, got.data());
+  std::vector<float> want(rows * row);
+  for (int64_t b = 0; b < rows * row / 32; ++b)
+    dequantize(testing::kGgmlQ8_0, reinterpret_cast<const uint8_t*>(q8.data()) + b * 34, want.data() + b * 32, 32);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], f32_to_bf16(want[i])) << i;
+  fs::remove(p);
 }
 
 // Rewrites the qwen3 fixture's GGUF with one change and expects load_model to fail naming `what`.
