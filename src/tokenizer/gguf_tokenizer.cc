@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/spm_merges.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace vireo {
@@ -13,7 +14,8 @@ using nlohmann::json;
 
 // llama.cpp's token types (llama_token_type): control and user-defined tokens are the added
 // tokens of tokenizer.json (matched before pre-tokenization); control ones are special.
-constexpr int kControl = 3, kUserDefined = 4;
+// Unknown-type tokens (SentencePiece's <unk>) are matched like control ones, as llama.cpp does.
+constexpr int kUnknown = 2, kControl = 3, kUserDefined = 4;
 
 // The Split regexes of the tokenizer.json files llama.cpp recognises by tokenizer.ggml.pre.
 const char* const kLlama3Regex =
@@ -23,10 +25,20 @@ const char* const kQwen2Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
-struct PreTokenizerSpec {
-  json normalizer, pre_tokenizer;
-  bool ignore_merges = false, add_bos = false;  // llama.cpp's defaults for the pre type
+// What distinguishes the tokenizer.json of one GGUF tokenizer family from another.
+struct Pipeline {
+  json normalizer, pre_tokenizer, decoder;
+  json model;                    // BPE model options (vocab and merges come separately)
+  bool add_bos = false;          // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
+  bool added_in_vocab = false;   // control/user-defined tokens also in model.vocab (SentencePiece files)
+  std::string tokenizer_class;   // tokenizer_config.json's, when HfTokenizer should rebuild as transformers does
 };
+
+json bpe_model(bool ignore_merges, json unk, bool byte_fallback) {
+  return {{"type", "BPE"},         {"unk_token", std::move(unk)}, {"fuse_unk", byte_fallback},
+          {"byte_fallback", byte_fallback}, {"ignore_merges", ignore_merges}, {"vocab", json::object()},
+          {"merges", json::array()}};
+}
 
 json split_then_bytes(const char* regex) {
   return {{"type", "Sequence"},
@@ -35,12 +47,15 @@ json split_then_bytes(const char* regex) {
             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
 }
 
-PreTokenizerSpec pre_tokenizer_for(const GgufFile& f) {
+// tokenizer.ggml.model "gpt2": byte-level BPE, the split regex picked by tokenizer.ggml.pre.
+Pipeline byte_level_pipeline(const GgufFile& f) {
   const std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
-  PreTokenizerSpec s;
+  Pipeline s;
+  s.decoder = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  s.model = bpe_model(false, nullptr, false);
   if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3") {
     s.pre_tokenizer = split_then_bytes(kLlama3Regex);
-    s.ignore_merges = true;  // Llama-3's tokenizer.json: whole words in the vocab skip the merges
+    s.model["ignore_merges"] = true;  // Llama-3's tokenizer.json: whole words in the vocab skip the merges
     s.add_bos = true;
   } else if (pre == "dbrx" || pre == "smaug-bpe") {  // llama.cpp splits these with Llama-3's regex too
     s.pre_tokenizer = split_then_bytes(kLlama3Regex);
@@ -55,6 +70,30 @@ PreTokenizerSpec pre_tokenizer_for(const GgufFile& f) {
                 "' is not supported (llama-bpe, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-2, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }
+  return s;
+}
+
+// tokenizer.ggml.model "llama": SentencePiece BPE with byte fallback, spaces as U+2581, as the
+// Llama-2 tokenizer.json; HfTokenizer rebuilds it as transformers 5's LlamaTokenizer does.
+Pipeline sentencepiece_pipeline(const GgufFile& f, const json& unk) {
+  Pipeline s;
+  const char* const space = "\xE2\x96\x81";
+  json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+  if (f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true)) {
+    s.normalizer = {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", space}}, replace}}};
+    s.tokenizer_class = "LlamaTokenizer";
+  } else {
+    s.normalizer = replace;
+  }
+  s.decoder = {{"type", "Sequence"},
+               {"decoders",
+                {{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                 {{"type", "ByteFallback"}},
+                 {{"type", "Fuse"}},
+                 {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+  s.model = bpe_model(false, unk, true);
+  s.add_bos = true;
+  s.added_in_vocab = true;
   return s;
 }
 
@@ -76,45 +115,55 @@ bool is_gguf_tokenizer_path(const std::string& path) {
 std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& f) {
   const auto model = f.get_string("tokenizer.ggml.model");
   if (!model) throw Error(f.path() + ": metadata 'tokenizer.ggml.model' is missing (no tokenizer in this GGUF file)");
-  if (*model != "gpt2")
-    throw Error(f.path() + ": tokenizer.ggml.model '" + *model + "' is not supported (only 'gpt2', byte-level BPE" +
-                (*model == "llama" ? "; SentencePiece is not" : "") +
-                "); pass --tokenizer with the model's Hugging Face tokenizer directory");
+  if (*model != "gpt2" && *model != "llama")
+    throw Error(f.path() + ": tokenizer.ggml.model '" + *model +
+                "' is not supported (gpt2: byte-level BPE, llama: SentencePiece BPE); pass --tokenizer with the "
+                "model's Hugging Face tokenizer directory");
   const json* tokens = f.get_array("tokenizer.ggml.tokens", GgufType::kString);
   if (!tokens || tokens->empty()) throw Error(f.path() + ": metadata 'tokenizer.ggml.tokens' is missing or empty");
   const json* types = f.get_array("tokenizer.ggml.token_type", GgufType::kI32);
   if (types && types->size() != tokens->size())
     throw Error(f.path() + ": metadata 'tokenizer.ggml.token_type' has " + std::to_string(types->size()) +
                 " entries for " + std::to_string(tokens->size()) + " tokens");
-  const json* merges = f.get_array("tokenizer.ggml.merges", GgufType::kString);
-  if (!merges) throw Error(f.path() + ": metadata 'tokenizer.ggml.merges' is missing");
-  const PreTokenizerSpec pre = pre_tokenizer_for(f);
+  const bool spm = *model == "llama";
+  std::optional<std::string> unk = token_of(f, *tokens, "tokenizer.ggml.unknown_token_id");
+  const Pipeline pipe = spm ? sentencepiece_pipeline(f, unk ? json(*unk) : json(nullptr)) : byte_level_pipeline(f);
 
   // tokenizer.json, with vocab and merges handed over as vectors (as load_tokenizer_json streams them).
   TokenizerJson tj;
   tj.captured = true;
   json added = json::array();
+  std::vector<std::string> pieces;
   for (size_t id = 0; id < tokens->size(); ++id) {
     std::string tok = (*tokens)[id].get<std::string>();
     const int type = types ? (*types)[id].get<int>() : 1;
-    if (type == kControl || type == kUserDefined) {
+    const bool is_added = type == kControl || type == kUserDefined || type == kUnknown;
+    if (is_added)
       added.push_back({{"id", id}, {"content", tok}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                       {"normalized", false}, {"special", type == kControl}});
-    } else {
-      tj.vocab.emplace_back(std::move(tok), static_cast<int32_t>(id));
-    }
+                       {"normalized", false}, {"special", type != kUserDefined}});
+    if (spm) pieces.push_back(tok);
+    if (!is_added || pipe.added_in_vocab) tj.vocab.emplace_back(std::move(tok), static_cast<int32_t>(id));
   }
-  tj.merges.reserve(merges->size());
-  for (const auto& m : *merges) {
-    const std::string& s = m.get_ref<const std::string&>();
-    const size_t sp = s.find(' ');
-    if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-      throw Error(f.path() + ": metadata 'tokenizer.ggml.merges' has a bad merge '" + s + "'");
-    tj.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+  if (spm) {
+    const json* scores = f.get_array("tokenizer.ggml.scores", GgufType::kF32);
+    if (!scores || scores->size() != tokens->size())
+      throw Error(f.path() + ": metadata 'tokenizer.ggml.scores' is missing or not one score per token");
+    tj.merges = spm_merges(pieces, scores->get<std::vector<float>>());
+  } else {
+    const json* merges = f.get_array("tokenizer.ggml.merges", GgufType::kString);
+    if (!merges) throw Error(f.path() + ": metadata 'tokenizer.ggml.merges' is missing");
+    tj.merges.reserve(merges->size());
+    for (const auto& m : *merges) {
+      const std::string& s = m.get_ref<const std::string&>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        throw Error(f.path() + ": metadata 'tokenizer.ggml.merges' has a bad merge '" + s + "'");
+      tj.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    }
   }
   const auto bos = token_of(f, *tokens, "tokenizer.ggml.bos_token_id");
   const auto eos = token_of(f, *tokens, "tokenizer.ggml.eos_token_id");
-  const bool add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(pre.add_bos) && bos;
+  const bool add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(pipe.add_bos) && bos;
   const bool add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false) && eos;
   json post = nullptr;
   if (add_bos || add_eos) {
@@ -129,20 +178,15 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& f) {
     if (add_eos) special(*eos, "tokenizer.ggml.eos_token_id");
     post = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", specials}};
   }
-  tj.doc = {{"model",
-             {{"type", "BPE"}, {"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-              {"ignore_merges", pre.ignore_merges}, {"vocab", json::object()}, {"merges", json::array()}}},
-            {"normalizer", pre.normalizer},
-            {"pre_tokenizer", pre.pre_tokenizer},
-            {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
-            {"post_processor", post},
-            {"added_tokens", added}};
+  tj.doc = {{"model", pipe.model},           {"normalizer", pipe.normalizer}, {"pre_tokenizer", pipe.pre_tokenizer},
+            {"decoder", pipe.decoder},       {"post_processor", post},        {"added_tokens", added}};
 
   json config = json::object();
   if (bos) config["bos_token"] = *bos;
   if (eos) config["eos_token"] = *eos;
   if (auto pad = token_of(f, *tokens, "tokenizer.ggml.padding_token_id")) config["pad_token"] = *pad;
-  if (auto unk = token_of(f, *tokens, "tokenizer.ggml.unknown_token_id")) config["unk_token"] = *unk;
+  if (unk) config["unk_token"] = *unk;
+  if (!pipe.tokenizer_class.empty()) config["tokenizer_class"] = pipe.tokenizer_class;
   if (auto tmpl = f.get_string("tokenizer.chat_template")) config["chat_template"] = *tmpl;
   try {
     return std::make_unique<HfTokenizer>(tj, config, f.path() + " (tokenizer.ggml metadata)");

@@ -1,6 +1,7 @@
 // The tokenizer of a GGUF file's tokenizer.ggml.* metadata, built as the tokenizer.json and
 // tokenizer_config.json it came from and run by HfTokenizer, so GGUF and HF checkpoints of one
-// model tokenize alike. Byte-level BPE ("gpt2") only; SentencePiece ("llama") is refused.
+// model tokenize alike: byte-level BPE ("gpt2": Llama-3, Qwen) and SentencePiece BPE ("llama":
+// Llama-2, Mistral), whose merges are rebuilt from the piece scores.
 #pragma once
 #include <memory>
 #include <string>

@@ -190,4 +190,48 @@ inline void add_tokenizer_metadata(GgufWriter& w, const std::string& dir, const 
     w.add_string("tokenizer.chat_template", tc["chat_template"].get<std::string>());
 }
 
+// tokenizer.ggml.* of a SentencePiece tokenizer.json (Llama-2 style: BPE with byte fallback). The
+// converter reads scores from tokenizer.model; here a piece's score is minus the rank of its first
+// merge, which is what the merges of tokenizer.json were sorted by.
+inline void add_spm_tokenizer_metadata(GgufWriter& w, const std::string& dir) {
+  const nlohmann::json tj = read_json(dir + "/tokenizer.json");
+  const nlohmann::json tc = read_json(dir + "/tokenizer_config.json");
+  std::map<std::string, int64_t> rank;
+  int64_t r = 0;
+  for (const auto& m : tj["model"]["merges"]) {
+    const std::string s = m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>();
+    const std::string joined = s.substr(0, s.find(' ')) + s.substr(s.find(' ') + 1);
+    rank.emplace(joined, r++);
+  }
+  std::map<int64_t, std::string> vocab;
+  for (auto& [tok, id] : tj["model"]["vocab"].items()) vocab[id.get<int64_t>()] = tok;
+  std::map<int64_t, bool> special;
+  for (const auto& t : tj["added_tokens"]) special[t["id"]] = t["special"];
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  const std::string unk = tj["model"].value("unk_token", "");
+  for (const auto& [id, tok] : vocab) {
+    tokens.push_back(tok);
+    auto it = rank.find(tok);
+    scores.push_back(it == rank.end() ? 0.0f : -static_cast<float>(it->second));
+    const bool byte = tok.size() == 6 && tok.rfind("<0x", 0) == 0 && tok.back() == '>';
+    types.push_back(tok == unk ? 2 : special.count(id) ? (special[id] ? 3 : 4) : byte ? 6 : 1);
+  }
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  std::string b = GgufWriter::pod(uint32_t{6}) + GgufWriter::pod(static_cast<uint64_t>(scores.size()));
+  for (float x : scores) b += GgufWriter::pod(x);
+  w.add_raw("tokenizer.ggml.scores", 9, b);
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  for (const auto& [key, field] : {std::pair<const char*, const char*>{"tokenizer.ggml.bos_token_id", "bos_token"},
+                                   {"tokenizer.ggml.eos_token_id", "eos_token"},
+                                   {"tokenizer.ggml.unknown_token_id", "unk_token"}})
+    if (tc.contains(field) && tc[field].is_string())
+      w.add_u32(key, static_cast<uint32_t>(tj["model"]["vocab"][tc[field].get<std::string>()].get<int64_t>()));
+  w.add_bool("tokenizer.ggml.add_bos_token", tc.value("add_bos_token", true));
+  if (tc.contains("chat_template") && tc["chat_template"].is_string())
+    w.add_string("tokenizer.chat_template", tc["chat_template"].get<std::string>());
+}
+
 }  // namespace vireo::testing

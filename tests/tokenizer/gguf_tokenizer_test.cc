@@ -1,6 +1,7 @@
 // The tokenizer rebuilt from GGUF metadata against the tokenizer.json it was converted from
 // (tests/gguf_util/hf_to_gguf.h writes tokenizer.ggml.* as convert_hf_to_gguf.py does), for
-// Qwen3 (pre "qwen2") and Llama-3 (pre "llama-bpe"): same ids and text on the shared corpus
+// Qwen3 (pre "qwen2"), Llama-3 (pre "llama-bpe") and Llama-2 (SentencePiece, merges rebuilt from
+// scores): same ids and text on the shared corpus
 // plus unicode, digits, whitespace runs and special tokens.
 #include <gtest/gtest.h>
 
@@ -28,7 +29,11 @@ const std::string& converted(const std::string& name, const std::string& pre) {
   if (p.empty()) {
     testing::GgufWriter w;
     w.add_string("general.architecture", "llama");
-    testing::add_tokenizer_metadata(w, test::source_path("models/" + name), pre);
+    if (pre == "sentencepiece") {
+      testing::add_spm_tokenizer_metadata(w, test::source_path("models/" + name));
+    } else {
+      testing::add_tokenizer_metadata(w, test::source_path("models/" + name), pre);
+    }
     p = gguf_path(name);
     w.write(p);
   }
@@ -40,7 +45,7 @@ std::vector<std::string> texts() {
       "Hello world", "  leading and trailing  ", "tabs\tand\nnewlines\r\n\n\nend", "1234567890 3.14159 -42 1e10",
       "héllo wörld ñandú", "日本語のテキストと中文", "emoji 😀👍🏽 and ZWJ 👨‍👩‍👧", "Cafe\xCC\x81 (e + combining acute)",
       "don't I'll we've THEY'RE", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
-      "<think>\nreasoning\n</think>answer", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
+      "<think>\nreasoning\n</think>answer", "<s>[INST] hi <unk> [/INST]</s>", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
       "code: for (int i = 0; i < n; ++i) { x[i] = 0; }", "     \n      \t\t  ", "a", "", "ﬁ ligature Ⅷ ＡＢＣ"};
   std::ifstream f(test::source_path("tests/fixtures/tokenizer/corpus.jsonl"));
   int n = 0;
@@ -79,8 +84,10 @@ TEST_P(GgufTokenizer, MatchesTokenizerJson) {
       ADD_FAILURE() << "decode(skip_special_tokens) differs for " << nlohmann::json(t).dump();
   }
   EXPECT_EQ(bad, 0);
+  EXPECT_EQ(gg->encode(" Hello  world\n", true), hf.encode(" Hello  world\n", true));
+  std::printf("%s: ' Hello  world\\n' -> %s\n", c.name.c_str(), nlohmann::json(gg->encode(" Hello  world\n", true)).dump().c_str());
   // Special and user-defined tokens: control (3) ones special, user-defined (4) ones not.
-  for (const char* tok : {"<|im_end|>", "<|endoftext|>", "<think>", "<|eot_id|>", "<|begin_of_text|>"}) {
+  for (const char* tok : {"<|im_end|>", "<|endoftext|>", "<think>", "<|eot_id|>", "<|begin_of_text|>", "<s>", "<unk>"}) {
     auto id = hf.token_to_id(tok);
     if (!id) continue;
     EXPECT_EQ(gg->token_to_id(tok), id) << tok;
@@ -89,7 +96,8 @@ TEST_P(GgufTokenizer, MatchesTokenizerJson) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufTokenizer,
-                         ::testing::Values(Case{"qwen3", "qwen2"}, Case{"llama3", "llama-bpe"}),
+                         ::testing::Values(Case{"qwen3", "qwen2"}, Case{"llama3", "llama-bpe"},
+                                           Case{"llama2", "sentencepiece"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 TEST(GgufTokenizerErrors, ClearMessages) {
@@ -106,7 +114,11 @@ TEST(GgufTokenizerErrors, ClearMessages) {
     }
   };
   expect([](auto&) {}, "metadata 'tokenizer.ggml.model' is missing");
-  expect([](auto& w) { w.add_string("tokenizer.ggml.model", "llama"); }, "'llama' is not supported (only 'gpt2', byte-level BPE; SentencePiece is not)");
+  expect([](auto& w) { w.add_string("tokenizer.ggml.model", "t5"); }, "tokenizer.ggml.model 't5' is not supported");
+  expect([](auto& w) {
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", {"a", "b"});
+  }, "metadata 'tokenizer.ggml.scores' is missing");
   expect([](auto& w) {
     w.add_string("tokenizer.ggml.model", "gpt2");
     w.add_string_array("tokenizer.ggml.tokens", {"a", "b"});
