@@ -52,18 +52,18 @@ json rope_scaling(const GgufFile& f, const std::string& a) {
   return r;
 }
 
-std::vector<float> rope_freq_factors(const GgufFile& f, int num_freqs) {
-  const GgufTensorInfo* t = f.find_tensor("rope_freqs.weight");
-  if (!t) return {};
-  if (t->numel() != num_freqs || !ggml_can_dequantize(t->type))
-    throw Error(f.path() + ": tensor 'rope_freqs.weight' must hold " + std::to_string(num_freqs) + " F32 values");
+std::vector<float> rope_freq_factors(const GgufShards& m, int num_freqs) {
+  const GgufShards::Found t = m.find_tensor("rope_freqs.weight");
+  if (!t.info) return {};
+  if (t.info->numel() != num_freqs || !ggml_can_dequantize(t.info->type))
+    throw Error(t.file->path() + ": tensor 'rope_freqs.weight' must hold " + std::to_string(num_freqs) + " F32 values");
   std::vector<float> out(num_freqs);
-  dequantize(t->type, f.tensor_data(*t), out.data(), num_freqs);
+  dequantize(t.info->type, t.data(), out.data(), num_freqs);
   return out;
 }
 
-std::string dtype_of(const GgufFile& f) {
-  const GgufTensorInfo* t = f.find_tensor("token_embd.weight");
+std::string dtype_of(const GgufShards& m) {
+  const GgufTensorInfo* t = m.find_tensor("token_embd.weight").info;
   if (t && t->type == 0) return "float32";
   if (t && t->type == 1) return "float16";
   return "bfloat16";  // BF16 and quantized files: what vLLM runs them in by default on a GPU
@@ -82,7 +82,8 @@ std::string gguf_hf_architecture(const GgufFile& f) {
   throw Error(f.path() + ": general.architecture '" + *arch + "' is not supported (supported: " + names + ")");
 }
 
-ModelConfig gguf_model_config(const GgufFile& f) {
+ModelConfig gguf_model_config(const GgufShards& m) {
+  const GgufFile& f = m.first();
   json j;
   j["architectures"] = {gguf_hf_architecture(f)};
   const std::string a = *f.get_string("general.architecture");
@@ -113,16 +114,16 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     vocab = *v;
   } else if (const json* toks = f.get_array("tokenizer.ggml.tokens", GgufType::kString)) {
     vocab = static_cast<int64_t>(toks->size());
-  } else if (const GgufTensorInfo* e = f.find_tensor("token_embd.weight"); e && e->ne.size() == 2) {
+  } else if (const GgufTensorInfo* e = m.find_tensor("token_embd.weight").info; e && e->ne.size() == 2) {
     vocab = e->ne[1];
   }
   if (vocab <= 0) throw Error(f.path() + ": no vocabulary size (" + a + ".vocab_size, tokenizer.ggml.tokens)");
   j["vocab_size"] = vocab;
   // The converter drops output.weight when the checkpoint ties it to the embedding.
-  j["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
-  j["attention_bias"] = f.find_tensor("blk.0.attn_output.bias") != nullptr;
-  j["mlp_bias"] = f.find_tensor("blk.0.ffn_down.bias") != nullptr;
-  j["torch_dtype"] = dtype_of(f);
+  j["tie_word_embeddings"] = m.find_tensor("output.weight").info == nullptr;
+  j["attention_bias"] = m.find_tensor("blk.0.attn_output.bias").info != nullptr;
+  j["mlp_bias"] = m.find_tensor("blk.0.ffn_down.bias").info != nullptr;
+  j["torch_dtype"] = dtype_of(m);
   json eos = json::array();
   for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
     if (auto id = f.get_int(k); id && std::find(eos.begin(), eos.end(), json(*id)) == eos.end()) eos.push_back(*id);
@@ -130,7 +131,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
 
   ModelConfig c = ModelConfig::from_json(j, f.path());
-  c.rope_scaling.freq_factors = rope_freq_factors(f, c.rotary_dim() / 2);
+  c.rope_scaling.freq_factors = rope_freq_factors(m, c.rotary_dim() / 2);
   return c;
 }
 

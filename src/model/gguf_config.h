@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "gguf/gguf_file.h"
+#include "gguf/gguf_shards.h"
 #include "model/model_config.h"
 
 namespace vireo {
@@ -14,6 +14,6 @@ namespace vireo {
 std::string gguf_hf_architecture(const GgufFile& f);
 
 // Throws vireo::Error naming the file and the metadata key at fault.
-ModelConfig gguf_model_config(const GgufFile& f);
+ModelConfig gguf_model_config(const GgufShards& model);
 
 }  // namespace vireo

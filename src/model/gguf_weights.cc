@@ -46,8 +46,8 @@ std::string gguf_tensor_name(const std::string& hf, bool olmo2) {
   return "";
 }
 
-GgufWeights::GgufWeights(std::unique_ptr<GgufFile> file, const ModelConfig& c)
-    : file_(std::move(file)),
+GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c)
+    : files_(std::move(files)),
       olmo2_(c.architecture == "Olmo2ForCausalLM"),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen and OLMo-2 files use NeoX RoPE.
@@ -57,20 +57,22 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufFile> file, const ModelConfig& c)
 
 bool GgufWeights::has(const std::string& name) const {
   const std::string g = gguf_tensor_name(name, olmo2_);
-  return !g.empty() && file_->find_tensor(g) != nullptr;
+  return !g.empty() && files_->find_tensor(g).info != nullptr;
 }
 
-const GgufTensorInfo& GgufWeights::find(const std::string& name, const std::vector<int64_t>& expected) const {
+GgufShards::Found GgufWeights::find(const std::string& name, const std::vector<int64_t>& expected) const {
   const std::string g = gguf_tensor_name(name, olmo2_);
-  const GgufTensorInfo* t = g.empty() ? nullptr : file_->find_tensor(g);
-  if (!t) throw Error(file_->path() + ": missing tensor '" + (g.empty() ? name : g) + "' (for " + name + ")");
+  const GgufShards::Found f = files_->find_tensor(g);
+  if (g.empty() || !f.info)
+    throw Error(files_->first().path() + ": missing tensor '" + (g.empty() ? name : g) + "' (for " + name + ")");
+  const GgufTensorInfo* t = f.info;
   if (t->shape() != expected)
-    throw Error(file_->path() + ": tensor '" + g + "' has shape " + shape_string(t->shape()) + ", expected " +
+    throw Error(f.file->path() + ": tensor '" + g + "' has shape " + shape_string(t->shape()) + ", expected " +
                 shape_string(expected));
   if (!ggml_can_dequantize(t->type))
-    throw Error(file_->path() + ": tensor '" + g + "' has type " + ggml_type_name(t->type) +
+    throw Error(f.file->path() + ": tensor '" + g + "' has type " + ggml_type_name(t->type) +
                 ", which Vireo cannot load (supported: " + ggml_dequantizable_types() + ")");
-  return *t;
+  return f;
 }
 
 int GgufWeights::permuted_heads(const std::string& name) const {
@@ -81,14 +83,16 @@ int GgufWeights::permuted_heads(const std::string& name) const {
 }
 
 std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vector<int64_t>& expected) const {
-  const GgufTensorInfo& t = find(name, expected);
+  const GgufShards::Found f = find(name, expected);
+  const GgufTensorInfo& t = *f.info;
   if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
   const DType dt = t.type == 0 ? DType::kF32 : t.type == 1 ? DType::kF16 : DType::kBF16;
-  return Tensor(const_cast<uint8_t*>(file_->tensor_data(t)), dt, t.shape());
+  return Tensor(const_cast<uint8_t*>(f.data()), dt, t.shape());
 }
 
 void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {
-  const GgufTensorInfo& t = find(name, expected);
+  const GgufShards::Found f = find(name, expected);
+  const GgufTensorInfo& t = *f.info;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)  // checked before any thread starts
     throw Error("GGUF weights: cannot store " + name + " as " + std::string(dtype_name(dtype)));
   const int64_t row = t.ne[0], rows = t.numel() / row;
@@ -105,7 +109,7 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
       std::vector<float> tmp(static_cast<size_t>(std::min(rows, chunk) * row));
       for (int64_t c = first; c < num_chunks; c += nt) {
         const int64_t r = c * chunk, n = std::min(chunk, rows - r);
-        dequantize(t.type, file_->tensor_data(t) + r * row_bytes, tmp.data(), n * row);
+        dequantize(t.type, f.data() + r * row_bytes, tmp.data(), n * row);
         store_f32_as(tmp.data(), n * row, dtype, out + r * row * es);
       }
     };
@@ -119,10 +123,10 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
   // s * D/2 + i (s = 0, 1 picks the rotary half). Biases (one value per row) move the same way.
   const int64_t prow = t.ne.size() == 1 ? 1 : row, prows = t.numel() / prow;
   if (prows % (2 * heads) != 0)
-    throw Error(file_->path() + ": tensor for " + name + " has " + std::to_string(prows) + " rows, not " +
+    throw Error(f.file->path() + ": tensor for " + name + " has " + std::to_string(prows) + " rows, not " +
                 std::to_string(heads) + " heads of an even size");
   std::vector<float> src(static_cast<size_t>(t.numel())), hf(src.size());
-  dequantize(t.type, file_->tensor_data(t), src.data(), t.numel());
+  dequantize(t.type, f.data(), src.data(), t.numel());
   const int64_t D = prows / heads, half = D / 2;
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < half; ++i)

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "gguf/gguf_file.h"
+#include "gguf/gguf_shards.h"
 #include "model/model_config.h"
 #include "model/weight_source.h"
 
@@ -17,20 +17,19 @@ std::string gguf_tensor_name(const std::string& hf_name, bool olmo2);
 
 class GgufWeights final : public WeightSource {
  public:
-  GgufWeights(std::unique_ptr<GgufFile> file, const ModelConfig& config);
+  GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& config);
 
   bool has(const std::string& name) const override;
   std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override;
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
-  const GgufFile& file() const { return *file_; }
 
  private:
   // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.
-  const GgufTensorInfo& find(const std::string& name, const std::vector<int64_t>& expected) const;
+  GgufShards::Found find(const std::string& name, const std::vector<int64_t>& expected) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
 
-  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<GgufShards> files_;
   bool olmo2_ = false, llama_ = false;
   int num_heads_ = 0, num_kv_heads_ = 0;
 };

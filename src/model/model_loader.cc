@@ -29,16 +29,16 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, std::unique_ptr<
   if (opts.load_format != "auto" && opts.load_format != "gguf" && opts.load_format != "dummy")
     throw Error(path + ": a GGUF file cannot be loaded with --load-format " + opts.load_format);
   if (!std::filesystem::is_regular_file(path)) throw Error(path + ": GGUF file not found");
-  auto file = std::make_unique<GgufFile>(path);
-  ModelConfig config = gguf_model_config(*file);
+  auto files = std::make_unique<GgufShards>(path);
+  ModelConfig config = gguf_model_config(*files);
   const ArchSpec& spec = find_arch_spec(config.architecture, path);
   std::unique_ptr<WeightSource> weights;
   if (opts.load_format == "dummy") {
     log_info("loading {} ({}) with dummy weights (seed {})", config.architecture, path, opts.seed);
   } else {
-    log_info("loading {} from GGUF v{} ({} tensors; quantized weights are dequantized at load)",
-             config.architecture, file->version(), file->tensors().size());
-    weights = std::make_unique<GgufWeights>(std::move(file), config);
+    log_info("loading {} from GGUF v{} ({} tensors in {} file(s); quantized weights are dequantized at load)",
+             config.architecture, files->first().version(), files->num_tensors(), files->num_files());
+    weights = std::make_unique<GgufWeights>(std::move(files), config);
   }
   return std::make_unique<DecoderModel>(config, spec, std::move(backend), std::move(weights), opts);
 }

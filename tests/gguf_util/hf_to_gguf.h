@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf_file.h"
 #include "gguf_writer.h"
 #include "model/safetensors.h"
 
@@ -138,6 +139,50 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     }
   }
   w.write(out, o.version, o.alignment);
+}
+
+// Copies f's metadata into w (the scalar types and the string/i32/f32 arrays the tests write).
+inline void copy_metadata(const GgufFile& f, GgufWriter& w) {
+  for (const auto& [k, v] : f.metadata()) {
+    switch (v.type) {
+      case GgufType::kString: w.add_string(k, v.value.get<std::string>()); break;
+      case GgufType::kU32: w.add_u32(k, v.value.get<uint32_t>()); break;
+      case GgufType::kI32: w.add_i32(k, v.value.get<int32_t>()); break;
+      case GgufType::kF32: w.add_f32(k, v.value.get<float>()); break;
+      case GgufType::kBool: w.add_bool(k, v.value.get<bool>()); break;
+      case GgufType::kArray:
+        if (v.array_type == GgufType::kString) w.add_string_array(k, v.value.get<std::vector<std::string>>());
+        if (v.array_type == GgufType::kI32) w.add_i32_array(k, v.value.get<std::vector<int32_t>>());
+        break;
+      default: break;
+    }
+  }
+}
+
+// Splits the GGUF file `src` into n shards <prefix>-0000i-of-0000n.gguf as gguf-split does:
+// all metadata in the first, split.no / split.count / split.tensors.count in each, tensors dealt
+// out in order. Returns the shard paths.
+inline std::vector<std::string> split_gguf(const std::string& src, const std::string& prefix, int n) {
+  GgufFile f(src);
+  std::vector<std::string> paths;
+  const size_t per = (f.tensors().size() + n - 1) / n;
+  for (int i = 0; i < n; ++i) {
+    GgufWriter w;
+    if (i == 0) copy_metadata(f, w);
+    w.add_raw("split.no", 2, GgufWriter::pod(static_cast<uint16_t>(i)));
+    w.add_raw("split.count", 2, GgufWriter::pod(static_cast<uint16_t>(n)));
+    w.add_i32("split.tensors.count", static_cast<int32_t>(f.tensors().size()));
+    for (size_t t = i * per; t < std::min(f.tensors().size(), (i + 1) * per); ++t) {
+      const auto& info = f.tensors()[t];
+      w.add_tensor(info.name, info.ne, info.type,
+                   std::string(reinterpret_cast<const char*>(f.tensor_data(info)), info.nbytes));
+    }
+    char name[64];
+    std::snprintf(name, sizeof(name), "-%05d-of-%05d.gguf", i + 1, n);
+    paths.push_back(prefix + name);
+    w.write(paths.back());
+  }
+  return paths;
 }
 
 // convert_hf_to_gguf.py's does_token_look_special (the part that matters for these tokenizers).

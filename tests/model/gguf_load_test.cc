@@ -104,8 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GgufModel, ConfigFromMetadata) {
   const std::string gguf = (temp_dir() / "cfg_llama3.gguf").string();
   testing::convert_model_fixture(fixture_dir("llama3"), gguf);
-  GgufFile f(gguf);
-  ModelConfig c = gguf_model_config(f);
+  ModelConfig c = gguf_model_config(GgufShards(gguf));
   ModelConfig want = ModelConfig::from_file(fixture_dir("llama3") + "/config.json");
   EXPECT_EQ(c.architecture, "LlamaForCausalLM");
   EXPECT_EQ(c.vocab_size, want.vocab_size);  // from the token list
@@ -116,8 +115,7 @@ TEST(GgufModel, ConfigFromMetadata) {
   EXPECT_EQ(c.tie_word_embeddings, false);
   EXPECT_EQ(c.rope_scaling.freq_factors.size(), static_cast<size_t>(want.head_dim / 2));
   testing::convert_model_fixture(fixture_dir("qwen3"), gguf);
-  GgufFile q(gguf);
-  EXPECT_TRUE(gguf_model_config(q).tie_word_embeddings);  // no output.weight
+  EXPECT_TRUE(gguf_model_config(GgufShards(gguf)).tie_word_embeddings);  // no output.weight
   fs::remove(gguf);
 }
 
@@ -134,7 +132,7 @@ TEST(GgufModel, LargeTensorReadInParallelChunks) {
   w.write(p);
   ModelConfig c;
   c.architecture = "Qwen3ForCausalLM";
-  GgufWeights weights(std::make_unique<GgufFile>(p), c);
+  GgufWeights weights(std::make_unique<GgufShards>(p), c);
   std::vector<uint16_t> got(rows * row);
   weights.read("model.embed_tokens.weight", {rows, row}, DType::kBF16, got.data());
   std::vector<float> want(rows * row);
@@ -151,13 +149,7 @@ void expect_load_error(const std::function<void(testing::GgufWriter&)>& extra, c
   testing::convert_model_fixture(fixture_dir("qwen3"), src);
   GgufFile f(src);
   testing::GgufWriter w;
-  for (const auto& [k, v] : f.metadata()) {
-    if (v.type == GgufType::kString) w.add_string(k, v.value.get<std::string>());
-    if (v.type == GgufType::kU32) w.add_u32(k, v.value.get<uint32_t>());
-    if (v.type == GgufType::kF32) w.add_f32(k, v.value.get<float>());
-    if (v.type == GgufType::kArray && v.array_type == GgufType::kString)
-      w.add_string_array(k, v.value.get<std::vector<std::string>>());
-  }
+  testing::copy_metadata(f, w);
   for (const auto& t : f.tensors())
     if (t.name != drop)
       w.add_tensor(t.name, t.ne, t.type, std::string(reinterpret_cast<const char*>(f.tensor_data(t)), t.nbytes));
@@ -191,6 +183,29 @@ TEST(GgufModel, BadModelsFailNamingTheTensor) {
               std::string::npos)
         << e.what();
   }
+}
+
+// gguf-split shards: --model names the first, the others are found next to it.
+TEST(GgufModel, SplitFilesLoadLikeOne) {
+  const std::string one = (temp_dir() / "whole.gguf").string();
+  testing::convert_model_fixture(fixture_dir("llama3"), one);
+  const auto shards = testing::split_gguf(one, (temp_dir() / "llama3-q").string(), 3);
+  const ModelRun want = run_model(one), got = run_model(shards[0]);
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.greedy, want.greedy);
+  auto expect = [](const std::string& path, const std::string& what) {
+    try {
+      load_model(path, create_backend("cpu"), LoadOptions{});
+      ADD_FAILURE() << "loaded " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect(shards[1], "this is shard 2 of 3; pass the first one, " + shards[0]);
+  fs::remove(shards[2]);
+  expect(shards[0], shards[2] + ": shard 3 of 3 of " + shards[0] + " is missing");
+  for (const auto& p : shards) fs::remove(p);
+  fs::remove(one);
 }
 
 TEST(GgufModel, UnsupportedArchitecture) {
