@@ -341,7 +341,7 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
         kc.push_back(rand_t({nb, bs, sh.hkv, d}));
         vc.push_back(rand_t({nb, bs, sh.hkv, d}));
       }
-      auto prep = [&](int layer) {
+      auto prep_params = [&](int layer) {
         QkvPrepareParams p;
         p.qkv = qkv;
         p.positions = pos;
@@ -358,9 +358,10 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
         p.num_kv_heads = sh.hkv;
         p.head_dim = d;
         p.block_size = bs;
-        be_->qkv_prepare(p);
+        return p;
       };
-      auto attn = [&](int layer) {
+      auto prep = [&](int layer) { be_->qkv_prepare(prep_params(layer)); };
+      auto attn_params = [&](int layer) {
         AttentionParams p;
         p.q = q;
         p.k_cache = kc[layer % copies];
@@ -378,11 +379,19 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
         p.scale = 1.f / std::sqrt(float(d));
         p.max_query_len = 1;
         p.max_seq_len = 8192;  // the decode graphs' hint: min(max_model_len, 8192)
-        be_->paged_attention(p);
+        return p;
       };
-      const char* what[] = {"qkv_prepare", "attention", "qkv_prepare+attention"};
-      for (int form = 0; form < 3; ++form) {
+      auto attn = [&](int layer) { be_->paged_attention(attn_params(layer)); };
+      auto prep_attn = [&](int layer) { be_->prepare_attention(prep_params(layer), attn_params(layer)); };
+      // Form 3: the backend's prepare_attention (the model's call: fused into the cluster decode kernel
+      // unless VIREO_DECODE_CLUSTER=0).
+      const char* what[] = {"qkv_prepare", "attention", "qkv_prepare+attention", "prepare_attention"};
+      for (int form = 0; form < 4; ++form) {
         auto layer = [&](int i) {
+          if (form == 3) {
+            prep_attn(i);
+            return;
+          }
           if (form != 1) prep(i);
           if (form != 0) attn(i);
         };
@@ -394,7 +403,7 @@ TEST_F(KernelBench, G_DecodeBatchOneLayerInGraph) {
         const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / kLayers;
         be_->destroy_graph(graph);
         const double bytes = (form != 1 ? 2.0 * (sh.h + 2 * sh.hkv) * d * 2 : 0.0) +
-                             (form != 0 ? 2.0 * ctx * sh.hkv * d * 2 + 2.0 * sh.h * d * 2 : 0.0);
+                             (form != 0 ? 2.0 * ctx * sh.hkv * d * 2 + 2.0 * sh.h * d * 2 : 0.0);  // form 3: both
         report_bw(std::string("graph b1 ") + sh.name + " ctx " + std::to_string(ctx) + " " + what[form], us, bytes);
       }
     }

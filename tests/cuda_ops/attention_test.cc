@@ -24,13 +24,14 @@ struct AttnCase {
   int hint_kv = 0;          // > 0: max_seq_len hint (may be smaller or larger than the real contexts)
   int graph = 0;  // 1: eager warm-up, then capture + 3 replays on the backend stream (in-kernel split merge);
                   // 2: capture first on a fresh stream (no split counters yet: the merge kernel is captured)
+  int decode_cluster = -1;  // AttentionTuning::decode_cluster: 0 keeps small decode batches on the split kernel
 };
 
 class AttentionTest : public CudaOpsTest {
  protected:
   // Graph capture of launch_paged_attention with the hint in p (as the decode graphs do), replayed 3
   // times with the output poisoned before each replay: the split counters must be left at zero.
-  void attend_graph(const AttentionParams& p, int mode) {
+  void attend_graph(const AttentionParams& p, int mode, const cuda::AttentionTuning& tuning) {
     cuda::DeviceInfo dev;
     cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
     cudaStream_t st = static_cast<cuda::CudaBackend*>(gpu_.get())->stream();
@@ -46,17 +47,17 @@ class AttentionTest : public CudaOpsTest {
       EXPECT_LE(bytes, ws_cap) << "test workspace too small";
       return ws_ptr;
     };
-    if (mode == 1) cuda::launch_paged_attention(p, ws, dev, st);  // warm-up: attributes, split counters
+    if (mode == 1) cuda::launch_paged_attention(p, ws, dev, st, tuning);  // warm-up: attributes, split counters
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed), cudaSuccess);
-    cuda::launch_paged_attention(p, ws, dev, st);
+    cuda::launch_paged_attention(p, ws, dev, st, tuning);
     ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     for (int rep = 0; rep < 3; ++rep) {
       // Mode 2: an eager launch between replays gives this stream its counters (in-kernel merge) while
       // the graph keeps its captured merge kernel; the compared output is the last replay's.
-      if (mode == 2 && rep == 2) cuda::launch_paged_attention(p, ws, dev, st);
+      if (mode == 2 && rep == 2) cuda::launch_paged_attention(p, ws, dev, st, tuning);
       ASSERT_EQ(cudaMemsetAsync(p.out.data, 0xff, p.out.nbytes(), st), cudaSuccess);  // NaN in bf16/f16
       ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
     }
@@ -66,20 +67,23 @@ class AttentionTest : public CudaOpsTest {
     if (own) cudaStreamDestroy(own);
   }
 
-  void attend(const AttentionParams& p, int prefill_m_tiles, int graph = 0) {
+  void attend(const AttentionParams& p, int prefill_m_tiles, int graph = 0, int decode_cluster = -1) {
+    cuda::AttentionTuning tuning;
+    tuning.decode_cluster = decode_cluster;
     if (graph != 0) {
-      attend_graph(p, graph);
+      attend_graph(p, graph, tuning);
       return;
     }
-    if (prefill_m_tiles == 0) {
+    if (prefill_m_tiles == 0 && decode_cluster < 0) {
       gpu_->paged_attention(p);
       return;
     }
     cuda::DeviceInfo dev;
     cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
-    cuda::AttentionTuning tuning;
-    tuning.prefill_m_tiles = prefill_m_tiles;
-    tuning.prefill_wgmma = 0;  // the mma.sync shape asked for (the backend's default is the wgmma kernel)
+    if (prefill_m_tiles != 0) {
+      tuning.prefill_m_tiles = prefill_m_tiles;
+      tuning.prefill_wgmma = 0;  // the mma.sync shape asked for (the backend's default is the wgmma kernel)
+    }
     auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
     cuda::launch_paged_attention(p, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream(), tuning);
   }
@@ -87,7 +91,8 @@ class AttentionTest : public CudaOpsTest {
   void run(const AttnCase& c, DType act) {
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                        " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " hint " +
-                       std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " seqs";
+                       std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " cluster " +
+                       std::to_string(c.decode_cluster) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -133,7 +138,7 @@ class AttentionTest : public CudaOpsTest {
     g.scale = 1.f / std::sqrt(float(c.d));
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
-    attend(g, c.prefill_m_tiles, c.graph);
+    attend(g, c.prefill_m_tiles, c.graph, c.decode_cluster);
 
     AttentionParams r = g;
     r.q = cpu_f32(q, {T, c.h, c.d});
@@ -148,7 +153,7 @@ class AttentionTest : public CudaOpsTest {
     // A second run on the same inputs must agree bit for bit (no races, no stale workspace).
     std::vector<float> first = to_host(g.out);
     g.out = gpu_poisoned({T, c.h, c.d}, act);
-    attend(g, c.prefill_m_tiles, c.graph);
+    attend(g, c.prefill_m_tiles, c.graph, c.decode_cluster);
     EXPECT_EQ(first, to_host(g.out)) << "second run differs";
   }
 };
@@ -170,20 +175,38 @@ TEST_F(AttentionTest, DecodeLongSplitK) {
 
 // Batch-1 decode (and 2..4-token verify steps) at short and long contexts: few (seq, kv head) pairs, so
 // the planner goes down to 64-key splits and the last split block of each pair merges in the kernel.
+// Both decode kernels: the cluster kernel (the default for few pairs: cluster = -1) and the split kernel (0).
 TEST_F(AttentionTest, DecodeBatchOneSplits) {
+  for (int cl : {-1, 0}) {
+    auto run_c = [&](AttnCase c, DType act) {
+      c.decode_cluster = cl;
+      run(c, act);
+    };
+    use_dtype(DType::kBF16);
+    for (auto [h, hkv] : std::vector<std::pair<int, int>>{{8, 8}, {16, 4}, {32, 4}, {16, 8}, {32, 8}})
+      for (int d : {64, 128}) {
+        for (int len : {1, 15, 16, 17, 64, 65, 1100, 4096}) run_c({{{1, len}}, h, hkv, d}, DType::kBF16);
+        for (int q : {2, 3, 4})
+          if (q * (h / hkv) <= 16) run_c({{{q, 1100}}, h, hkv, d}, DType::kBF16);  // decode shape, several tokens
+      }
+    run_c({{{1, 32768}}, 16, 8, 128}, DType::kBF16);
+    run_c({{{1, 32768}}, 32, 4, 64}, DType::kBF16);
+    run_c({{{1, 1100}, {1, 17}}, 16, 8, 128}, DType::kBF16);  // two sequences, unequal lengths
+    run_c({{{1, 1100}, {1, 1}, {1, 4096}, {1, 64}}, 32, 8, 128}, DType::kBF16);
+    use_dtype(DType::kF16);
+    run_c({{{1, 1100}}, 16, 8, 128}, DType::kF16);
+  }
+}
+
+// The cluster kernel at every cluster size it can be given, 1 (no DSMEM merge) to 16.
+TEST_F(AttentionTest, DecodeClusterSizes) {
   use_dtype(DType::kBF16);
-  for (auto [h, hkv] : std::vector<std::pair<int, int>>{{8, 8}, {16, 4}, {32, 4}, {16, 8}, {32, 8}})
-    for (int d : {64, 128}) {
-      for (int len : {1, 15, 16, 17, 64, 65, 1100, 4096}) run({{{1, len}}, h, hkv, d}, DType::kBF16);
-      for (int q : {2, 3, 4})
-        if (q * (h / hkv) <= 16) run({{{q, 1100}}, h, hkv, d}, DType::kBF16);  // decode shape, several tokens
+  for (int cl : {1, 2, 3, 8, 16})
+    for (int len : {1, 17, 100, 1100, 5000}) {
+      AttnCase c{{{1, len}, {2, 300}}, 32, 8, 128};
+      c.decode_cluster = cl;
+      run(c, DType::kBF16);
     }
-  run({{{1, 32768}}, 16, 8, 128}, DType::kBF16);
-  run({{{1, 32768}}, 32, 4, 64}, DType::kBF16);
-  run({{{1, 1100}, {1, 17}}, 16, 8, 128}, DType::kBF16);  // two sequences, unequal lengths
-  run({{{1, 1100}, {1, 1}, {1, 4096}, {1, 64}}, 32, 8, 128}, DType::kBF16);
-  use_dtype(DType::kF16);
-  run({{{1, 1100}}, 16, 8, 128}, DType::kF16);
 }
 
 // Graph capture with a fixed hint (the decode graphs plan from min(max_model_len, 8192)): contexts
@@ -194,10 +217,13 @@ TEST_F(AttentionTest, GraphHintSmallerOrLargerThanContext) {
     for (auto [h, hkv, d] : std::vector<std::tuple<int, int, int>>{{16, 8, 128}, {32, 8, 128}, {32, 4, 64}, {8, 8, 64}}) {
       for (int len : {1, 17, 1100, 4096, 32768}) {
         for (int hint : {1024, 8192}) {
-          AttnCase c{{{1, len}}, h, hkv, d};
-          c.hint_kv = hint;
-          c.graph = mode;
-          run(c, DType::kBF16);
+          for (int cl : {-1, 0}) {
+            AttnCase c{{{1, len}}, h, hkv, d};
+            c.hint_kv = hint;
+            c.graph = mode;
+            c.decode_cluster = cl;
+            run(c, DType::kBF16);
+          }
         }
       }
     }

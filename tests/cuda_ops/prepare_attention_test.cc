@@ -1,5 +1,7 @@
-// prepare_attention (qkv_prepare fused into the decode attention kernel) three ways on the same inputs:
-//   - the fused kernel (launch_prepare_attention with fuse_prepare = 1; opt-in in the backend), vs
+// prepare_attention (qkv_prepare fused into the decode attention kernel) three ways on the same inputs,
+// once with the cluster decode kernel (attention_decode_cluster.cu, decode_cluster = 1) and once with
+// the split decode kernel (decode_cluster = 0, attention_mma.cu):
+//   - the fused kernel (launch_prepare_attention with fuse_prepare = 1), vs
 //   - the two CUDA ops in turn (qkv_prepare, then paged_attention): attention output and the whole
 //     K/V caches must agree bit for bit (same per-head math, same rounding, same attention kernel), and
 //   - the CPU backend's qkv_prepare + paged_attention (q and the caches rounded to the activation dtype
@@ -30,10 +32,19 @@ struct PrepCase {
 class PrepareAttentionTest : public CudaOpsTest {
  protected:
   void run(const PrepCase& c, DType act) {
+    for (int cluster : {1, 0}) {
+      decode_cluster_ = cluster;
+      run_one(c, act);
+    }
+  }
+
+  int decode_cluster_ = -1;
+
+  void run_one(const PrepCase& c, DType act) {
     use_dtype(act);
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                        " D " + std::to_string(c.d) + " rd " + std::to_string(c.rotary) + " norm " +
-                       std::to_string(int(c.norm)) + " seqs";
+                       std::to_string(int(c.norm)) + " cluster " + std::to_string(decode_cluster_) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = 16, width = (c.h + 2 * c.hkv) * c.d;
@@ -119,17 +130,15 @@ class PrepareAttentionTest : public CudaOpsTest {
       ap.scale = 1.f / std::sqrt(float(c.d));
       ap.max_query_len = max_q;
       ap.max_seq_len = max_kv;
-      if (fused) {  // the fused kernel whatever VIREO_FUSED_ATTENTION says (it is opt-in in the backend)
-        cuda::DeviceInfo dev;
-        cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
-        cuda::AttentionTuning tuning;
-        tuning.fuse_prepare = 1;
-        auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
-        cuda::launch_prepare_attention(qp, ap, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream(), tuning);
-      } else {
-        gpu_->qkv_prepare(qp);
-        gpu_->paged_attention(ap);
-      }
+      // fused: the fused kernel whatever VIREO_FUSED_ATTENTION says; else the two ops in turn (same
+      // attention kernel choice).
+      cuda::DeviceInfo dev;
+      cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+      cuda::AttentionTuning tuning;
+      tuning.fuse_prepare = fused ? 1 : 0;
+      tuning.decode_cluster = decode_cluster_;
+      auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
+      cuda::launch_prepare_attention(qp, ap, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream(), tuning);
       *out = to_host(ap.out);
       *k_after = to_host(qp.k_cache);
       *v_after = to_host(qp.v_cache);

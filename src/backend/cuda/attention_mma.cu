@@ -24,6 +24,7 @@
 #include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_prefill_wide.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
+#include "backend/cuda/attention_decode_cluster.h"
 
 namespace vireo::cuda {
 namespace {
@@ -567,15 +568,43 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
     launch_paged_attention_simple(p, stream);
     return;
   }
+  if (const int cluster = decode_cluster_size(p, dev, tuning.decode_cluster); cluster > 0) {
+    launch_decode_cluster(p, nullptr, cluster, stream);
+    return;
+  }
   launch_mma(p, nullptr, workspace, dev, stream, tuning);
 }
 
-// Fused when every sequence is decode-shaped (max_query_len * G <= 16 rows: the host hint the decode /
-// prefill launch choice trusts as well), the tensor-core kernel applies, the norm is per head and both
-// ops name the same cache; otherwise the two ops in turn. Fused, q_out is not written.
+namespace {
+// Whether qkv_prepare's work can run inside the decode attention kernel: decode-shape rows (the host
+// hint max_query_len * G <= 16 the decode / prefill choice trusts as well), a tensor-core shape, a
+// per-head norm, and both ops naming the same cache and shapes.
+bool prepare_fusable(const QkvPrepareParams& qp, const AttentionParams& p) {
+  const int group = p.num_heads / p.num_kv_heads;
+  return mma_supported(p) && p.max_query_len > 0 && int64_t{p.max_query_len} * group <= 16 &&
+         qp.qk_norm != QkNorm::kFullWidth && qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
+         qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads && qp.num_kv_heads == p.num_kv_heads &&
+         qp.head_dim == p.head_dim && qp.positions.numel() * p.num_heads * p.head_dim == p.q.numel();
+}
+}  // namespace
+
+// Decode-shape steps with few (sequence, KV head) pairs: the cluster kernel with the preparation fused
+// (attention_decode_cluster.cu; VIREO_DECODE_CLUSTER=0 turns it off). Otherwise fused into the split
+// decode kernel when VIREO_FUSED_ATTENTION=1 / tuning.fuse_prepare = 1 and the step is decode-shaped;
+// otherwise the two ops in turn. Fused, q_out is not written.
 void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams& p, const WorkspaceFn& workspace,
                               const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning) {
-  // Fusion off (the default): the two ops, each validating its own params once.
+  if (tuning.decode_cluster != 0 && tuning.fuse_prepare != 0 && p.num_heads > 0 && p.num_kv_heads > 0 &&
+      p.num_heads % p.num_kv_heads == 0 && prepare_fusable(qp, p)) {
+    if (const int cluster = decode_cluster_size(p, dev, tuning.decode_cluster); cluster > 0) {
+      const QkvArgs prep = make_qkv_args(qp);
+      check_attention(p);
+      if (p.q.numel() == 0 || p.num_seqs == 0) return;
+      launch_decode_cluster(p, &prep, cluster, stream);
+      return;
+    }
+  }
+  // Split-kernel fusion off (the default): the two ops, each validating its own params once.
   const bool want = tuning.fuse_prepare < 0 ? !fused_prepare_disabled() : tuning.fuse_prepare == 1;
   if (!want) {
     launch_qkv_prepare(qp, stream);
@@ -584,14 +613,7 @@ void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams&
   }
   const QkvArgs prep = make_qkv_args(qp);
   check_attention(p);
-  const int group = p.num_heads / p.num_kv_heads;
-  const bool fuse = mma_supported(p) && p.max_query_len > 0 &&
-                    int64_t{p.max_query_len} * group <= 16 && qp.qk_norm != QkNorm::kFullWidth &&
-                    qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
-                    qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads &&
-                    qp.num_kv_heads == p.num_kv_heads && qp.head_dim == p.head_dim &&
-                    qp.positions.numel() * p.num_heads * p.head_dim == p.q.numel();
-  if (!fuse) {
+  if (!prepare_fusable(qp, p)) {
     launch_qkv_prepare(qp, stream);
     launch_paged_attention(p, workspace, dev, stream, tuning);
     return;

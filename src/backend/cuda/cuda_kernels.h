@@ -44,6 +44,7 @@ struct AttentionTuning {
   int prefill_m_tiles = 2;  // 16-row m-tiles per warp in the prefill shape: 1 (64-row blocks) or 2 (128-row)
   int fuse_prepare = -1;    // launch_prepare_attention: 1 fuse decode steps, 0 never, -1 per VIREO_FUSED_ATTENTION
   int prefill_wgmma = -1;   // prefill shape on wgmma (attention_wgmma.cuh): 1 on, 0 off, -1 per VIREO_ATTN_WGMMA (default on)
+  int decode_cluster = -1;  // decode steps on the cluster kernel: 0 never, n > 0 cluster size n, -1 per VIREO_DECODE_CLUSTER (few pairs)
 };
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
                             cudaStream_t stream, const AttentionTuning& tuning = {});

@@ -1,0 +1,327 @@
+// Decode attention for latency: few (sequence, KV head) pairs, each spread over a thread-block
+// cluster of C blocks (C <= 16) whose partial softmaxes merge through distributed shared memory.
+//
+// Why: at batch 1 a decode step's attention reads ~4 MB (8 KV heads x 1k keys) yet took ~11 us with
+// qkv_prepare in front of it: two dependent kernels, then a split merge through global memory
+// (partials written, fenced, counted; the last block re-reads them). Here one kernel does it all:
+//   - before the PDL wait every block issues the cp.async gathers of its keys written by earlier steps
+//     (they overlap the qkv GEMV still running);
+//   - after it, warps prepare the q heads of the block's KV group (q/k RMSNorm + RoPE: qkv_head.cuh,
+//     the qkv_prepare kernel's own code, so q and k round exactly alike) and the block holding this
+//     step's key writes its k and v into the cache and its tile;
+//   - a 16-row mma.sync tile step per 64 keys (the decode shape of attention_mma.cu);
+//   - the 4 warps merge in shared memory; then each block pushes its partial to the C blocks through
+//     DSMEM (stores, no remote loads: block r owns a slice of the rows' outputs and receives every
+//     block's part of that slice), one cluster barrier, and block r writes its slice.
+// Rows: the (token, head-in-group) pairs of one sequence and KV head, q_len * G <= 16.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/attention_decode_cluster.h"
+#include "backend/cuda/attention_mma_common.cuh"
+#include "backend/cuda/cuda_common.h"
+
+namespace vireo::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+// K/V tiles a block holds: two in flight while one is computed (a batch-1 split is one tile at 1k
+// context; at 32k it is 32, and the grid is one block an SM, so the pipeline depth is the bandwidth).
+constexpr int kCStages = 3;
+constexpr int kMaxCluster = 16;
+
+// Shared memory of one block (bytes), D = head dim: K/V stages, q rows, RoPE rows, the merge inboxes.
+template <typename T, int D>
+constexpr size_t cluster_smem_bytes() {
+  return size_t{2} * kCStages * kBN * (D + kPad) * sizeof(T)  // K and V tiles
+         + size_t{16} * D * sizeof(T)                         // q rows
+         + size_t{4} * kMaxHeadDim * sizeof(float)            // per-warp RoPE partner rows
+         + (size_t{16} * D + kMaxCluster) * sizeof(float)     // inbox_o: [C][slice] partial outputs
+         + size_t{kMaxCluster} * 16 * sizeof(float2);         // inbox_ml: [C][16] (max, sum) per row
+}
+
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaArgs a) {
+  constexpr int kLd = D + kPad;
+  constexpr int kNT = 2;  // 16 keys a warp of each 64-key tile
+  constexpr int kDT = D / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* ks = reinterpret_cast<T*>(smem_raw);           // [kCStages][kBN][kLd]
+  T* vs = ks + kCStages * kBN * kLd;                // [kCStages][kBN][kLd]
+  T* qs = vs + kCStages * kBN * kLd;                // [16][D]
+  float* rope = reinterpret_cast<float*>(qs + 16 * D);  // [4][kMaxHeadDim]
+  float* inbox_o = rope + 4 * kMaxHeadDim;          // [C][per]: block j's unnormalised outputs of my slice
+  float2* inbox_ml = reinterpret_cast<float2*>(inbox_o + 16 * D + kMaxCluster);  // [C][16]: block j's (max, sum)
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const int C = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  // DSMEM may be written only once every block of the cluster runs: arrive now, wait before the pushes.
+  cluster_arrive_relaxed();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+  const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
+  // Step metadata is copied before the step's first kernel: readable before the PDL wait.
+  const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
+  const int rows = min(q_len * a.group, 16);
+  // This block's keys: the context split evenly over the cluster in whole pages (16 keys).
+  const int split = ((kv_len + C - 1) / C + 15) / 16 * 16;
+  const int kstart = rank * split;
+  const int kend = min(kv_len, kstart + split);
+  const int ntiles = q_len > 0 && kend > kstart ? (kend - kstart + kBN - 1) / kBN : 0;
+  const int new0 = kv_len - q_len;  // keys >= new0 are this step's
+  const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  auto load_tile = [&](int it, TileRows which) {
+    load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, it % kCStages, which, new0);
+  };
+#pragma unroll
+  for (int st = 0; st < kCStages - 1; ++st)
+    if (st < ntiles) load_tile(st, TileRows::kOld);
+  cp_async_commit();
+
+  pdl_enter();
+  const bool fused = a.prep.qkv != nullptr;
+  if (fused) {
+    // q rows, then (k, v) of each new token whose key lies in [kstart, kend): a warp per item.
+    const QkvArgs& p = a.prep;
+    const int h = a.num_heads, hkv = a.num_kv_heads;
+    const int64_t width = static_cast<int64_t>(h + 2 * hkv) * D;
+    const T* qkv = static_cast<const T*>(p.qkv);
+    const int j0 = max(0, kstart - new0), j1 = min(q_len, kend - new0);
+    const int num_new = max(0, j1 - j0);
+    float* rope_row = rope + warp * kMaxHeadDim;
+    for (int it = warp; it < rows + 2 * num_new; it += kThreads / 32) {
+      if (it < rows) {
+        const int64_t t = q0 + it / a.group;
+        float x[kPerLane];
+        prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(hk * a.group + it % a.group) * D, p.positions[t],
+                        true, p.vec, rope_row, x);
+        store_head<T>(qs + it * D, D, p.vec, x);
+        continue;
+      }
+      const int j = j0 + (it - rows) / 2;
+      const bool is_k = (it - rows) % 2 == 0;
+      const int64_t t = q0 + j;
+      const int slot = p.slots[t];
+      const int rel = new0 + j - kstart, tile = rel / kBN;
+      // Tiles already in flight (kOld) get the row here; later tiles gather it from the cache.
+      T* srow = tile < kCStages - 1 ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;
+      T* grow = slot >= 0 ? static_cast<T*>(const_cast<void*>(is_k ? a.k_cache : a.v_cache)) +
+                                static_cast<int64_t>(slot) * hkv * D + static_cast<int64_t>(hk) * D
+                          : nullptr;
+      if (is_k) {
+        float x[kPerLane];
+        prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(h + hk) * D, p.positions[t], false, p.vec, rope_row,
+                        x);
+        if (grow) store_head<T>(grow, D, p.vec, x);
+        if (srow) store_head<T>(srow, D, p.vec, x);
+      } else {
+        const T* src = qkv + t * width + static_cast<int64_t>(h + hkv + hk) * D;
+        for (int i = lane; i < D; i += 32) {
+          const T v = src[i];
+          if (grow) grow[i] = v;
+          if (srow) srow[i] = v;
+        }
+      }
+    }
+    if (num_new > 0 && ntiles > kCStages - 1) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
+  } else {
+    for (int r = warp; r < rows; r += kThreads / 32) {
+      const T* src = static_cast<const T*>(a.q) +
+                     (static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group) * D;
+      for (int i = lane; i < D; i += 32) qs[r * D + i] = src[i];
+    }
+#pragma unroll
+    for (int st = 0; st < kCStages - 1; ++st)
+      if (st < ntiles) load_tile(st, TileRows::kNew);
+    cp_async_commit();
+  }
+  for (int i = threadIdx.x; i < (16 - rows) * D; i += kThreads) qs[rows * D + i] = from_f<T>(0.f);
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Q fragments (rows g and g + 8) and each row's causal limit.
+  unsigned qf[D / 16][4];
+  int pos[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = g + 8 * i;
+    pos[i] = r < rows ? kv_len - q_len + r / a.group : -1;
+    const unsigned* qrow = reinterpret_cast<const unsigned*>(qs + r * D);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][i] = qrow[(kk * 16 + 2 * tq) / 2];
+      qf[kk][i + 2] = qrow[(kk * 16 + 8 + 2 * tq) / 2];
+    }
+  }
+  float oacc[kDT][4];
+#pragma unroll
+  for (int i = 0; i < kDT; ++i) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int kw0 = warp * (kBN / 4);
+  // One barrier a tile: tile `it` landed and every warp is done with tile it - 1, whose stage then
+  // takes tile it + kCStages - 1.
+  for (int it = 0; it < ntiles; ++it) {
+    if (it > 0) {
+      cp_async_wait<kCStages - 2>();
+      __syncthreads();
+    }
+    if (it + kCStages - 1 < ntiles) load_tile(it + kCStages - 1, TileRows::kAll);
+    cp_async_commit();
+    const int stage = it % kCStages;
+    const int kbase = kstart + it * kBN + kw0;
+    if (kbase < kend) {  // this warp's 16 keys: any in range
+      float sacc[kNT][4];
+      qk_scores<T, D, kNT>(sacc, qf, ks + stage * kBN * kLd, kw0, lane);
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+          const float v = (key < kend && key <= pos[e / 2]) ? sacc[nt][e] : -INFINITY;
+          sacc[nt][e] = v;
+          mx[e / 2] = fmaxf(mx[e / 2], v);
+        }
+      online_softmax_step<kNT, kDT>(sacc, oacc, m, l, mx, a.scale_log2);
+      pv_accumulate<T, D, kNT>(oacc, sacc, vs + stage * kBN * kLd, kw0, lane);
+    }
+  }
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 1);
+    l[ri] += __shfl_xor_sync(0xffffffffu, l[ri], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the tile buffers become the warp-merge buffers
+
+  // The 4 warps' key quarters -> this block's partial per row (max, sum, unnormalised output).
+  float* sm_o = reinterpret_cast<float*>(smem_raw);  // [4][16][D]
+  float* sm_m = sm_o + 4 * 16 * D;                   // [4][16]
+  float* sm_l = sm_m + 4 * 16;                       // [4][16]
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) {
+    const int col = dt * 8 + 2 * tq;
+    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g) * D + col) = make_float2(oacc[dt][0], oacc[dt][1]);
+    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g + 8) * D + col) = make_float2(oacc[dt][2], oacc[dt][3]);
+  }
+  if (tq == 0) {
+    sm_m[warp * 16 + g] = m[0];
+    sm_m[warp * 16 + g + 8] = m[1];
+    sm_l[warp * 16 + g] = l[0];
+    sm_l[warp * 16 + g + 8] = l[1];
+  }
+  __syncthreads();
+  // Block `rank` owns outputs [rank * per, (rank + 1) * per) of the rows * D; each block pushes its part
+  // of every slice to the slice's owner (inbox_o[rank][.]) and its (max, sum) of each row to all.
+  const int total = rows * D, per = (total + C - 1) / C;
+  cluster_wait();
+  for (int idx = threadIdx.x; idx < total; idx += kThreads) {
+    const int r = idx / D, col = idx % D;
+    float mm = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) mm = fmaxf(mm, sm_m[w * 16 + r]);
+    const float mu = mm == -INFINITY ? 0.f : mm;
+    float ll = 0.f, oo = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float f = exp2f(sm_m[w * 16 + r] - mu);
+      ll += sm_l[w * 16 + r] * f;
+      oo += sm_o[(w * 16 + r) * D + col] * f;
+    }
+    const int owner = idx / per;
+    cluster.map_shared_rank(inbox_o, owner)[rank * per + idx - owner * per] = oo;
+    if (col < C) cluster.map_shared_rank(inbox_ml, col)[rank * 16 + r] = make_float2(mm, ll);
+  }
+  cluster.sync();  // every push has landed (release / acquire)
+
+  const int e0 = rank * per, e1 = min(total, e0 + per);
+  for (int idx = e0 + threadIdx.x; idx < e1; idx += kThreads) {
+    const int r = idx / D, col = idx % D;
+    float mm = -INFINITY;
+    for (int j = 0; j < C; ++j) mm = fmaxf(mm, inbox_ml[j * 16 + r].x);
+    const float mu = mm == -INFINITY ? 0.f : mm;
+    float ll = 0.f, oo = 0.f;
+    for (int j = 0; j < C; ++j) {
+      const float2 ml = inbox_ml[j * 16 + r];
+      const float f = exp2f(ml.x - mu);
+      ll += ml.y * f;
+      oo += inbox_o[j * per + idx - e0] * f;
+    }
+    const int64_t th = static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group;
+    static_cast<T*>(a.out)[th * D + col] = from_f<T>(ll > 0.f ? oo / ll : 0.f);
+  }
+}
+
+template <typename T, int D>
+void launch_typed(const MmaArgs& a, int num_pairs, int cluster, cudaStream_t stream) {
+  auto kernel = attention_decode_cluster_kernel<T, D>;
+  constexpr size_t smem = cluster_smem_bytes<T, D>();
+  static_assert(size_t{2} * kCStages * kBN * (D + kPad) * sizeof(T) >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float),
+                "the warp merge must fit in the tile buffers");
+  static bool attrs_set = [&] {
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return true;
+  }();
+  (void)attrs_set;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(num_pairs), 1);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  check(cudaLaunchKernelEx(&cfg, kernel, a), "cudaLaunchKernelEx(attention_decode_cluster)");
+}
+
+}  // namespace
+
+int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int want) {
+  static const int env = [] {
+    const char* v = std::getenv("VIREO_DECODE_CLUSTER");
+    return v ? std::atoi(v) : -1;
+  }();
+  if (want < 0) want = env;
+  if (want == 0) return 0;
+  const int group = p.num_heads / p.num_kv_heads;
+  if (!mma_supported(p) || p.max_query_len <= 0 || int64_t{p.max_query_len} * group > 16) return 0;
+  if (want > 0) return std::min(want, kMaxCluster);
+  // One wave of blocks, one an SM (the shared memory of 3 stages): C = SMs / pairs, at least 2.
+  const int64_t pairs = int64_t{p.num_seqs} * p.num_kv_heads;
+  if (pairs <= 0 || pairs > dev.num_sms / 2) return 0;  // enough pairs fill the chip: the split kernel
+  const int max_kv = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
+  const int64_t by_sms = dev.num_sms / pairs;
+  const int64_t by_keys = (max_kv + kBN - 1) / kBN;  // at least one tile of keys a block
+  return static_cast<int>(std::clamp<int64_t>(std::min(by_sms, by_keys), 1, kMaxCluster));
+}
+
+void launch_decode_cluster(const AttentionParams& p, const QkvArgs* prep, int cluster, cudaStream_t stream) {
+  MmaArgs a = make_mma_args(p);
+  if (prep) a.prep = *prep;
+  const int pairs = p.num_seqs * p.num_kv_heads;
+  if (p.q.dtype == DType::kBF16) {
+    if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(a, pairs, cluster, stream);
+    else launch_typed<__nv_bfloat16, 128>(a, pairs, cluster, stream);
+  } else {
+    if (p.head_dim == 64) launch_typed<__half, 64>(a, pairs, cluster, stream);
+    else launch_typed<__half, 128>(a, pairs, cluster, stream);
+  }
+  check_launch("attention_decode_cluster");
+}
+
+}  // namespace vireo::cuda

@@ -1,0 +1,17 @@
+// The cluster decode attention (attention_decode_cluster.cu): decode-shape steps with few
+// (sequence, KV head) pairs, latency first. Included by attention_mma.cu, which picks it.
+#pragma once
+#include "backend/cuda/cuda_kernels.h"
+
+namespace vireo::cuda {
+
+struct QkvArgs;
+
+// Blocks a (sequence, KV head) pair gets (the cluster size, <= 16), or 0 when the kernel does not apply
+// (rows > 16, not bf16/f16 with head dim 64/128, or enough pairs to fill the chip). want: 0 never, n > 0
+// cluster size n wherever the kernel applies, -1 per VIREO_DECODE_CLUSTER (same meanings; unset: chosen).
+int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int want);
+// prep: fused q/k preparation from the raw qkv rows (q_out is not written), or nullptr (q given).
+void launch_decode_cluster(const AttentionParams& p, const QkvArgs* prep, int cluster, cudaStream_t stream);
+
+}  // namespace vireo::cuda
