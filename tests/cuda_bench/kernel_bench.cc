@@ -187,7 +187,9 @@ TEST_F(KernelBench, C_PrefillAttention) {
   attention("prefill attn 1 x 8k causal, H32/8 D64 mma.sync", 1, 8192, 8192, 32, 8, 64, 2, 0);
   attention("prefill attn 4 x 2k causal, H32/8 D128 mma.sync", 4, 2048, 2048, 32, 8, 128, 2, 0);
   attention("chunk attn 512 rows on 8k ctx, mma.sync", 1, 512, 8192, 32, 8, 128, 2, 0);
-  // The wgmma prefill kernel (attention_wgmma.cuh) on the same shapes, launched directly.
+  // The wgmma prefill kernel on the same shapes, launched directly: the warp-specialised one
+  // (attention_wgmma_ws.cuh; VIREO_ATTN_WS_BN / VIREO_ATTN_WS_FLAGS pick its variant) or, with
+  // VIREO_ATTN_WS=0, attention_wgmma.cuh's. Compare variants in one device call, one process each.
   attention("prefill attn 1 x 8k causal, H32/8 D128 wgmma", 1, 8192, 8192, 32, 8, 128, 0, 1);
   attention("prefill attn 1 x 8k causal, H32/8 D64 wgmma", 1, 8192, 8192, 32, 8, 64, 0, 1);
   attention("prefill attn 4 x 2k causal, H32/8 D128 wgmma", 4, 2048, 2048, 32, 8, 128, 0, 1);

@@ -1,5 +1,6 @@
-// The wgmma prefill attention kernel (attention_wgmma.cuh, opt-in through AttentionTuning::prefill_wgmma)
-// vs the CPU backend: bf16 and f16, head dims 64 and 128, GQA 1/4/8, one sequence of 17..8192 tokens
+// The wgmma prefill attention kernels (AttentionTuning::prefill_wgmma = 1): the warp-specialised one
+// (attention_wgmma_ws.cuh; its variants by environment, one process each: VIREO_ATTN_WS_BN=64|128,
+// VIREO_ATTN_WS_FLAGS=0..3) or, with VIREO_ATTN_WS=0, attention_wgmma.cuh's, vs the CPU backend: bf16 and f16, head dims 64 and 128, GQA 1/4/8, one sequence of 17..8192 tokens
 // (lengths on and off the 16- and 64-token grids), several sequences in one batch (decode rows beside
 // them go to the mma.sync decode kernel), chunked prefill over a cached prefix (with key splits and the
 // merge kernel), scattered and contiguous block tables, 16- and 32-token pages. Outputs NaN-poisoned;

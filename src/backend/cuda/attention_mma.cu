@@ -24,6 +24,7 @@
 #include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_prefill_wide.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
+#include "backend/cuda/attention_wgmma_ws.cuh"
 #include "backend/cuda/attention_decode_cluster.h"
 
 namespace vireo::cuda {
@@ -488,7 +489,9 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     dec_splits = choose_splits(sh, dec_slots, max_kv, dec_min_keys, kMaxDecodeSplits);
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
-    const int per_sm = wgmma ? wgmma_blocks_per_sm<T, D>() : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
+    // The warp-specialised wgmma kernel (attention_wgmma_ws.cuh) runs one block an SM.
+    const int per_sm = wgmma ? (ws_config().on ? 1 : wgmma_blocks_per_sm<T, D>())
+                             : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
     // wgmma: one block per SM; a grid that fills the chip is not split (the waves model ignores that
     // causal row tiles differ in length; splits there only add partial traffic and the merge).
     if (!wgmma || int64_t{row_tiles} * sh < int64_t{dev.num_sms} * per_sm)
@@ -515,7 +518,9 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
-    if (wgmma) {
+    if (wgmma && ws_config().on) {
+      launch_prefill_ws<T, D>(a, grid, dev.num_sms, stream);
+    } else if (wgmma) {
       launch_prefill_wgmma<T, D>(a, grid, stream);
     } else if (wide) {
       wide_blocks_per_sm<T, D>();  // sets the shared-memory attribute

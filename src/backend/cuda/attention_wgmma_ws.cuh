@@ -1,0 +1,480 @@
+// Warp-specialised prefill attention on Hopper wgmma (sm_90a), FlashAttention-3's structure with our
+// own code: the default prefill kernel on sm_90a (VIREO_ATTN_WS=0 returns to attention_wgmma.cuh's
+// kernel, whose tile helpers this one shares).
+//
+// Block: 384 threads = 3 warpgroups, one block per SM.
+//   WG 0, the producer (setmaxnreg down to kWsProdRegs): gathers Q and the K / V pages of each tile
+//     with cp.async into 128B-swizzled shared memory (the paged cache has 16-token pages, so no TMA
+//     box fits a tile) and signals each tile on its own "full" mbarrier.
+//   WG 1, 2, the consumers (setmaxnreg up to kWsMathRegs): 64 query rows each (128 GQA-packed rows a
+//     block, as attention_wgmma.cuh), S = Q K^T and O += P V on wgmma, online softmax in registers.
+// Pipeline: kStages K buffers and kStages V buffers of [BN keys, D], each with a full barrier (the
+//   producer's 4 warps arrive once the copies landed and were fenced for the async proxy) and an empty
+//   barrier (the consumers' 8 warps arrive once their wgmma that read it completed). The producer
+//   signals group g only after issuing group g + 1 (cp.async.wait_group 1), so its copies stay two
+//   deep; with kStages >= 3 that lag never holds a consumer back (see ws_produce).
+// Per consumer warpgroup, step j (FA3 intra-warpgroup overlap): issue S_j = Q K_j^T and
+//   O += P_{j-1} V_{j-1}, wait for S_j only, mask + softmax S_j while P V runs, then rescale O.
+// Ping-pong (flag kWsPingPong): the two consumer warpgroups issue their step's wgmma in turn (named
+//   barriers 1 and 2), so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
+// Persistent (flag kWsPersistent): grid = SM count; block b takes work items b, 2G-1-b, 2G+b, ... of
+//   the heaviest-first list (pairs of heavy and light causal row tiles), so the producer gathers the
+//   next item's Q and first tiles while the consumers finish the current one.
+// Work item: (128-row tile x, (seq, kv head) y, key split z); rows, masking, splits and the epilogue
+//   (direct bf16/f16 output or ws_o / ws_ml partials for the merge kernel) are the wgmma kernel's.
+#pragma once
+#include <cstdlib>
+
+#include "backend/cuda/attention_wgmma.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kWsThreads = 384;
+constexpr int kWsProdRegs = 56;   // producer warpgroup after setmaxnreg.dec
+constexpr int kWsMathRegs = 224;  // consumers: 128 * 40 + 256 * 232 <= 65536
+constexpr int kWsPingPong = 1, kWsPersistent = 2;  // WsGrid::flags
+
+// Work-item grid: x row tiles of 128 rows, y = seqs * kv heads, z key splits.
+struct WsGrid {
+  int x, y, z, flags;
+};
+
+template <int D, int BN>
+struct WsSmem {
+  static constexpr uint32_t kQPanel = kWgBM * 128;     // Q panel: [128 rows][128 B]
+  static constexpr uint32_t kTilePanel = BN * 128;     // K or V panel: [BN keys][128 B]
+  static constexpr uint32_t kTile = (D / 64) * kTilePanel;
+  static constexpr uint32_t kQ = (D / 64) * kQPanel;
+  // As many stages as fit in 227 KiB (2 KiB kept for barriers and alignment), 3..4.
+  static constexpr int kStages = (227 * 1024 - 2048 - kQ) / (2 * kTile) >= 4 ? 4 : 3;
+  static constexpr uint32_t kK = kQ;
+  static constexpr uint32_t kV = kK + kStages * kTile;
+  static constexpr uint32_t kBar = kV + kStages * kTile;  // full_k, full_v, empty_k, empty_v [kStages], q_empty
+  static constexpr uint32_t kBytes = kBar + 8 * (4 * kStages + 1);
+  static constexpr size_t kLaunchBytes = kBytes + 1024;
+  static_assert(kLaunchBytes <= 227 * 1024, "shared memory");
+};
+
+__device__ __forceinline__ void ws_bar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ws_bar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void ws_bar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WS_WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WS_WAIT_%=;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// Named barriers 1.. (0 is __syncthreads): `count` threads, some syncing, the rest arriving.
+__device__ __forceinline__ void ws_named_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ws_named_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+// One work item, decoded identically by producer and consumers.
+struct WsItem {
+  int s, hk, row0, rows, q0, q_len, kv_len, kstart, kend, ntiles, split, nsplit;
+  bool valid;
+};
+
+// Item of rank r in the heaviest-first order: row tiles from the last (longest causal rows) down,
+// then (seq, kv head), then split.
+template <int BN>
+__device__ __forceinline__ WsItem ws_item(const MmaArgs& a, const WsGrid& gr, int r) {
+  WsItem it{};
+  const int yz = gr.y * gr.z;
+  const int x = gr.x - 1 - r / yz, y = (r % yz) / gr.z, z = r % gr.z;
+  it.s = y / a.num_kv_heads;
+  it.hk = y % a.num_kv_heads;
+  it.q0 = a.query_start[it.s];
+  it.q_len = a.query_start[it.s + 1] - it.q0;
+  it.kv_len = a.seq_lens[it.s];
+  it.rows = it.q_len * a.group;
+  it.row0 = x * kWgBM;
+  it.valid = it.q_len > 0 && it.rows > 16 && it.row0 < it.rows;
+  if (!it.valid) return it;
+  const int split_len = split_len_for(it.kv_len, a.split_len_prefill, a.splits_prefill);
+  it.nsplit = (it.kv_len + split_len - 1) / split_len;
+  it.split = z;
+  if (z >= it.nsplit) {
+    it.valid = false;
+    return it;
+  }
+  it.kstart = z * split_len;
+  const int last_tok = (min(it.rows, it.row0 + kWgBM) - 1) / a.group;
+  it.kend = min(min(it.kv_len, it.kstart + split_len), it.kv_len - it.q_len + last_tok + 1);
+  it.ntiles = it.kend > it.kstart ? (it.kend - it.kstart + BN - 1) / BN : 0;
+  return it;
+}
+
+// k-th item rank of this block: one item per block, or the persistent snake over gridDim.x blocks.
+__device__ __forceinline__ int ws_rank(const WsGrid& gr, int k) {
+  if (!(gr.flags & kWsPersistent)) return k == 0 ? static_cast<int>(blockIdx.x) : 1 << 30;
+  const int G = gridDim.x, b = blockIdx.x;
+  return k * G + ((k & 1) ? G - 1 - b : b);
+}
+
+// Producer: one thread of WG 0 (pt = 0..127). Chunk column ch of rows r0 + kRowStep * i.
+template <typename T, int D, int BN>
+struct WsProducer {
+  static constexpr int kChunks = D / 8;               // 16-byte chunks per row
+  static constexpr int kRowStep = 128 / kChunks;      // rows covered by one pass of 128 threads
+  static constexpr int kBatch = 4;                    // page-table reads issued before their copies
+  using L = WsSmem<D, BN>;
+
+  const MmaArgs& a;
+  uint32_t base;
+  int pt, bs_shift;
+  uint32_t pend = 0;  // barrier of the last committed group, signalled once the next one is issued
+
+  // Signal the previous group: this thread's copies of it landed (all but the newest group), made
+  // visible to the async proxy; one lane per warp arrives (the full barriers count 4).
+  __device__ __forceinline__ void finish_prev(bool all) {
+    if (all) cp_async_wait<0>();
+    else cp_async_wait<1>();
+    if (pend != 0) {
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (pt % 32 == 0) ws_bar_arrive(pend);
+    }
+  }
+
+  // Keys [kt0, kt0 + BN) of KV head hk into the tile at dst; keys >= kend zero-filled, table reads
+  // branch-free (clamped key) and batched ahead of the copies.
+  __device__ __forceinline__ void tile(const T* cache, const int* table, int hk, int kt0, int kend, uint32_t dst) {
+    const int ch = pt % kChunks, r0 = pt / kChunks;
+    const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+    const T* src0 = cache + static_cast<int64_t>(hk) * D + ch * 8;
+    const uint32_t dst0 = dst + (ch / 8) * L::kTilePanel;
+#pragma unroll
+    for (int b = 0; b < BN / kRowStep; b += kBatch) {
+      int slot[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int kc = min(kt0 + r0 + (b + i) * kRowStep, kend - 1);
+        const int page = bs_shift >= 0 ? kc >> bs_shift : kc / a.block_size;
+        slot[i] = __ldg(table + page) * a.block_size + (kc - page * a.block_size);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int r = r0 + (b + i) * kRowStep;
+        cp_async16_s(dst0 + swz128(r, ch % 8), src0 + static_cast<int64_t>(slot[i]) * head_stride, kt0 + r < kend);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void q_tile(const WsItem& it) {
+    const T* q = static_cast<const T*>(a.q);
+    for (int c = pt; c < kWgBM * kChunks; c += 128) {
+      const int r = c / kChunks, ch = c % kChunks, rr = it.row0 + r;
+      const bool ok = rr < it.rows;
+      int64_t off = 0;
+      if (ok) off = (static_cast<int64_t>(it.q0 + rr / a.group) * a.num_heads + it.hk * a.group + rr % a.group) * D + ch * 8;
+      cp_async16_s(base + (ch / 8) * L::kQPanel + swz128(r, ch % 8), q + off, ok);
+    }
+  }
+};
+
+template <typename T, int D, int BN>
+__device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, uint32_t base) {
+  using L = WsSmem<D, BN>;
+  constexpr int S = L::kStages;
+  WsProducer<T, D, BN> p{a, base, static_cast<int>(threadIdx.x),
+                         (a.block_size & (a.block_size - 1)) == 0 ? __ffs(a.block_size) - 1 : -1};
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+  const uint32_t bar = base + L::kBar;
+  const uint32_t full_k = bar, full_v = bar + 8 * S, empty_k = bar + 16 * S, empty_v = bar + 24 * S;
+  const uint32_t q_empty = bar + 32 * S;
+  uint32_t kv = 0, nq = 0;  // tiles and items loaded so far (stage / phase of every barrier)
+  const int total = gr.x * gr.y * gr.z;
+  for (int k = 0;; ++k) {
+    const int r = ws_rank(gr, k);
+    if (r >= total) break;
+    const WsItem it = ws_item<BN>(a, gr, r);
+    if (!it.valid || it.ntiles == 0) continue;
+    const int* table = a.block_tables + static_cast<int64_t>(it.s) * a.max_blocks_per_seq;
+    // Order K_0 (+ Q), V_0, K_1, V_1, ...: group g is signalled after group g + 1 is issued. K_t's
+    // signal waits for V_t's buffer (released at consumer step t - S + 1) and V_t's for K_{t+1}'s
+    // (step t + 1 - S): both before the step t, t + 1 that need them when S >= 2; S >= 3 leaves a step
+    // of slack so a warpgroup never waits for the other's softmax.
+    if (nq > 0) ws_bar_wait(q_empty, (nq - 1) & 1);  // the consumers' last S of the previous item read Q
+    ++nq;
+    for (int t = 0; t < it.ntiles; ++t, ++kv) {
+      const uint32_t st = kv % S, use = kv / S;
+      const int kt0 = it.kstart + t * BN;
+      if (use > 0) ws_bar_wait(empty_k + 8 * st, (use - 1) & 1);
+      if (t == 0) p.q_tile(it);
+      p.tile(kc, table, it.hk, kt0, it.kend, base + L::kK + st * L::kTile);
+      cp_async_commit();
+      p.finish_prev(false);
+      p.pend = full_k + 8 * st;
+      if (use > 0) ws_bar_wait(empty_v + 8 * st, (use - 1) & 1);
+      p.tile(vc, table, it.hk, kt0, it.kend, base + L::kV + st * L::kTile);
+      cp_async_commit();
+      p.finish_prev(false);
+      p.pend = full_v + 8 * st;
+    }
+  }
+  p.finish_prev(true);
+}
+
+// Consumers: warpgroup cw (0, 1) of the math warpgroups, 64 rows each.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, uint32_t base) {
+  using L = WsSmem<D, BN>;
+  constexpr int S = L::kStages;
+  constexpr int kNT = BN / 8;  // S accumulator groups of 8 keys
+  constexpr int kKS = BN / 16; // k16 steps of P V
+  constexpr int kDT = D / 8;   // O accumulator groups of 8 columns
+  const int cw = threadIdx.x / 128 - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, tq = lane % 4;
+  const uint32_t bar = base + L::kBar;
+  const uint32_t full_k = bar, full_v = bar + 8 * S, empty_k = bar + 16 * S, empty_v = bar + 24 * S;
+  const uint32_t q_empty = bar + 32 * S;
+  const uint32_t q_addr = base + cw * kWgRows * 128;  // this warpgroup's 64 rows of Q panel 0
+  const bool pp = gr.flags & kWsPingPong;
+  // Ping-pong: warpgroup cw issues after the other one's arrive on barrier 1 + cw (256 threads: 128
+  // syncing + 128 arriving). Warpgroup 1 opens with an arrive for warpgroup 0, and warpgroup 0 takes
+  // the one arrive left over at the end, so the counts balance whatever the number of steps.
+  auto issue_begin = [&]() {
+    if (pp) ws_named_sync(1 + cw, 256);
+  };
+  auto issue_end = [&]() {
+    if (pp) ws_named_arrive(2 - cw, 256);
+  };
+  auto release = [&](uint32_t b) {
+    if (lane == 0) ws_bar_arrive(b);  // this warp's wgmma that read the buffer completed
+  };
+  if (pp && cw == 1) ws_named_arrive(1, 256);
+
+  uint32_t kv = 0;
+  const int total = gr.x * gr.y * gr.z;
+  for (int k = 0;; ++k) {
+    const int r = ws_rank(gr, k);
+    if (r >= total) break;
+    const WsItem it = ws_item<BN>(a, gr, r);
+    if (!it.valid) continue;
+    const int wr0 = it.row0 + cw * kWgRows + warp * 16;
+    int tok[2], pos[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int rr = wr0 + g + 8 * i;
+      tok[i] = rr < it.rows ? rr / a.group : -1;
+      pos[i] = rr < it.rows ? it.kv_len - it.q_len + tok[i] : -1;  // -1: every key masked
+    }
+    const bool warp_rows_full = wr0 + 15 < it.rows;
+    const int warp_min_pos = it.kv_len - it.q_len + wr0 / a.group;
+
+    float o[kDT][4], sc[kNT][4];
+#pragma unroll
+    for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    unsigned pf[kKS][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    auto issue_s = [&](uint32_t st) {
+      const uint32_t kb = base + L::kK + st * L::kTile;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t off = (kk % 4) * 32u;
+        const uint64_t da = wgmma_desc(q_addr + (kk / 4) * L::kQPanel + off, 16, 1024);
+        const uint64_t db = wgmma_desc(kb + (kk / 4) * L::kTilePanel + off, 16, 1024);
+        wgmma_ss<T, BN>(sc, da, db, kk > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+    };
+    auto issue_pv = [&](uint32_t st) {
+      const uint32_t vb = base + L::kV + st * L::kTile;
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks)
+        wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc(vb + ks * 16 * 128, L::kTilePanel, 1024));
+      wgmma_commit();
+    };
+    auto softmax_s = [&](int j, float (&corr)[2]) {
+      reg_fence(sc);
+      const int kbase = it.kstart + j * BN;
+      const bool full = warp_rows_full && kbase + BN - 1 <= warp_min_pos && kbase + BN <= it.kend;
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ri = e / 2;
+          float v = sc[nt][e];
+          if (!full) {
+            const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+            v = (key < it.kend && key <= pos[ri]) ? v : -INFINITY;
+            sc[nt][e] = v;
+          }
+          mx[ri] = fmaxf(mx[ri], v);
+        }
+      softmax_probs<kNT>(sc, m, l, mx, corr, a.scale_log2);
+    };
+    auto make_p = [&]() {
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks) {
+        pf[ks][0] = pack2<T>(sc[2 * ks][0], sc[2 * ks][1]);
+        pf[ks][1] = pack2<T>(sc[2 * ks][2], sc[2 * ks][3]);
+        pf[ks][2] = pack2<T>(sc[2 * ks + 1][0], sc[2 * ks + 1][1]);
+        pf[ks][3] = pack2<T>(sc[2 * ks + 1][2], sc[2 * ks + 1][3]);
+      }
+    };
+
+    const int n = it.ntiles;
+    if (n > 0) {
+      float corr[2];
+      // Step 0: S_0 alone.
+      uint32_t st = kv % S;
+      ws_bar_wait(full_k + 8 * st, (kv / S) & 1);
+      issue_begin();
+      wgmma_fence();
+      issue_s(st);
+      issue_end();
+      wgmma_wait<0>();
+      release(empty_k + 8 * st);
+      if (n == 1) release(q_empty);
+      softmax_s(0, corr);
+      make_p();
+      // Steps 1 .. n-1: S_j with P_{j-1} V_{j-1}.
+      for (int j = 1; j < n; ++j) {
+        const uint32_t pst = st;
+        const uint32_t pkv = kv;
+        ++kv;
+        st = kv % S;
+        // V_{j-1} was signalled before K_j (issue order), so the second wait is free; both stay out
+        // of the wgmma sequence (a branch between two wgmma makes ptxas add a register fence).
+        ws_bar_wait(full_k + 8 * st, (kv / S) & 1);
+        ws_bar_wait(full_v + 8 * pst, (pkv / S) & 1);
+        issue_begin();
+        wgmma_fence();
+        issue_s(st);
+        issue_pv(pst);
+        issue_end();
+        wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run under the softmax
+        release(empty_k + 8 * st);
+        if (j == n - 1) release(q_empty);
+        softmax_s(j, corr);
+        wgmma_wait<0>();
+        release(empty_v + 8 * pst);
+        reg_fence(o);
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt) {
+          o[dt][0] *= corr[0];
+          o[dt][1] *= corr[0];
+          o[dt][2] *= corr[1];
+          o[dt][3] *= corr[1];
+        }
+        make_p();
+      }
+      // Drain: P_{n-1} V_{n-1}.
+      ws_bar_wait(full_v + 8 * st, (kv / S) & 1);
+      issue_begin();
+      wgmma_fence();
+      issue_pv(st);
+      issue_end();
+      wgmma_wait<0>();
+      release(empty_v + 8 * st);
+      reg_fence(o);
+      ++kv;
+    }
+
+    const bool direct = it.nsplit == 1;
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      float ll = l[ri];
+      ll += __shfl_xor_sync(0xffffffffu, ll, 1);
+      ll += __shfl_xor_sync(0xffffffffu, ll, 2);
+      if (tok[ri] < 0) continue;
+      const int rr = wr0 + g + 8 * ri;
+      const int64_t th = static_cast<int64_t>(it.q0 + tok[ri]) * a.num_heads + it.hk * a.group + rr % a.group;
+      const float inv = ll > 0.f ? 1.f / ll : 0.f;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const int col = dt * 8 + 2 * tq;
+        const float o0 = o[dt][2 * ri], o1 = o[dt][2 * ri + 1];
+        if (direct) {
+          *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
+        } else {
+          *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + it.split) * D + col) = make_float2(o0, o1);
+        }
+      }
+      if (!direct && tq == 0) a.ws_ml[th * a.max_splits + it.split] = make_float2(m[ri], ll);
+    }
+  }
+  if (pp && cw == 0) ws_named_sync(1, 256);  // warpgroup 1's last arrive
+}
+
+template <typename T, int D, int BN>
+__global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(MmaArgs a, WsGrid gr) {
+  using L = WsSmem<D, BN>;
+  extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
+  const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(ws_smem_raw)) + 1023u) & ~1023u;
+  if (threadIdx.x == 0) {
+    const uint32_t bar = base + L::kBar;
+    for (int i = 0; i < 2 * L::kStages; ++i) ws_bar_init(bar + 8 * i, 4);  // full: the producer's 4 warps
+    for (int i = 2 * L::kStages; i < 4 * L::kStages + 1; ++i) ws_bar_init(bar + 8 * i, 8);  // empty, q: 8 warps
+  }
+  __syncthreads();
+  pdl_enter();  // before any read of q / the cache
+  if (threadIdx.x < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProdRegs));
+    ws_produce<T, D, BN>(a, gr, base);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsMathRegs));
+    ws_consume<T, D, BN>(a, gr, base);
+  }
+}
+
+// Host side. Variants for same-process A/B (read once): VIREO_ATTN_WS=0 selects attention_wgmma.cuh's
+// kernel; VIREO_ATTN_WS_BN=64|128 the key tile (default 128); VIREO_ATTN_WS_FLAGS the WsGrid flags
+// (default 3: ping-pong and persistent).
+struct WsConfig {
+  bool on = true;
+  int bn = 128;
+  int flags = kWsPingPong | kWsPersistent;
+};
+inline const WsConfig& ws_config() {
+  static const WsConfig c = [] {
+    WsConfig w;
+    if (const char* e = std::getenv("VIREO_ATTN_WS")) w.on = e[0] != '0';
+    if (const char* e = std::getenv("VIREO_ATTN_WS_BN")) w.bn = std::atoi(e) == 64 ? 64 : 128;
+    if (const char* e = std::getenv("VIREO_ATTN_WS_FLAGS")) w.flags = std::atoi(e) & 3;
+    return w;
+  }();
+  return c;
+}
+
+template <typename T, int D, int BN>
+void launch_ws(const MmaArgs& a, dim3 grid, int num_sms, int flags, cudaStream_t stream) {
+  using L = WsSmem<D, BN>;
+  static const bool attr = [] {
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_ws_kernel<T, D, BN>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(L::kLaunchBytes)));
+    return true;
+  }();
+  (void)attr;
+  const WsGrid gr{static_cast<int>(grid.x), static_cast<int>(grid.y), static_cast<int>(grid.z), flags};
+  const int64_t items = int64_t{gr.x} * gr.y * gr.z;
+  const int blocks = (flags & kWsPersistent) ? static_cast<int>(std::min<int64_t>(items, num_sms)) : static_cast<int>(items);
+  launch_pdl(attention_prefill_ws_kernel<T, D, BN>, dim3(blocks), dim3(kWsThreads), L::kLaunchBytes, stream, a, gr);
+  check_launch("paged_attention prefill wgmma (warp-specialised)");
+}
+
+// grid: (row tiles of 128 rows, seqs * kv heads, prefill splits), as launch_prefill_wgmma.
+template <typename T, int D>
+void launch_prefill_ws(const MmaArgs& a, dim3 grid, int num_sms, cudaStream_t stream) {
+  const WsConfig& c = ws_config();
+  if (c.bn == 64) launch_ws<T, D, 64>(a, grid, num_sms, c.flags, stream);
+  else launch_ws<T, D, 128>(a, grid, num_sms, c.flags, stream);
+}
+
+}  // namespace
+}  // namespace vireo::cuda
