@@ -466,7 +466,8 @@ int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap
 template <typename T, int D>
 void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& workspace, const DeviceInfo& dev,
                   const AttentionTuning& tuning, cudaStream_t stream) {
-  // wgmma prefill (attention_wgmma.cuh): the default (VIREO_ATTN_WGMMA=0: mma.sync); 128 rows a block like the wide shape.
+  // wgmma prefill (attention_wgmma_ws.cuh; VIREO_ATTN_WS=0: attention_wgmma.cuh): the default
+  // (VIREO_ATTN_WGMMA=0: mma.sync); 128 rows a block like the wide shape.
   const bool wgmma = prefill_wgmma_wanted(tuning.prefill_wgmma);
   const bool wide = wgmma || tuning.prefill_m_tiles == 2;
   const int prefill_rows = wide ? 128 : 64;

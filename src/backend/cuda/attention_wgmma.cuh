@@ -1,5 +1,6 @@
-// Prefill shape of the paged attention on Hopper warpgroup MMA (wgmma, sm_90a); opt-in (launched by
-// attention_mma.cu when AttentionTuning::prefill_wgmma or VIREO_ATTN_WGMMA=1 asks for it).
+// Prefill shape of the paged attention on Hopper warpgroup MMA (wgmma, sm_90a), run 6's kernel: since
+// run 7 the warp-specialised kernel (attention_wgmma_ws.cuh, which reuses this file's tile helpers) is
+// the default and VIREO_ATTN_WS=0 selects this one (VIREO_ATTN_WGMMA=0: the mma.sync prefill kernel).
 //
 // Block: 128 query rows (GQA-packed (token, head-in-group) rows of one sequence and one KV head, the
 // rows of the 128-row mma.sync shape) = 2 warpgroups of 64 rows, 256 threads; one block per SM at

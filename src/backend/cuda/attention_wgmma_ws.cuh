@@ -31,8 +31,10 @@ namespace vireo::cuda {
 namespace {
 
 constexpr int kWsThreads = 384;
-constexpr int kWsProdRegs = 56;   // producer warpgroup after setmaxnreg.dec
-constexpr int kWsMathRegs = 224;  // consumers: 128 * 40 + 256 * 232 <= 65536
+// Registers a thread after setmaxnreg: 128 * 56 + 256 * 224 = 64512 <= 65536 (launch: 384 x 168).
+// The producer spilled at 40; the consumers (O 64 + S 64 + P 32 at D 128, BN 128) fit 224 unspilled.
+constexpr int kWsProdRegs = 56;
+constexpr int kWsMathRegs = 224;
 constexpr int kWsPingPong = 1, kWsPersistent = 2;  // WsGrid::flags
 
 // Work-item grid: x row tiles of 128 rows, y = seqs * kv heads, z key splits.
@@ -126,7 +128,7 @@ template <typename T, int D, int BN>
 struct WsProducer {
   static constexpr int kChunks = D / 8;               // 16-byte chunks per row
   static constexpr int kRowStep = 128 / kChunks;      // rows covered by one pass of 128 threads
-  static constexpr int kBatch = 4;                    // page-table reads issued before their copies
+  static constexpr int kBatch = 4;                    // page-table reads issued before their copies (8 spills)
   using L = WsSmem<D, BN>;
 
   const MmaArgs& a;
