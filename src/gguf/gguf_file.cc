@@ -158,6 +158,8 @@ void GgufFile::parse() {
   Cursor c(path_, base, size_);
   if (c.read<uint32_t>("magic") != kMagic) throw Error(path_ + ": not a GGUF file (bad magic)");
   version_ = c.read<uint32_t>("version");
+  if (version_ == 0x02000000 || version_ == 0x03000000)
+    throw Error(path_ + ": big-endian GGUF files (convert_hf_to_gguf.py --bigendian) are not supported");
   if (version_ != 2 && version_ != 3)
     throw Error(path_ + ": GGUF version " + std::to_string(version_) + " is not supported (2, 3)");
   const uint64_t num_tensors = c.read<uint64_t>("tensor count");

@@ -121,6 +121,8 @@ TEST_F(GgufFileTest, BadMagicAndVersion) {
   EXPECT_FALSE(GgufFile::is_gguf(path("bad.gguf")));
   small().write(path("v1.gguf"), 1);
   expect_error(path("v1.gguf"), "GGUF version 1 is not supported");
+  small().write(path("be.gguf"), 0x03000000);
+  expect_error(path("be.gguf"), "big-endian GGUF files (convert_hf_to_gguf.py --bigendian) are not supported");
   small().write(path("v4.gguf"), 4);
   expect_error(path("v4.gguf"), "GGUF version 4");
   expect_error(path("absent.gguf"), "cannot open");
