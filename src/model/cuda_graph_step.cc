@@ -12,7 +12,10 @@
 // Attention inside a graph plans with a fixed context hint (graphs fix grid sizes), not the step's
 // lengths: min(max_model_len, kGraphAttentionHint). The kernels read the real seq_lens from device
 // memory and stretch the planned split length when a sequence is longer than the hint, so every
-// context length is correct; the hint only sets how many splits a long sequence gets.
+// context length is correct; the hint only sets how many splits a long sequence gets. Each size has
+// two graphs: steps whose contexts are all <= kGraphShortContext plan with that as the hint (so the
+// backend may pick a kernel that is fast only for short contexts: the CUDA cluster decode attention),
+// longer ones with the general hint.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -26,6 +29,7 @@ namespace vireo {
 namespace {
 
 constexpr int kGraphAttentionHint = 8192;
+constexpr int kGraphShortContext = 4096;  // = the CUDA cluster decode attention's limit (kClusterMaxKeys)
 
 // Offsets into the packed graph ints for capacity `n` sequences; tables last, `width` per row.
 struct GraphLayout {
@@ -121,9 +125,13 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   st.S = Sp;
   st.max_blocks_per_seq = W;
   st.max_query_len = 1;
-  st.max_seq_len = g.attention_hint;
+  int step_max_len = 0;
+  for (int len : in.seq_lens) step_max_len = std::max(step_max_len, len);
+  const bool short_ctx = step_max_len <= kGraphShortContext;
+  st.max_seq_len = short_ctx ? std::min(g.attention_hint, kGraphShortContext) : g.attention_hint;
+  const int key = 2 * Sp + (short_ctx ? 0 : 1);
 
-  auto it = g.graph_of_size.find(Sp);
+  auto it = g.graph_of_size.find(key);
   if (it != g.graph_of_size.end() && it->second >= 0) {
     be_->replay_graph(it->second);
   } else {
@@ -139,7 +147,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
         be_->abort_capture();
         log_warn("cuda graph for batch {} not captured (steps of this size run eagerly): {}", Sp, e.what());
       }
-      g.graph_of_size[Sp] = id;
+      g.graph_of_size[key] = id;
     }
   }
   logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();

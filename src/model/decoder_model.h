@@ -53,7 +53,7 @@ struct StepTensors {
 // device pointers, so these never move while a graph exists).
 struct DecoderGraphs {
   std::vector<int> sizes;          // capture sizes, ascending
-  std::map<int, int> graph_of_size;  // padded batch -> backend graph id (-1: capture failed, eager)
+  std::map<int, int> graph_of_size;  // 2 * padded batch + long context -> backend graph id (-1: eager)
   DecoderWorkspace ws;             // activations + packed ints for the largest size
   std::vector<int32_t> host;       // staging of the packed ints
   int max_size = 0, table_width = 0, attention_hint = 0;

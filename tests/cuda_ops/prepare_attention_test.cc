@@ -1,5 +1,5 @@
 // prepare_attention (qkv_prepare fused into the decode attention kernel) three ways on the same inputs,
-// once with the cluster decode kernel (attention_decode_cluster.cu, decode_cluster = 1) and once with
+// once with the cluster decode kernel (attention_decode_cluster.cu, decode_cluster = 16) and once with
 // the split decode kernel (decode_cluster = 0, attention_mma.cu):
 //   - the fused kernel (launch_prepare_attention with fuse_prepare = 1), vs
 //   - the two CUDA ops in turn (qkv_prepare, then paged_attention): attention output and the whole
@@ -32,7 +32,7 @@ struct PrepCase {
 class PrepareAttentionTest : public CudaOpsTest {
  protected:
   void run(const PrepCase& c, DType act) {
-    for (int cluster : {1, 0}) {
+    for (int cluster : {16, 0}) {  // cluster size 16 forced; 0: the split kernel
       decode_cluster_ = cluster;
       run_one(c, act);
     }

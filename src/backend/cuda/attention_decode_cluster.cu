@@ -28,10 +28,16 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-// K/V tiles a block holds: two in flight while one is computed (a batch-1 split is one tile at 1k
-// context; at 32k it is 32, and the grid is one block an SM, so the pipeline depth is the bandwidth).
-constexpr int kCStages = 3;
+// K/V tiles a block holds, all issued before the PDL wait (a batch-1 split is 1-2 tiles at 1k context).
+// Two keep a block at ~90 KB, two blocks an SM: a 16-block cluster then fits in 8 SMs of a GPC and the
+// next kernel's blocks can start beside it. Measured: three stages (one block an SM) made the 1k
+// layer chain 50% slower and 32k contexts 75% slower (clusters no longer in one wave).
+constexpr int kCStages = 2;
 constexpr int kMaxCluster = 16;
+// Planned contexts up to this many keys (<= 256 a block at C = 16): longer ones stream better through
+// the split kernel's many blocks (1 x 32k: 79 vs 47 us on the H200). The decode graphs plan steps of
+// short contexts with this as their hint (model/cuda_graph_step.cc, kGraphShortContext).
+constexpr int kClusterMaxKeys = 4096;
 
 // Shared memory of one block (bytes), D = head dim: K/V stages, q rows, RoPE rows, the merge inboxes.
 template <typename T, int D>
@@ -82,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
     load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, it % kCStages, which, new0);
   };
 #pragma unroll
-  for (int st = 0; st < kCStages - 1; ++st)
+  for (int st = 0; st < kCStages; ++st)
     if (st < ntiles) load_tile(st, TileRows::kOld);
   cp_async_commit();
 
@@ -112,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
       const int slot = p.slots[t];
       const int rel = new0 + j - kstart, tile = rel / kBN;
       // Tiles already in flight (kOld) get the row here; later tiles gather it from the cache.
-      T* srow = tile < kCStages - 1 ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;
+      T* srow = tile < kCStages ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;
       T* grow = slot >= 0 ? static_cast<T*>(const_cast<void*>(is_k ? a.k_cache : a.v_cache)) +
                                 static_cast<int64_t>(slot) * hkv * D + static_cast<int64_t>(hk) * D
                           : nullptr;
@@ -131,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
         }
       }
     }
-    if (num_new > 0 && ntiles > kCStages - 1) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
+    if (num_new > 0 && ntiles > kCStages) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
   } else {
     for (int r = warp; r < rows; r += kThreads / 32) {
       const T* src = static_cast<const T*>(a.q) +
@@ -139,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
       for (int i = lane; i < D; i += 32) qs[r * D + i] = src[i];
     }
 #pragma unroll
-    for (int st = 0; st < kCStages - 1; ++st)
+    for (int st = 0; st < kCStages; ++st)
       if (st < ntiles) load_tile(st, TileRows::kNew);
     cp_async_commit();
   }
@@ -166,15 +172,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   for (int i = 0; i < kDT; ++i) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int kw0 = warp * (kBN / 4);
-  // One barrier a tile: tile `it` landed and every warp is done with tile it - 1, whose stage then
-  // takes tile it + kCStages - 1.
+  // Tiles 0 .. kCStages - 1 landed above; each later tile refills the stage of the tile kCStages before it.
   for (int it = 0; it < ntiles; ++it) {
     if (it > 0) {
-      cp_async_wait<kCStages - 2>();
+      cp_async_wait<kCStages - 1>();
       __syncthreads();
     }
-    if (it + kCStages - 1 < ntiles) load_tile(it + kCStages - 1, TileRows::kAll);
-    cp_async_commit();
     const int stage = it % kCStages;
     const int kbase = kstart + it * kBN + kw0;
     if (kbase < kend) {  // this warp's 16 keys: any in range
@@ -193,6 +196,9 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
       online_softmax_step<kNT, kDT>(sacc, oacc, m, l, mx, a.scale_log2);
       pv_accumulate<T, D, kNT>(oacc, sacc, vs + stage * kBN * kLd, kw0, lane);
     }
+    __syncthreads();  // every warp is done with this stage
+    if (it + kCStages < ntiles) load_tile(it + kCStages, TileRows::kAll);
+    cp_async_commit();
   }
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -301,13 +307,20 @@ int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int wan
   const int group = p.num_heads / p.num_kv_heads;
   if (!mma_supported(p) || p.max_query_len <= 0 || int64_t{p.max_query_len} * group > 16) return 0;
   if (want > 0) return std::min(want, kMaxCluster);
-  // One wave of blocks, one an SM (the shared memory of 3 stages): C = SMs / pairs, at least 2.
+  // Few pairs (batch 1 at 8 KV heads) and short contexts: there it measured faster (0.6B decode layer
+  // at 1k context 28.3 -> 25.5 us). Batch 4 (C = 4, ~5 tiles a block) measured 4% slower end to end.
   const int64_t pairs = int64_t{p.num_seqs} * p.num_kv_heads;
-  if (pairs <= 0 || pairs > dev.num_sms / 2) return 0;  // enough pairs fill the chip: the split kernel
+  if (pairs <= 0 || pairs > dev.num_sms / kMaxCluster) return 0;
   const int max_kv = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
+  if (max_kv > kClusterMaxKeys) return 0;
   const int64_t by_sms = dev.num_sms / pairs;
   const int64_t by_keys = (max_kv + kBN - 1) / kBN;  // at least one tile of keys a block
   return static_cast<int>(std::clamp<int64_t>(std::min(by_sms, by_keys), 1, kMaxCluster));
+}
+
+bool decode_cluster_fuses_prepare(const AttentionParams& p) {
+  const int rows = p.max_query_len * (p.num_heads / p.num_kv_heads);
+  return rows + 2 <= kThreads / 32;
 }
 
 void launch_decode_cluster(const AttentionParams& p, const QkvArgs* prep, int cluster, cudaStream_t stream) {

@@ -11,6 +11,10 @@ struct QkvArgs;
 // (rows > 16, not bf16/f16 with head dim 64/128, or enough pairs to fill the chip). want: 0 never, n > 0
 // cluster size n wherever the kernel applies, -1 per VIREO_DECODE_CLUSTER (same meanings; unset: chosen).
 int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int want);
+// Whether the kernel should also do qkv_prepare's work: when a block's preparation items (its q rows,
+// then the new token's k and v) fit its 4 warps in one round. With more (Qwen3-8B's 4 q heads a KV
+// head) the separate qkv_prepare kernel measured faster (8B layer attention 10.2 vs 11.4 us).
+bool decode_cluster_fuses_prepare(const AttentionParams& p);
 // prep: fused q/k preparation from the raw qkv rows (q_out is not written), or nullptr (q given).
 void launch_decode_cluster(const AttentionParams& p, const QkvArgs* prep, int cluster, cudaStream_t stream);
 

@@ -595,14 +595,15 @@ bool prepare_fusable(const QkvPrepareParams& qp, const AttentionParams& p) {
 }  // namespace
 
 // Decode-shape steps with few (sequence, KV head) pairs: the cluster kernel with the preparation fused
-// (attention_decode_cluster.cu; VIREO_DECODE_CLUSTER=0 turns it off). Otherwise fused into the split
+// where that is faster or asked for (attention_decode_cluster.cu; VIREO_DECODE_CLUSTER=0 turns it off). Otherwise fused into the split
 // decode kernel when VIREO_FUSED_ATTENTION=1 / tuning.fuse_prepare = 1 and the step is decode-shaped;
 // otherwise the two ops in turn. Fused, q_out is not written.
 void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams& p, const WorkspaceFn& workspace,
                               const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning) {
   if (tuning.decode_cluster != 0 && tuning.fuse_prepare != 0 && p.num_heads > 0 && p.num_kv_heads > 0 &&
       p.num_heads % p.num_kv_heads == 0 && prepare_fusable(qp, p)) {
-    if (const int cluster = decode_cluster_size(p, dev, tuning.decode_cluster); cluster > 0) {
+    if (const int cluster = decode_cluster_size(p, dev, tuning.decode_cluster);
+        cluster > 0 && (tuning.fuse_prepare == 1 || decode_cluster_fuses_prepare(p))) {
       const QkvArgs prep = make_qkv_args(qp);
       check_attention(p);
       if (p.q.numel() == 0 || p.num_seqs == 0) return;
