@@ -20,6 +20,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/attention_decode_cluster.h"
+#include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_mma_common.cuh"
 #include "backend/cuda/cuda_common.h"
 
@@ -95,48 +96,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   pdl_enter();
   const bool fused = a.prep.qkv != nullptr;
   if (fused) {
-    // q rows, then (k, v) of each new token whose key lies in [kstart, kend): a warp per item.
-    const QkvArgs& p = a.prep;
-    const int h = a.num_heads, hkv = a.num_kv_heads;
-    const int64_t width = static_cast<int64_t>(h + 2 * hkv) * D;
-    const T* qkv = static_cast<const T*>(p.qkv);
-    const int j0 = max(0, kstart - new0), j1 = min(q_len, kend - new0);
-    const int num_new = max(0, j1 - j0);
-    float* rope_row = rope + warp * kMaxHeadDim;
-    for (int it = warp; it < rows + 2 * num_new; it += kThreads / 32) {
-      if (it < rows) {
-        const int64_t t = q0 + it / a.group;
-        float x[kPerLane];
-        prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(hk * a.group + it % a.group) * D, p.positions[t],
-                        true, p.vec, rope_row, x);
-        store_head<T>(qs + it * D, D, p.vec, x);
-        continue;
-      }
-      const int j = j0 + (it - rows) / 2;
-      const bool is_k = (it - rows) % 2 == 0;
-      const int64_t t = q0 + j;
-      const int slot = p.slots[t];
-      const int rel = new0 + j - kstart, tile = rel / kBN;
-      // Tiles already in flight (kOld) get the row here; later tiles gather it from the cache.
-      T* srow = tile < kCStages ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;
-      T* grow = slot >= 0 ? static_cast<T*>(const_cast<void*>(is_k ? a.k_cache : a.v_cache)) +
-                                static_cast<int64_t>(slot) * hkv * D + static_cast<int64_t>(hk) * D
-                          : nullptr;
-      if (is_k) {
-        float x[kPerLane];
-        prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(h + hk) * D, p.positions[t], false, p.vec, rope_row,
-                        x);
-        if (grow) store_head<T>(grow, D, p.vec, x);
-        if (srow) store_head<T>(srow, D, p.vec, x);
-      } else {
-        const T* src = qkv + t * width + static_cast<int64_t>(h + hkv + hk) * D;
-        for (int i = lane; i < D; i += 32) {
-          const T v = src[i];
-          if (grow) grow[i] = v;
-          if (srow) srow[i] = v;
-        }
-      }
-    }
+    const int num_new = prepare_decode_items<T, D>(a, qs, rope, ks, vs, kCStages, hk, q0, q_len, rows, kstart, kend,
+                                                   new0);
     if (num_new > 0 && ntiles > kCStages) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
   } else {
     for (int r = warp; r < rows; r += kThreads / 32) {
@@ -183,16 +144,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
     if (kbase < kend) {  // this warp's 16 keys: any in range
       float sacc[kNT][4];
       qk_scores<T, D, kNT>(sacc, qf, ks + stage * kBN * kLd, kw0, lane);
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = kbase + nt * 8 + 2 * tq + (e & 1);
-          const float v = (key < kend && key <= pos[e / 2]) ? sacc[nt][e] : -INFINITY;
-          sacc[nt][e] = v;
-          mx[e / 2] = fmaxf(mx[e / 2], v);
-        }
+      float mx[2];
+      mask_scores_max<kNT>(sacc, mx, false, kbase, kend, pos, tq);
       online_softmax_step<kNT, kDT>(sacc, oacc, m, l, mx, a.scale_log2);
       pv_accumulate<T, D, kNT>(oacc, sacc, vs + stage * kBN * kLd, kw0, lane);
     }
@@ -212,18 +165,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   float* sm_o = reinterpret_cast<float*>(smem_raw);  // [4][16][D]
   float* sm_m = sm_o + 4 * 16 * D;                   // [4][16]
   float* sm_l = sm_m + 4 * 16;                       // [4][16]
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt) {
-    const int col = dt * 8 + 2 * tq;
-    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g) * D + col) = make_float2(oacc[dt][0], oacc[dt][1]);
-    *reinterpret_cast<float2*>(sm_o + (warp * 16 + g + 8) * D + col) = make_float2(oacc[dt][2], oacc[dt][3]);
-  }
-  if (tq == 0) {
-    sm_m[warp * 16 + g] = m[0];
-    sm_m[warp * 16 + g + 8] = m[1];
-    sm_l[warp * 16 + g] = l[0];
-    sm_l[warp * 16 + g + 8] = l[1];
-  }
+  store_warp_partial<D>(sm_o, sm_m, sm_l, oacc, m, l, warp, g, tq);
   __syncthreads();
   // Block `rank` owns outputs [rank * per, (rank + 1) * per) of the rows * D; each block pushes its part
   // of every slice to the slice's owner (inbox_o[rank][.]) and its (max, sum) of each row to all.
@@ -231,17 +173,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   cluster_wait();
   for (int idx = threadIdx.x; idx < total; idx += kThreads) {
     const int r = idx / D, col = idx % D;
-    float mm = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) mm = fmaxf(mm, sm_m[w * 16 + r]);
-    const float mu = mm == -INFINITY ? 0.f : mm;
-    float ll = 0.f, oo = 0.f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float f = exp2f(sm_m[w * 16 + r] - mu);
-      ll += sm_l[w * 16 + r] * f;
-      oo += sm_o[(w * 16 + r) * D + col] * f;
-    }
+    float mm, ll;
+    const float oo = merge_warp_partials<D>(sm_o, sm_m, sm_l, r, col, mm, ll);
     const int owner = idx / per;
     cluster.map_shared_rank(inbox_o, owner)[rank * per + idx - owner * per] = oo;
     if (col < C) cluster.map_shared_rank(inbox_ml, col)[rank * 16 + r] = make_float2(mm, ll);

@@ -15,21 +15,21 @@ __device__ __forceinline__ T* fused_q_rows(T* ks) {
   return ks + (kStages - 1) * kBN * (D + kPad);
 }
 
-// Runs after the PDL wait, in every thread of a decode-shape block of (seq, kv head hk):
-//   - q rows r < rows ((token r / G, head hk * G + r % G)): prepared (norm, RoPE) into fused_q_rows;
+// qkv_prepare's work for one decode-shape block of (seq, kv head hk), after the PDL wait, a warp per item:
+//   - q rows r < rows ((token r / G, head hk * G + r % G)): prepared (norm, RoPE) into qs (row r at r * D);
 //   - the new tokens whose key (new0 + j) lies in [kstart, kend): k prepared and v copied into the
-//     cache at the token's slot (skipped when < 0) and, for the first kStages - 1 tiles (already in
-//     flight without their new rows: TileRows::kOld), into the tile row itself. Later tiles gather the
-//     new rows from the cache: the fence below orders those writes before that gather.
-// Ends with a barrier.
+//     cache at the token's slot (skipped when < 0) and, for the first `pre_tiles` tiles (already in
+//     flight without their new rows: TileRows::kOld; tile t in stage t), into the tile row itself.
+//     Later tiles gather the new rows from the cache: the caller fences before that gather.
+// rope: >= 4 * kMaxHeadDim floats of shared memory (each warp's RoPE partner row). Returns how many
+// new tokens the block wrote. Used by the split kernel (fused mode) and the cluster decode kernel.
 template <typename T, int D>
-__device__ void fused_decode_prologue(const MmaArgs& a, T* ks, T* vs, int hk, int q0, int q_len, int rows,
-                                      int kstart, int kend, int new0) {
+__device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, float* rope, T* ks, T* vs, int pre_tiles, int hk, int q0,
+                                    int q_len, int rows, int kstart, int kend, int new0) {
   constexpr int kLd = D + kPad;
   const QkvArgs& p = a.prep;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* qs = fused_q_rows<T, D>(ks);
-  float* rope_row = reinterpret_cast<float*>(vs + (kStages - 1) * kBN * kLd) + warp * kMaxHeadDim;
+  float* rope_row = rope + warp * kMaxHeadDim;
   const int h = a.num_heads, hkv = a.num_kv_heads;
   const int64_t width = static_cast<int64_t>(h + 2 * hkv) * D;
   const T* qkv = static_cast<const T*>(p.qkv);
@@ -51,7 +51,7 @@ __device__ void fused_decode_prologue(const MmaArgs& a, T* ks, T* vs, int hk, in
     const int64_t t = q0 + j;
     const int slot = p.slots[t];
     const int rel = new0 + j - kstart, tile = rel / kBN;
-    T* srow = tile < kStages - 1 ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;  // stage == tile
+    T* srow = tile < pre_tiles ? (is_k ? ks : vs) + (tile * kBN + rel % kBN) * kLd : nullptr;  // stage == tile
     T* grow = slot >= 0 ? static_cast<T*>(const_cast<void*>(is_k ? a.k_cache : a.v_cache)) + static_cast<int64_t>(slot) * hkv * D +
                               static_cast<int64_t>(hk) * D
                         : nullptr;
@@ -69,6 +69,18 @@ __device__ void fused_decode_prologue(const MmaArgs& a, T* ks, T* vs, int hk, in
       }
     }
   }
+  return num_new;
+}
+
+// The split kernel's fused prologue (kStages - 1 tiles in flight before the wait; q rows and RoPE rows in
+// the last stage, see fused_q_rows). Ends with a barrier.
+template <typename T, int D>
+__device__ void fused_decode_prologue(const MmaArgs& a, T* ks, T* vs, int hk, int q0, int q_len, int rows,
+                                      int kstart, int kend, int new0) {
+  constexpr int kLd = D + kPad;
+  float* rope = reinterpret_cast<float*>(vs + (kStages - 1) * kBN * kLd);
+  const int num_new = prepare_decode_items<T, D>(a, fused_q_rows<T, D>(ks), rope, ks, vs, kStages - 1, hk, q0, q_len,
+                                                 rows, kstart, kend, new0);
   if (num_new > 0) __threadfence();  // cache rows a later tile of this block gathers (cp.async reads L2)
   __syncthreads();
 }

@@ -248,36 +248,14 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     float* sm_o = reinterpret_cast<float*>(smem_raw);  // [4][16][D]
     float* sm_m = sm_o + 4 * 16 * D;                   // [4][16]
     float* sm_l = sm_m + 4 * 16;                       // [4][16]
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      const int col = dt * 8 + 2 * tq;
-      sm_o[(warp * 16 + g) * D + col] = oacc[dt][0];
-      sm_o[(warp * 16 + g) * D + col + 1] = oacc[dt][1];
-      sm_o[(warp * 16 + g + 8) * D + col] = oacc[dt][2];
-      sm_o[(warp * 16 + g + 8) * D + col + 1] = oacc[dt][3];
-    }
-    if (tq == 0) {
-      sm_m[warp * 16 + g] = m[0];
-      sm_m[warp * 16 + g + 8] = m[1];
-      sm_l[warp * 16 + g] = l[0];
-      sm_l[warp * 16 + g + 8] = l[1];
-    }
+    store_warp_partial<D>(sm_o, sm_m, sm_l, oacc, m, l, warp, g, tq);
     __syncthreads();
     for (int idx = threadIdx.x; idx < 16 * D; idx += kThreads) {
       const int r = idx / D, col = idx % D;
       const int rr = row0 + r;
       if (rr >= rows) continue;
-      float mm = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) mm = fmaxf(mm, sm_m[w * 16 + r]);
-      const float mu = mm == -INFINITY ? 0.f : mm;
-      float ll = 0.f, oo = 0.f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float f = exp2f(sm_m[w * 16 + r] - mu);
-        ll += sm_l[w * 16 + r] * f;
-        oo += sm_o[(w * 16 + r) * D + col] * f;
-      }
+      float mm, ll;
+      const float oo = merge_warp_partials<D>(sm_o, sm_m, sm_l, r, col, mm, ll);
       const int64_t th = static_cast<int64_t>(q0 + rr / a.group) * a.num_heads + hk * a.group + rr % a.group;
       if (direct) {
         static_cast<T*>(a.out)[th * D + col] = from_f<T>(ll > 0.f ? oo / ll : 0.f);

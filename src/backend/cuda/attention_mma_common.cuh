@@ -196,6 +196,28 @@ __device__ __forceinline__ void softmax_probs(float (&s)[kNT][4], float (&m)[2],
     }
 }
 
+// The causal / range mask of one 16-row m-tile's scores s (keys kbase + [0, 8 * kNT), this lane's
+// columns) and this lane's row maxima mx of what is left. full: the tile lies wholly inside every row's
+// range (no key >= kend, none past a row's position pos[ri]): nothing to mask.
+template <int kNT>
+__device__ __forceinline__ void mask_scores_max(float (&s)[kNT][4], float (&mx)[2], bool full, int kbase, int kend,
+                                                const int (&pos)[2], int tq) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int ri = e / 2;
+      float v = s[nt][e];
+      if (!full) {
+        const int key = kbase + nt * 8 + 2 * tq + (e & 1);
+        v = (key < kend && key <= pos[ri]) ? v : -INFINITY;
+        s[nt][e] = v;
+      }
+      mx[ri] = fmaxf(mx[ri], v);
+    }
+}
+
 // softmax_probs, then o rescaled at once (the mma.sync kernels).
 template <int kNT, int kDT>
 __device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&o)[kDT][4], float (&m)[2], float (&l)[2],
@@ -211,6 +233,16 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&
   }
 }
 
+// The A fragment of keys [16 kc, 16 kc + 16) of P (16 rows): the probabilities' accumulator layout is
+// the A-fragment layout, rounded to T.
+template <typename T, int kNT>
+__device__ __forceinline__ void pack_p_fragment(unsigned (&pa)[4], const float (&p)[kNT][4], int kc) {
+  pa[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+  pa[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+  pa[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+  pa[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+}
+
 // o += P V over keys kw0 + [0, 8 * kNT) of the tile vt: P's accumulator layout is the A-fragment layout.
 template <typename T, int D, int kNT>
 __device__ __forceinline__ void pv_accumulate(float (&o)[D / 8][4], const float (&p)[kNT][4], const T* vt, int kw0,
@@ -219,10 +251,7 @@ __device__ __forceinline__ void pv_accumulate(float (&o)[D / 8][4], const float 
 #pragma unroll
   for (int kc = 0; kc < kNT / 2; ++kc) {
     unsigned pa[4];
-    pa[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
-    pa[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
-    pa[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
-    pa[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+    pack_p_fragment<T, kNT>(pa, p, kc);
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt += 2) {
       unsigned b[4];
@@ -233,6 +262,48 @@ __device__ __forceinline__ void pv_accumulate(float (&o)[D / 8][4], const float 
       mma16816<T>(o[dt + 1], pa, b[2], b[3]);
     }
   }
+}
+
+// The decode shape's warp merge: each of the 4 warps holds a partial softmax (o unnormalised, running
+// max m in log2 units, sum l) of its key quarter for the 16 rows (a lane: rows g and g + 8). In shared
+// memory no longer used by the tiles: sm_o [4][16][D], sm_m [4][16], sm_l [4][16].
+template <int D>
+__device__ __forceinline__ void store_warp_partial(float* sm_o, float* sm_m, float* sm_l, const float (&o)[D / 8][4],
+                                                   const float (&m)[2], const float (&l)[2], int warp, int g, int tq) {
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    const int col = dt * 8 + 2 * tq;
+    sm_o[(warp * 16 + g) * D + col] = o[dt][0];
+    sm_o[(warp * 16 + g) * D + col + 1] = o[dt][1];
+    sm_o[(warp * 16 + g + 8) * D + col] = o[dt][2];
+    sm_o[(warp * 16 + g + 8) * D + col + 1] = o[dt][3];
+  }
+  if (tq == 0) {
+    sm_m[warp * 16 + g] = m[0];
+    sm_m[warp * 16 + g + 8] = m[1];
+    sm_l[warp * 16 + g] = l[0];
+    sm_l[warp * 16 + g + 8] = l[1];
+  }
+}
+
+// Row r, column col of the 4 warps' partials merged: mm the row's max, ll its sum, returns the output
+// (unnormalised, relative to mm).
+template <int D>
+__device__ __forceinline__ float merge_warp_partials(const float* sm_o, const float* sm_m, const float* sm_l, int r,
+                                                     int col, float& mm, float& ll) {
+  mm = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) mm = fmaxf(mm, sm_m[w * 16 + r]);
+  const float mu = mm == -INFINITY ? 0.f : mm;
+  float oo = 0.f;
+  ll = 0.f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float f = exp2f(sm_m[w * 16 + r] - mu);
+    ll += sm_l[w * 16 + r] * f;
+    oo += sm_o[(w * 16 + r) * D + col] * f;
+  }
+  return oo;
 }
 
 // Which rows of a tile load_kv_tile gathers: all; all but this step's new keys [new0, kend) (issued

@@ -221,31 +221,14 @@ __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill
     reg_fence(sc);
     const int kbase = kstart + j * kWgBN;
     const bool full = warp_rows_full && kbase + kWgBN - 1 <= warp_min_pos && kbase + kWgBN <= kend;
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ri = e / 2;
-        float v = sc[nt][e];
-        if (!full) {
-          const int key = kbase + nt * 8 + 2 * tq + (e & 1);
-          v = (key < kend && key <= pos[ri]) ? v : -INFINITY;
-          sc[nt][e] = v;
-        }
-        mx[ri] = fmaxf(mx[ri], v);
-      }
+    float mx[2];
+    mask_scores_max<kNT>(sc, mx, full, kbase, kend, pos, tq);
     softmax_probs<kNT>(sc, m, l, mx, corr, a.scale_log2);
   };
   // P_j -> A fragments (the S accumulator layout is the A-fragment layout, rounded as the mma.sync kernels).
   auto make_p = [&]() {
 #pragma unroll
-    for (int ks = 0; ks < kKS; ++ks) {
-      pf[ks][0] = pack2<T>(sc[2 * ks][0], sc[2 * ks][1]);
-      pf[ks][1] = pack2<T>(sc[2 * ks][2], sc[2 * ks][3]);
-      pf[ks][2] = pack2<T>(sc[2 * ks + 1][0], sc[2 * ks + 1][1]);
-      pf[ks][3] = pack2<T>(sc[2 * ks + 1][2], sc[2 * ks + 1][3]);
-    }
+    for (int ks = 0; ks < kKS; ++ks) pack_p_fragment<T, kNT>(pf[ks], sc, ks);
   };
 
   // No wgmma sits under a data-dependent branch (ptxas would serialise them): prologue (S_0),

@@ -303,30 +303,13 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
       reg_fence(sc);
       const int kbase = it.kstart + j * BN;
       const bool full = warp_rows_full && kbase + BN - 1 <= warp_min_pos && kbase + BN <= it.kend;
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int ri = e / 2;
-          float v = sc[nt][e];
-          if (!full) {
-            const int key = kbase + nt * 8 + 2 * tq + (e & 1);
-            v = (key < it.kend && key <= pos[ri]) ? v : -INFINITY;
-            sc[nt][e] = v;
-          }
-          mx[ri] = fmaxf(mx[ri], v);
-        }
+      float mx[2];
+      mask_scores_max<kNT>(sc, mx, full, kbase, it.kend, pos, tq);
       softmax_probs<kNT>(sc, m, l, mx, corr, a.scale_log2);
     };
     auto make_p = [&]() {
 #pragma unroll
-      for (int ks = 0; ks < kKS; ++ks) {
-        pf[ks][0] = pack2<T>(sc[2 * ks][0], sc[2 * ks][1]);
-        pf[ks][1] = pack2<T>(sc[2 * ks][2], sc[2 * ks][3]);
-        pf[ks][2] = pack2<T>(sc[2 * ks + 1][0], sc[2 * ks + 1][1]);
-        pf[ks][3] = pack2<T>(sc[2 * ks + 1][2], sc[2 * ks + 1][3]);
-      }
+      for (int ks = 0; ks < kKS; ++ks) pack_p_fragment<T, kNT>(pf[ks], sc, ks);
     };
 
     const int n = it.ntiles;
