@@ -1,11 +1,6 @@
 #include "gguf/gguf_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -121,37 +116,13 @@ bool GgufFile::is_gguf(const std::string& path) {
   return f && f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
-GgufFile::GgufFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file");
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    throw Error(path + ": truncated GGUF file (" + std::to_string(size_) + " bytes)");
-  }
-  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw Error(path + ": mmap failed");
-  }
-  try {
-    parse();
-  } catch (...) {
-    ::munmap(map_, size_);
-    map_ = nullptr;
-    throw;
-  }
+GgufFile::GgufFile(const std::string& path) : path_(path), file_(path, 8, "GGUF") {
+  map_ = file_.data();
+  size_ = file_.size();
+  parse();
 }
 
-GgufFile::~GgufFile() {
-  if (map_) ::munmap(map_, size_);
-}
+GgufFile::~GgufFile() = default;
 
 void GgufFile::parse() {
   const auto* base = static_cast<const uint8_t*>(map_);

@@ -2,6 +2,7 @@
 // pointers to each tensor's bytes. Every count, length and offset is checked against the file
 // size, so a truncated or corrupt file fails with a vireo::Error naming the file and the field.
 #pragma once
+#include "core/mapped_file.h"
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -66,7 +67,8 @@ class GgufFile {
   void parse();
 
   std::string path_;
-  void* map_ = nullptr;
+  MappedFile file_;
+  const void* map_ = nullptr;  // file_'s bytes
   size_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -1,9 +1,5 @@
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -23,26 +19,10 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // safetensors caps headers 
 std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr, DType::kF32, s).shape_str(); }
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw Error(path + ": cannot stat");
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    throw Error(path + ": truncated safetensors file (" + std::to_string(size_) + " bytes)");
-  }
-  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw Error(path + ": mmap failed");
-  }
-  try {
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(path, 8, "safetensors") {
+  map_ = file_.data();
+  size_ = file_.size();
+  {
     uint64_t header_len = 0;
     std::memcpy(&header_len, map_, 8);  // little-endian u64
     if (header_len > kMaxHeaderBytes || header_len > size_ - 8)
@@ -77,16 +57,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                     " bytes (truncated file?)");
       entries_.emplace(name, std::move(e));
     }
-  } catch (...) {
-    ::munmap(map_, size_);
-    map_ = nullptr;
-    throw;
   }
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(map_, size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 Tensor SafetensorsFile::tensor(const std::string& name) const {
   auto it = entries_.find(name);

@@ -1,6 +1,7 @@
 // Read-only, mmapped safetensors checkpoints: one file, or shards listed by
 // model.safetensors.index.json. Tensors come back as host views into the mapping.
 #pragma once
+#include "core/mapped_file.h"
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,7 +34,8 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  void* map_ = nullptr;
+  MappedFile file_;
+  const void* map_ = nullptr;  // file_'s bytes
   size_t size_ = 0;
   const char* data_ = nullptr;  // start of the data section
   std::map<std::string, SafetensorsEntry> entries_;
