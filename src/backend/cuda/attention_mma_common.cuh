@@ -218,12 +218,9 @@ __device__ __forceinline__ void mask_scores_max(float (&s)[kNT][4], float (&mx)[
     }
 }
 
-// softmax_probs, then o rescaled at once (the mma.sync kernels).
-template <int kNT, int kDT>
-__device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&o)[kDT][4], float (&m)[2], float (&l)[2],
-                                                    float (&mx)[2], float scale_log2) {
-  float corr[2];
-  softmax_probs<kNT>(s, m, l, mx, corr, scale_log2);
+// O's rows g and g + 8 scaled by corr[0] and corr[1] (the online softmax's rescale).
+template <int kDT>
+__device__ __forceinline__ void rescale_rows(float (&o)[kDT][4], const float (&corr)[2]) {
 #pragma unroll
   for (int dt = 0; dt < kDT; ++dt) {
     o[dt][0] *= corr[0];
@@ -231,6 +228,15 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&
     o[dt][2] *= corr[1];
     o[dt][3] *= corr[1];
   }
+}
+
+// softmax_probs, then o rescaled at once (the mma.sync kernels).
+template <int kNT, int kDT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[kNT][4], float (&o)[kDT][4], float (&m)[2], float (&l)[2],
+                                                    float (&mx)[2], float scale_log2) {
+  float corr[2];
+  softmax_probs<kNT>(s, m, l, mx, corr, scale_log2);
+  rescale_rows<kDT>(o, corr);
 }
 
 // The A fragment of keys [16 kc, 16 kc + 16) of P (16 rows): the probabilities' accumulator layout is

@@ -253,13 +253,7 @@ __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill
       softmax_s(j, corr);
       wgmma_wait<0>();
       reg_fence(o);
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        o[dt][0] *= corr[0];
-        o[dt][1] *= corr[0];
-        o[dt][2] *= corr[1];
-        o[dt][3] *= corr[1];
-      }
+      rescale_rows<kDT>(o, corr);
       make_p();
     }
     open_step();

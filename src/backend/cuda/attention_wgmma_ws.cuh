@@ -349,13 +349,7 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
         wgmma_wait<0>();
         release(empty_v + 8 * pst);
         reg_fence(o);
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          o[dt][0] *= corr[0];
-          o[dt][1] *= corr[0];
-          o[dt][2] *= corr[1];
-          o[dt][3] *= corr[1];
-        }
+        rescale_rows<kDT>(o, corr);
         make_p();
       }
       // Drain: P_{n-1} V_{n-1}.
