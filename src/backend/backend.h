@@ -21,6 +21,13 @@ class Backend {
   virtual std::string name() const = 0;
   // Activations dtype: F32 on the CPU; BF16 (or F16/F32 per --dtype) on CUDA.
   virtual DType activation_dtype() const = 0;
+  // The dtype weights are stored in, given the checkpoint's ("float32", "bfloat16", "float16" as in
+  // config.json): the activation dtype, except on the CPU, which keeps BF16 checkpoints in BF16 (its
+  // decode GEMV reads BF16 directly: half the bytes of widened F32 weights).
+  virtual DType weight_dtype(const std::string& checkpoint_dtype) const {
+    (void)checkpoint_dtype;
+    return activation_dtype();
+  }
   // Batch-invariant mode (--batch-invariant): every op gives each row the same bits whatever the other
   // rows of the call are (and whether a token runs as prefill or decode). Only the CUDA backend has it.
   virtual bool batch_invariant() const { return false; }

@@ -18,8 +18,9 @@ constexpr float kDummyStd = 0.02f;
 DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique_ptr<Backend> backend,
                            std::unique_ptr<WeightSource> checkpoint, const LoadOptions& opts)
     : cfg_(std::move(config)), spec_(spec), be_(std::move(backend)), ckpt_(std::move(checkpoint)), opts_(opts) {
-  // Weights live in the activation dtype (F32 on the CPU, BF16/F16/F32 on CUDA per --dtype).
-  wdtype_ = be_->activation_dtype();
+  // Weights live in the backend's choice for this checkpoint: the activation dtype on CUDA (per --dtype),
+  // F32 or BF16 on the CPU.
+  wdtype_ = be_->weight_dtype(cfg_.torch_dtype);
   try {
     load_weights();
     // One row per position the engine may use: --max-model-len may exceed max_position_embeddings

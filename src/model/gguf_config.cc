@@ -64,9 +64,11 @@ std::vector<float> rope_freq_factors(const GgufShards& m, int num_freqs) {
 
 std::string dtype_of(const GgufShards& m) {
   const GgufTensorInfo* t = m.find_tensor("token_embd.weight").info;
-  if (t && t->type == 0) return "float32";
-  if (t && t->type == 1) return "float16";
-  return "bfloat16";  // BF16 and quantized files: what vLLM runs them in by default on a GPU
+  if (t && t->type == static_cast<uint32_t>(GgmlType::kF16)) return "float16";
+  if (t && t->type == static_cast<uint32_t>(GgmlType::kBF16)) return "bfloat16";
+  // F32 and quantized files: quantized weights are dequantized exactly into F32 (the CPU keeps that;
+  // CUDA runs BF16 under --dtype auto whatever this says).
+  return "float32";
 }
 
 }  // namespace

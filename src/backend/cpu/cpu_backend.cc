@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_sampling.h"
@@ -26,7 +28,15 @@ class CpuBackend final : public Backend {
 
   DeviceKind kind() const override { return DeviceKind::kCPU; }
   std::string name() const override { return "cpu"; }
+  explicit CpuBackend(std::string dtype_name) : dtype_name_(std::move(dtype_name)) {}
+
   DType activation_dtype() const override { return DType::kF32; }
+  // BF16 weights stay BF16 (--dtype auto on a BF16 checkpoint, or --dtype bfloat16): the BF16 GEMV reads
+  // them in place (mmapped safetensors need no copy at all). F16 is widened to F32: there is no F16 GEMV.
+  DType weight_dtype(const std::string& checkpoint_dtype) const override {
+    if (dtype_name_ == "bfloat16" || (dtype_name_ == "auto" && checkpoint_dtype == "bfloat16")) return DType::kBF16;
+    return DType::kF32;
+  }
 
   Tensor alloc(std::vector<int64_t> shape, DType dtype) override {
     Tensor t(nullptr, dtype, std::move(shape), DeviceKind::kCPU);
@@ -99,6 +109,7 @@ class CpuBackend final : public Backend {
   void add_logit_bias(const LogitBiasParams& p) override { cpu::add_logit_bias(p); }
 
  private:
+  std::string dtype_name_;  // --dtype as given
   ThreadPool pool_;
   std::mutex mu_;
   std::unordered_set<void*> owned_;
@@ -107,11 +118,11 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const std::string& dtype_name) {
-  // Activations are always F32 on the CPU; --dtype only changes how weights are stored upstream.
+  // Activations are always F32 on the CPU; --dtype only changes how weights are stored (weight_dtype).
   if (dtype_name != "auto" && dtype_name != "float32" && dtype_name != "float" && dtype_name != "bfloat16" &&
       dtype_name != "float16" && dtype_name != "half")
     throw Error("--dtype: unknown value '" + dtype_name + "' (expected auto, bfloat16, float16 or float32)");
-  return std::make_unique<CpuBackend>();
+  return std::make_unique<CpuBackend>(dtype_name);
 }
 
 }  // namespace vireo

@@ -86,6 +86,8 @@ void linear(ThreadPool& pool, const LinearParams& p) {
   float* out = p.out.ptr<float>();
   if (p.w.dtype == DType::kF32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, k, p.w.ptr<float>(), k, 0.0f, out, m);
+  } else if (p.w.dtype == DType::kBF16 && n <= kGemvMaxRows) {
+    gemv_bf16(pool, x, n, k, p.w.ptr<uint16_t>(), m, out);
   } else {
     // Half-precision weights: widen a band of rows at a time, then GEMM into out's columns.
     const int64_t band = std::max<int64_t>(1, std::min<int64_t>(m, (int64_t{1} << 22) / std::max<int64_t>(k, 1)));
