@@ -287,18 +287,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     for (int ri = 0; ri < 2; ++ri) {
       if (tok[ri] < 0) continue;
       const int64_t th = static_cast<int64_t>(q0 + tok[ri]) * a.num_heads + head[ri];
-      const float inv = l[ri] > 0.f ? 1.f / l[ri] : 0.f;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        const int col = dt * 8 + 2 * tq;
-        const float o0 = oacc[dt][2 * ri], o1 = oacc[dt][2 * ri + 1];
-        if (direct) {
-          *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
-        } else {
-          *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + split) * D + col) = make_float2(o0, o1);
-        }
-      }
-      if (!direct && tq == 0) a.ws_ml[th * a.max_splits + split] = make_float2(m[ri], l[ri]);
+      store_rows_out<T, D>(a, oacc, ri, th, m[ri], l[ri], split, direct, tq);
     }
   }
 }

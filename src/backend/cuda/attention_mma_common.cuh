@@ -312,6 +312,26 @@ __device__ __forceinline__ float merge_warp_partials(const float* sm_o, const fl
   return oo;
 }
 
+// The prefill shapes' epilogue for one of a lane's two rows (ri: row g or g + 8 of its m-tile), query
+// head th (token * H + head), row sum ll (reduced over the quad), running max m: O / ll into out when the
+// sequence is not split (direct), else the unnormalised partial and (m, ll) into split `split`'s slot.
+template <typename T, int D>
+__device__ __forceinline__ void store_rows_out(const MmaArgs& a, const float (&o)[D / 8][4], int ri, int64_t th,
+                                               float m, float ll, int split, bool direct, int tq) {
+  const float inv = ll > 0.f ? 1.f / ll : 0.f;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    const int col = dt * 8 + 2 * tq;
+    const float o0 = o[dt][2 * ri], o1 = o[dt][2 * ri + 1];
+    if (direct) {
+      *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
+    } else {
+      *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + split) * D + col) = make_float2(o0, o1);
+    }
+  }
+  if (!direct && tq == 0) a.ws_ml[th * a.max_splits + split] = make_float2(m, ll);
+}
+
 // Which rows of a tile load_kv_tile gathers: all; all but this step's new keys [new0, kend) (issued
 // before the PDL wait: the previous kernel may still be writing those); only the new keys.
 enum class TileRows : int { kAll, kOld, kNew };

@@ -274,18 +274,7 @@ __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill
     if (tok[ri] < 0) continue;
     const int r = wr0 + g + 8 * ri;
     const int64_t th = static_cast<int64_t>(q0 + tok[ri]) * a.num_heads + hk * a.group + r % a.group;
-    const float inv = ll > 0.f ? 1.f / ll : 0.f;
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      const int col = dt * 8 + 2 * tq;
-      const float o0 = o[dt][2 * ri], o1 = o[dt][2 * ri + 1];
-      if (direct) {
-        *reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col) = pack2<T>(o0 * inv, o1 * inv);
-      } else {
-        *reinterpret_cast<float2*>(a.ws_o + (th * a.max_splits + split) * D + col) = make_float2(o0, o1);
-      }
-    }
-    if (!direct && tq == 0) a.ws_ml[th * a.max_splits + split] = make_float2(m[ri], ll);
+    store_rows_out<T, D>(a, o, ri, th, m[ri], ll, split, direct, tq);
   }
 }
 
