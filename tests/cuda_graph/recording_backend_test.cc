@@ -24,6 +24,7 @@ class RecordingBackend final : public Backend {
   DeviceKind kind() const override { return cpu_->kind(); }
   std::string name() const override { return "recording-cpu"; }
   DType activation_dtype() const override { return cpu_->activation_dtype(); }
+  DType weight_dtype(const std::string& checkpoint) const override { return cpu_->weight_dtype(checkpoint); }
   Tensor alloc(std::vector<int64_t> shape, DType dtype) override {
     Tensor t = cpu_->alloc(std::move(shape), dtype);
     // Poison: padding rows must never feed real rows, whatever the scratch held.
