@@ -89,16 +89,25 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(half);
 }
 
+namespace {
+// BF16 -> F32 in blocks of 16 (a fixed-length inner loop the compiler vectorises at -O2), with an AVX2
+// clone: the CPU backend widens BF16 weight bands for every prefill GEMM through this.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void widen_bf16(const uint16_t* s, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t u = 0; u < 16; ++u) dst[i + u] = bf16_to_f32(s[i + u]);
+  for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
+}  // namespace
+
 void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
   switch (t) {
     case DType::kF32:
       std::memcpy(dst, src, n * 4);
       return;
-    case DType::kBF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+    case DType::kBF16:
+      widen_bf16(static_cast<const uint16_t*>(src), dst, n);
       return;
-    }
     case DType::kF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
