@@ -8,7 +8,8 @@ namespace vireo::cuda {
 struct QkvArgs;
 
 // Blocks a (sequence, KV head) pair gets (the cluster size, <= 16), or 0 when the kernel does not apply
-// (rows > 16, not bf16/f16 with head dim 64/128, or enough pairs to fill the chip). want: 0 never, n > 0
+// (rows > 16, not bf16/f16 with head dim 64/128, more than num_sms / 16 pairs, or a planned context over
+// 4096 keys: there the split kernel measured faster). want: 0 never, n > 0
 // cluster size n wherever the kernel applies, -1 per VIREO_DECODE_CLUSTER (same meanings; unset: chosen).
 int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int want);
 // Whether the kernel should also do qkv_prepare's work: when a block's preparation items (its q rows,

@@ -99,6 +99,31 @@ __device__ __forceinline__ void wgmma_rs_trans_b(float (&d)[N / 8][4], const uns
   else wgmma_rs_n128<T, 1>(d, a, db, 1);
 }
 
+// One wgmma group of S = Q K^T over head dim D: D / 16 k16 steps across the 64-element, 128-byte-swizzled
+// panels of the Q tile (q_addr, q_panel bytes apart) and a K tile (k_addr, k_panel bytes apart).
+template <typename T, int D, int BN>
+__device__ __forceinline__ void wgmma_qk_tile(float (&sc)[BN / 8][4], uint32_t q_addr, uint32_t q_panel,
+                                              uint32_t k_addr, uint32_t k_panel) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t off = (kk % 4) * 32u;  // k16 step within the panel
+    const uint64_t da = wgmma_desc(q_addr + (kk / 4) * q_panel + off, 16, 1024);
+    const uint64_t db = wgmma_desc(k_addr + (kk / 4) * k_panel + off, 16, 1024);
+    wgmma_ss<T, BN>(sc, da, db, kk > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
+// One wgmma group of O += P V: P from registers (kKS k16 fragments), V an MN-major tile at v_addr whose
+// 64-column panels are v_panel bytes apart.
+template <typename T, int D, int kKS>
+__device__ __forceinline__ void wgmma_pv_tile(float (&o)[D / 8][4], const unsigned (&pf)[kKS][4], uint32_t v_addr,
+                                              uint32_t v_panel) {
+#pragma unroll
+  for (int ks = 0; ks < kKS; ++ks) wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc(v_addr + ks * 16 * 128, v_panel, 1024));
+  wgmma_commit();
+}
+
 // D = 64 fits two blocks per SM (128 registers, 65 KiB of shared memory); D = 128 one.
 template <typename T, int D>
 __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill_wgmma_kernel(MmaArgs a) {
@@ -198,23 +223,11 @@ __global__ void __launch_bounds__(kWgThreads, D == 64 ? 2 : 1) attention_prefill
   };
   // S_j = Q K_j^T (one wgmma group).
   auto issue_s = [&](int j) {
-    const uint32_t kb = base + L::kK + (j % kWgStages) * L::kTile;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk % 4) * 32u;  // k16 step within the panel
-      const uint64_t da = wgmma_desc(q_addr + (kk / 4) * L::kQPanel + off, 16, 1024);
-      const uint64_t db = wgmma_desc(kb + (kk / 4) * L::kTilePanel + off, 16, 1024);
-      wgmma_ss<T, kWgBN>(sc, da, db, kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
+    wgmma_qk_tile<T, D, kWgBN>(sc, q_addr, L::kQPanel, base + L::kK + (j % kWgStages) * L::kTile, L::kTilePanel);
   };
   // O += P_{j-1} V_{j-1} (one wgmma group).
   auto issue_pv = [&](int j) {
-    const uint32_t vb = base + L::kV + ((j - 1) % kWgStages) * L::kTile;
-#pragma unroll
-    for (int ks = 0; ks < kKS; ++ks)
-      wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc(vb + ks * 16 * 128, L::kTilePanel, 1024));
-    wgmma_commit();
+    wgmma_pv_tile<T, D, kKS>(o, pf, base + L::kV + ((j - 1) % kWgStages) * L::kTile, L::kTilePanel);
   };
   // Mask and online softmax of S_j (landed: the caller waited); corr: O's rescale factors.
   auto softmax_s = [&](int j, float (&corr)[2]) {

@@ -282,22 +282,10 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     auto issue_s = [&](uint32_t st) {
-      const uint32_t kb = base + L::kK + st * L::kTile;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t off = (kk % 4) * 32u;
-        const uint64_t da = wgmma_desc(q_addr + (kk / 4) * L::kQPanel + off, 16, 1024);
-        const uint64_t db = wgmma_desc(kb + (kk / 4) * L::kTilePanel + off, 16, 1024);
-        wgmma_ss<T, BN>(sc, da, db, kk > 0 ? 1 : 0);
-      }
-      wgmma_commit();
+      wgmma_qk_tile<T, D, BN>(sc, q_addr, L::kQPanel, base + L::kK + st * L::kTile, L::kTilePanel);
     };
     auto issue_pv = [&](uint32_t st) {
-      const uint32_t vb = base + L::kV + st * L::kTile;
-#pragma unroll
-      for (int ks = 0; ks < kKS; ++ks)
-        wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc(vb + ks * 16 * 128, L::kTilePanel, 1024));
-      wgmma_commit();
+      wgmma_pv_tile<T, D, kKS>(o, pf, base + L::kV + st * L::kTile, L::kTilePanel);
     };
     auto softmax_s = [&](int j, float (&corr)[2]) {
       reg_fence(sc);
