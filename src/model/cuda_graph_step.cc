@@ -13,9 +13,10 @@
 // lengths: min(max_model_len, kGraphAttentionHint). The kernels read the real seq_lens from device
 // memory and stretch the planned split length when a sequence is longer than the hint, so every
 // context length is correct; the hint only sets how many splits a long sequence gets. Each size has
-// two graphs: steps whose contexts are all <= kGraphShortContext plan with that as the hint (so the
-// backend may pick a kernel that is fast only for short contexts: the CUDA cluster decode attention),
-// longer ones with the general hint.
+// up to four graphs: steps whose contexts are all <= kGraphShortContext plan with that as the hint (so
+// the backend may pick a kernel that is fast only for short contexts: the CUDA cluster decode
+// attention), longer ones with the general hint; and logits rows in token order (the engine's: lm_head
+// reads the residual rows directly) or in another order (gathered first).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -125,11 +126,15 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   st.S = Sp;
   st.max_blocks_per_seq = W;
   st.max_query_len = 1;
+  // Row s's logits from token s (the engine's order): lm_head reads the residual rows directly; any
+  // other order gathers them first, in a graph of its own.
+  st.logits_rows_are_tokens = M == S;
+  for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
   int step_max_len = 0;
   for (int len : in.seq_lens) step_max_len = std::max(step_max_len, len);
   const bool short_ctx = step_max_len <= kGraphShortContext;
   st.max_seq_len = short_ctx ? std::min(g.attention_hint, kGraphShortContext) : g.attention_hint;
-  const int key = 2 * Sp + (short_ctx ? 0 : 1);
+  const int key = 4 * Sp + (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
 
   auto it = g.graph_of_size.find(key);
   if (it != g.graph_of_size.end() && it->second >= 0) {

@@ -82,6 +82,8 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv) {
     st.max_query_len = std::max(st.max_query_len, in.query_start[s + 1] - in.query_start[s]);
     st.max_seq_len = std::max(st.max_seq_len, in.seq_lens[s]);
   }
+  st.logits_rows_are_tokens = M == T;
+  for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
   run_ops(st, kv, ws_);
   if (M == 0) return Tensor();
   return ws_.logits.view({M, cfg_.vocab_size});
@@ -209,7 +211,11 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   Tensor sel = rows(ws.rows, M, hidden);
   Tensor out = rows(ws.logits, M, V);
   if (fused) {  // the residual stream is complete: gather the rows, model.norm in the lm_head prologue
-    be_->gather_rows({residual, logits_idx, sel});
+    if (st.logits_rows_are_tokens) {
+      sel = residual;  // every token is a logits row, in order: no gather kernel on the decode path
+    } else {
+      be_->gather_rows({residual, logits_idx, sel});
+    }
     LinearParams head = linear(sel, lm_head_, Tensor(), out);
     head.input_norm = final_norm_;
     be_->linear(head);  // lm_head(model.norm(h))

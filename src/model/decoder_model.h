@@ -47,13 +47,14 @@ struct StepTensors {
   int64_t T = 0, M = 0;
   int S = 0, max_blocks_per_seq = 0;
   int max_query_len = 0, max_seq_len = 0;  // attention planning hints
+  bool logits_rows_are_tokens = false;     // logits_idx is 0..T-1 (decode-only steps): no gather
 };
 
 // Decode-only CUDA graphs, one per padded batch size, over fixed-address buffers (graphs keep
 // device pointers, so these never move while a graph exists).
 struct DecoderGraphs {
   std::vector<int> sizes;          // capture sizes, ascending
-  std::map<int, int> graph_of_size;  // 2 * padded batch + long context -> backend graph id (-1: eager)
+  std::map<int, int> graph_of_size;  // 4 * padded batch + 2 * gathered logits + long context -> graph id (-1: eager)
   DecoderWorkspace ws;             // activations + packed ints for the largest size
   std::vector<int32_t> host;       // staging of the packed ints
   int max_size = 0, table_width = 0, attention_hint = 0;

@@ -24,6 +24,7 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   VIREO_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   info_.num_sms = prop.multiProcessorCount;
   info_.max_smem_per_block = prop.sharedMemPerBlockOptin;
+  timer_ = std::make_unique<StepGpuTimer>();
   gemm_ = std::make_unique<CublasLtGemm>();
   VIREO_CUDA_CHECK(cudaMallocHost(&pinned_, pinned_bytes_));
   VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_done_, cudaEventDisableTiming));
@@ -32,6 +33,7 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   graphs_.abort(stream_);
+  timer_.reset();
   gemm_.reset();
   if (ws_) alloc_.release(ws_);
   if (pinned_) cudaFreeHost(pinned_);
@@ -71,12 +73,17 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
 
 void CudaBackend::begin_capture() {
   graphs_.begin(stream_);
+
   capture_scratch_ = nullptr;  // the next graph allocates its own
   capture_scratch_bytes_ = 0;
 }
 int CudaBackend::end_capture() { return graphs_.end(stream_); }
 void CudaBackend::abort_capture() { graphs_.abort(stream_); }
-void CudaBackend::replay_graph(int graph) { graphs_.replay(graph, stream_); }
+void CudaBackend::replay_graph(int graph) {
+  timer_->before_graph(stream_);
+  graphs_.replay(graph, stream_);
+  timer_->after_graph(stream_);
+}
 void CudaBackend::destroy_graph(int graph) {
   VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));  // a replay may still use its scratch
   graphs_.destroy(graph);
@@ -178,7 +185,9 @@ void CudaBackend::add_logit_bias(const LogitBiasParams& p) {
 }
 void CudaBackend::sample(const SampleParams& p) {
   require_device(p.logits, "sample", "logits");
+  timer_->before_sample(stream_);
   launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
+  timer_->after_sample(stream_);
 }
 
 }  // namespace vireo::cuda

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_allocator.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/step_gpu_timer.h"
 
 namespace vireo::cuda {
 
@@ -66,6 +67,7 @@ class CudaBackend final : public Backend {
   DeviceInfo info_;
   CudaAllocator alloc_;
   std::unique_ptr<CublasLtGemm> gemm_;
+  std::unique_ptr<StepGpuTimer> timer_;
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   // Pinned staging for small host->device copies, reusable once the last copy from it finished.
