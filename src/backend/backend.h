@@ -42,6 +42,16 @@ class Backend {
   virtual void copy_from_host(const void* src, Tensor& dst) = 0;  // dst.nbytes() bytes
   virtual void copy_to_host(const Tensor& src, void* dst) = 0;     // src.nbytes() bytes, waits
   virtual void synchronize() = 0;
+  // Device-to-device copy of src.nbytes() bytes into dst, ordered after the ops issued before it.
+  virtual void copy(const Tensor& src, Tensor& dst) { (void)src, (void)dst; throw Error(name() + ": copy is not implemented"); }
+  // Device-to-host copy that does not wait: dst is written by wait_copy(ticket) (and must stay alive
+  // until then). Lets the host issue the next step before this one's results are back (async
+  // scheduling). Tickets complete in order. Default: copies at once.
+  virtual int copy_to_host_async(const Tensor& src, void* dst) {
+    copy_to_host(src, dst);
+    return 0;
+  }
+  virtual void wait_copy(int /*ticket*/) {}
   // Free bytes left on the device (CPU: a large number); used to size the KV cache.
   virtual size_t free_memory_bytes() const = 0;
 

@@ -154,6 +154,7 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
+  app.add_flag("--async-scheduling", c.async_scheduling, "Issue each decode step before the previous one's tokens are back on the host (its tokens are taken on the device)");
   app.add_flag("--batch-invariant", c.batch_invariant,
                "Batch-invariant kernels: a request's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

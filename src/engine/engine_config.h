@@ -22,6 +22,9 @@ struct EngineConfig {
   double gpu_memory_utilization = 0.9;
   std::string generation_config = "auto";  // auto | vllm | a folder
   bool enforce_eager = false;
+  // --async-scheduling (vLLM's flag): decode steps issued one step ahead of their inputs
+  // (EngineCoreConfig::async_scheduling).
+  bool async_scheduling = false;
   // --batch-invariant (or VIREO_BATCH_INVARIANT=1): each row's logits independent of the batch it runs in
   // and of prefill vs decode (Backend::batch_invariant); slower kernels, CUDA only.
   bool batch_invariant = false;

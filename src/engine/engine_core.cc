@@ -61,6 +61,10 @@ void EngineCore::abort_request(const std::string& id) {
 std::vector<RequestOutput> EngineCore::fail_all(const std::string& message) {
   std::vector<RequestOutput> outputs;
   outputs.swap(pending_outputs_);
+  if (inflight_) {  // its requests are failed below
+    inflight_.reset();
+    runner_.discard_launched();
+  }
   const double now = monotonic_seconds();
   for (const auto& id : scheduler_.unfinished_ids()) {
     auto req = scheduler_.find(id);
@@ -79,34 +83,79 @@ void EngineCore::on_finished(const Request& req, double now) {
   metrics_.e2e.observe(now - req.arrival_time);
 }
 
+void EngineCore::fail_step(const SchedulerOutput& sched, const std::exception& e, std::vector<RequestOutput>& outputs) {
+  // A failed forward finishes the requests of this step with "error"; the engine keeps going.
+  log_error("step failed ({} requests): {}", sched.scheduled.size(), e.what());
+  const double now = monotonic_seconds();
+  for (auto& s : sched.scheduled) {
+    s.req->error = e.what();
+    auto req = scheduler_.finish_request(s.req->request_id, FinishReason::kError);
+    if (!req) continue;
+    on_finished(*req, now);
+    outputs.push_back(final_output_without_tokens(*req));
+  }
+}
+
+void EngineCore::launch_continuation(const LaunchedStep& cur) {
+  if (!runner_.model().supports_async_sampling()) return;
+  std::optional<SchedulerOutput> next = scheduler_.schedule_continuation(cur.sched);
+  if (!next) return;
+  LaunchedStep step;
+  step.built = build_continuation_input(*next, scheduler_.config().block_size);
+  const SamplingBatch batch =
+      build_sampling_batch(*next, step.built, scheduler_.config().eos_token_ids, rng_, /*pending_tokens=*/1);
+  step.ticket = runner_.launch(step.built, batch, /*tokens_from_last=*/true);
+  step.sched = std::move(*next);
+  inflight_ = std::move(step);
+  ++num_launched_ahead_;
+}
+
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs;
   outputs.swap(pending_outputs_);
   profile_.begin();
-  SchedulerOutput sched = scheduler_.schedule();
-  if (sched.empty()) return outputs;
-  const double t_sched = monotonic_seconds();
-  for (auto& s : sched.scheduled)
-    if (s.req->first_scheduled_time < 0) s.req->first_scheduled_time = t_sched;
-  profile_.mark(StepProfile::kSchedule);
-
-  BuiltStep built = build_step_input(sched, scheduler_.config().block_size);
-  const auto& eos = scheduler_.config().eos_token_ids;
-  SamplingBatch batch = build_sampling_batch(sched, built, eos, rng_);
-  profile_.mark(StepProfile::kBuild);
-  try {
-    runner_.execute(built, batch, sampled_);
-  } catch (const std::exception& e) {
-    // A failed forward finishes the requests of this step with "error"; the engine keeps going.
-    log_error("step failed ({} requests): {}", sched.scheduled.size(), e.what());
-    const double now = monotonic_seconds();
-    for (auto& s : sched.scheduled) {
-      s.req->error = e.what();
-      auto req = scheduler_.finish_request(s.req->request_id, FinishReason::kError);
-      if (!req) continue;
-      on_finished(*req, now);
-      outputs.push_back(final_output_without_tokens(*req));
+  LaunchedStep cur;
+  if (inflight_) {  // launched by the previous call (async scheduling)
+    cur = std::move(*inflight_);
+    inflight_.reset();
+  } else {
+    SchedulerOutput sched = scheduler_.schedule();
+    if (sched.empty()) return outputs;
+    const double t_sched = monotonic_seconds();
+    for (auto& s : sched.scheduled)
+      if (s.req->first_scheduled_time < 0) s.req->first_scheduled_time = t_sched;
+    profile_.mark(StepProfile::kSchedule);
+    cur.built = build_step_input(sched, scheduler_.config().block_size);
+    const auto& eos = scheduler_.config().eos_token_ids;
+    const SamplingBatch batch = build_sampling_batch(sched, cur.built, eos, rng_);
+    cur.sched = std::move(sched);
+    profile_.mark(StepProfile::kBuild);
+    try {
+      cur.ticket = runner_.launch(cur.built, batch, /*tokens_from_last=*/false);
+    } catch (const std::exception& e) {
+      fail_step(cur.sched, e, outputs);
+      return outputs;
     }
+  }
+  const SchedulerOutput& sched = cur.sched;
+  const BuiltStep& built = cur.built;
+  try {
+    // Async scheduling: the next decode step goes to the device before this one's tokens come back,
+    // so the GPU does not idle while the host processes them.
+    if (cfg_.async_scheduling) {
+      try {
+        launch_continuation(cur);
+      } catch (const std::exception& e) {
+        log_warn("async scheduling: next step not launched ahead: {}", e.what());
+      }
+    }
+    runner_.finish(cur.ticket, built, sampled_);
+  } catch (const std::exception& e) {
+    if (inflight_) {  // its requests are this step's, failed below; its results would be dropped anyway
+      inflight_.reset();
+    }
+    runner_.discard_launched();
+    fail_step(sched, e, outputs);
     return outputs;
   }
   profile_.mark(StepProfile::kForward);

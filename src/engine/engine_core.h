@@ -3,6 +3,7 @@
 // Single-threaded; AsyncEngine drives it from its background thread, tests drive it directly.
 #pragma once
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "engine/output_processor.h"
 #include "engine/request_output.h"
 #include "engine/scheduler.h"
+#include "engine/step_input_builder.h"
 #include "engine/step_profile.h"
 
 namespace vireo {
@@ -22,6 +24,10 @@ class Tokenizer;
 struct EngineCoreConfig {
   SchedulerConfig scheduler;
   uint64_t seed = 0;  // the engine RNG for unseeded requests
+  // vLLM's --async-scheduling: decode steps are issued one step ahead (Scheduler::schedule_continuation),
+  // their input tokens taken from the previous step's samples on the device; the host handles step N's
+  // outputs while the GPU runs step N + 1. A request that stops at step N wastes its row of step N + 1.
+  bool async_scheduling = false;
 };
 
 // Counters and latency histograms with vLLM's bucket bounds.
@@ -46,16 +52,28 @@ class EngineCore {
   std::vector<RequestOutput> step();
   // Finishes every request with "error" (after an unexpected failure of the step loop).
   std::vector<RequestOutput> fail_all(const std::string& message);
-  bool has_unfinished() const { return scheduler_.has_unfinished() || !pending_outputs_.empty(); }
+  bool has_unfinished() const {
+    return scheduler_.has_unfinished() || !pending_outputs_.empty() || inflight_.has_value();
+  }
 
   Scheduler& scheduler() { return scheduler_; }
   const Scheduler& scheduler() const { return scheduler_; }
   const EngineMetrics& metrics() const { return metrics_; }
+  // Async scheduling: steps launched before the previous step's tokens were back.
+  uint64_t num_steps_launched_ahead() const { return num_launched_ahead_; }
   void fill_stats(EngineStats& s) const;
   ModelRunner& runner() { return runner_; }
 
  private:
+  // A step whose forward and sampling were issued; its results come from runner_.finish(ticket).
+  struct LaunchedStep {
+    SchedulerOutput sched;
+    BuiltStep built;
+    int ticket = 0;
+  };
   void on_finished(const Request& req, double now);
+  void fail_step(const SchedulerOutput& sched, const std::exception& e, std::vector<RequestOutput>& outputs);
+  void launch_continuation(const LaunchedStep& cur);
   RequestOutput final_output_without_tokens(const Request& req);
 
   EngineCoreConfig cfg_;
@@ -67,6 +85,8 @@ class EngineCore {
   std::vector<RequestOutput> pending_outputs_;  // aborts since the last step
   EngineMetrics metrics_;
   SampledRows sampled_;  // the last step's tokens and logprobs (reused buffers)
+  std::optional<LaunchedStep> inflight_;  // async scheduling: the step launched ahead
+  uint64_t num_launched_ahead_ = 0;
   StepProfile profile_;
 };
 

@@ -79,6 +79,17 @@ ModelRunner::~ModelRunner() {
   if (model_) model_->free_kv_cache(kv_);
 }
 
+int ModelRunner::launch(const BuiltStep& built, const SamplingBatch& batch, bool tokens_from_last) {
+  return model_->launch_sample(built.input, kv_, batch, tokens_from_last);
+}
+
+void ModelRunner::finish(int ticket, const BuiltStep& built, SampledRows& out) {
+  model_->finish_sample(ticket, out);
+  if (out.tokens.size() != built.rows.size())
+    throw Error("model returned " + std::to_string(out.tokens.size()) + " sampled rows, expected " +
+                std::to_string(built.rows.size()));
+}
+
 void ModelRunner::execute(const BuiltStep& built, const SamplingBatch& batch, SampledRows& out) {
   model_->forward_sample(built.input, kv_, batch, out);
   if (out.tokens.size() != built.rows.size())

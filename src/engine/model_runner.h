@@ -21,6 +21,11 @@ class ModelRunner {
 
   // Runs the step and samples its logits rows (batch: one SamplingRow per built.rows entry).
   void execute(const BuiltStep& built, const SamplingBatch& batch, SampledRows& out);
+  // The same in two halves (Model::launch_sample / finish_sample): launch returns a ticket without
+  // waiting; finish, in launch order, fills out. tokens_from_last: a continuation step.
+  int launch(const BuiltStep& built, const SamplingBatch& batch, bool tokens_from_last);
+  void finish(int ticket, const BuiltStep& built, SampledRows& out);
+  void discard_launched() { model_->discard_pending_samples(); }
   Model& model() { return *model_; }
   int vocab_size() const { return model_->config().vocab_size; }
 

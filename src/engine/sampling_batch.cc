@@ -16,7 +16,8 @@ bool has_penalties(const SamplingParams& p) {
 }  // namespace
 
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
-                                   std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng) {
+                                   std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
+                                   int pending_tokens) {
   SamplingBatch b;
   b.rows.resize(built.rows.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
@@ -45,7 +46,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       b.penalty_tokens.insert(b.penalty_tokens.end(), pairs.begin(), pairs.end());
       row.penalty_end = static_cast<int32_t>(b.penalty_tokens.size() / 2);
     }
-    if (req.num_output_tokens() < p.min_tokens) {
+    if (req.num_output_tokens() + pending_tokens < p.min_tokens) {
       row.mask_begin = static_cast<int32_t>(b.mask_tokens.size());
       if (!p.ignore_eos) b.mask_tokens.insert(b.mask_tokens.end(), eos_token_ids.begin(), eos_token_ids.end());
       b.mask_tokens.insert(b.mask_tokens.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());

@@ -94,6 +94,33 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
+std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerOutput& prev) {
+  if (!waiting_.empty() || !prev.preempted.empty() || prev.scheduled.empty() ||
+      prev.scheduled.size() != running_.size())
+    return std::nullopt;
+  for (size_t i = 0; i < prev.scheduled.size(); ++i) {
+    const Request& req = *prev.scheduled[i].req;
+    const SamplingParams& p = req.params;
+    if (prev.scheduled[i].req != running_[i] || req.is_finished() || prev.scheduled[i].num_new_tokens != 1 ||
+        req.num_computed_tokens + 1 != req.num_tokens())
+      return std::nullopt;
+    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+        (p.prompt_logprobs && !req.prompt_logprobs_sent))
+      return std::nullopt;
+    // After prev the request holds num_tokens() + 1 tokens and num_output_tokens() + 1 outputs.
+    if (req.num_output_tokens() + 1 >= p.max_tokens || req.num_tokens() + 1 >= cfg_.max_model_len)
+      return std::nullopt;
+  }
+  SchedulerOutput out;
+  for (const auto& s : prev.scheduled) {
+    // prev's token and this one: positions num_computed_tokens and num_computed_tokens + 1.
+    if (!kv_.allocate_slots(*s.req, 2)) return std::nullopt;
+    out.scheduled.push_back({s.req, 1});
+  }
+  out.total_num_scheduled_tokens = static_cast<int>(out.scheduled.size());
+  return out;
+}
+
 // vLLM v1's order: the length cap first (a final EOS at max_tokens reports "length"), then EOS
 // and stop tokens, which min_tokens holds off.
 bool Scheduler::check_stop(Request& req) const {

@@ -51,6 +51,12 @@ class Scheduler {
 
   void add_request(std::shared_ptr<Request> req);
   SchedulerOutput schedule();
+  // Async scheduling: the decode step after `prev`, scheduled while `prev` is still running (its
+  // tokens unknown, its num_computed_tokens not yet counted). Only when nothing could change the
+  // batch: every running request is in `prev` with one token that samples its next one, none waits,
+  // none can stop by length after `prev`, none needs its output history on the device (penalties) or
+  // prompt logprobs, and a KV slot for one more position is free without preempting. nullopt otherwise.
+  std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev);
   // sampled[i]: the token sampled for out.scheduled[i], or nullopt if its prefill is not done.
   std::vector<RequestUpdate> update_from_output(const SchedulerOutput& out,
                                                 const std::vector<std::optional<int32_t>>& sampled);

@@ -54,4 +54,30 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
   return b;
 }
 
+BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size) {
+  BuiltStep b;
+  StepInput& in = b.input;
+  const int num_seqs = static_cast<int>(out.scheduled.size());
+  int max_blocks = 1;
+  for (const auto& s : out.scheduled) max_blocks = std::max<int>(max_blocks, s.req->block_ids.size());
+  in.max_blocks_per_seq = max_blocks;
+  in.query_start.push_back(0);
+  in.block_tables.assign(static_cast<size_t>(num_seqs) * max_blocks, 0);
+  for (int i = 0; i < num_seqs; ++i) {
+    const Request& req = *out.scheduled[i].req;
+    const int pos = req.num_computed_tokens + 1;
+    if (pos / block_size >= static_cast<int>(req.block_ids.size()))
+      throw Error("build_continuation_input: request '" + req.request_id + "' has too few KV blocks");
+    in.token_ids.push_back(0);
+    in.positions.push_back(pos);
+    in.slot_mapping.push_back(req.block_ids[pos / block_size] * block_size + pos % block_size);
+    in.query_start.push_back(i + 1);
+    in.seq_lens.push_back(pos + 1);
+    std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
+    in.logits_indices.push_back(i);
+    b.rows.push_back({i, -1});
+  }
+  return b;
+}
+
 }  // namespace vireo

@@ -22,5 +22,9 @@ struct BuiltStep {
 // Each scheduled request contributes tokens [num_computed, num_computed + num_new) of its
 // all_token_ids; its KV slots come from its block table.
 BuiltStep build_step_input(const SchedulerOutput& out, int block_size);
+// A continuation (Scheduler::schedule_continuation): each request's one token sits at position
+// num_computed_tokens + 1, after the token of the step still running; its id is not known on the host
+// (0 here: the model takes it from the previous step's sampled tokens on the device).
+BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size);
 
 }  // namespace vireo

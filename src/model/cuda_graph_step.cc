@@ -56,7 +56,7 @@ void DecoderModel::reset_graphs() {
   graphs_.kv_block_size = 0;
 }
 
-bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits) {
+bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const Tensor* ids_from) {
   if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0) return false;
   if (!is_decode_only(in) || kv.k.empty()) return false;
   DecoderGraphs& g = graphs_;
@@ -116,6 +116,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   };
   StepTensors st;
   st.ids = iv(L.ids, Sp);
+  if (ids_from) be_->copy(*ids_from, st.ids);  // the real rows' tokens, sampled by the previous step
   st.positions = iv(L.pos, Sp);
   st.slots = iv(L.slots, Sp);
   st.query_start = iv(L.query_start, Sp + 1);

@@ -40,14 +40,14 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   logits_to_host(dev, logits);
 }
 
-Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv) {
+Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* ids_from) {
   validate(in, kv, cfg_.num_hidden_layers);
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
   const int S = static_cast<int>(in.seq_lens.size());
   if (T == 0) return Tensor();
   Tensor graphed;
-  if (forward_graphed(in, kv, graphed)) return graphed;
+  if (forward_graphed(in, kv, graphed, ids_from)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
@@ -68,6 +68,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv) {
   };
   StepTensors st;
   st.ids = iv(o_ids, T);
+  if (ids_from) be_->copy(*ids_from, st.ids);
   st.positions = iv(o_pos, T);
   st.slots = iv(o_slot, T);
   st.query_start = iv(o_qs, S + 1);

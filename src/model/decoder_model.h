@@ -81,6 +81,10 @@ class DecoderModel final : public Model {
   size_t kv_block_bytes(int block_size) const override;
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override;
   void forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out) override;
+  bool supports_async_sampling() const override { return true; }
+  int launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) override;
+  void finish_sample(int ticket, SampledRows& out) override;
+  void discard_pending_samples() override { sampling_.pending.clear(); }
   // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
   int num_graphs() const;
   // Turns graphs off (true) or back on for later steps; captured graphs are kept.
@@ -99,10 +103,11 @@ class DecoderModel final : public Model {
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].
   void run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
   // The step's logits rows [M, V] on the device (a view into a workspace; empty when M = 0).
-  Tensor run_step(const StepInput& in, KvCache& kv);
+  // ids_from: when set, the step's token ids are copied from it on the device ([T] I32) instead.
+  Tensor run_step(const StepInput& in, KvCache& kv, const Tensor* ids_from = nullptr);
   void logits_to_host(const Tensor& logits, std::vector<float>& host);
   // Decode-only steps through a CUDA graph (cuda_graph_step.cc); false: the step must run eagerly.
-  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits);
+  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const Tensor* ids_from);
   void reset_graphs();
 
   ModelConfig cfg_;

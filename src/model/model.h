@@ -79,6 +79,21 @@ class Model {
   // tokens and logprobs come back. The default runs forward() and samples on the host with the
   // CPU reference (for test models).
   virtual void forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out);
+
+  // Async scheduling (--async-scheduling): launch_sample issues the step and its sampling and returns
+  // without waiting; finish_sample, called in launch order, returns that step's rows. With
+  // tokens_from_last the step's input token ids are the tokens the previously launched step samples,
+  // row for row (in.token_ids is ignored): a decode step issued before the previous one's tokens are
+  // back on the host. supports_async_sampling() says whether tokens_from_last is available; the
+  // defaults run forward_sample at launch.
+  virtual bool supports_async_sampling() const { return false; }
+  virtual int launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last);
+  virtual void finish_sample(int ticket, SampledRows& out);
+  // Drops launched steps whose results will not be collected (after an error).
+  virtual void discard_pending_samples() { finished_.clear(); }
+
+ private:
+  std::vector<SampledRows> finished_;  // the defaults' results, in launch order
 };
 
 // Builds the model named by config.architectures[0] from the registry, loads its weights

@@ -1,5 +1,6 @@
 // Model::forward_sample's default: logits to the host, then the CPU backend's sample op (the
 // reference). Test models use it; DecoderModel samples where its logits are.
+#include "core/error.h"
 #include "model/model.h"
 #include "model/sample_on_backend.h"
 
@@ -14,6 +15,20 @@ void Model::forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch
   SamplingWorkspace ws;
   sample_on_backend(*cpu, Tensor(logits.data(), DType::kF32, {M, V}), batch, out, ws);
   free_sampling_workspace(*cpu, ws);
+}
+
+int Model::launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) {
+  if (tokens_from_last) throw Error("launch_sample: this model cannot take tokens from the previous step");
+  SampledRows out;
+  forward_sample(in, kv, batch, out);
+  finished_.push_back(std::move(out));
+  return 0;
+}
+
+void Model::finish_sample(int /*ticket*/, SampledRows& out) {
+  if (finished_.empty()) throw Error("finish_sample: no launched step");
+  out = std::move(finished_.front());
+  finished_.erase(finished_.begin());
 }
 
 }  // namespace vireo

@@ -30,15 +30,18 @@ Tensor f32_view(const Tensor& buf, int64_t off, std::vector<int64_t> shape) {
 
 void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& batch, SampledRows& out,
                        SamplingWorkspace& ws) {
+  sample_on_backend_finish(be, sample_on_backend_launch(be, logits, batch, ws), out, ws);
+}
+
+int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBatch& batch, SamplingWorkspace& ws) {
   const int64_t M = static_cast<int64_t>(batch.rows.size());
   const int64_t N = batch.num_top_logprobs;
   if (N < 0 || N > 20) throw Error("sampling: num_top_logprobs must be in [0, 20]");
   if (batch.penalty_tokens.size() % 2 != 0) throw Error("sampling: penalty_tokens holds (id, count) pairs");
-  out.num_top_logprobs = static_cast<int>(N);
-  out.tokens.resize(M);
-  out.logprobs.resize(M * (1 + N));
-  out.top_ids.resize(M * N);
-  if (M == 0) return;
+  if (M == 0) {
+    ws.pending.push_back({0, 0, N, {}});
+    return 0;
+  }
   if (logits.dim(0) < M) throw Error("sampling: fewer logits rows than sampling rows");
 
   if (batch.bias_entries.size() % 3 != 0) throw Error("sampling: bias_entries holds (row, id, bias) triples");
@@ -74,11 +77,35 @@ void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& b
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
   be.sample(p);
 
-  ws.host_out.resize(n_out);
-  be.copy_to_host(ws.out.view({n_out}), ws.host_out.data());
-  std::copy(ws.host_out.begin(), ws.host_out.begin() + M, out.tokens.begin());
-  std::memcpy(out.logprobs.data(), ws.host_out.data() + M, M * (1 + N) * sizeof(float));
-  std::copy(ws.host_out.begin() + M + M * (1 + N), ws.host_out.begin() + n_out, out.top_ids.begin());
+  SamplingWorkspace::Pending& pend = ws.pending.emplace_back();  // deque: stays put while others come and go
+  pend.rows = M;
+  pend.num_top = N;
+  pend.host.resize(n_out);
+  try {
+    pend.ticket = be.copy_to_host_async(ws.out.view({n_out}), pend.host.data());
+  } catch (...) {
+    ws.pending.pop_back();
+    throw;
+  }
+  return pend.ticket;
+}
+
+void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, SamplingWorkspace& ws) {
+  if (ws.pending.empty() || ws.pending.front().ticket != ticket)
+    throw Error("sampling: results collected out of launch order");
+  SamplingWorkspace::Pending pend = std::move(ws.pending.front());
+  ws.pending.pop_front();
+  const int64_t M = pend.rows, N = pend.num_top;
+  out.num_top_logprobs = static_cast<int>(N);
+  out.tokens.resize(M);
+  out.logprobs.resize(M * (1 + N));
+  out.top_ids.resize(M * N);
+  if (M == 0) return;
+  be.wait_copy(ticket);
+  const std::vector<int32_t>& h = pend.host;
+  std::copy(h.begin(), h.begin() + M, out.tokens.begin());
+  std::memcpy(out.logprobs.data(), h.data() + M, M * (1 + N) * sizeof(float));
+  std::copy(h.begin() + M + M * (1 + N), h.end(), out.top_ids.begin());
 }
 
 void free_sampling_workspace(Backend& be, SamplingWorkspace& ws) {

@@ -94,6 +94,7 @@ class CpuBackend final : public Backend {
 
   void copy_from_host(const void* src, Tensor& dst) override { std::memcpy(dst.data, src, dst.nbytes()); }
   void copy_to_host(const Tensor& src, void* dst) override { std::memcpy(dst, src.data, src.nbytes()); }
+  void copy(const Tensor& src, Tensor& dst) override { std::memcpy(dst.data, src.data, src.nbytes()); }
   void synchronize() override {}
   size_t free_memory_bytes() const override { return size_t{1} << 40; }
 

@@ -26,8 +26,7 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   info_.max_smem_per_block = prop.sharedMemPerBlockOptin;
   timer_ = std::make_unique<StepGpuTimer>();
   gemm_ = std::make_unique<CublasLtGemm>();
-  VIREO_CUDA_CHECK(cudaMallocHost(&pinned_, pinned_bytes_));
-  VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&pinned_done_, cudaEventDisableTiming));
+  staging_ = std::make_unique<HostStaging>();
 }
 
 CudaBackend::~CudaBackend() {
@@ -36,8 +35,7 @@ CudaBackend::~CudaBackend() {
   timer_.reset();
   gemm_.reset();
   if (ws_) alloc_.release(ws_);
-  if (pinned_) cudaFreeHost(pinned_);
-  if (pinned_done_) cudaEventDestroy(pinned_done_);
+  staging_.reset();
   alloc_.empty_cache();
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -93,12 +91,9 @@ void CudaBackend::copy_from_host(const void* src, Tensor& dst) {
   if (graphs_.capturing()) throw Error("copy_from_host: not allowed while capturing a graph");
   const size_t n = dst.nbytes();
   if (n == 0) return;
-  if (n <= pinned_bytes_) {
+  if (n <= HostStaging::kSlotBytes) {
     // Small metadata (ids, positions, block tables): through pinned memory, truly asynchronous.
-    VIREO_CUDA_CHECK(cudaEventSynchronize(pinned_done_));
-    std::memcpy(pinned_, src, n);
-    VIREO_CUDA_CHECK(cudaMemcpyAsync(dst.data, pinned_, n, cudaMemcpyHostToDevice, stream_));
-    VIREO_CUDA_CHECK(cudaEventRecord(pinned_done_, stream_));
+    staging_->upload(src, dst.data, n, stream_);
   } else {
     VIREO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, n, cudaMemcpyHostToDevice, stream_));
     VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -110,6 +105,24 @@ void CudaBackend::copy_to_host(const Tensor& src, void* dst) {
   if (src.nbytes() == 0) return;
   VIREO_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
   VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+int CudaBackend::copy_to_host_async(const Tensor& src, void* dst) {
+  if (graphs_.capturing()) throw Error("copy_to_host_async: not allowed while capturing a graph");
+  if (src.nbytes() == 0) return 0;
+  if (src.nbytes() > HostStaging::kSlotBytes) {
+    copy_to_host(src, dst);
+    return 0;
+  }
+  return staging_->download(src.data, dst, src.nbytes(), stream_);
+}
+
+void CudaBackend::wait_copy(int ticket) { staging_->wait(ticket); }
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  if (src.nbytes() == 0) return;
+  if (dst.nbytes() < src.nbytes()) throw Error("copy: destination is smaller than the source");
+  VIREO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
 void CudaBackend::synchronize() { VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }

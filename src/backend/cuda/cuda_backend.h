@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_allocator.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/host_staging.h"
 #include "backend/cuda/step_gpu_timer.h"
 
 namespace vireo::cuda {
@@ -32,6 +33,9 @@ class CudaBackend final : public Backend {
   Tensor upload(const Tensor& host, DType dtype) override;
   void copy_from_host(const void* src, Tensor& dst) override;
   void copy_to_host(const Tensor& src, void* dst) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  int copy_to_host_async(const Tensor& src, void* dst) override;
+  void wait_copy(int ticket) override;
   void synchronize() override;
   size_t free_memory_bytes() const override;
 
@@ -70,10 +74,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StepGpuTimer> timer_;
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
-  // Pinned staging for small host->device copies, reusable once the last copy from it finished.
-  void* pinned_ = nullptr;
-  size_t pinned_bytes_ = size_t{4} << 20;
-  cudaEvent_t pinned_done_ = nullptr;
+  std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies
   void* capture_scratch_ = nullptr;  // linear_scratch() of the graph being captured (owned by it)
   size_t capture_scratch_bytes_ = 0;
   CudaGraphSet graphs_{alloc_};  // after alloc_: graphs give their scratch back before it goes

@@ -15,32 +15,72 @@ float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
   return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms * 1000.0f : -1.0f;
 }
 
+bool done(cudaEvent_t e) {
+  const cudaError_t r = cudaEventQuery(e);
+  if (r == cudaErrorNotReady) {
+    cudaGetLastError();  // not sticky, but keep the last-error state clean
+    return false;
+  }
+  return r == cudaSuccess;
+}
+
 }  // namespace
 
 StepGpuTimer::StepGpuTimer() {
   const char* v = std::getenv("VIREO_GPU_TIMING");
   enabled_ = v && std::strcmp(v, "0") != 0;
-  if (!enabled_) return;
-  for (Events& e : ev_)
-    for (cudaEvent_t* p : {&e.graph_start, &e.graph_end, &e.sample_start, &e.sample_end})
-      VIREO_CUDA_CHECK(cudaEventCreate(p));
 }
 
 StepGpuTimer::~StepGpuTimer() {
-  for (Events& e : ev_)
+  auto destroy = [](Events& e) {
     for (cudaEvent_t p : {e.graph_start, e.graph_end, e.sample_start, e.sample_end})
       if (p) cudaEventDestroy(p);
+  };
+  for (Events& e : recorded_) destroy(e);
+  for (Events& e : free_) destroy(e);
+  if (have_last_) destroy(last_);
 }
 
-// `done` is the step before the one starting now (complete: its outputs were copied to the host);
-// `before` the one before it, whose sampling end starts `done`'s gap.
-void StepGpuTimer::collect(Events& done, const Events* before) {
-  if (done.graph && done.sample) {
-    graph_us_ += elapsed_us(done.graph_start, done.graph_end);
-    sample_us_ += elapsed_us(done.sample_start, done.sample_end);
-    ++steps_;
-    if (before && before->sample) gaps_us_.push_back(elapsed_us(before->sample_end, done.graph_start));
+StepGpuTimer::Events StepGpuTimer::take_free() {
+  if (!free_.empty()) {
+    Events e = free_.back();
+    free_.pop_back();
+    e.sample = false;
+    return e;
   }
+  Events e;
+  for (cudaEvent_t* p : {&e.graph_start, &e.graph_end, &e.sample_start, &e.sample_end})
+    VIREO_CUDA_CHECK(cudaEventCreate(p));
+  return e;
+}
+
+void StepGpuTimer::collect_completed() {
+  // A step is read once its sampling ended; one that was never sampled is dropped once a later one is.
+  while (!recorded_.empty()) {
+    Events& e = recorded_.front();
+    if (!e.sample) {
+      if (recorded_.size() == 1) return;  // still being issued
+      free_.push_back(e);
+      recorded_.pop_front();
+      continue;
+    }
+    if (!done(e.sample_end)) return;
+    graph_us_ += elapsed_us(e.graph_start, e.graph_end);
+    sample_us_ += elapsed_us(e.sample_start, e.sample_end);
+    ++steps_;
+    if (have_last_) {
+      gaps_us_.push_back(elapsed_us(last_.sample_end, e.graph_start));
+      free_.push_back(last_);
+    }
+    last_ = e;
+    have_last_ = true;
+    recorded_.pop_front();
+  }
+}
+
+void StepGpuTimer::before_graph(cudaStream_t s) {
+  if (!enabled_) return;
+  collect_completed();
   if (steps_ >= 256) {
     float gap = 0;
     if (!gaps_us_.empty()) {
@@ -54,37 +94,24 @@ void StepGpuTimer::collect(Events& done, const Events* before) {
     graph_us_ = sample_us_ = 0;
     gaps_us_.clear();
   }
-}
-
-void StepGpuTimer::before_graph(cudaStream_t s) {
-  if (!enabled_) return;
-  Events& prev = ev_[cur_];
-  Events& older = ev_[cur_ ^ 1];
-  if (prev.graph || prev.sample) {
-    VIREO_CUDA_CHECK(cudaEventSynchronize(prev.sample ? prev.sample_end : prev.graph_end));
-    collect(prev, &older);
-  }
-  // `older` is reused for the new step; keep `prev` (its sample end starts the next gap).
-  older.graph = older.sample = false;
-  cur_ ^= 1;
-  VIREO_CUDA_CHECK(cudaEventRecord(ev_[cur_].graph_start, s));
+  recorded_.push_back(take_free());
+  VIREO_CUDA_CHECK(cudaEventRecord(recorded_.back().graph_start, s));
 }
 
 void StepGpuTimer::after_graph(cudaStream_t s) {
-  if (!enabled_) return;
-  VIREO_CUDA_CHECK(cudaEventRecord(ev_[cur_].graph_end, s));
-  ev_[cur_].graph = true;
+  if (!enabled_ || recorded_.empty()) return;
+  VIREO_CUDA_CHECK(cudaEventRecord(recorded_.back().graph_end, s));
 }
 
 void StepGpuTimer::before_sample(cudaStream_t s) {
-  if (!enabled_ || !ev_[cur_].graph || ev_[cur_].sample) return;
-  VIREO_CUDA_CHECK(cudaEventRecord(ev_[cur_].sample_start, s));
+  if (!enabled_ || recorded_.empty() || recorded_.back().sample) return;
+  VIREO_CUDA_CHECK(cudaEventRecord(recorded_.back().sample_start, s));
 }
 
 void StepGpuTimer::after_sample(cudaStream_t s) {
-  if (!enabled_ || !ev_[cur_].graph || ev_[cur_].sample) return;
-  VIREO_CUDA_CHECK(cudaEventRecord(ev_[cur_].sample_end, s));
-  ev_[cur_].sample = true;
+  if (!enabled_ || recorded_.empty() || recorded_.back().sample) return;
+  VIREO_CUDA_CHECK(cudaEventRecord(recorded_.back().sample_end, s));
+  recorded_.back().sample = true;
 }
 
 }  // namespace vireo::cuda
