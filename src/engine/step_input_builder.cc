@@ -6,9 +6,10 @@
 
 namespace vireo {
 
-BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
-  BuiltStep b;
-  StepInput& in = b.input;
+namespace {
+
+// The parts every step shares: block-table width (the longest table), empty rows, query_start = {0}.
+void start_step(const SchedulerOutput& out, StepInput& in) {
   const int num_seqs = static_cast<int>(out.scheduled.size());
   int max_blocks = 1;
   for (const auto& s : out.scheduled) max_blocks = std::max<int>(max_blocks, s.req->block_ids.size());
@@ -19,6 +20,16 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
   in.query_start.reserve(num_seqs + 1);
   in.query_start.push_back(0);
   in.block_tables.assign(static_cast<size_t>(num_seqs) * max_blocks, 0);
+}
+
+}  // namespace
+
+BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
+  BuiltStep b;
+  StepInput& in = b.input;
+  const int num_seqs = static_cast<int>(out.scheduled.size());
+  start_step(out, in);
+  const int max_blocks = in.max_blocks_per_seq;
 
   for (int i = 0; i < num_seqs; ++i) {
     const Request& req = *out.scheduled[i].req;
@@ -58,11 +69,8 @@ BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size) {
   BuiltStep b;
   StepInput& in = b.input;
   const int num_seqs = static_cast<int>(out.scheduled.size());
-  int max_blocks = 1;
-  for (const auto& s : out.scheduled) max_blocks = std::max<int>(max_blocks, s.req->block_ids.size());
-  in.max_blocks_per_seq = max_blocks;
-  in.query_start.push_back(0);
-  in.block_tables.assign(static_cast<size_t>(num_seqs) * max_blocks, 0);
+  start_step(out, in);
+  const int max_blocks = in.max_blocks_per_seq;
   for (int i = 0; i < num_seqs; ++i) {
     const Request& req = *out.scheduled[i].req;
     const int pos = req.num_computed_tokens + 1;
