@@ -37,8 +37,8 @@ struct ModelRun {
   std::vector<int32_t> greedy;  // 8 greedy tokens after the prompt
 };
 
-ModelRun run_model(const std::string& path) {
-  auto model = load_model(path, create_backend("cpu"), LoadOptions{});
+ModelRun run_model(const std::string& path, const std::string& device = "cpu") {
+  auto model = load_model(path, create_backend(device), LoadOptions{});
   const int64_t V = model->config().vocab_size;
   const nlohmann::json ref = testing::read_json(fixture_dir("qwen3") + "/reference.json");
   std::vector<int32_t> prompt = ref["prompts"][1].get<std::vector<int32_t>>();
@@ -100,6 +100,34 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
+
+// The GGUF path on the CUDA backend (skipped without a GPU): an F32 GGUF carries the safetensors
+// fixture's exact values, so both load to the same BF16 device weights and give bitwise the same logits
+// and tokens on the GPU; a Q8_0 file, dequantized at load, stays near its CPU run (bf16 vs fp32 math).
+TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
+  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias"}) {
+    const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
+    ConvertOptions o;
+    o.type = testing::kGgmlF32;
+    testing::convert_model_fixture(fixture_dir(name), gguf, o);
+    const ModelRun want = run_model(fixture_dir(name), "cuda");
+    const ModelRun got = run_model(gguf, "cuda");
+    EXPECT_EQ(got.logits, want.logits) << name;
+    EXPECT_EQ(got.greedy, want.greedy) << name;
+    fs::remove(gguf);
+  }
+  const std::string q8 = (temp_dir() / "qwen3_q8_cuda.gguf").string();
+  ConvertOptions o;
+  o.type = testing::kGgmlQ8_0;
+  testing::convert_model_fixture(fixture_dir("qwen3"), q8, o);
+  const ModelRun cpu = run_model(q8, "cpu"), gpu = run_model(q8, "cuda");
+  ASSERT_EQ(gpu.logits.size(), cpu.logits.size());
+  const double err = testing::rel_max_err(gpu.logits.data(), cpu.logits.data(), cpu.logits.size());
+  std::printf("qwen3 Q8_0 GGUF, CUDA vs CPU: relative logits error %.2e\n", err);
+  EXPECT_LT(err, 5e-2);
+  fs::remove(q8);
+}
 
 TEST(GgufModel, ConfigFromMetadata) {
   const std::string gguf = (temp_dir() / "cfg_llama3.gguf").string();
