@@ -3,7 +3,8 @@
 #   bash scripts/device_bundle.sh build/vireo build/tests/test_cuda_ops ...
 #   device run: carry [".dev/lib", "build/vireo", "build/tests", "models/qwen3"]
 #   command:    bash benchmarks/run_device.sh
-# Stages (STAGES, default "tests parity latency serve"): tests parity latency serve, and the issue-6
+# Stages (STAGES, default "tests parity latency serve"): tests parity latency serve, async (decode latency with
+# and without --async-scheduling), and the issue-6
 # proofs serve_suite (serving suite on CUDA), teacher (teacher-forced logits), long (32k prompt, CUDA fp32 and
 # bf16 vs a committed CPU reference);
 # see docs/parity.md. For serve_suite also carry build/tests/test_server_e2e (it falls back to
@@ -49,6 +50,20 @@ if [[ $STAGES == *latency* ]]; then
   H="python3 tools/bench/hf_generate.py --dtype bfloat16 --device cuda --num-iters-warmup 1 --num-iters 2"
   $H --preset qwen3-0.6b --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/hf_06b.json" > "$OUT/hf_06b.log" 2>&1; echo "hf 0.6b rc=$?"
   $H --config-json benchmarks/configs/qwen3-8b.json --batch-size 1 --input-len 1024 --output-len 128 --output-json "$OUT/hf_8b.json" > "$OUT/hf_8b.log" 2>&1; echo "hf 8b rc=$?"
+fi
+
+if has async; then
+  # --async-scheduling against the synchronous engine, alternating in one call (docs/performance.md, session 6).
+  log "decode latency, synchronous vs --async-scheduling (batch 1 and 8, 1024 in, 128 out)"
+  L="$V bench latency --load-format dummy --device cuda --num-iters-warmup 1 --num-iters 3 --input-len 1024 --output-len 128"
+  for m in qwen3-0.6b qwen3-8b; do
+    for bs in 1 8; do
+      for a in "" --async-scheduling; do
+        r=$($L --model builtin:$m --batch-size $bs $a 2>&1 | grep "Decode throughput")
+        echo "$m batch $bs ${a:-synchronous}: $r"
+      done
+    done
+  done
 fi
 
 if has serve; then
