@@ -95,8 +95,9 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerOutput& prev) {
-  if (!waiting_.empty() || !prev.preempted.empty() || prev.scheduled.empty() ||
-      prev.scheduled.size() != running_.size())
+  // Waiting requests would join the next fresh schedule() only if there is room for them.
+  const bool can_admit = !waiting_.empty() && static_cast<int>(running_.size()) < cfg_.max_num_seqs;
+  if (can_admit || !prev.preempted.empty() || prev.scheduled.empty() || prev.scheduled.size() != running_.size())
     return std::nullopt;
   for (size_t i = 0; i < prev.scheduled.size(); ++i) {
     const Request& req = *prev.scheduled[i].req;

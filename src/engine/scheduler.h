@@ -53,7 +53,8 @@ class Scheduler {
   SchedulerOutput schedule();
   // Async scheduling: the decode step after `prev`, scheduled while `prev` is still running (its
   // tokens unknown, its num_computed_tokens not yet counted). Only when nothing could change the
-  // batch: every running request is in `prev` with one token that samples its next one, none waits,
+  // batch: every running request is in `prev` with one token that samples its next one, none waits
+  // that could be admitted (running < max_num_seqs),
   // none can stop by length after `prev`, none needs its output history on the device (penalties) or
   // prompt logprobs, and a KV slot for one more position is free without preempting. nullopt otherwise.
   std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev);

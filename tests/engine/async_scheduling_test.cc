@@ -32,7 +32,7 @@ struct Job {
   int abort_at_step = -1;
 };
 
-EngineRun run_engine(bool async, const std::vector<Job>& jobs) {
+EngineRun run_engine(bool async, const std::vector<Job>& jobs, int max_num_seqs = 4) {
   const ModelConfig mc = default_model_config();
   LoadOptions lo;
   lo.load_format = "dummy";
@@ -41,7 +41,7 @@ EngineRun run_engine(bool async, const std::vector<Job>& jobs) {
   EngineCoreConfig cfg;
   cfg.seed = 11;
   cfg.async_scheduling = async;
-  cfg.scheduler.max_num_seqs = 4;  // decode steps of <= 4 rows: the CPU GEMV, whose rows do not depend on the batch
+  cfg.scheduler.max_num_seqs = max_num_seqs;  // <= 4: decode rows on the CPU GEMV, which does not depend on the batch
   cfg.scheduler.max_num_batched_tokens = 64;
   cfg.scheduler.max_model_len = 256;
   cfg.scheduler.block_size = 4;
@@ -107,6 +107,25 @@ TEST(AsyncScheduling, GreedyBatchMatchesSynchronous) {
   EXPECT_EQ(async.outputs.at("r3").token_ids.size(), 21u);
   EXPECT_EQ(sync.launched_ahead, 0u);
   EXPECT_GE(async.launched_ahead, 15u);  // most decode steps ran ahead
+}
+
+// More requests than --max-num-seqs: the waiting ones cannot be admitted while the running ones decode,
+// so steps still run ahead; each admission waits for the step in flight.
+TEST(AsyncScheduling, SaturatedBatchRunsAheadWhileRequestsWait) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < 5; ++i) {
+    Job j{"w" + std::to_string(i), prompt(4 + i, 60 + i), {}, 0, -1};
+    j.params.temperature = 0;
+    j.params.max_tokens = 8 + 3 * i;
+    j.params.ignore_eos = true;
+    jobs.push_back(j);
+  }
+  const EngineRun sync = run_engine(false, jobs, 2), async = run_engine(true, jobs, 2);
+  for (const Job& j : jobs) {
+    EXPECT_EQ(sync.outputs.at(j.id).token_ids, async.outputs.at(j.id).token_ids) << j.id;
+    EXPECT_EQ(async.outputs.at(j.id).token_ids.size(), static_cast<size_t>(j.params.max_tokens)) << j.id;
+  }
+  EXPECT_GE(async.launched_ahead, 20u);
 }
 
 TEST(AsyncScheduling, StopsSeedsMinTokensArrivalsAndAborts) {
