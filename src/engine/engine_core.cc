@@ -151,9 +151,7 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     runner_.finish(cur.ticket, built, sampled_);
   } catch (const std::exception& e) {
-    if (inflight_) {  // its requests are this step's, failed below; its results would be dropped anyway
-      inflight_.reset();
-    }
+    inflight_.reset();  // its requests are this step's, failed below
     runner_.discard_launched();
     fail_step(sched, e, outputs);
     return outputs;

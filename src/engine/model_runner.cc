@@ -90,11 +90,4 @@ void ModelRunner::finish(int ticket, const BuiltStep& built, SampledRows& out) {
                 std::to_string(built.rows.size()));
 }
 
-void ModelRunner::execute(const BuiltStep& built, const SamplingBatch& batch, SampledRows& out) {
-  model_->forward_sample(built.input, kv_, batch, out);
-  if (out.tokens.size() != built.rows.size())
-    throw Error("model returned " + std::to_string(out.tokens.size()) + " sampled rows, expected " +
-                std::to_string(built.rows.size()));
-}
-
 }  // namespace vireo

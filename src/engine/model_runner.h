@@ -19,10 +19,9 @@ class ModelRunner {
   ModelRunner(std::unique_ptr<Model> model, int num_blocks, int block_size);
   ~ModelRunner();
 
-  // Runs the step and samples its logits rows (batch: one SamplingRow per built.rows entry).
-  void execute(const BuiltStep& built, const SamplingBatch& batch, SampledRows& out);
-  // The same in two halves (Model::launch_sample / finish_sample): launch returns a ticket without
-  // waiting; finish, in launch order, fills out. tokens_from_last: a continuation step.
+  // Runs the step and samples its logits rows (batch: one SamplingRow per built.rows entry), in two
+  // halves (Model::launch_sample / finish_sample): launch returns a ticket without waiting; finish, in
+  // launch order, fills out. tokens_from_last: a continuation step (async scheduling).
   int launch(const BuiltStep& built, const SamplingBatch& batch, bool tokens_from_last);
   void finish(int ticket, const BuiltStep& built, SampledRows& out);
   void discard_launched() { model_->discard_pending_samples(); }

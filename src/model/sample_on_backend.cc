@@ -80,6 +80,10 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   SamplingWorkspace::Pending& pend = ws.pending.emplace_back();  // deque: stays put while others come and go
   pend.rows = M;
   pend.num_top = N;
+  if (!ws.spare_host.empty()) {
+    pend.host = std::move(ws.spare_host.back());
+    ws.spare_host.pop_back();
+  }
   pend.host.resize(n_out);
   try {
     pend.ticket = be.copy_to_host_async(ws.out.view({n_out}), pend.host.data());
@@ -106,6 +110,7 @@ void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, Samplin
   std::copy(h.begin(), h.begin() + M, out.tokens.begin());
   std::memcpy(out.logprobs.data(), h.data() + M, M * (1 + N) * sizeof(float));
   std::copy(h.begin() + M + M * (1 + N), h.end(), out.top_ids.begin());
+  if (ws.spare_host.size() < 4) ws.spare_host.push_back(std::move(pend.host));
 }
 
 void free_sampling_workspace(Backend& be, SamplingWorkspace& ws) {

@@ -21,6 +21,7 @@ struct SamplingWorkspace {
     std::vector<int32_t> host;  // [tokens M][logprobs M*(1+N)][top ids M*N]
   };
   std::deque<Pending> pending;  // in launch order
+  std::vector<std::vector<int32_t>> spare_host;  // result buffers of collected steps, reused
 };
 
 // logits: [M, V] on `be` (M = batch.rows.size()). Fills out (tokens, logprobs, top ids).

@@ -34,13 +34,9 @@ void HostStaging::upload(const void* src, void* dst, size_t n, cudaStream_t stre
 int HostStaging::download(const void* src, void* dst, size_t n, cudaStream_t stream) {
   const int s = down_.next;
   down_.next = (s + 1) % kSlots;
-  // A slot still holding an unclaimed download: hand that one over first.
-  while (!pending_.empty() && pending_.size() >= static_cast<size_t>(kSlots)) complete_front();
-  for (const Pending& p : pending_)
-    if (p.slot == s) {
-      wait(p.ticket);
-      break;
-    }
+  // Pending downloads hold the last slots in order, so slot s is taken only when all kSlots are:
+  // hand the oldest over first.
+  while (pending_.size() >= static_cast<size_t>(kSlots)) complete_front();
   VIREO_CUDA_CHECK(cudaMemcpyAsync(down_.buf[s], src, n, cudaMemcpyDeviceToHost, stream));
   VIREO_CUDA_CHECK(cudaEventRecord(down_.done[s], stream));
   const int t = next_ticket_++;
