@@ -487,7 +487,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
     if (wgmma && ws_config().on) {
-      launch_prefill_ws<T, D>(a, grid, dev.num_sms, stream);
+      launch_prefill_ws<T, D>(a, grid, dev.num_sms, p.k_cache.numel() / (int64_t{p.num_kv_heads} * D), stream);
     } else if (wgmma) {
       launch_prefill_wgmma<T, D>(a, grid, stream);
     } else if (wide) {

@@ -4,8 +4,10 @@
 //
 // Block: 384 threads = 3 warpgroups, one block per SM.
 //   WG 0, the producer (setmaxnreg down to kWsProdRegs): gathers Q and the K / V pages of each tile
-//     with cp.async into 128B-swizzled shared memory (the paged cache has 16-token pages, so no TMA
-//     box fits a tile) and signals each tile on its own "full" mbarrier.
+//     into 128B-swizzled shared memory and signals each tile on its own "full" mbarrier. A tile whose
+//     keys are all valid is copied by TMA, one box per (page, 64-column panel) issued by the lanes of
+//     warp 0 (kv_tensor_map.h; the bytes counted on the full barrier); Q and a tile holding the last
+//     key (zero-filled past it) by 16-byte cp.async. VIREO_ATTN_TMA=0: cp.async for every tile.
 //   WG 1, 2, the consumers (setmaxnreg up to kWsMathRegs): 64 query rows each (128 GQA-packed rows a
 //     block, as attention_wgmma.cuh), S = Q K^T and O += P V on wgmma, online softmax in registers.
 // Pipeline: kStages K buffers and kStages V buffers of [BN keys, D], each with a full barrier (the
@@ -24,8 +26,10 @@
 //   (direct bf16/f16 output or ws_o / ws_ml partials for the merge kernel) are the wgmma kernel's.
 #pragma once
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/attention_wgmma.cuh"
+#include "backend/cuda/kv_tensor_map.h"
 
 namespace vireo::cuda {
 namespace {
@@ -40,6 +44,14 @@ constexpr int kWsPingPong = 1, kWsPersistent = 2;  // WsGrid::flags
 // Work-item grid: x row tiles of 128 rows, y = seqs * kv heads, z key splits.
 struct WsGrid {
   int x, y, z, flags;
+};
+
+// TMA maps of the K and V caches (kv_tensor_map.h), used when `on` (the cache's block size is
+// kWsPageRows, the default 16; other block sizes keep cp.async).
+constexpr int kWsPageRows = 16;
+struct WsMaps {
+  CUtensorMap k, v;
+  int on;
 };
 
 template <int D, int BN>
@@ -63,6 +75,18 @@ __device__ __forceinline__ void ws_bar_init(uint32_t bar, int count) {
 }
 __device__ __forceinline__ void ws_bar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Adds `bytes` to the barrier's expected transaction count (no arrival): the phase completes once
+// the arrivals are in and that many bytes of TMA copies have landed.
+__device__ __forceinline__ void ws_bar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// One TMA box of a 3-D map at coordinates (c0, c1, c2) into shared memory, counted on `bar`.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
 }
 __device__ __forceinline__ void ws_bar_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
@@ -148,9 +172,26 @@ struct WsProducer {
     }
   }
 
-  // Keys [kt0, kt0 + BN) of KV head hk into the tile at dst; keys >= kend zero-filled, table reads
-  // branch-free (clamped key) and batched ahead of the copies.
-  __device__ __forceinline__ void tile(const T* cache, const int* table, int hk, int kt0, int kend, uint32_t dst) {
+  // Keys [kt0, kt0 + BN) of KV head hk into the tile at dst. A whole tile of valid keys that starts
+  // on a page goes by TMA (when `tma`): lanes of warp 0 issue one box per (page, panel), lane 0
+  // having added the tile's bytes to its full barrier `full` first. Otherwise cp.async: keys >= kend
+  // zero-filled, table reads branch-free (clamped key) and batched ahead of the copies.
+  __device__ __forceinline__ void tile(const T* cache, const CUtensorMap* map, bool tma, const int* table, int hk,
+                                       int kt0, int kend, uint32_t dst, uint32_t full) {
+    if (tma && kt0 + BN <= kend && kt0 % kWsPageRows == 0) {
+      constexpr int kPanels = D / 64, kBoxes = BN / kWsPageRows * kPanels;
+      static_assert(kBoxes <= 32, "one box a lane");
+      if (pt < 32) {
+        if (pt == 0) ws_bar_expect_tx(full, BN * D * sizeof(T));
+        __syncwarp();
+        if (pt < kBoxes) {
+          const int pg = pt / kPanels, panel = pt % kPanels;
+          const int blk = __ldg(table + kt0 / kWsPageRows + pg);
+          tma_load_3d(dst + panel * L::kTilePanel + pg * (kWsPageRows * 128), map, panel * 64, hk, blk * kWsPageRows, full);
+        }
+      }
+      return;
+    }
     const int ch = pt % kChunks, r0 = pt / kChunks;
     const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
     const T* src0 = cache + static_cast<int64_t>(hk) * D + ch * 8;
@@ -185,7 +226,7 @@ struct WsProducer {
 };
 
 template <typename T, int D, int BN>
-__device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, uint32_t base) {
+__device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, const WsMaps& maps, uint32_t base) {
   using L = WsSmem<D, BN>;
   constexpr int S = L::kStages;
   WsProducer<T, D, BN> p{a, base, static_cast<int>(threadIdx.x),
@@ -214,12 +255,12 @@ __device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, u
       const int kt0 = it.kstart + t * BN;
       if (use > 0) ws_bar_wait(empty_k + 8 * st, (use - 1) & 1);
       if (t == 0) p.q_tile(it);
-      p.tile(kc, table, it.hk, kt0, it.kend, base + L::kK + st * L::kTile);
+      p.tile(kc, &maps.k, maps.on, table, it.hk, kt0, it.kend, base + L::kK + st * L::kTile, full_k + 8 * st);
       cp_async_commit();
       p.finish_prev(false);
       p.pend = full_k + 8 * st;
       if (use > 0) ws_bar_wait(empty_v + 8 * st, (use - 1) & 1);
-      p.tile(vc, table, it.hk, kt0, it.kend, base + L::kV + st * L::kTile);
+      p.tile(vc, &maps.v, maps.on, table, it.hk, kt0, it.kend, base + L::kV + st * L::kTile, full_v + 8 * st);
       cp_async_commit();
       p.finish_prev(false);
       p.pend = full_v + 8 * st;
@@ -368,7 +409,8 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
 }
 
 template <typename T, int D, int BN>
-__global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(MmaArgs a, WsGrid gr) {
+__global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(MmaArgs a, WsGrid gr,
+                                                                                  const __grid_constant__ WsMaps maps) {
   using L = WsSmem<D, BN>;
   extern __shared__ __align__(1024) unsigned char ws_smem_raw[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(ws_smem_raw)) + 1023u) & ~1023u;
@@ -381,7 +423,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(Mma
   pdl_enter();  // before any read of q / the cache
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProdRegs));
-    ws_produce<T, D, BN>(a, gr, base);
+    ws_produce<T, D, BN>(a, gr, maps, base);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsMathRegs));
     ws_consume<T, D, BN>(a, gr, base);
@@ -408,7 +450,7 @@ inline const WsConfig& ws_config() {
 }
 
 template <typename T, int D, int BN>
-void launch_ws(const MmaArgs& a, dim3 grid, int num_sms, int flags, cudaStream_t stream) {
+void launch_ws(const MmaArgs& a, dim3 grid, int num_sms, int flags, const WsMaps& maps, cudaStream_t stream) {
   using L = WsSmem<D, BN>;
   static const bool attr = [] {
     VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_ws_kernel<T, D, BN>,
@@ -420,16 +462,23 @@ void launch_ws(const MmaArgs& a, dim3 grid, int num_sms, int flags, cudaStream_t
   const WsGrid gr{static_cast<int>(grid.x), static_cast<int>(grid.y), static_cast<int>(grid.z), flags};
   const int64_t items = int64_t{gr.x} * gr.y * gr.z;
   const int blocks = (flags & kWsPersistent) ? static_cast<int>(std::min<int64_t>(items, num_sms)) : static_cast<int>(items);
-  launch_pdl(attention_prefill_ws_kernel<T, D, BN>, dim3(blocks), dim3(kWsThreads), L::kLaunchBytes, stream, a, gr);
+  launch_pdl(attention_prefill_ws_kernel<T, D, BN>, dim3(blocks), dim3(kWsThreads), L::kLaunchBytes, stream, a, gr, maps);
   check_launch("paged_attention prefill wgmma (warp-specialised)");
 }
 
-// grid: (row tiles of 128 rows, seqs * kv heads, prefill splits), as launch_prefill_wgmma.
+// grid: (row tiles of 128 rows, seqs * kv heads, prefill splits), as launch_prefill_wgmma;
+// num_slots: the cache's num_blocks * block_size.
 template <typename T, int D>
-void launch_prefill_ws(const MmaArgs& a, dim3 grid, int num_sms, cudaStream_t stream) {
+void launch_prefill_ws(const MmaArgs& a, dim3 grid, int num_sms, int64_t num_slots, cudaStream_t stream) {
   const WsConfig& c = ws_config();
-  if (c.bn == 64) launch_ws<T, D, 64>(a, grid, num_sms, c.flags, stream);
-  else launch_ws<T, D, 128>(a, grid, num_sms, c.flags, stream);
+  WsMaps maps{};
+  const DType dt = std::is_same_v<T, __half> ? DType::kF16 : DType::kBF16;
+  const KvMapShape k{a.k_cache, dt, num_slots, a.num_kv_heads, D, a.block_size};
+  KvMapShape v = k;
+  v.base = a.v_cache;
+  maps.on = a.block_size == kWsPageRows && kv_tensor_map(k, &maps.k) && kv_tensor_map(v, &maps.v);
+  if (c.bn == 64) launch_ws<T, D, 64>(a, grid, num_sms, c.flags, maps, stream);
+  else launch_ws<T, D, 128>(a, grid, num_sms, c.flags, maps, stream);
 }
 
 }  // namespace

@@ -1,0 +1,82 @@
+#include "backend/cuda/kv_tensor_map.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace vireo::cuda {
+namespace {
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's encoder, found through the runtime so that nothing links libcuda directly.
+EncodeTiledFn encode_fn() {
+  static const EncodeTiledFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return static_cast<EncodeTiledFn>(nullptr);
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+bool enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_ATTN_TMA");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
+bool same(const KvMapShape& a, const KvMapShape& b) {
+  return a.base == b.base && a.dtype == b.dtype && a.num_slots == b.num_slots && a.num_kv_heads == b.num_kv_heads &&
+         a.head_dim == b.head_dim && a.block_size == b.block_size;
+}
+
+struct Entry {
+  KvMapShape shape;
+  CUtensorMap map;
+};
+
+}  // namespace
+
+bool kv_tensor_map(const KvMapShape& s, CUtensorMap* out) {
+  if (!enabled() || (s.dtype != DType::kBF16 && s.dtype != DType::kF16) || s.head_dim % 64 != 0 ||
+      s.block_size < 8 || s.block_size > 256 || s.num_slots <= 0 || s.num_kv_heads <= 0 ||
+      reinterpret_cast<uintptr_t>(s.base) % 16 != 0)
+    return false;
+  // One entry per (layer, K or V) cache buffer; a reallocated cache (another engine in the process)
+  // only adds entries, so the list is bounded by the buffers ever seen and rarely exceeds a few hundred.
+  static std::mutex mu;
+  static std::vector<Entry> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : cache)
+    if (same(e.shape, s)) {
+      *out = e.map;
+      return true;
+    }
+  const EncodeTiledFn encode = encode_fn();
+  if (!encode) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(s.head_dim), static_cast<cuuint64_t>(s.num_kv_heads),
+                              static_cast<cuuint64_t>(s.num_slots)};
+  const cuuint64_t row = static_cast<cuuint64_t>(s.head_dim) * 2;  // bytes of one head's row
+  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(s.num_kv_heads)};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(s.block_size)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  Entry e{s, {}};
+  const CUresult r = encode(&e.map, s.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            3, const_cast<void*>(s.base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  cache.push_back(e);
+  *out = e.map;
+  return true;
+}
+
+}  // namespace vireo::cuda
