@@ -32,6 +32,49 @@ struct GemvArgs {
   int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
 };
 
+// Bulk asynchronous copies into shared memory, completion counted on an mbarrier (the streaming and
+// the bulk-resident kernels).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// The copy alone: `bytes` from src into shared dst, counted on bar (armed by the caller). evict_first
+// policy: the weights are read once per step and should not push the KV cache or activations out of L2.
+__device__ __forceinline__ void bulk_copy_only(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                               uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
+// Arrives on the barrier expecting `bytes` of transfer.
+__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+// Arms the barrier for `bytes` of transfer and issues the copy that completes it.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
+  mbar_arrive_expect(bar, bytes);
+  bulk_copy_only(dst, src, bytes, bar, policy);
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 // The silu_and_mul op's element (elementwise_ops.cu): g / (1 + e^-g) * u in fp32 on the rounded gate
 // and up values, rounded.
 template <typename T>

@@ -5,7 +5,15 @@
 // does the FMAs and writes. One wave of at most 2 blocks an SM (1 where the rows allow it, leaving
 // room for the next kernel's blocks to start early and issue their loads in turn).
 // The grid-stride kernel in gemv.cu takes matrices whose rows do not fit in one wave of registers.
+// kBulk (the default; VIREO_GEMV_BULK=0: registers): the same work, but lane 0 of each warp copies the
+// warp's rows into shared memory with cp.async.bulk (one mbarrier a warp) before the wait, and lanes
+// read them back after it. Bulk copies are not held to the per-SM cap on outstanding L1-tracked loads
+// that bounded the cp.async gathers of the prefill attention, and the block needs far fewer registers.
+// H200 (docs/cuda_kernels.md run 10): 0.6B decode graph 835 -> 813 us a step; in isolation, with the
+// weights L2-resident across repeats, each GEMV is 0.1-0.4 us slower, so the gain is the HBM stream.
 #pragma once
+#include <cstdlib>
+
 #include "backend/cuda/gemv_common.cuh"
 
 namespace vireo::cuda {
@@ -16,7 +24,7 @@ constexpr int kMaxVecs = 16;  // 16-byte weight vectors held per lane (64 regist
 // kVpl: vectors a lane holds per row (K = 32 * kVpl * 16 / sizeof(T)). A warp owns units_per_warp
 // units: rows, or with silu_out (gate, up) row pairs held as adjacent rows (even r: gate row, odd r: the
 // up row of the same index); rows per warp <= kMaxVecs / kVpl.
-template <typename T, int NR, int kVpl>
+template <typename T, int NR, int kVpl, bool kBulk>
 __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int units_per_warp) {
   using V = Vec<T>;
   constexpr int kN = V::kN;
@@ -33,12 +41,28 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
   const uint4* w = static_cast<const uint4*>(a.w);
 
   // 1. All of this warp's weights, independent of the previous kernel (streamed once: evict-first).
-  uint4 wv[kMaxRows][kVpl];
+  // kBulk: into the warp's shared rows [rows_per_warp][nvec] after x' (bar: its mbarrier).
+  uint4* wsm = xs + NR * nvec + static_cast<int64_t>(warp) * rows_per_warp * nvec;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(xs + NR * nvec + int64_t{kWarps} * rows_per_warp * nvec) + warp;
+  uint4 wv[kBulk ? 1 : kMaxRows][kVpl];
+  if constexpr (kBulk) {
+    if (lane == 0) {
+      uint64_t policy;
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      mbar_init(bar);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      int rows = 0;
+      for (int r = 0; r < rows_per_warp && unit_of(r) < units; ++r) ++rows;
+      mbar_arrive_expect(bar, static_cast<uint32_t>(rows * nvec * 16));
+      for (int r = 0; r < rows; ++r) bulk_copy_only(wsm + r * nvec, w + row_of(r) * nvec, nvec * 16, bar, policy);
+    }
+  } else {
 #pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-    const bool ok = r < rows_per_warp && unit_of(r) < units;
+    for (int r = 0; r < kMaxRows; ++r) {
+      const bool ok = r < rows_per_warp && unit_of(r) < units;
 #pragma unroll
-    for (int u = 0; u < kVpl; ++u) wv[r][u] = ok ? __ldcs(w + row_of(r) * nvec + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < kVpl; ++u) wv[r][u] = ok ? __ldcs(w + row_of(r) * nvec + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+    }
   }
 
   // 2. x, residual and out may belong to the previous kernel. Each writer lane loads its residuals
@@ -64,6 +88,7 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
       pre_r[r][n] = mine && res ? to_f(res[n * m + unit0 + r]) : 0.f;  // never with silu_out
     }
   stage_input<T, NR>(a, xs, nvec);
+  if constexpr (kBulk) mbar_wait(bar, 0);
 
   // 3. Dot products, warp reductions, epilogue.
   float gate[NR];  // silu_out: the reduced gate dots of the current unit (every lane)
@@ -76,7 +101,8 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
 #pragma unroll
     for (int u = 0; u < kVpl; ++u) {
       V wu;
-      wu.raw = wv[r][u];
+      if constexpr (kBulk) wu.raw = wsm[r * nvec + lane + 32 * u];  // rows past the warp's units: unused
+      else wu.raw = wv[r][u];
 #pragma unroll
       for (int n = 0; n < NR; ++n) {
         V xv;
@@ -104,6 +130,26 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
   }
 }
 
+bool bulk_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_GEMV_BULK");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
+
+// A bulk-resident launch: opts in to its shared memory (the most any shape asks) once per kernel.
+template <auto kKernel>
+void launch_bulk(dim3 grid, size_t smem, cudaStream_t stream, const GemvArgs& a, int units_per_warp) {
+  static const bool attr = [] {
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(4 * 4096 * 2 + kWarps * (kMaxVecs * 32 * 16 + 8))));
+    return true;
+  }();
+  (void)attr;
+  launch_pdl(kKernel, grid, dim3(kThreads), smem, stream, a, units_per_warp);
+}
+
 // The resident launch for this shape, or false (rows do not fit one wave of registers, or K is not a
 // multiple of 32 * 16-byte vectors up to kMaxVecs of them).
 template <typename T, int NR>
@@ -123,15 +169,26 @@ bool launch_resident(const GemvArgs& a, int num_sms, cudaStream_t stream) {
     }
   }
   if (per_warp == 0) return false;
-  // x' is at most 4 x 4096 x 2 bytes: under the 48 KiB that needs no opt-in.
-  const size_t smem = static_cast<size_t>(NR) * a.k * sizeof(T);
+  // x' is at most 4 x 4096 x 2 bytes: under the 48 KiB that needs no opt-in; kBulk adds the warps' rows
+  // (<= 8 x 8 KiB) and their barriers.
+  const size_t x_bytes = static_cast<size_t>(NR) * a.k * sizeof(T);
   const dim3 grid(static_cast<unsigned>(blocks));
   const int u = static_cast<int>(per_warp);
+  if (!bulk_enabled()) {
+    switch (vpl) {
+      case 4: launch_pdl(gemv_resident_kernel<T, NR, 4, false>, grid, dim3(kThreads), x_bytes, stream, a, u); break;
+      case 8: launch_pdl(gemv_resident_kernel<T, NR, 8, false>, grid, dim3(kThreads), x_bytes, stream, a, u); break;
+      case 12: launch_pdl(gemv_resident_kernel<T, NR, 12, false>, grid, dim3(kThreads), x_bytes, stream, a, u); break;
+      default: launch_pdl(gemv_resident_kernel<T, NR, 16, false>, grid, dim3(kThreads), x_bytes, stream, a, u); break;
+    }
+    return true;
+  }
+  const size_t smem = x_bytes + size_t{kWarps} * (per_warp * rpu * a.k * sizeof(T) + 8);
   switch (vpl) {
-    case 4: launch_pdl(gemv_resident_kernel<T, NR, 4>, grid, dim3(kThreads), smem, stream, a, u); break;
-    case 8: launch_pdl(gemv_resident_kernel<T, NR, 8>, grid, dim3(kThreads), smem, stream, a, u); break;
-    case 12: launch_pdl(gemv_resident_kernel<T, NR, 12>, grid, dim3(kThreads), smem, stream, a, u); break;
-    default: launch_pdl(gemv_resident_kernel<T, NR, 16>, grid, dim3(kThreads), smem, stream, a, u); break;
+    case 4: launch_bulk<gemv_resident_kernel<T, NR, 4, true>>(grid, smem, stream, a, u); break;
+    case 8: launch_bulk<gemv_resident_kernel<T, NR, 8, true>>(grid, smem, stream, a, u); break;
+    case 12: launch_bulk<gemv_resident_kernel<T, NR, 12, true>>(grid, smem, stream, a, u); break;
+    default: launch_bulk<gemv_resident_kernel<T, NR, 16, true>>(grid, smem, stream, a, u); break;
   }
   return true;
 }

@@ -25,36 +25,6 @@ struct StreamPlan {
   int64_t rows_extra;  // warps [0, rows_extra) take one more row
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-
-// Arms the barrier for `bytes` of transfer and issues the copy that completes it. evict_first: the
-// weights are read once per step and should not push the KV cache or activations out of L2.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                          uint64_t policy) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n WAIT:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WAIT;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-
 // Shared memory of one block: x' [NR, K], then the warps' stages, then their barriers.
 template <typename T, int NR, int kCv>
 constexpr size_t stream_smem_bytes(int64_t k, int stages) {
@@ -72,7 +42,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   const int64_t nvec = a.k / kN;
   const int stages = p.stages;
   uint4* xs = reinterpret_cast<uint4*>(smem);  // x' [NR, K]
-  uint4* ring = reinterpret_cast<uint4*>(smem + size_t{NR} * nvec * 16) + size_t{warp} * stages * kCv;
+  uint4* ring = reinterpret_cast<uint4*>(smem + size_t{NR} * nvec * 16) + static_cast<size_t>(warp) * stages * kCv;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + size_t{NR} * nvec * 16 + size_t{kWarps} * stages * kChunkBytes) +
                    warp * stages;
 
