@@ -36,7 +36,7 @@ if [[ $STAGES == *parity* ]]; then
   $P --preset qwen3-tiny --dtype float32 --batch-sizes 1,8 --output-md "$OUT/parity_cpu.md" -- --device cpu --ignore-eos > "$OUT/parity_cpu.log" 2>&1; echo "cpu fp32 qwen3-tiny rc=$?"
   $P --preset qwen3-0.6b --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_qwen3.md" -- --device cuda --ignore-eos > "$OUT/parity_qwen3.log" 2>&1; echo "cuda bf16 qwen3-0.6b rc=$?"
   fi
-  for c in llama3-small olmo2-small hunyuan-small; do
+  for c in ${PARITY_CONFIGS:-llama3-small olmo2-small hunyuan-small qwen3moe-small}; do
     $P --config-json benchmarks/configs/$c.json --dtype bfloat16 --batch-sizes 1,8 --output-md "$OUT/parity_$c.md" -- --device cuda --ignore-eos --tokenizer models/qwen3 > "$OUT/parity_$c.log" 2>&1; echo "cuda bf16 $c rc=$?"
   done
 fi
@@ -125,7 +125,7 @@ if has teacher; then
   T="python3 tools/parity/teacher_forced.py --vireo $V --num-prompts ${TEACHER_PROMPTS:-8}"
   $T --preset qwen3-0.6b --runs cuda:bfloat16,cuda:float32,cpu:float32 --output-md "$OUT/teacher_qwen3-0.6b.md" \
     --output-json "$OUT/teacher_qwen3-0.6b.json" > "$OUT/teacher_qwen3-0.6b.log" 2>&1; echo "teacher qwen3-0.6b rc=$?"
-  for c in llama3-small olmo2-small hunyuan-small; do
+  for c in ${PARITY_CONFIGS:-llama3-small olmo2-small hunyuan-small qwen3moe-small}; do
     $T --config-json benchmarks/configs/$c.json --runs cuda:bfloat16,cpu:float32 --output-md "$OUT/teacher_$c.md" \
       --output-json "$OUT/teacher_$c.json" -- --tokenizer models/qwen3 > "$OUT/teacher_$c.log" 2>&1; echo "teacher $c rc=$?"
   done

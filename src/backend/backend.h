@@ -70,6 +70,8 @@ class Backend {
     qkv_prepare(prep);
     paged_attention(attn);
   }
+  // Sparse MoE MLP (MoeParams); backends without it refuse MoE models at the first step.
+  virtual void moe(const MoeParams& p) { (void)p, throw Error(name() + ": moe is not implemented"); }
   virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
   virtual void add_logit_bias(const LogitBiasParams& p) { throw Error(name() + ": add_logit_bias is not implemented"); }
 

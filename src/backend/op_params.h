@@ -88,6 +88,21 @@ struct QkvPrepareParams {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16;
 };
 
+// Sparse mixture-of-experts MLP (Qwen3-MoE's SparseMoeBlock), per token t:
+//   probs = softmax(x[t] @ router_w^T) in fp32; the top_k experts by probability (lowest id first
+//   among equal ones), their weights renormalised to sum 1 when norm_topk_prob, then rounded to the
+//   activation dtype; out[t] = sum over the chosen e of weight_e * down_e(silu(gate_e(x)) * up_e(x)),
+//   each product rounded to the activation dtype as HF's bf16 modules round.
+struct MoeParams {
+  Tensor x;          // [T, hidden] activation dtype (the post-attention-normalised MLP input)
+  Tensor router_w;   // [E, hidden] weight dtype (mlp.gate.weight)
+  Tensor gate_up_w;  // [E, 2 * inter, hidden]: expert e's [gate_proj; up_proj]
+  Tensor down_w;     // [E, hidden, inter]
+  Tensor out;        // [T, hidden] (must not alias x)
+  int top_k = 1;
+  bool norm_topk_prob = true;
+};
+
 // Causal attention of each step token over its sequence's paged KV (cached prefix + this step).
 // Query row j of sequence s (q_len = query_start[s+1] - query_start[s]) sits at position
 // seq_lens[s] - q_len + j and attends to keys [0, that position].

@@ -16,6 +16,7 @@ struct ArchSpec {
   bool qkv_bias = false;                 // q/k/v biases always present (Qwen2); else config.attention_bias
   bool post_norm = false;                // OLMo-2: h += norm(attn(h)); h += norm(mlp(h)); no input_layernorm
   bool neox_rope = true;                 // rotate halves (HF rotate_half) vs GPT-J interleaved pairs
+  bool moe = false;                      // sparse MoE MLPs where config.moe_layer(l) (mlp.gate + mlp.experts.*)
 };
 
 // The registered families (arch/*.cc), in a fixed order.

@@ -147,6 +147,17 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.norm_eps = eps;
     return p;
   };
+  auto moe = [&](const Tensor& x, const DecoderLayerWeights& w, const Tensor& out) {
+    MoeParams p;
+    p.x = x;
+    p.router_w = w.router_w;
+    p.gate_up_w = w.experts_gate_up;
+    p.down_w = w.experts_down;
+    p.out = out;
+    p.top_k = cfg_.num_experts_per_tok;
+    p.norm_topk_prob = cfg_.norm_topk_prob;
+    return p;
+  };
   // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue, SiLU-mul
   // in gate_up's epilogue, residual add in the epilogue): 5 kernels a layer instead of 9 on the GEMV
   // path. Larger steps keep the separate ops (the GEMMs dominate there).
@@ -181,6 +192,12 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       LinearParams o = linear(attn_flat, w.o_w, w.o_b, residual);  // h += o_proj(attn)
       o.residual = residual;
       be_->linear(o);
+      if (!w.router_w.empty()) {  // sparse MoE MLP: h += moe(post_attention_layernorm(h))
+        be_->rms_norm({residual, w.post_attn_norm, hid, Tensor(), eps});
+        be_->moe(moe(hid, w, branch));
+        be_->add({residual, branch, residual});
+        continue;
+      }
       LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // silu(gate) * up, gate_up = norm(h) W^T
       gu.input_norm = w.post_attn_norm;
       gu.silu_mul_output = true;
@@ -200,9 +217,13 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->rms_norm({branch, w.post_attn_norm, hid, residual, eps});  // h += attn_out; post_attention_layernorm(h)
       mlp_in = hid;
     }
-    be_->linear(linear(mlp_in, w.gate_up_w, w.gate_up_b, gate_up));  // [gate_proj; up_proj](x)
-    be_->silu_and_mul({gate_up, act});                                // act_fn(gate) * up
-    be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
+    if (!w.router_w.empty()) {
+      be_->moe(moe(mlp_in, w, branch));  // sparse MoE MLP
+    } else {
+      be_->linear(linear(mlp_in, w.gate_up_w, w.gate_up_b, gate_up));  // [gate_proj; up_proj](x)
+      be_->silu_and_mul({gate_up, act});                                // act_fn(gate) * up
+      be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
+    }
     if (spec_.post_norm) {
       be_->rms_norm({branch, w.post_ffn_norm, hid, Tensor(), eps});  // post_feedforward_layernorm(mlp_out)
       be_->add({residual, hid, residual});

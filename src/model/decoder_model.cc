@@ -86,6 +86,8 @@ void DecoderModel::load_weights() {
   const int64_t hidden = cfg_.hidden_size, inter = cfg_.intermediate_size, vocab = cfg_.vocab_size;
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
   const bool qkv_bias = spec_.qkv_bias || cfg_.attention_bias;
+  if (spec_.moe && cfg_.num_experts <= 0)
+    throw Error(cfg_.architecture + ": config.json has no num_experts (or num_local_experts) > 0");
   embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
   layers_.resize(cfg_.num_hidden_layers);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
@@ -113,6 +115,10 @@ void DecoderModel::load_weights() {
     if (spec_.post_norm)
       w.post_ffn_norm =
           load(p + "post_feedforward_layernorm.weight", {{p + "post_feedforward_layernorm.weight", {hidden}}}, 0);
+    if (spec_.moe && cfg_.moe_layer(l)) {
+      load_moe(m, w);
+      continue;
+    }
     w.gate_up_w = load(m + "gate_up_proj.weight",
                        {{m + "gate_proj.weight", {inter, hidden}}, {m + "up_proj.weight", {inter, hidden}}}, kDummyStd);
     if (cfg_.mlp_bias)
@@ -124,6 +130,28 @@ void DecoderModel::load_weights() {
   final_norm_ = load("model.norm.weight", {{"model.norm.weight", {hidden}}}, 0);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : load("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+}
+
+// Router and experts of a sparse layer: per-expert tensors (HF checkpoints) stacked at load, or the
+// stacked form transformers 5 uses in memory (mlp.experts.gate_up_proj [E, 2I, hidden], down_proj).
+void DecoderModel::load_moe(const std::string& m, DecoderLayerWeights& w) {
+  const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+  w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
+  const std::string stacked = m + "experts.gate_up_proj";
+  if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {
+    w.experts_gate_up = load(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
+    w.experts_down = load(m + "experts.down_proj", {{m + "experts.down_proj", {E, hidden, I}}}, kDummyStd);
+    return;
+  }
+  std::vector<Part> gate_up, down;
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string x = m + "experts." + std::to_string(e) + ".";
+    gate_up.push_back({x + "gate_proj.weight", {I, hidden}});
+    gate_up.push_back({x + "up_proj.weight", {I, hidden}});
+    down.push_back({x + "down_proj.weight", {hidden, I}});
+  }
+  w.experts_gate_up = load(stacked, gate_up, kDummyStd).view({E, 2 * I, hidden});
+  w.experts_down = load(m + "experts.down_proj", down, kDummyStd).view({E, hidden, I});
 }
 
 KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) {

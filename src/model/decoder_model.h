@@ -22,6 +22,10 @@ struct DecoderLayerWeights {
   Tensor post_ffn_norm;    // post_feedforward_layernorm.weight [hidden] (post-norm only)
   Tensor gate_up_w, gate_up_b;  // mlp.{gate,up}_proj fused: [2 * inter, hidden]
   Tensor down_w, down_b;   // mlp.down_proj: [hidden, inter]
+  // Sparse MoE layers (ArchSpec::moe and config.moe_layer(l)) instead of gate_up / down:
+  Tensor router_w;         // mlp.gate.weight [E, hidden]
+  Tensor experts_gate_up;  // mlp.experts.<e>.{gate,up}_proj stacked: [E, 2 * moe_inter, hidden]
+  Tensor experts_down;     // mlp.experts.<e>.down_proj stacked: [E, hidden, moe_inter]
 };
 
 // Per-step scratch, grown when a step needs more rows than the last one.
@@ -98,6 +102,7 @@ class DecoderModel final : public Model {
   // Loads parts (concatenated along dim 0) onto the device. stddev: dummy init (0 = ones).
   Tensor load(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
   void load_weights();
+  void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);
   void ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_t logit_rows, int64_t ints);
   void free_workspace(DecoderWorkspace& ws);
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].

@@ -1,6 +1,8 @@
 // config.json / generation_config.json parsing (HF field names, old and new spellings).
 #include "model/model_config.h"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
@@ -106,6 +108,30 @@ RopeScaling parse_rope(const json& r, const std::string& source, const std::stri
 
 }  // namespace
 
+// The MoE fields, when the config has experts (validated only then: dense configs may carry stray keys).
+static void parse_moe(const json& j, const std::string& source, ModelConfig& c) {
+  const char* experts_key = j.contains("num_experts") ? "num_experts" : "num_local_experts";
+  if (!j.contains(experts_key) || j[experts_key].is_null()) return;
+  c.num_experts = get_int(j, source, experts_key);
+  if (c.num_experts <= 0) return;
+  c.num_experts_per_tok = get_int(j, source, "num_experts_per_tok");
+  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
+    fail(source, "num_experts_per_tok", "must be in [1, num_experts]");
+  c.moe_intermediate_size = get_int(j, source, "moe_intermediate_size");
+  if (c.moe_intermediate_size <= 0) fail(source, "moe_intermediate_size", "must be > 0");
+  c.norm_topk_prob = get_bool(j, source, "norm_topk_prob", false);
+  c.decoder_sparse_step = get_int(j, source, "decoder_sparse_step", 1);
+  if (c.decoder_sparse_step <= 0) fail(source, "decoder_sparse_step", "must be > 0");
+  auto only = j.find("mlp_only_layers");
+  if (only != j.end() && !only->is_null()) {
+    if (!only->is_array()) fail(source, "mlp_only_layers", "must be a list of layer indices");
+    for (const auto& v : *only) {
+      if (!v.is_number_integer()) fail(source, "mlp_only_layers", "must be a list of layer indices");
+      c.mlp_only_layers.push_back(v.get<int>());
+    }
+  }
+}
+
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (!j.is_object()) throw Error(source + ": config must be a JSON object");
   ModelConfig c;
@@ -166,7 +192,13 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");
+  parse_moe(j, source, c);
   return c;
+}
+
+bool ModelConfig::moe_layer(int l) const {
+  if (num_experts <= 0 || decoder_sparse_step <= 0 || (l + 1) % decoder_sparse_step != 0) return false;
+  return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
 }
 
 ModelConfig ModelConfig::from_file(const std::string& path) { return from_json(read_json_file(path), path); }

@@ -48,6 +48,15 @@ struct ModelConfig {
   bool attention_bias = false;          // q/k/v/o biases
   bool mlp_bias = false;                // gate/up/down biases
   std::string hidden_act = "silu";
+  // Sparse MoE MLPs (architectures whose ArchSpec has moe): layer l is sparse unless it is in
+  // mlp_only_layers or (l + 1) is not a multiple of decoder_sparse_step (HF Qwen3-MoE's rule).
+  int num_experts = 0;  // num_experts, or num_local_experts (transformers 5 writes that)
+  int num_experts_per_tok = 0;
+  int moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+  bool moe_layer(int l) const;
 
   int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
   nlohmann::json raw;                   // the whole config.json

@@ -70,6 +70,14 @@ CASES = [
     ("hunyuan_dense", "HunYuanDenseV1Config", dict(tie_word_embeddings=True, head_dim=16,
                                                    rope=dict(rope_type="dynamic", factor=1.0, alpha=1000.0)),
      torch.float32, None),
+    # Sparse MoE MLPs: 8 experts, top-2 renormalised; then top-3 not renormalised with layer 0 dense.
+    ("qwen3_moe", "Qwen3MoeConfig", dict(tie_word_embeddings=False, head_dim=32, num_experts=8,
+                                         num_experts_per_tok=2, moe_intermediate_size=48, norm_topk_prob=True),
+     torch.float32, None),
+    ("qwen3_moe_mixed", "Qwen3MoeConfig", dict(tie_word_embeddings=True, head_dim=16, num_experts=6,
+                                               num_experts_per_tok=3, moe_intermediate_size=40,
+                                               norm_topk_prob=False, mlp_only_layers=[0]),
+     torch.float32, None),
 ]
 
 

@@ -20,6 +20,7 @@ void add(ThreadPool& pool, const AddParams& p);
 void gather_rows(ThreadPool& pool, const GatherRowsParams& p);
 void qkv_prepare(ThreadPool& pool, const QkvPrepareParams& p);
 void paged_attention(ThreadPool& pool, const AttentionParams& p);
+void moe(ThreadPool& pool, const MoeParams& p);  // cpu_moe.cc
 
 // Element access shared by the op files.
 inline float load_elem(const void* base, DType t, int64_t i) {

@@ -169,6 +169,10 @@ void CudaBackend::linear(const LinearParams& p) {
   run_linear(*gemm_, p, [this](size_t b) { return linear_scratch(b); }, stream_, batch_invariant_);
 }
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
+void CudaBackend::moe(const MoeParams& p) {
+  require_device(p.gate_up_w, "moe", "gate_up_w");
+  launch_moe(p, [this](size_t b) { return linear_scratch(b); }, stream_);
+}
 void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
 void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
 void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {

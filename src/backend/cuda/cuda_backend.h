@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
+  void moe(const MoeParams& p) override;
   void sample(const SampleParams& p) override;
   void add_logit_bias(const LogitBiasParams& p) override;
 

@@ -35,6 +35,9 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
 
 // Returns device scratch of at least `bytes` bytes, valid until the next call (stream-ordered).
 using WorkspaceFn = std::function<void*(size_t bytes)>;
+// Sparse MoE MLP (moe.cu): routing, experts and the weighted sum on the device; scratch from workspace.
+void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream);
+
 struct DeviceInfo {
   int num_sms = 132;
   size_t max_smem_per_block = 227 * 1024;
