@@ -98,7 +98,7 @@ TEST_P(Parity, ChunkedPrefillMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama3", "llama_yarn_bias", "qwen2", "qwen3", "qwen3_bf16_sharded", "olmo2",
-                                           "hunyuan_dense", "qwen3_moe"));
+                                           "hunyuan_dense", "qwen3_moe", "qwen3_moe_mixed"));
 
 TEST(ParityConfig, FixtureConfigsParseNewStyleRopeParameters) {
   ModelConfig h = ModelConfig::from_file(fixture_dir("hunyuan_dense") + "/config.json");
