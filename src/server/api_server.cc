@@ -45,6 +45,11 @@ const Route* find_route(const std::string& path) {
 
 void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, httplib::Response& res) {
   try {
+    // cpp-httplib applies its payload limit to Content-Length bodies only; a chunked body is read
+    // whole, so its size is checked here, before any parsing or tokenizing.
+    if (req.body.size() > ctx.options().max_body_bytes)
+      throw ApiError(413, "RequestTooLargeError",
+                     "Request body too large (limit " + std::to_string(ctx.options().max_body_bytes) + " bytes)");
     h(ctx, req, res);
   } catch (const ApiError& e) {
     send_error(res, e);
@@ -68,6 +73,12 @@ ApiServer::ApiServer(ServerOptions options)
   svr_->set_keep_alive_timeout(ctx_->options().keep_alive_timeout_s);
   svr_->set_read_timeout(30, 0);
   svr_->set_write_timeout(30, 0);
+  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind
+  // the same port and take half of the connections; like uvicorn, the second one must fail to start.
+  svr_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   install_routes();
 }
 
@@ -77,6 +88,9 @@ void ApiServer::install_routes() {
   ServerContext& ctx = *ctx_;
   svr_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
+    // API responses are never byte ranges (vLLM ignores Range): without this cpp-httplib would cut
+    // the JSON to the requested bytes, answer 416 with no body, or repeat the body per range.
+    const_cast<httplib::Request&>(req).ranges.clear();
     const Route* route = find_route(req.path);
     if (!route) {
       send_error(res, 404, "Not Found: " + req.path);

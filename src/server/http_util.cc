@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace vireo::server {
 
@@ -15,6 +18,25 @@ void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.st
 void send_error(httplib::Response& res, int status, const std::string& message) {
   send_json(res, status, error_json(status, error_type_for_status(status), message));
 }
+
+namespace {
+
+// Deepest array / object nesting of j, without recursion (the checks themselves must not overflow).
+size_t json_depth(const Json& j, size_t limit) {
+  std::vector<std::pair<const Json*, size_t>> stack{{&j, 1}};
+  size_t deepest = 0;
+  while (!stack.empty()) {
+    auto [v, d] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, d);
+    if (deepest > limit) return deepest;
+    for (const auto& child : *v) stack.push_back({&child, d + 1});
+  }
+  return deepest;
+}
+
+}  // namespace
 
 Json parse_json_body(const httplib::Request& req) {
   std::string ct = req.get_header_value("Content-Type");
@@ -30,6 +52,10 @@ Json parse_json_body(const httplib::Request& req) {
     throw bad_request(std::string("Invalid JSON body (malformed or not UTF-8): ") + e.what());
   }
   if (!body.is_object()) throw bad_request("The request body must be a JSON object");
+  // Request handling copies and converts parts of the body recursively (chat template values, tool
+  // schemas); a body nested tens of thousands deep would overflow a thread's stack.
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
+    throw bad_request("The request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   return body;
 }
 

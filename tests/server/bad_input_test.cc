@@ -207,6 +207,15 @@ std::vector<BadCase> bad_cases() {
   c.push_back({"unknown_route", "GET", "/nope", "", "", 404, "NotFoundError", ""});
   c.push_back({"unknown_v1_route", "POST", "/v1/embeddings", "{}", kJson, 404, "NotFoundError", ""});
   c.push_back({"route_trailing_slash", "POST", "/v1/completions/", j(p), kJson, 404, "NotFoundError", ""});
+  // Nesting deep enough to overflow a recursive conversion (a segfault before the depth limit).
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  c.push_back({"chat_nested_20000_deep", "POST", kChat,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + deep + "}],\"max_tokens\":1}", kJson, 400,
+               "BadRequestError", ""});
+  c.push_back({"tokenize_nested_20000_deep", "POST", "/tokenize",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"x\":" + deep + "}", kJson, 400, "BadRequestError", ""});
+  c.push_back({"completion_nested_200_deep", "POST", kCmpl, "{\"prompt\":\"a\",\"x\":" + std::string(200, '[') + std::string(200, ']') + "}",
+               kJson, 400, "BadRequestError", ""});
   c.push_back({"body_too_large", "POST", kCmpl, "{\"prompt\":\"" + std::string(300 * 1024, 'a') + "\"}", kJson, 413, "RequestTooLargeError", ""});
 
   // /tokenize, /detokenize.
@@ -290,4 +299,21 @@ TEST(BadInput, EveryCaseGetsTheErrorEnvelopeAndAConcurrentStreamIsUndisturbed) {
   EXPECT_EQ(finish, "length");
   ASSERT_FALSE(chunks.empty());
   EXPECT_EQ(chunks.back()["usage"]["completion_tokens"], 240);
+}
+
+// API responses are whole JSON documents: a Range header must not cut them (cpp-httplib would).
+TEST(BadInput, RangeHeaderIsIgnored) {
+  server::ServerOptions opts;
+  FakeEngineOptions eopts;
+  LiveServer srv(opts, eopts);
+  auto cli = srv.client();
+  for (const char* range : {"bytes=0-30", "bytes=5000-", "bytes=0-1,2-3,4-5"}) {
+    SCOPED_TRACE(range);
+    httplib::Headers h{{"Range", range}};
+    auto res = cli.Post("/v1/completions", h, R"({"prompt":"hello","max_tokens":3})", "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_NO_THROW((void)json::parse(res->body)) << res->body;
+    EXPECT_FALSE(res->has_header("Content-Range"));
+  }
 }
