@@ -162,6 +162,11 @@ def reference_decode(model_dir, dtype_name, prompts, max_new_tokens, top_k, devi
     import torch
     from transformers import AutoModelForCausalLM
 
+    # An fp32 reference must be fp32 arithmetic: no TF32 tensor-core matmuls (10-bit mantissas),
+    # whatever torch's or transformers' defaults are.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
     dtype = getattr(torch, TORCH_DTYPES[dtype_name])
     model = _with_dtype(AutoModelForCausalLM.from_pretrained, model_dir, dtype).to(device).eval()
     sides = []
