@@ -92,6 +92,17 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   parts.model = load_engine_model(config);
   const ModelConfig& mc = parts.model->config();
   int derived_len = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 2048;
+  if (mc.sliding_window > 0 && mc.sliding_window < derived_len) {
+    // Up to the window, full-causal attention (all vireo has) is exactly sliding-window attention;
+    // past it the model would see keys it was trained not to see. Refuse rather than differ.
+    if (config.max_model_len > mc.sliding_window)
+      throw Error(fmt::format("--max-model-len {}: this model uses sliding-window attention (window {}), which vireo "
+                              "does not implement; the longest supported context is {} tokens",
+                              config.max_model_len, mc.sliding_window, mc.sliding_window));
+    log_warn("sliding-window attention (window {}) is not implemented: max_model_len capped at {} (from {})",
+             mc.sliding_window, mc.sliding_window, derived_len);
+    derived_len = mc.sliding_window;
+  }
   if (config.max_model_len > 0) {
     if (config.max_model_len > derived_len)
       log_warn("--max-model-len {} exceeds the model's max_position_embeddings {}", config.max_model_len, derived_len);

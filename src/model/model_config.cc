@@ -132,6 +132,28 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
   }
 }
 
+namespace {
+// HF's rules: `layer_types` (transformers >= 4.54 writes it) names each layer's attention; without it,
+// Mistral-style configs slide on every layer when sliding_window is set, and Qwen2-style configs only
+// when use_sliding_window is true, on layers >= max_window_layers.
+int parse_sliding_window(const json& j, const std::string& source, int num_layers) {
+  auto sw = j.find("sliding_window");
+  if (sw == j.end() || sw->is_null()) return 0;
+  const int window = get_int(j, source, "sliding_window");
+  if (window <= 0) return 0;
+  bool slides = false;
+  if (auto lt = j.find("layer_types"); lt != j.end() && lt->is_array()) {
+    for (const auto& t : *lt) slides = slides || (t.is_string() && t.get<std::string>() == "sliding_attention");
+  } else if (j.contains("use_sliding_window")) {
+    slides = get_bool(j, source, "use_sliding_window", false) &&
+             get_int(j, source, "max_window_layers", num_layers) < num_layers;
+  } else {
+    slides = true;  // Mistral / Mixtral: a non-null sliding_window applies to every layer
+  }
+  return slides ? window : 0;
+}
+}  // namespace
+
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (!j.is_object()) throw Error(source + ": config must be a JSON object");
   ModelConfig c;
@@ -193,6 +215,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");
   parse_moe(j, source, c);
+  c.sliding_window = parse_sliding_window(j, source, c.num_hidden_layers);
   return c;
 }
 

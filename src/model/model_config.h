@@ -48,6 +48,10 @@ struct ModelConfig {
   bool attention_bias = false;          // q/k/v/o biases
   bool mlp_bias = false;                // gate/up/down biases
   std::string hidden_act = "silu";
+  // Sliding-window attention: the window (keys per query, itself included) of the layers that use
+  // it, 0 when none does. Vireo's attention is full-causal, so the engine caps max_model_len at this
+  // window (where full and sliding attention agree) instead of serving different tokens past it.
+  int sliding_window = 0;
   // Sparse MoE MLPs (architectures whose ArchSpec has moe): layer l is sparse unless it is in
   // mlp_only_layers or (l + 1) is not a multiple of decoder_sparse_step (HF Qwen3-MoE's rule).
   int num_experts = 0;  // num_experts, or num_local_experts (transformers 5 writes that)

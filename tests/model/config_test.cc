@@ -61,6 +61,30 @@ TEST(ModelConfig, NewStyleRopeParameters) {
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64);
 }
 
+TEST(ModelConfig, SlidingWindowFollowsHfRules) {
+  EXPECT_EQ(ModelConfig::from_json(base(), "c").sliding_window, 0);
+  json mistral = base();
+  mistral["architectures"] = {"MistralForCausalLM"};
+  mistral["sliding_window"] = 4096;  // every layer slides
+  EXPECT_EQ(ModelConfig::from_json(mistral, "c").sliding_window, 4096);
+  mistral["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelConfig::from_json(mistral, "c").sliding_window, 0);
+  json qwen = base();
+  qwen["sliding_window"] = 128;
+  qwen["use_sliding_window"] = false;  // Qwen2/3: only when asked for
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 0);
+  qwen["use_sliding_window"] = true;
+  qwen["max_window_layers"] = 2;  // layers >= 2 slide: none of the 2
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 0);
+  qwen["max_window_layers"] = 1;
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 128);
+  qwen["layer_types"] = {"full_attention", "full_attention"};  // layer_types wins when present
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 0);
+  qwen["layer_types"] = {"full_attention", "sliding_attention"};
+  qwen["use_sliding_window"] = false;
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 128);
+}
+
 TEST(ModelConfig, ErrorsNameFileAndField) {
   auto expect_error = [](json j, const std::string& field) {
     try {
