@@ -1,20 +1,28 @@
-// Sparse MoE MLP on CUDA (semantics in op_params.h MoeParams; oracle: backend/cpu/cpu_moe.cc).
-// Three kernels, all on the device (so decode steps stay inside CUDA graphs):
+// Sparse MoE MLP on CUDA (semantics in op_params.h MoeParams; oracle: backend/cpu/cpu_moe.cc): the
+// routing kernel, the per-slot expert kernels, and launch_moe, which picks the per-slot or the grouped
+// path (moe.h: VIREO_MOE_GROUPED, kMoeGroupedMinSlots). All on the device, so steps stay inside CUDA graphs:
 //   route:   one block per token: router logits (rounded to T, as HF's bf16 linear), fp32 softmax,
 //            top-k by repeated warp argmax (lowest id among equal probabilities), renormalised when
 //            norm_topk_prob, weights rounded to T; ids / weights [T, k] into scratch.
+// Per-slot path (decode: a few tokens):
 //   gate_up: one warp per (token, slot, intermediate index): the gate and up rows of the slot's expert,
 //            act[T * k, I] = silu(round(gate)) * round(up), rounded (the dense path's rounding).
 //   down:    one warp per (token, output column): for the token's slots in ascending expert id (HF's
 //            index_add_ order), acc = round(acc + round(round(act . down_e[j]) * weight)).
-// Every (token, slot) reads its expert's rows, so weights are re-read per token: right for decode
-// (a few tokens), slow for long prefills (a grouped GEMM over tokens sorted by expert is the next step).
+//   Every (token, slot) reads its expert's rows, so weights are re-read per slot.
+// Grouped path (many tokens; moe_sort.cu, moe_grouped_gemm.cu, moe_combine.cu): slots sorted by expert,
+// tensor-core GEMMs per expert with the same roundings (only the dot products' summation order differs),
+// the weighted sum in the same ascending-id order.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/pdl.cuh"
 
 namespace vireo::cuda {
@@ -144,7 +152,111 @@ void require(bool ok, const std::string& msg) {
   if (!ok) throw Error("cuda moe: " + msg);
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+std::atomic<int>& path_flag() {
+  static std::atomic<int> path{[] {
+    const char* v = std::getenv("VIREO_MOE_GROUPED");
+    if (v && std::strcmp(v, "0") == 0) return static_cast<int>(MoePath::kPerSlot);
+    if (v && std::strcmp(v, "1") == 0) return static_cast<int>(MoePath::kGrouped);
+    return static_cast<int>(MoePath::kAuto);
+  }()};
+  return path;
+}
+
+// Scratch carved from one workspace allocation, each piece 256-byte aligned. With base == nullptr it
+// only counts the bytes.
+struct Carve {
+  char* base = nullptr;
+  size_t used = 0;
+  template <typename P>
+  P* take(size_t count) {
+    P* p = base ? reinterpret_cast<P*>(base + used) : nullptr;
+    used += (count * sizeof(P) + 255) / 256 * 256;
+    return p;
+  }
+};
+
+template <typename T>
+void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, float* wts, cudaStream_t stream) {
+  const int64_t hidden = p.x.dim(1), E = p.router_w.dim(0);
+  launch_pdl(moe_route_kernel<T>, dim3(static_cast<unsigned>(tokens)), dim3(kThreads), static_cast<size_t>(E) * sizeof(float),
+             stream, x, p.router_w.ptr<T>(), hidden, static_cast<int>(E), p.top_k, p.norm_topk_prob, ids, wts);
+  check_launch("moe route");
+}
+
+// Per-slot path over all T tokens: act [T * k, I], ids, weights [T * k].
+template <typename T>
+void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
+  const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), inter = p.down_w.dim(2);
+  const int k = p.top_k;
+  const size_t n_slots = static_cast<size_t>(T_ * k);
+  auto carve = [&](Carve& c, T*& act, int*& ids, float*& wts) {
+    act = c.take<T>(n_slots * inter);
+    ids = c.take<int>(n_slots);
+    wts = c.take<float>(n_slots);
+  };
+  T* act;
+  int* ids;
+  float* wts;
+  Carve size;
+  carve(size, act, ids, wts);
+  Carve ws{static_cast<char*>(workspace(size.used))};
+  carve(ws, act, ids, wts);
+  launch_route<T>(p, p.x.ptr<T>(), T_, ids, wts, stream);
+  launch_pdl(moe_gate_up_kernel<T>, dim3(static_cast<unsigned>(n_slots), static_cast<unsigned>((inter + kWarps - 1) / kWarps)),
+             dim3(kThreads), 0, stream, p.x.ptr<T>(), p.gate_up_w.ptr<T>(), ids, hidden, inter, k, act);
+  check_launch("moe gate_up");
+  launch_pdl(moe_down_kernel<T>, dim3(static_cast<unsigned>(T_), static_cast<unsigned>((hidden + kWarps - 1) / kWarps)),
+             dim3(kThreads), 0, stream, static_cast<const T*>(act), p.down_w.ptr<T>(), ids, wts, hidden, inter, k,
+             p.out.ptr<T>());
+  check_launch("moe down");
+}
+
+// Grouped path (moe.h), in passes of at most kMoeGroupedChunkTokens tokens sharing one scratch.
+template <typename T>
+void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
+  const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.down_w.dim(2);
+  const int k = p.top_k;
+  const int64_t chunk = std::min(T_, kMoeGroupedChunkTokens);
+  const int64_t max_slots = chunk * k, max_tiles = moe_max_tiles(max_slots, E);
+  struct Scratch {
+    int *ids, *sorted_slot, *row_of_slot, *num_tiles;
+    float* wts;
+    MoeTile* tiles;
+    T *act, *y;
+  } s{};
+  auto carve = [&](Carve& c) {
+    s.ids = c.take<int>(max_slots);
+    s.wts = c.take<float>(max_slots);
+    s.sorted_slot = c.take<int>(max_slots);
+    s.row_of_slot = c.take<int>(max_slots);
+    s.tiles = c.take<MoeTile>(max_tiles);
+    s.num_tiles = c.take<int>(1);
+    s.act = c.take<T>(max_slots * inter);  // [S, inter] sorted rows
+    s.y = c.take<T>(max_slots * hidden);   // [S, hidden] sorted rows
+  };
+  Carve size;
+  carve(size);
+  Carve ws{static_cast<char*>(workspace(size.used))};
+  carve(ws);
+  const DType dt = p.x.dtype;
+  for (int64_t t0 = 0; t0 < T_; t0 += chunk) {
+    const int64_t n = std::min(chunk, T_ - t0), slots = n * k, tiles = moe_max_tiles(slots, E);
+    const T* x = p.x.ptr<T>() + t0 * hidden;
+    launch_route<T>(p, x, n, s.ids, s.wts, stream);
+    launch_moe_sort(s.ids, slots, E, s.sorted_slot, s.row_of_slot, s.tiles, s.num_tiles, stream);
+    launch_moe_gate_up_grouped(dt, x, p.gate_up_w.data, s.sorted_slot, k, s.tiles, s.num_tiles, tiles, hidden, inter,
+                               s.act, stream);
+    launch_moe_down_grouped(dt, s.act, p.down_w.data, s.tiles, s.num_tiles, tiles, hidden, inter, s.y, stream);
+    launch_moe_combine(dt, s.y, s.ids, s.wts, s.row_of_slot, n, k, hidden, p.out.ptr<T>() + t0 * hidden, stream);
+  }
+}
+
 }  // namespace
+
+MoePath moe_path() { return static_cast<MoePath>(path_flag().load(std::memory_order_relaxed)); }
+void set_moe_path(MoePath path) { path_flag().store(static_cast<int>(path), std::memory_order_relaxed); }
 
 void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
   require(p.x.ndim() == 2 && p.router_w.ndim() == 2 && p.gate_up_w.ndim() == 3 && p.down_w.ndim() == 3,
@@ -161,25 +273,18 @@ void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t s
   require(E <= 8192, "at most 8192 experts");
   require(p.out.data != p.x.data, "out must not alias x");
   if (T == 0) return;
-  const int k = p.top_k;
-  const size_t n_slots = static_cast<size_t>(T * k);
-  const size_t act_bytes = (n_slots * inter * dtype_size(dt) + 255) / 256 * 256;
-  char* ws = static_cast<char*>(workspace(act_bytes + n_slots * (sizeof(int) + sizeof(float)) + 256));
-  void* act = ws;
-  int* ids = reinterpret_cast<int*>(ws + act_bytes);
-  float* wts = reinterpret_cast<float*>(ws + act_bytes + (n_slots * sizeof(int) + 255) / 256 * 256);
+  const bool supported = moe_grouped_supported(
+      dt, hidden, inter, aligned16(p.x.data) && aligned16(p.gate_up_w.data) && aligned16(p.down_w.data) && aligned16(p.out.data));
+  const bool grouped = moe_use_grouped(moe_path(), T, p.top_k, supported);
   dispatch_float(dt, "moe", [&](auto tag) {
     using T_ = decltype(tag);
-    launch_pdl(moe_route_kernel<T_>, dim3(static_cast<unsigned>(T)), dim3(kThreads), static_cast<size_t>(E) * sizeof(float),
-               stream, p.x.ptr<T_>(), p.router_w.ptr<T_>(), hidden, static_cast<int>(E), k, p.norm_topk_prob, ids, wts);
-    check_launch("moe route");
-    launch_pdl(moe_gate_up_kernel<T_>, dim3(static_cast<unsigned>(n_slots), static_cast<unsigned>((inter + kWarps - 1) / kWarps)),
-               dim3(kThreads), 0, stream, p.x.ptr<T_>(), p.gate_up_w.ptr<T_>(), ids, hidden, inter, k, static_cast<T_*>(act));
-    check_launch("moe gate_up");
-    launch_pdl(moe_down_kernel<T_>, dim3(static_cast<unsigned>(T), static_cast<unsigned>((hidden + kWarps - 1) / kWarps)),
-               dim3(kThreads), 0, stream, static_cast<const T_*>(act), p.down_w.ptr<T_>(), ids, wts, hidden, inter, k,
-               p.out.ptr<T_>());
-    check_launch("moe down");
+    if constexpr (!std::is_same_v<T_, float>) {
+      if (grouped) {
+        launch_grouped<T_>(p, workspace, stream);
+        return;
+      }
+    }
+    launch_per_slot<T_>(p, workspace, stream);
   });
 }
 

@@ -1,0 +1,79 @@
+// Sparse MoE MLP on CUDA: the choice between the two expert paths, and the host entry points of the
+// grouped path's kernels (moe_sort.cu, moe_grouped_gemm.cu, moe_combine.cu). Plain C++ (host only).
+//
+// Per-slot path (moe.cu): each (token, slot) reads its expert's rows; right for a few tokens (decode).
+// Grouped path: the T * k slots sorted by expert, then per expert one GEMM over its slots, so every
+// expert's weights are read once per call (per chunk of kMoeGroupedChunkTokens tokens):
+//   route    ids, weights [S = T * k]                 (moe.cu, shared with the per-slot path)
+//   sort     sorted_slot [S], row_of_slot [S], tiles [<= max_tiles], num_tiles   (moe_sort.cu)
+//   gate_up  act [S, I] in sorted order                 (moe_grouped_gemm.cu, tensor cores)
+//   down     y [S, hidden] in sorted order, rounded     (moe_grouped_gemm.cu)
+//   combine  out [T, hidden]: a token's k rows of y summed in ascending expert id (moe_combine.cu)
+// Every launch is stream-ordered with host-known grid sizes (upper bounds; blocks past the work the
+// device found exit early), so the path is CUDA-graph capturable; no float atomics, so deterministic.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace vireo::cuda {
+
+// Which expert path launch_moe takes. kAuto: by size (moe_use_grouped). Process-wide; starts from
+// VIREO_MOE_GROUPED (read once: "0" per-slot, "1" grouped, unset or anything else auto); tests and
+// benchmarks override it with set_moe_path. Captured graphs keep the path they were captured with.
+enum class MoePath : int { kAuto = -1, kPerSlot = 0, kGrouped = 1 };
+MoePath moe_path();
+void set_moe_path(MoePath path);
+
+// Auto threshold: the grouped path from this many slots (T * top_k) on. Why 64: the per-slot path
+// reads an expert's weights once per slot that chose it; with S slots over E experts about S^2 / 2E
+// of those reads repeat an expert (Qwen3-30B-A3B, E = 128: at S = 64, i.e. 8 tokens of top-8, ~16 of
+// 64 expert reads, ~150 MB of 600 MB, are repeats and the grouped path's three extra launches cost
+// less than that). Below it (decode of a few sequences) the per-slot kernels, no sort. Re-tune it with
+// tests/cuda_bench/moe_bench.cc (T = 1, 8, 64 forced both ways).
+constexpr int64_t kMoeGroupedMinSlots = 64;
+// The grouped path takes at most this many tokens per pass (route, sort, GEMMs, combine), so its
+// scratch stays bounded (S * (hidden + inter) activations: 4096 tokens of Qwen3-30B-A3B, 185 MB); a
+// longer call runs passes one after the other, each reading the weights once more.
+constexpr int64_t kMoeGroupedChunkTokens = 4096;
+// Sorted rows per GEMM tile (moe_grouped_gemm.cu's BM): an expert with c slots has ceil(c / 128)
+// tiles, so a pass has at most ceil(S / 128) + min(E, S) tiles.
+constexpr int kMoeTileRows = 128;
+
+// The grouped kernels take bf16 / f16 with rows of 16-byte multiples (cp.async); else per-slot.
+inline bool moe_grouped_supported(DType dt, int64_t hidden, int64_t inter, bool aligned16) {
+  return (dt == DType::kBF16 || dt == DType::kF16) && hidden % 8 == 0 && inter % 8 == 0 && aligned16;
+}
+inline bool moe_use_grouped(MoePath path, int64_t tokens, int top_k, bool supported) {
+  if (!supported || path == MoePath::kPerSlot) return false;
+  return path == MoePath::kGrouped || tokens * top_k >= kMoeGroupedMinSlots;
+}
+inline int64_t moe_max_tiles(int64_t slots, int64_t num_experts) {
+  return (slots + kMoeTileRows - 1) / kMoeTileRows + (num_experts < slots ? num_experts : slots);
+}
+
+// ---- grouped-path launches (device pointers; `dt` the activation dtype, bf16 or f16) ----
+// Tile i of the sorted rows: expert, first sorted row, rows (<= kMoeTileRows).
+struct MoeTile {
+  int expert, row0, rows, pad;
+};
+// ids [S] (S = tokens * top_k, values in [0, E)) -> sorted_slot [S] (slots grouped by expert in
+// ascending expert id, ascending slot within an expert), row_of_slot [S] (its inverse), tiles and
+// *num_tiles (tiles beyond it are not written).
+void launch_moe_sort(const int* ids, int64_t slots, int64_t num_experts, int* sorted_slot, int* row_of_slot,
+                     MoeTile* tiles, int* num_tiles, cudaStream_t stream);
+// act[r, i] = round(silu(round(x[t] . gate_e[i])) * round(x[t] . up_e[i])) for sorted row r (slot
+// s = sorted_slot[r], token t = s / top_k, expert e of its tile); act [S, inter].
+void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, const int* sorted_slot, int top_k,
+                                const MoeTile* tiles, const int* num_tiles, int64_t max_tiles, int64_t hidden,
+                                int64_t inter, void* act, cudaStream_t stream);
+// y[r, j] = round(act[r] . down_e[j]); y [S, hidden].
+void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, const MoeTile* tiles, const int* num_tiles,
+                             int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream);
+// out[t] = the token's k rows of y (row_of_slot) in ascending expert id: acc = round(acc + round(y * w)).
+void launch_moe_combine(DType dt, const void* y, const int* ids, const float* weights, const int* row_of_slot,
+                        int64_t tokens, int top_k, int64_t hidden, void* out, cudaStream_t stream);
+
+}  // namespace vireo::cuda

@@ -1,0 +1,252 @@
+// Grouped MoE, steps 2 and 3 (moe.h): per-expert GEMMs over the slots sorted by expert, on tensor cores.
+//
+// One block per (tile, column block): a tile is up to 128 sorted rows of one expert (moe_sort.cu), so
+// the block computes A [rows, K] x B_e [128 weight rows, K]^T with B_e the expert's weight rows:
+//   gate_up: A = the tile's tokens' rows of x (gathered, K = hidden); B = 64 gate rows and the 64 up
+//            rows of the same intermediate columns (i0 + [0, 64)), so a thread holds gate and up of its
+//            outputs: act[r, i] = round(silu(round(g)) * round(u)), act [S, inter] in sorted order.
+//   down:    A = act rows (contiguous, K = inter); B = 128 rows of down_e (output columns j0 + [0, 128)):
+//            y[r, j] = round(act[r] . down_e[j]), y [S, hidden] in sorted order.
+// Main loop (as gemm_invariant.cu's): 64-wide k tiles gathered with cp.async three stages deep into
+// padded shared memory (row stride 72 elements, 144 bytes: ldmatrix rows conflict-free), ldmatrix +
+// mma.sync m16n8k16 with fp32 accumulators; zero-filled past the tile's rows, N and K (K % 8 == 0).
+// 8 warps as 2 (rows) x 4 (columns), each 64 rows x 32 weight rows (4 x 4 m16n8 tiles, 64 fp32
+// accumulators per thread); a warp skips the 16-row m-tiles past the tile's rows (experts with few slots
+// cost little tensor time). Two blocks per SM (108 KiB of shared memory each).
+// Grid x runs over tiles (fastest), so the tiles of one expert run side by side and share its weight
+// tiles through L2; blocks past the tile count the sort found exit at once (grid from the host bound).
+#include "backend/cuda/attention_mma_common.cuh"
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/moe.h"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kGgM = kMoeTileRows;  // 128 sorted rows per tile
+constexpr int kGgN = 128;           // weight rows per block
+constexpr int kGgK = 64;            // k per pipeline stage
+constexpr int kGgLd = kGgK + 8;     // shared row stride (elements)
+constexpr int kGgStages = 3;
+constexpr int kGgThreads = 256;
+constexpr int kGgMT = 4, kGgNT = 4;                  // m16 / n8 tiles per warp (64 x 32)
+constexpr int kGgLoads = kGgM * (kGgK / 8) / kGgThreads;  // 16-byte chunks per thread, operand and stage
+static_assert(kGgM == kGgN && kGgLoads == 4 && kGgThreads / 8 * kGgLoads == kGgM, "loader: rows tid / 8 + 32 i");
+
+template <typename T>
+struct GgSmem {
+  T a[kGgStages][kGgM][kGgLd];
+  T b[kGgStages][kGgN][kGgLd];
+};
+constexpr size_t kGgSmemBytes = sizeof(GgSmem<__nv_bfloat16>);  // 110,592
+
+// acc += A x B^T over k in [0, K). Thread tid copies rows tid / 8 + 32 i (i < 4) of both tiles, 16
+// bytes at column (tid % 8) * 8 of each k tile, from a_row[i] / b_row[i] (nullptr: a zero row); `dummy`
+// is any valid address (a zero-fill copy reads nothing). live_mt: this warp's m16 tiles holding rows;
+// b_base[p]: first shared B row of the warp's n8 tiles 2p and 2p + 1.
+template <typename T>
+__device__ __forceinline__ void gg_mainloop(GgSmem<T>& sm, const T* const (&a_row)[kGgLoads],
+                                            const T* const (&b_row)[kGgLoads], const T* dummy, int64_t K, int live_mt,
+                                            const int (&b_base)[2], float (&acc)[kGgMT][kGgNT][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp / 4;
+  const int r0 = threadIdx.x / 8, col = (threadIdx.x % 8) * 8;
+  const int ktiles = static_cast<int>((K + kGgK - 1) / kGgK);
+  auto load = [&](int kt, int st) {
+    const int64_t k = static_cast<int64_t>(kt) * kGgK + col;
+    const bool kin = k < K;  // K % 8 == 0: a chunk is wholly in or out
+#pragma unroll
+    for (int i = 0; i < kGgLoads; ++i) {
+      const bool ok = kin && a_row[i] != nullptr;
+      cp_async16(&sm.a[st][r0 + 32 * i][col], ok ? a_row[i] + k : dummy, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < kGgLoads; ++i) {
+      const bool ok = kin && b_row[i] != nullptr;
+      cp_async16(&sm.b[st][r0 + 32 * i][col], ok ? b_row[i] + k : dummy, ok);
+    }
+  };
+#pragma unroll
+  for (int mt = 0; mt < kGgMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kGgNT; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+#pragma unroll
+  for (int st = 0; st < kGgStages - 1; ++st) {
+    if (st < ktiles) load(st, st);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<kGgStages - 2>();  // tile kt landed (this thread's copies) ...
+    __syncthreads();                 // ... everyone's, and nobody still reads the stage refilled next
+    if (kt + kGgStages - 1 < ktiles) load(kt + kGgStages - 1, (kt + kGgStages - 1) % kGgStages);
+    cp_async_commit();
+    if (live_mt == 0) continue;  // warp-uniform: this warp's rows are all past the tile's
+    const int st = kt % kGgStages;
+#pragma unroll
+    for (int kk = 0; kk < kGgK; kk += 16) {
+      unsigned af[kGgMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kGgMT; ++mt)
+        if (mt < live_mt) ldmatrix_x4(af[mt], &sm.a[st][wm * 64 + mt * 16 + lane % 16][kk + (lane / 16) * 8]);
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        unsigned b[4];
+        ldmatrix_x4(b, &sm.b[st][b_base[p] + lane % 8 + (lane / 16) * 8][kk + ((lane / 8) % 2) * 8]);
+#pragma unroll
+        for (int mt = 0; mt < kGgMT; ++mt)
+          if (mt < live_mt) {
+            mma16816<T>(acc[mt][2 * p], af[mt], b[0], b[1]);
+            mma16816<T>(acc[mt][2 * p + 1], af[mt], b[2], b[3]);
+          }
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// 16-row m-tiles of warp row wm (rows wm * 64 + [0, 64)) that hold some of the tile's `rows` rows.
+__device__ __forceinline__ int live_m_tiles(int rows, int wm) { return min(kGgMT, max(0, (rows - wm * 64 + 15) / 16)); }
+
+// grid: (max_tiles, ceil(inter / 64)).
+template <typename T>
+__global__ void __launch_bounds__(kGgThreads, 2)
+    moe_gate_up_grouped_kernel(const T* x, const T* w, const int* sorted_slot, int top_k, const MoeTile* tiles,
+                               const int* num_tiles, int64_t hidden, int64_t inter, T* act) {
+  extern __shared__ __align__(16) unsigned char gg_smem[];
+  GgSmem<T>& sm = *reinterpret_cast<GgSmem<T>*>(gg_smem);
+  pdl_enter();  // x, the sorted slots and the tiles come from earlier kernels
+  if (static_cast<int>(blockIdx.x) >= *num_tiles) return;
+  const MoeTile tile = tiles[blockIdx.x];
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * (kGgN / 2);
+  const T* we = w + static_cast<int64_t>(tile.expert) * 2 * inter * hidden;  // [2 * inter, hidden]
+  const T* a_row[kGgLoads];
+  const T* b_row[kGgLoads];
+#pragma unroll
+  for (int i = 0; i < kGgLoads; ++i) {
+    const int r = threadIdx.x / 8 + 32 * i;
+    a_row[i] = r < tile.rows ? x + static_cast<int64_t>(sorted_slot[tile.row0 + r] / top_k) * hidden : nullptr;
+    const int64_t c = i0 + r % 64;  // shared rows [0, 64): gate rows; [64, 128): the up rows of the same columns
+    b_row[i] = c < inter ? we + ((r < 64 ? 0 : inter) + c) * hidden : nullptr;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp / 4, wn = warp % 4;
+  const int live_mt = live_m_tiles(tile.rows, wm);
+  const int b_base[2] = {wn * 16, 64 + wn * 16};  // n8 tiles 0, 1: gate; 2, 3: up of the same columns
+  float acc[kGgMT][kGgNT][4];
+  gg_mainloop<T>(sm, a_row, b_row, we, hidden, live_mt, b_base, acc);
+  // Accumulator layout: c0, c1 at (row g, columns 2 tq, 2 tq + 1); c2, c3 at row g + 8.
+  const int g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < kGgMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wm * 64 + mt * 16 + g + h * 8;
+        const int64_t c = i0 + wn * 16 + nt * 8 + 2 * tq;  // inter % 8 == 0: c + 1 < inter too
+        if (mt >= live_mt || row >= tile.rows || c >= inter) continue;
+        float v[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const float gf = to_f(from_f<T>(acc[mt][nt][2 * h + q])), uf = to_f(from_f<T>(acc[mt][nt + 2][2 * h + q]));
+          v[q] = gf / (1.f + __expf(-gf)) * uf;  // the per-slot kernel's expression
+        }
+        *reinterpret_cast<unsigned*>(act + static_cast<int64_t>(tile.row0 + row) * inter + c) = pack2<T>(v[0], v[1]);
+      }
+}
+
+// grid: (max_tiles, ceil(hidden / 128)).
+template <typename T>
+__global__ void __launch_bounds__(kGgThreads, 2)
+    moe_down_grouped_kernel(const T* act, const T* w, const MoeTile* tiles, const int* num_tiles, int64_t hidden,
+                            int64_t inter, T* y) {
+  extern __shared__ __align__(16) unsigned char gg_smem[];
+  GgSmem<T>& sm = *reinterpret_cast<GgSmem<T>*>(gg_smem);
+  pdl_enter();  // act comes from the gate_up kernel
+  if (static_cast<int>(blockIdx.x) >= *num_tiles) return;
+  const MoeTile tile = tiles[blockIdx.x];
+  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kGgN;
+  const T* we = w + static_cast<int64_t>(tile.expert) * hidden * inter;  // [hidden, inter]
+  const T* a_row[kGgLoads];
+  const T* b_row[kGgLoads];
+#pragma unroll
+  for (int i = 0; i < kGgLoads; ++i) {
+    const int r = threadIdx.x / 8 + 32 * i;
+    a_row[i] = r < tile.rows ? act + static_cast<int64_t>(tile.row0 + r) * inter : nullptr;
+    b_row[i] = j0 + r < hidden ? we + (j0 + r) * inter : nullptr;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wm = warp / 4, wn = warp % 4;
+  const int live_mt = live_m_tiles(tile.rows, wm);
+  const int b_base[2] = {wn * 32, wn * 32 + 16};
+  float acc[kGgMT][kGgNT][4];
+  gg_mainloop<T>(sm, a_row, b_row, we, inter, live_mt, b_base, acc);
+  const int g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < kGgMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kGgNT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wm * 64 + mt * 16 + g + h * 8;
+        const int64_t j = j0 + wn * 32 + nt * 8 + 2 * tq;  // hidden % 8 == 0: j + 1 < hidden too
+        if (mt >= live_mt || row >= tile.rows || j >= hidden) continue;
+        *reinterpret_cast<unsigned*>(y + static_cast<int64_t>(tile.row0 + row) * hidden + j) =
+            pack2<T>(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+      }
+}
+
+// Up to 108 KiB of dynamic shared memory, and the carveout that lets two blocks share an SM; once per
+// kernel (the first call of a shape runs before any capture uses it).
+template <typename Kernel>
+void gg_prepare(Kernel kernel) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kGgSmemBytes)),
+        "moe grouped gemm: cudaFuncSetAttribute");
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+        "moe grouped gemm: cudaFuncSetAttribute");
+}
+
+void check_grid(int64_t max_tiles, int64_t col_blocks) {
+  if (max_tiles < 1 || max_tiles > 0x7fffffff || col_blocks < 1 || col_blocks > 65535)
+    throw Error("cuda moe grouped gemm: grid out of range");
+}
+
+}  // namespace
+
+void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, const int* sorted_slot, int top_k,
+                                const MoeTile* tiles, const int* num_tiles, int64_t max_tiles, int64_t hidden,
+                                int64_t inter, void* act, cudaStream_t stream) {
+  const int64_t col_blocks = (inter + kGgN / 2 - 1) / (kGgN / 2);
+  check_grid(max_tiles, col_blocks);
+  dispatch_float(dt, "moe gate_up grouped", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      throw Error("cuda moe grouped gemm: bf16 / f16 only");
+    } else {
+      static const bool ready = (gg_prepare(moe_gate_up_grouped_kernel<T>), true);
+      (void)ready;
+      launch_pdl(moe_gate_up_grouped_kernel<T>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(col_blocks)),
+                 dim3(kGgThreads), kGgSmemBytes, stream, static_cast<const T*>(x), static_cast<const T*>(gate_up_w),
+                 sorted_slot, top_k, tiles, num_tiles, hidden, inter, static_cast<T*>(act));
+    }
+  });
+  check_launch("moe gate_up grouped");
+}
+
+void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, const MoeTile* tiles, const int* num_tiles,
+                             int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream) {
+  const int64_t col_blocks = (hidden + kGgN - 1) / kGgN;
+  check_grid(max_tiles, col_blocks);
+  dispatch_float(dt, "moe down grouped", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      throw Error("cuda moe grouped gemm: bf16 / f16 only");
+    } else {
+      static const bool ready = (gg_prepare(moe_down_grouped_kernel<T>), true);
+      (void)ready;
+      launch_pdl(moe_down_grouped_kernel<T>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(col_blocks)),
+                 dim3(kGgThreads), kGgSmemBytes, stream, static_cast<const T*>(act), static_cast<const T*>(down_w), tiles,
+                 num_tiles, hidden, inter, static_cast<T*>(y));
+    }
+  });
+  check_launch("moe down grouped");
+}
+
+}  // namespace vireo::cuda
