@@ -1,81 +1,234 @@
-// Sparse MoE MLP (moe.cu) vs the CPU backend: fresh random inputs, poisoned outputs, every element.
+// Sparse MoE MLP (moe.cu and the grouped path, moe.h) vs the CPU backend: fresh random inputs, poisoned
+// outputs, every element; each case through both expert paths (forced with set_moe_path).
 // The GPU rounds router logits to the activation dtype (as HF's bf16 router does) and the CPU does not,
-// so a token whose k-th and (k+1)-th logits are closer than the rounding could route differently:
-// such tokens (rare with these scales) are left out and counted.
+// so a token whose k-th and (k+1)-th logits can round to one value could route differently: such
+// tokens (a few percent in bf16 with 128 experts, top-8) are left out and counted.
+// Scales: every weight uniform in +-3 / sqrt(fan_in), so logits, gate / up and y are O(1) whatever the
+// width, and the tolerances (a few roundings of O(1) values) do not depend on the shape.
+#include <cstring>
 #include <numeric>
 
+#include "backend/cuda/moe.h"
 #include "cuda_test_util.h"
 
 namespace vireo::testing {
 namespace {
 
+using cuda::MoePath;
+
 struct MoeCase {
   int T, hidden, inter, E, k;
   bool renorm;
+  bool dead = false;  // experts 0 and E / 2 unreachable (logit -30): experts with no tokens, first and inside
+  std::string name() const {
+    return "T " + std::to_string(T) + " hidden " + std::to_string(hidden) + " I " + std::to_string(inter) + " E " +
+           std::to_string(E) + " k " + std::to_string(k) + (renorm ? " renorm" : "") + (dead ? " dead experts" : "");
+  }
 };
 
-// Smallest gap between the k-th and (k+1)-th router logits of token t (fp32, test-side).
-float topk_gap(const std::vector<float>& x, const std::vector<float>& router, int t, const MoeCase& c) {
-  std::vector<float> l(c.E);
-  for (int e = 0; e < c.E; ++e) {
-    double s = 0;
-    for (int h = 0; h < c.hidden; ++h) s += double(x[size_t(t) * c.hidden + h]) * router[size_t(e) * c.hidden + h];
-    l[e] = float(s);
-  }
-  std::sort(l.begin(), l.end(), std::greater<float>());
-  return c.k < c.E ? l[c.k - 1] - l[c.k] : 1e9f;
+// T in {1, 3, 17, 100, 600}, E in {8, 60, 128}, k in {1, 2, 8}; hidden and inter multiples of 8 but not
+// of the grouped tiles (64-wide k, 64 / 128 columns), except the one with inter % 8 != 0, which the
+// grouped path hands to the per-slot kernels.
+const std::vector<MoeCase>& cases() {
+  static const std::vector<MoeCase> c{
+      {1, 64, 48, 8, 2, true},         {1, 200, 136, 128, 8, true},    {3, 128, 96, 60, 4, true},
+      {3, 264, 72, 128, 8, false},     {17, 200, 136, 8, 1, false},    {17, 136, 200, 60, 2, true, true},
+      {37, 64, 20, 6, 3, false},       {100, 264, 200, 60, 8, true},   {100, 72, 40, 128, 1, false, true},
+      {600, 136, 72, 8, 2, false, true}, {600, 520, 392, 128, 8, true}};
+  return c;
 }
 
-TEST_F(CudaOpsTest, MoeMatchesCpu) {
-  for (DType act : {DType::kBF16, DType::kF32}) {
-    use_dtype(act);
-    Tolerance tol = tol_for(act);
-    if (act == DType::kBF16) tol = {3e-2f, 3e-2f};  // six roundings to bf16 along the expert path
-    int compared = 0, skipped = 0;
-    for (MoeCase c : {MoeCase{1, 64, 48, 8, 2, true}, MoeCase{3, 128, 96, 60, 4, true}, MoeCase{37, 64, 20, 6, 3, false},
-                      MoeCase{2, 72, 40, 16, 1, false}, MoeCase{5, 256, 64, 128, 8, true}}) {
-      SCOPED_TRACE(std::string(dtype_name(act)) + " T " + std::to_string(c.T) + " hidden " + std::to_string(c.hidden) +
-                   " I " + std::to_string(c.inter) + " E " + std::to_string(c.E) + " k " + std::to_string(c.k));
-      auto x = rand_vec(size_t(c.T) * c.hidden, -1, 1, act);
-      auto router = rand_vec(size_t(c.E) * c.hidden, -0.5f, 0.5f, act);
-      auto gu = rand_vec(size_t(c.E) * 2 * c.inter * c.hidden, -0.2f, 0.2f, act);
-      auto down = rand_vec(size_t(c.E) * c.hidden * c.inter, -0.2f, 0.2f, act);
-      Tensor out = gpu_poisoned({c.T, c.hidden}, act);
-      MoeParams g{gpu_from(x, {c.T, c.hidden}, act), gpu_from(router, {c.E, c.hidden}, act),
-                  gpu_from(gu, {c.E, 2 * c.inter, c.hidden}, act), gpu_from(down, {c.E, c.hidden, c.inter}, act), out,
-                  c.k, c.renorm};
-      gpu_->moe(g);
-      Tensor ref = cpu_poisoned({c.T, c.hidden});
-      cpu_->moe({cpu_f32(x, {c.T, c.hidden}), cpu_f32(router, {c.E, c.hidden}), cpu_f32(gu, {c.E, 2 * c.inter, c.hidden}),
-                 cpu_f32(down, {c.E, c.hidden, c.inter}), ref, c.k, c.renorm});
-      const auto got = to_host(out), want = to_host(ref);
-      std::vector<float> got_kept, want_kept;
-      for (int t = 0; t < c.T; ++t) {
-        if (topk_gap(x, router, t, c) < 0.05f) {
-          ++skipped;
-          continue;
-        }
-        ++compared;
-        got_kept.insert(got_kept.end(), got.begin() + size_t(t) * c.hidden, got.begin() + size_t(t + 1) * c.hidden);
-        want_kept.insert(want_kept.end(), want.begin() + size_t(t) * c.hidden, want.begin() + size_t(t + 1) * c.hidden);
+class MoeTest : public CudaOpsTest {
+ protected:
+  void SetUp() override {
+    CudaOpsTest::SetUp();
+    saved_path_ = cuda::moe_path();
+  }
+  void TearDown() override {
+    cuda::set_moe_path(saved_path_);
+    CudaOpsTest::TearDown();
+  }
+
+  struct Inputs {
+    std::vector<float> x, router, gu, down;
+  };
+  Inputs make_inputs(const MoeCase& c, DType act) {
+    const float wx = 3.f / std::sqrt(float(c.hidden)), wi = 3.f / std::sqrt(float(c.inter));
+    Inputs in{rand_vec(size_t(c.T) * c.hidden, -1, 1, act), rand_vec(size_t(c.E) * c.hidden, -wx, wx, act),
+              rand_vec(size_t(c.E) * 2 * c.inter * c.hidden, -wx, wx, act),
+              rand_vec(size_t(c.E) * c.hidden * c.inter, -wi, wi, act)};
+    if (c.dead) {
+      for (int t = 0; t < c.T; ++t) in.x[size_t(t) * c.hidden + c.hidden - 1] = 1.f;
+      for (int e : {0, c.E / 2}) {
+        std::fill_n(in.router.begin() + size_t(e) * c.hidden, c.hidden, 0.f);
+        in.router[size_t(e) * c.hidden + c.hidden - 1] = -30.f;
       }
-      expect_close(got_kept, want_kept, tol, "moe");
-      for (float v : got) ASSERT_FALSE(std::isnan(v)) << "moe left an output element unwritten";
     }
-    EXPECT_GT(compared, 4 * skipped) << "too many near-tied routings to check";
+    return in;
+  }
+  MoeParams gpu_params(const MoeCase& c, const Inputs& in, DType act, Tensor out) {
+    return {gpu_from(in.x, {c.T, c.hidden}, act), gpu_from(in.router, {c.E, c.hidden}, act),
+            gpu_from(in.gu, {c.E, 2 * c.inter, c.hidden}, act), gpu_from(in.down, {c.E, c.hidden, c.inter}, act),
+            out, c.k, c.renorm};
+  }
+  std::vector<float> cpu_moe(const MoeCase& c, const Inputs& in) {
+    Tensor ref = cpu_poisoned({c.T, c.hidden});
+    cpu_->moe({cpu_f32(in.x, {c.T, c.hidden}), cpu_f32(in.router, {c.E, c.hidden}),
+               cpu_f32(in.gu, {c.E, 2 * c.inter, c.hidden}), cpu_f32(in.down, {c.E, c.hidden, c.inter}), ref, c.k,
+               c.renorm});
+    return to_host(ref);
+  }
+  // Tokens whose top-k set cannot depend on the GPU's rounding of the logits to `act`: rounding is
+  // monotonic, so the sets differ only where the k-th and (k+1)-th logits can round to one value (a
+  // tie the GPU breaks by lowest id); eps covers the fp32 sums' order (GPU vs this double sum).
+  std::vector<bool> clear_tokens(const MoeCase& c, const Inputs& in, DType act) {
+    std::vector<bool> keep(c.T);
+    std::vector<float> l(c.E);
+    for (int t = 0; t < c.T; ++t) {
+      for (int e = 0; e < c.E; ++e) {
+        double s = 0;
+        for (int h = 0; h < c.hidden; ++h) s += double(in.x[size_t(t) * c.hidden + h]) * in.router[size_t(e) * c.hidden + h];
+        l[e] = float(s);
+      }
+      std::sort(l.begin(), l.end(), std::greater<float>());
+      if (c.k == c.E) {
+        keep[t] = true;
+        continue;
+      }
+      const float eps = 1e-4f * (1.f + std::fabs(l[c.k - 1]));
+      keep[t] = round_to(act, l[c.k - 1] - eps) > round_to(act, l[c.k] + eps);
+    }
+    return keep;
+  }
+  std::vector<uint8_t> raw(const Tensor& t) {
+    std::vector<uint8_t> b(t.nbytes());
+    gpu_->copy_to_host(t, b.data());
+    return b;
+  }
+
+  MoePath saved_path_ = MoePath::kAuto;
+};
+
+TEST_F(MoeTest, BothPathsMatchCpu) {
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_dtype(act);
+    // Six roundings to the activation dtype along the expert path (gate, up, act, y, y * w, the sum).
+    const Tolerance tol = act == DType::kBF16 ? Tolerance{3e-2f, 3e-2f}
+                          : act == DType::kF16 ? Tolerance{6e-3f, 1e-2f}
+                                               : tol_for(act);
+    int compared = 0, skipped = 0;
+    for (const MoeCase& c : cases()) {
+      const Inputs in = make_inputs(c, act);
+      const std::vector<float> want = cpu_moe(c, in);
+      const std::vector<bool> keep = clear_tokens(c, in, act);
+      for (int t = 0; t < c.T; ++t) ++(keep[t] ? compared : skipped);
+      for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped}) {
+        if (act == DType::kF32 && path == MoePath::kGrouped) continue;  // f32 always takes the per-slot kernels
+        SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name() +
+                     (path == MoePath::kGrouped ? " grouped" : " per-slot"));
+        cuda::set_moe_path(path);
+        Tensor out = gpu_poisoned({c.T, c.hidden}, act);
+        gpu_->moe(gpu_params(c, in, act, out));
+        const std::vector<float> got = to_host(out);
+        for (float v : got) ASSERT_FALSE(std::isnan(v)) << "moe left an output element unwritten";
+        std::vector<float> got_kept, want_kept;
+        for (int t = 0; t < c.T; ++t)
+          if (keep[t]) {
+            got_kept.insert(got_kept.end(), got.begin() + size_t(t) * c.hidden, got.begin() + size_t(t + 1) * c.hidden);
+            want_kept.insert(want_kept.end(), want.begin() + size_t(t) * c.hidden, want.begin() + size_t(t + 1) * c.hidden);
+          }
+        expect_close(got_kept, want_kept, tol, "moe");
+      }
+    }
+    EXPECT_GT(compared, 5 * skipped) << "too many near-tied routings to check";
   }
 }
 
-TEST_F(CudaOpsTest, MoeRejectsBadShapes) {
+// The grouped path twice on the same inputs gives the same bits; so does a CUDA graph of it, replayed
+// after x changed in place (routing, sort and tile count are found on the device at replay).
+TEST_F(MoeTest, GroupedIsDeterministicAndGraphCapturable) {
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    cuda::set_moe_path(MoePath::kGrouped);
+    const MoeCase c{600, 264, 200, 60, 8, true};
+    SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name());
+    const Inputs in = make_inputs(c, act);
+    Tensor out = gpu_poisoned({c.T, c.hidden}, act);
+    MoeParams p = gpu_params(c, in, act, out);
+    gpu_->moe(p);
+    const std::vector<uint8_t> first = raw(out);
+    for (int rep = 0; rep < 3; ++rep) {
+      Tensor again = gpu_poisoned({c.T, c.hidden}, act);
+      MoeParams q = p;
+      q.out = again;
+      gpu_->moe(q);
+      ASSERT_TRUE(raw(again) == first) << "grouped moe differs between runs (rep " << rep << ")";
+    }
+    if (!gpu_->supports_graphs()) continue;
+    Tensor graph_out = gpu_poisoned({c.T, c.hidden}, act);
+    MoeParams g = p;
+    g.out = graph_out;
+    gpu_->begin_capture();
+    try {
+      gpu_->moe(g);
+    } catch (...) {
+      gpu_->abort_capture();
+      throw;
+    }
+    const int graph = gpu_->end_capture();
+    for (int rep = 0; rep < 2; ++rep) {
+      // New tokens in the same buffer: the graph must route them afresh.
+      const std::vector<float> x2 = rand_vec(size_t(c.T) * c.hidden, -1, 1, act);
+      Tensor x2g = gpu_from(x2, {c.T, c.hidden}, act);
+      std::vector<uint8_t> bytes(x2g.nbytes());
+      gpu_->copy_to_host(x2g, bytes.data());
+      gpu_->copy_from_host(bytes.data(), g.x);
+      gpu_->replay_graph(graph);
+      Tensor eager = gpu_poisoned({c.T, c.hidden}, act);
+      MoeParams e = g;
+      e.out = eager;
+      gpu_->moe(e);
+      ASSERT_TRUE(raw(graph_out) == raw(eager)) << "graph replay " << rep << " differs from the eager op";
+    }
+    gpu_->destroy_graph(graph);
+  }
+}
+
+TEST_F(MoeTest, RejectsBadShapes) {
   use_dtype(DType::kBF16);
   auto v = rand_vec(64 * 8, -1, 1, DType::kBF16);
   Tensor x = gpu_from(v, {8, 64}, DType::kBF16), router = gpu_from(v, {8, 64}, DType::kBF16);
   auto w = rand_vec(8 * 2 * 16 * 64, -1, 1, DType::kBF16);
   Tensor gu = gpu_from(w, {8, 32, 64}, DType::kBF16), down = gpu_from(w, {8, 64, 16}, DType::kBF16);
   Tensor out = gpu_poisoned({8, 64}, DType::kBF16);
-  EXPECT_THROW(gpu_->moe({x, router, gu, down, out, 9, true}), Error);   // top_k > E
-  EXPECT_THROW(gpu_->moe({x, router, gu, down, x, 2, true}), Error);     // out aliases x
-  EXPECT_THROW(gpu_->moe({x, router, down, gu, out, 2, true}), Error);   // swapped expert tensors
+  for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped}) {
+    cuda::set_moe_path(path);
+    EXPECT_THROW(gpu_->moe({x, router, gu, down, out, 9, true}), Error);  // top_k > E
+    EXPECT_THROW(gpu_->moe({x, router, gu, down, x, 2, true}), Error);    // out aliases x
+    EXPECT_THROW(gpu_->moe({x, router, down, gu, out, 2, true}), Error);  // swapped expert tensors
+  }
+}
+
+// Path choice and tile bound: host code, no GPU needed.
+TEST(MoePlan, PathChoiceAndTileBound) {
+  using cuda::moe_use_grouped;
+  EXPECT_FALSE(moe_use_grouped(MoePath::kAuto, 1, 8, true));  // decode: per-slot
+  EXPECT_FALSE(moe_use_grouped(MoePath::kAuto, 7, 8, true));
+  EXPECT_TRUE(moe_use_grouped(MoePath::kAuto, 8, 8, true));  // 64 slots
+  EXPECT_TRUE(moe_use_grouped(MoePath::kGrouped, 1, 1, true));
+  EXPECT_FALSE(moe_use_grouped(MoePath::kPerSlot, 4096, 8, true));
+  EXPECT_FALSE(moe_use_grouped(MoePath::kGrouped, 4096, 8, false));  // unsupported: per-slot
+  EXPECT_TRUE(cuda::moe_grouped_supported(DType::kBF16, 2048, 768, true));
+  EXPECT_FALSE(cuda::moe_grouped_supported(DType::kF32, 2048, 768, true));
+  EXPECT_FALSE(cuda::moe_grouped_supported(DType::kF16, 2048, 20, true));
+  EXPECT_FALSE(cuda::moe_grouped_supported(DType::kBF16, 2048, 768, false));
+  // Worst case for the tile count: every expert one row short of a multiple of the tile.
+  for (int64_t e : {1, 8, 60, 128})
+    for (int64_t per : {1, 2, 127, 128, 129, 255, 300}) {
+      const int64_t slots = e * per, tiles = e * ((per + cuda::kMoeTileRows - 1) / cuda::kMoeTileRows);
+      EXPECT_LE(tiles, cuda::moe_max_tiles(slots, e)) << e << " experts x " << per;
+    }
+  EXPECT_EQ(cuda::moe_max_tiles(8, 128), 1 + 8);  // 8 slots: at most 8 experts hold any
 }
 
 }  // namespace
