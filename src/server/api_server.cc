@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -12,6 +13,7 @@
 #include "server/completion_handler.h"
 #include "server/http_util.h"
 #include "server/info_handlers.h"
+#include "server/request_framing.h"
 
 namespace vireo::server {
 namespace {
@@ -61,6 +63,40 @@ void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, htt
   }
 }
 
+// 404 / 405 (with Allow) / 401 / 503 from the route table and the server's state.
+std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto error = [](int status, const std::string& message) { return ApiError(status, error_type_for_status(status), message); };
+  const Route* route = find_route(req.path);
+  if (!route) return error(404, "Not Found: " + req.path);
+  bool method_ok = req.method == route->method || (req.method == "HEAD" && std::string(route->method) == "GET");
+  if (!method_ok) {
+    res.set_header("Allow", route->method);
+    return error(405, "Method Not Allowed: " + req.method + " " + req.path);
+  }
+  const auto& key = ctx.options().api_key;
+  if (key && route_needs_auth(req.path) && !bearer_matches(req.get_header_value("Authorization"), *key))
+    return error(401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
+  if (route->needs_engine && !ctx.engine()) {
+    auto err = ctx.load_error();
+    return error(503, err ? "The model failed to load: " + *err : "The model is still loading");
+  }
+  if (route->generates && ctx.draining) return error(503, "The server is shutting down");
+  if (std::string(route->method) == "POST") return check_json_body_headers(req);
+  return std::nullopt;
+}
+
+// Everything decided before cpp-httplib reads the body (request_framing.h): body framing first
+// (the connection's byte stream depends on it), then the route. An answer here leaves a declared
+// body unread, so its connection is closed.
+bool answer_early(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::optional<ApiError> err = check_body_framing(req, ctx.options().max_body_bytes);
+  if (!err) err = route_error(ctx, req, res);
+  if (!err) return false;
+  if (declares_body(req) || req.has_header("Expect")) send_error_and_close(req, res, *err);
+  else send_error(res, *err);
+  return true;
+}
+
 }  // namespace
 
 ApiServer::ApiServer(ServerOptions options)
@@ -87,36 +123,15 @@ ApiServer::~ApiServer() { stop(); }
 void ApiServer::install_routes() {
   ServerContext& ctx = *ctx_;
   svr_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    using R = httplib::Server::HandlerResponse;
     // API responses are never byte ranges (vLLM ignores Range): without this cpp-httplib would cut
     // the JSON to the requested bytes, answer 416 with no body, or repeat the body per range.
     const_cast<httplib::Request&>(req).ranges.clear();
-    const Route* route = find_route(req.path);
-    if (!route) {
-      send_error(res, 404, "Not Found: " + req.path);
-      return R::Handled;
-    }
-    bool method_ok = req.method == route->method || (req.method == "HEAD" && std::string(route->method) == "GET");
-    if (!method_ok) {
-      res.set_header("Allow", route->method);
-      send_error(res, 405, "Method Not Allowed: " + req.method + " " + req.path);
-      return R::Handled;
-    }
-    const auto& key = ctx.options().api_key;
-    if (key && route_needs_auth(req.path) && !bearer_matches(req.get_header_value("Authorization"), *key)) {
-      send_error(res, 401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
-      return R::Handled;
-    }
-    if (route->needs_engine && !ctx.engine()) {
-      auto err = ctx.load_error();
-      send_error(res, 503, err ? "The model failed to load: " + *err : "The model is still loading");
-      return R::Handled;
-    }
-    if (route->generates && ctx.draining) {
-      send_error(res, 503, "The server is shutting down");
-      return R::Handled;
-    }
-    return R::Unhandled;
+    return answer_early(ctx, req, res) ? httplib::Server::HandlerResponse::Handled
+                                       : httplib::Server::HandlerResponse::Unhandled;
+  });
+  // A client waiting for "100 Continue" gets the final answer instead, and sends no body.
+  svr_->set_expect_100_continue_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    return answer_early(ctx, req, res) ? res.status : 100;
   });
   for (const auto& route : kRoutes) {
     httplib::Server::Handler fn;
@@ -137,13 +152,23 @@ void ApiServer::install_routes() {
     else svr_->Post(route.path, fn);
   }
   svr_->set_error_handler(httplib::Server::HandlerWithResponse([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    // Errors cpp-httplib detects itself, before any handler; the request holds what was parsed.
+    // Where the next request would start on the connection is then unknown, so it is closed.
     std::string message = "HTTP " + std::to_string(res.status);
-    if (res.status == 413)
+    if (res.status == 413) {
       message = "Request body too large (limit " + std::to_string(ctx.options().max_body_bytes) + " bytes)";
-    else if (res.status == 400)
-      message = "Bad request";
-    send_error(res, res.status, message);
+    } else if (res.status == 414) {
+      message = "URI Too Long: the request line is over 8192 bytes";
+    } else if (res.status == 400) {
+      if (req.path.empty())  // set only once the request line parsed
+        message = "Malformed HTTP request line (expected '<METHOD> <target> HTTP/1.1', method in upper case)";
+      else if (req.remote_addr.empty())  // set only once the headers parsed
+        message = "Malformed HTTP request headers (a header line is over 8192 bytes, or the headers are incomplete)";
+      else
+        message = "The request body could not be read (truncated, or malformed chunked encoding)";
+    }
+    send_error_and_close(req, res, ApiError(res.status, error_type_for_status(res.status), message));
     return httplib::Server::HandlerResponse::Handled;
   }));
   svr_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

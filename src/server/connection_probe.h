@@ -13,6 +13,7 @@ class ConnectionProbe {
   ConnectionProbe(int local_port, std::string remote_addr, int remote_port);
   bool attached() const { return fd_ >= 0; }
   bool client_closed() const;
+  int fd() const { return fd_; }  // the connection's socket, -1 if not found
 
  private:
   bool identity_matches(int fd) const;

@@ -1,10 +1,11 @@
 #include "server/http_util.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "server/request_framing.h"
 
 namespace vireo::server {
 
@@ -39,11 +40,7 @@ size_t json_depth(const Json& j, size_t limit) {
 }  // namespace
 
 Json parse_json_body(const httplib::Request& req) {
-  std::string ct = req.get_header_value("Content-Type");
-  std::string media = ct.substr(0, ct.find(';'));
-  media.erase(std::remove_if(media.begin(), media.end(), [](unsigned char c) { return std::isspace(c); }), media.end());
-  std::transform(media.begin(), media.end(), media.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (media != "application/json")
+  if (!is_json_media_type(req.get_header_value("Content-Type")))
     throw ApiError(415, "UnsupportedMediaTypeError", "Unsupported Media Type: Only 'application/json' is allowed");
   Json body;
   try {

@@ -11,6 +11,7 @@ std::string error_type_for_status(int status) {
     case 405: return "MethodNotAllowedError";
     case 408: return "RequestTimeoutError";
     case 413: return "RequestTooLargeError";
+    case 414: return "URITooLongError";
     case 415: return "UnsupportedMediaTypeError";
     case 422: return "UnprocessableEntityError";
     case 429: return "RateLimitError";
