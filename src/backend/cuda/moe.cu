@@ -1,9 +1,10 @@
 // Sparse MoE MLP on CUDA (semantics in op_params.h MoeParams; oracle: backend/cpu/cpu_moe.cc): the
 // routing kernel, the per-slot expert kernels, and launch_moe, which picks the per-slot or the grouped
 // path (moe.h: VIREO_MOE_GROUPED, kMoeGroupedMinSlots). All on the device, so steps stay inside CUDA graphs:
-//   route:   one block per token: router logits (rounded to T, as HF's bf16 linear), fp32 softmax,
-//            top-k by repeated warp argmax (lowest id among equal probabilities), renormalised when
-//            norm_topk_prob, weights rounded to T; ids / weights [T, k] into scratch.
+//   route:   one block per 8 tokens (one per token past 1536 experts): router logits (rounded to T, as
+//            HF's bf16 linear; each an fp32 chain that does not depend on the other tokens), fp32
+//            softmax, top-k by repeated warp argmax (lowest id among equal probabilities), renormalised
+//            when norm_topk_prob, weights rounded to T; ids / weights [T, k] into scratch.
 // Per-slot path (decode: a few tokens):
 //   gate_up: one warp per (token, slot, intermediate index): the gate and up rows of the slot's expert,
 //            act[T * k, I] = silu(round(gate)) * round(up), rounded (the dense path's rounding).
@@ -31,42 +32,96 @@ namespace {
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kMaxTopK = 32;
 
+// Routing tokens per block when E * kRouteTokens logits fit in 48 KiB of shared memory (else one),
+// kRouteExperts router rows per warp at a time: each router row is read once per kRouteTokens tokens
+// (one read per token was 512 KB of L2 traffic per token for Qwen3-30B-A3B, ~1 GB per 2048-token
+// prefill) and each x vector serves kRouteExperts rows.
+constexpr int kRouteTokens = kWarps, kRouteExperts = 4;
+
+// acc[q][r] = sum over the warp of x_r[i] * w_q[i], i < n, for rows x_r = x + r * n (r < nr <= R) and
+// w_q = w + q * n (q < nw <= NW). Each sum is the same chain whatever R, NW and the other rows
+// (lane-strided 16-byte vectors when n and the rows allow, then a butterfly), so a token's logits
+// do not depend on its neighbours.
+template <typename T, int NW, int R>
+__device__ __forceinline__ void warp_dot_block(const T* x, int nr, const T* w, int nw, int64_t n, int lane,
+                                               float (&acc)[NW][R]) {
+  constexpr int kN = Vec<T>::kN;
+#pragma unroll
+  for (int q = 0; q < NW; ++q)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[q][r] = 0.f;
+  const bool vec = n % kN == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(w) & 15) == 0;
+  if (vec) {
+    for (int64_t i = lane; i < n / kN; i += 32) {
+      Vec<T> b[NW];
+#pragma unroll
+      for (int q = 0; q < NW; ++q)
+        if (q < nw) b[q].raw = __ldg(reinterpret_cast<const uint4*>(w + q * n) + i);  // warp-uniform guards
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= nr) break;
+        Vec<T> a;
+        a.raw = reinterpret_cast<const uint4*>(x + r * n)[i];
+#pragma unroll
+        for (int q = 0; q < NW; ++q)
+          if (q < nw)
+#pragma unroll
+            for (int e = 0; e < kN; ++e) acc[q][r] += to_f(a.v[e]) * to_f(b[q].v[e]);
+      }
+    }
+  } else {
+    for (int64_t i = lane; i < n; i += 32)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= nr) break;
+#pragma unroll
+        for (int q = 0; q < NW; ++q)
+          if (q < nw) acc[q][r] += to_f(x[r * n + i]) * to_f(w[q * n + i]);
+      }
+  }
+#pragma unroll
+  for (int q = 0; q < NW; ++q)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      for (int o = 16; o > 0; o >>= 1) acc[q][r] += __shfl_xor_sync(0xffffffffu, acc[q][r], o);
+}
+
 // Sum over a warp of a[i] * b[i], i < n (16-byte vectors when n and both rows allow it).
 template <typename T>
 __device__ __forceinline__ float warp_dot(const T* a, const T* b, int64_t n, int lane) {
-  float acc = 0.f;
-  constexpr int kN = Vec<T>::kN;
-  const bool vec = n % kN == 0 && (reinterpret_cast<uintptr_t>(a) & 15) == 0 && (reinterpret_cast<uintptr_t>(b) & 15) == 0;
-  if (vec) {
-    const uint4* av = reinterpret_cast<const uint4*>(a);
-    const uint4* bv = reinterpret_cast<const uint4*>(b);
-    for (int64_t i = lane; i < n / kN; i += 32) {
-      Vec<T> x, y;
-      x.raw = av[i];
-      y.raw = __ldg(bv + i);
-#pragma unroll
-      for (int e = 0; e < kN; ++e) acc += to_f(x.v[e]) * to_f(y.v[e]);
-    }
-  } else {
-    for (int64_t i = lane; i < n; i += 32) acc += to_f(a[i]) * to_f(b[i]);
-  }
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  return acc;
+  float acc[1][1];
+  warp_dot_block<T, 1, 1>(a, 1, b, 1, n, lane, acc);
+  return acc[0][0];
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, int64_t hidden, int num_experts,
-                                                             int top_k, bool renorm, int* ids, float* weights) {
-  extern __shared__ float logit[];  // [E]
-  const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// grid: (ceil(T / R)); block b routes tokens b * R + [0, R): the logits of all (warps over groups of
+// kRouteExperts experts), then warp r the top-k of token b * R + r. Dynamic shared memory: R * E floats.
+template <typename T, int R>
+__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, int64_t tokens, int64_t hidden,
+                                                             int num_experts, int top_k, bool renorm, int* ids,
+                                                             float* weights) {
+  static_assert(R <= kWarps, "one warp per token for the top-k");
+  extern __shared__ float logits[];  // [R, E]
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(R), tokens - t0));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   pdl_enter();
-  const T* xr = x + static_cast<int64_t>(t) * hidden;
-  for (int e = warp; e < num_experts; e += kWarps) {
-    const float v = warp_dot(xr, router + static_cast<int64_t>(e) * hidden, hidden, lane);
-    if (lane == 0) logit[e] = to_f(from_f<T>(v));
+  for (int e0 = warp * kRouteExperts; e0 < num_experts; e0 += kWarps * kRouteExperts) {
+    const int nw = min(kRouteExperts, num_experts - e0);
+    float v[kRouteExperts][R];
+    warp_dot_block<T, kRouteExperts, R>(x + t0 * hidden, nr, router + static_cast<int64_t>(e0) * hidden, nw, hidden,
+                                        lane, v);
+    if (lane == 0)
+#pragma unroll
+      for (int q = 0; q < kRouteExperts; ++q)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (q < nw && r < nr) logits[r * num_experts + e0 + q] = to_f(from_f<T>(v[q][r]));
   }
   __syncthreads();
-  if (warp != 0) return;
+  if (warp >= nr) return;
+  const int64_t t = t0 + warp;
+  float* logit = logits + warp * num_experts;  // this warp's token
   float mx = -INFINITY;
   for (int e = lane; e < num_experts; e += 32) mx = fmaxf(mx, logit[e]);
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -180,8 +235,14 @@ struct Carve {
 template <typename T>
 void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, float* wts, cudaStream_t stream) {
   const int64_t hidden = p.x.dim(1), E = p.router_w.dim(0);
-  launch_pdl(moe_route_kernel<T>, dim3(static_cast<unsigned>(tokens)), dim3(kThreads), static_cast<size_t>(E) * sizeof(float),
-             stream, x, p.router_w.ptr<T>(), hidden, static_cast<int>(E), p.top_k, p.norm_topk_prob, ids, wts);
+  if (E * kRouteTokens * sizeof(float) <= 48 * 1024)
+    launch_pdl(moe_route_kernel<T, kRouteTokens>, dim3(static_cast<unsigned>((tokens + kRouteTokens - 1) / kRouteTokens)),
+               dim3(kThreads), static_cast<size_t>(E * kRouteTokens) * sizeof(float), stream, x, p.router_w.ptr<T>(),
+               tokens, hidden, static_cast<int>(E), p.top_k, p.norm_topk_prob, ids, wts);
+  else
+    launch_pdl(moe_route_kernel<T, 1>, dim3(static_cast<unsigned>(tokens)), dim3(kThreads),
+               static_cast<size_t>(E) * sizeof(float), stream, x, p.router_w.ptr<T>(), tokens, hidden,
+               static_cast<int>(E), p.top_k, p.norm_topk_prob, ids, wts);
   check_launch("moe route");
 }
 

@@ -28,11 +28,12 @@ MoePath moe_path();
 void set_moe_path(MoePath path);
 
 // Auto threshold: the grouped path from this many slots (T * top_k) on. Why 64: the per-slot path
-// reads an expert's weights once per slot that chose it; with S slots over E experts about S^2 / 2E
-// of those reads repeat an expert (Qwen3-30B-A3B, E = 128: at S = 64, i.e. 8 tokens of top-8, ~16 of
-// 64 expert reads, ~150 MB of 600 MB, are repeats and the grouped path's three extra launches cost
-// less than that). Below it (decode of a few sequences) the per-slot kernels, no sort. Re-tune it with
-// tests/cuda_bench/moe_bench.cc (T = 1, 8, 64 forced both ways).
+// reads an expert's weights once per slot that chose it, the grouped path once per call, at the cost
+// of three more launches (sort, combine, and the GEMMs' tile overheads, ~10 us). With S slots over E
+// experts about S^2 / 2E of the per-slot reads repeat an expert: Qwen3-30B-A3B (E = 128, 9.4 MB per
+// expert) at S = 64 (8 tokens of top-8) reads ~52 distinct experts in 64 expert reads, ~115 MB of
+// repeats, ~25 us of HBM time, more than the extra launches. Below it (decode of a few sequences) the
+// per-slot kernels, no sort. Re-tune with tests/cuda_bench/moe_bench.cc (T = 1, 8, 64 both ways).
 constexpr int64_t kMoeGroupedMinSlots = 64;
 // The grouped path takes at most this many tokens per pass (route, sort, GEMMs, combine), so its
 // scratch stays bounded (S * (hidden + inter) activations: 4096 tokens of Qwen3-30B-A3B, 185 MB); a
