@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -12,7 +13,17 @@
 namespace vireo::server {
 namespace {
 
-float to_float(double v) { return static_cast<float>(v); }
+// The engine samples in 32-bit floats. A value must stay finite after the cast (temperature 1e39
+// would become inf), and a positive value where 0 is invalid (top_p, repetition_penalty) must stay
+// positive: vLLM validates in Python doubles, so 1e-300 > 0 is accepted there; it is kept here as the
+// smallest normal float (a subnormal would be flushed to zero on the GPU, and 1e-300 underflows to 0).
+float to_float(double v, const char* param, bool keep_positive = false) {
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f))
+    throw bad_request(fmt::format("{} is out of range: {} does not fit a 32-bit float", param, v), param);
+  if (keep_positive && v > 0.0 && f < std::numeric_limits<float>::min()) return std::numeric_limits<float>::min();
+  return f;
+}
 
 }  // namespace
 
@@ -35,11 +46,11 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
   }
   if (auto t = get_number(body, "temperature")) {
     if (*t < 0.0) throw bad_request(fmt::format("temperature must be non-negative, got {}", *t), "temperature");
-    p.temperature = to_float(*t);
+    p.temperature = to_float(*t, "temperature");
   }
   if (auto v = get_number(body, "top_p")) {
     if (!(*v > 0.0 && *v <= 1.0)) throw bad_request(fmt::format("top_p must be in (0, 1], got {}", *v), "top_p");
-    p.top_p = to_float(*v);
+    p.top_p = to_float(*v, "top_p", true);
   }
   if (auto v = get_int(body, "top_k")) {
     if (*v < -1) throw bad_request(fmt::format("top_k must be -1 (disable), 0 (disable) or at least 1, got {}", *v), "top_k");
@@ -48,22 +59,22 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
   }
   if (auto v = get_number(body, "min_p")) {
     if (!(*v >= 0.0 && *v <= 1.0)) throw bad_request(fmt::format("min_p must be in [0, 1], got {}", *v), "min_p");
-    p.min_p = to_float(*v);
+    p.min_p = to_float(*v, "min_p");
   }
   if (auto v = get_number(body, "presence_penalty")) {
     if (!(*v >= -2.0 && *v <= 2.0))
       throw bad_request(fmt::format("presence_penalty must be in [-2, 2], got {}", *v), "presence_penalty");
-    p.presence_penalty = to_float(*v);
+    p.presence_penalty = to_float(*v, "presence_penalty");
   }
   if (auto v = get_number(body, "frequency_penalty")) {
     if (!(*v >= -2.0 && *v <= 2.0))
       throw bad_request(fmt::format("frequency_penalty must be in [-2, 2], got {}", *v), "frequency_penalty");
-    p.frequency_penalty = to_float(*v);
+    p.frequency_penalty = to_float(*v, "frequency_penalty");
   }
   if (auto v = get_number(body, "repetition_penalty")) {
     if (!(*v > 0.0) || *v > 1e6)
-      throw bad_request(fmt::format("repetition_penalty must be greater than zero, got {}", *v), "repetition_penalty");
-    p.repetition_penalty = to_float(*v);
+      throw bad_request(fmt::format("repetition_penalty must be in (0, 1e6], got {}", *v), "repetition_penalty");
+    p.repetition_penalty = to_float(*v, "repetition_penalty", true);
   }
   if (auto v = get_int(body, "seed")) p.seed = static_cast<uint64_t>(*v);
 
@@ -91,7 +102,7 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
       if (!value.is_number()) throw bad_request(fmt::format("logit_bias['{}'] must be a number", key), "logit_bias");
       const double b = value.get<double>();
       if (!std::isfinite(b)) throw bad_request(fmt::format("logit_bias['{}'] must be finite", key), "logit_bias");
-      bias[static_cast<int32_t>(id)] = to_float(std::clamp(b, -100.0, 100.0));
+      bias[static_cast<int32_t>(id)] = to_float(std::clamp(b, -100.0, 100.0), "logit_bias");
     }
     p.logit_bias.assign(bias.begin(), bias.end());
   }

@@ -98,6 +98,8 @@ std::vector<BadCase> bad_cases() {
   cmpl("temperature_string", with(p, "temperature", "hot"), "temperature");
   cmpl("temperature_list", with(p, "temperature", {1}), "temperature");
   cmpl_raw("temperature_overflow_inf", "{\"prompt\":\"a\",\"temperature\":1e999}", "*");
+  cmpl("temperature_over_float_range", with(p, "temperature", 1e39), "temperature");  // inf as a float
+  chat("chat_temperature_over_float_range", with(m, "temperature", 1e39), "temperature");
   cmpl("top_p_zero", with(p, "top_p", 0), "top_p");
   cmpl("top_p_above_one", with(p, "top_p", 1.5), "top_p");
   cmpl("top_p_negative", with(p, "top_p", -1), "top_p");
