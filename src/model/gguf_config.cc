@@ -18,6 +18,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM"},
     {"qwen3", "Qwen3ForCausalLM"},
     {"olmo2", "Olmo2ForCausalLM"},
+    {"qwen3moe", "Qwen3MoeForCausalLM"},
 };
 
 int64_t required_int(const GgufFile& f, const std::string& key) {
@@ -90,11 +91,22 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   j["architectures"] = {gguf_hf_architecture(f)};
   const std::string a = *f.get_string("general.architecture");
   j["model_type"] = a;
-  if (f.get_int(a + ".expert_count").value_or(0) > 0)
-    throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are not supported");
   j["hidden_size"] = required_int(f, a + ".embedding_length");
   j["num_hidden_layers"] = required_int(f, a + ".block_count");
-  j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
+  if (f.get_int(a + ".expert_count").value_or(0) > 0) {
+    if (a != "qwen3moe")
+      throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe only");
+    // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
+    // (expert_weights_norm, where a newer converter writes it).
+    j["num_experts"] = required_int(f, a + ".expert_count");
+    j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
+    j["moe_intermediate_size"] = required_int(f, a + ".expert_feed_forward_length");
+    j["norm_topk_prob"] = f.get_bool(a + ".expert_weights_norm").value_or(true);
+    j["intermediate_size"] = f.find(a + ".feed_forward_length") ? required_int(f, a + ".feed_forward_length")
+                                                                 : j["moe_intermediate_size"].get<int64_t>();
+  } else {
+    j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
+  }
   j["max_position_embeddings"] = required_int(f, a + ".context_length");
   const int64_t heads = required_int(f, a + ".attention.head_count");
   j["num_attention_heads"] = heads;

@@ -19,7 +19,25 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"self_attn.k_norm", "attn_k_norm"},       {"post_attention_layernorm", "ffn_norm"},
     {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
+    {"mlp.gate", "ffn_gate_inp"},  // the MoE router
 };
+
+// transformers 5's stacked experts, the names DecoderModel::load_moe asks for: llama.cpp stores
+// [E, I, hidden] ffn_gate_exps and ffn_up_exps (interleaved per expert into gate_up on read) and
+// [E, hidden, I] ffn_down_exps.
+constexpr const char* kGateUpSuffix = ".mlp.experts.gate_up_proj";
+constexpr const char* kDownSuffix = ".mlp.experts.down_proj";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "model.layers.N<suffix>" -> "N"; "" when `hf` is not that.
+std::string stacked_layer(const std::string& hf, const std::string& suffix) {
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) != 0 || !ends_with(hf, suffix)) return "";
+  return hf.substr(prefix.size(), hf.size() - suffix.size() - prefix.size());
+}
 
 std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr, DType::kF32, s).shape_str(); }
 
@@ -31,6 +49,7 @@ std::string gguf_tensor_name(const std::string& hf, bool olmo2) {
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
+  if (const std::string l = stacked_layer(hf, kDownSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.weight";
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
@@ -56,12 +75,19 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
       num_kv_heads_(c.num_key_value_heads) {}
 
 bool GgufWeights::has(const std::string& name) const {
+  if (const std::string l = stacked_layer(name, kGateUpSuffix); !l.empty())
+    return files_->find_tensor("blk." + l + ".ffn_gate_exps.weight").info &&
+           files_->find_tensor("blk." + l + ".ffn_up_exps.weight").info;
   const std::string g = gguf_tensor_name(name, olmo2_);
   return !g.empty() && files_->find_tensor(g).info != nullptr;
 }
 
 GgufShards::Found GgufWeights::find(const std::string& name, const std::vector<int64_t>& expected) const {
-  const std::string g = gguf_tensor_name(name, olmo2_);
+  return find_gguf(gguf_tensor_name(name, olmo2_), name, expected);
+}
+
+GgufShards::Found GgufWeights::find_gguf(const std::string& g, const std::string& name,
+                                         const std::vector<int64_t>& expected) const {
   const GgufShards::Found f = files_->find_tensor(g);
   if (g.empty() || !f.info)
     throw Error(files_->first().path() + ": missing tensor '" + (g.empty() ? name : g) + "' (for " + name + ")");
@@ -83,6 +109,7 @@ int GgufWeights::permuted_heads(const std::string& name) const {
 }
 
 std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vector<int64_t>& expected) const {
+  if (!stacked_layer(name, kGateUpSuffix).empty()) return std::nullopt;  // two tensors, interleaved by read()
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
@@ -91,6 +118,10 @@ std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vect
 }
 
 void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {
+  if (const std::string l = stacked_layer(name, kGateUpSuffix); !l.empty()) {
+    read_gate_up(l, expected, dtype, dst);
+    return;
+  }
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)  // checked before any thread starts
@@ -133,6 +164,37 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
       for (int64_t s = 0; s < 2; ++s)
         std::memcpy(&hf[(h * D + s * half + i) * prow], &src[(h * D + 2 * i + s) * prow], prow * sizeof(float));
   store_f32_as(hf.data(), t.numel(), dtype, dst);
+}
+
+// gate_up [E, 2I, hidden]: expert e's rows are ffn_gate_exps[e] ([I, hidden]) then ffn_up_exps[e].
+// Each expert's slice of a GGUF tensor is whole rows, so quantized blocks never straddle experts.
+void GgufWeights::read_gate_up(const std::string& layer, const std::vector<int64_t>& expected, DType dtype,
+                               void* dst) const {
+  if (expected.size() != 3 || expected[1] % 2 != 0)
+    throw Error("GGUF weights: gate_up of layer " + layer + " must be [E, 2I, hidden]");
+  const int64_t E = expected[0], I = expected[1] / 2, H = expected[2];
+  const std::string hf = "model.layers." + layer + kGateUpSuffix;
+  const GgufShards::Found parts[2] = {find_gguf("blk." + layer + ".ffn_gate_exps.weight", hf, {E, I, H}),
+                                      find_gguf("blk." + layer + ".ffn_up_exps.weight", hf, {E, I, H})};
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)
+    throw Error("GGUF weights: cannot store " + hf + " as " + std::string(dtype_name(dtype)));
+  const size_t es = dtype_size(dtype);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int nt = static_cast<int>(std::clamp<int64_t>(E, 1, std::max(1u, std::thread::hardware_concurrency())));
+  auto work = [&](int64_t first) {
+    std::vector<float> tmp(static_cast<size_t>(I * H));
+    for (int64_t e = first; e < E; e += nt)
+      for (int half = 0; half < 2; ++half) {
+        const GgufTensorInfo& t = *parts[half].info;
+        const size_t expert_bytes = static_cast<size_t>(t.nbytes / E);
+        dequantize(t.type, parts[half].data() + e * expert_bytes, tmp.data(), I * H);
+        store_f32_as(tmp.data(), I * H, dtype, out + ((e * 2 + half) * I * H) * es);
+      }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < nt; ++i) threads.emplace_back(work, i);
+  work(0);
+  for (auto& th : threads) th.join();
 }
 
 }  // namespace vireo

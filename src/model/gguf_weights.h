@@ -26,6 +26,10 @@ class GgufWeights final : public WeightSource {
  private:
   // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.
   GgufShards::Found find(const std::string& name, const std::vector<int64_t>& expected) const;
+  // The same for a GGUF name `g` serving HF `name` (errors name both).
+  GgufShards::Found find_gguf(const std::string& g, const std::string& name, const std::vector<int64_t>& expected) const;
+  // A sparse layer's [E, 2I, hidden] gate_up from ffn_gate_exps and ffn_up_exps.
+  void read_gate_up(const std::string& layer, const std::vector<int64_t>& expected, DType dtype, void* dst) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
 

@@ -31,7 +31,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
       {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"},
       {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"}};
+      {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}};
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
@@ -62,7 +62,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   namespace fs = std::filesystem;
   const nlohmann::json c = read_json(dir + "/config.json");
   static const std::map<std::string, std::string> archs = {{"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"},
-                                                           {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"}};
+                                                           {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"},
+                                                           {"Qwen3MoeForCausalLM", "qwen3moe"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -83,6 +84,12 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
   w.add_f32(a + ".rope.freq_base", static_cast<float>(theta));
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", 1e-6f));
+  const int64_t num_experts = c.value("num_experts", c.value("num_local_experts", int64_t{0}));
+  if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width
+    w.add_u32(a + ".expert_count", static_cast<uint32_t>(num_experts));
+    w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
+    w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+  }
   const std::string rope_type = rope.value("rope_type", "default");
   if (rope_type == "yarn") {
     w.add_string(a + ".rope.scaling.type", "yarn");
@@ -123,6 +130,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
+  // Per-expert tensors, stacked as the converter does: (layer, "gate"/"up"/"down") -> expert -> values.
+  std::map<std::pair<std::string, std::string>, std::map<int64_t, std::vector<float>>> experts;
+  std::map<std::pair<std::string, std::string>, std::vector<int64_t>> expert_shape;
   for (const auto& path : files) {
     SafetensorsFile f(path);
     for (const auto& [name, e] : f.entries()) {
@@ -130,6 +140,16 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       Tensor t = f.tensor(name);
       std::vector<float> v(t.numel());
       convert_to_f32(t.data, t.dtype, v.data(), v.size());
+      if (const size_t x = name.find(".mlp.experts."); x != std::string::npos) {
+        // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
+        const size_t a0 = std::string("model.layers.").size(), e0 = x + std::string(".mlp.experts.").size();
+        const size_t e1 = name.find('.', e0);
+        const std::string kind = name.substr(e1 + 1, name.find("_proj") - e1 - 1);
+        const std::pair<std::string, std::string> key{name.substr(a0, x - a0), kind};
+        experts[key][std::stoll(name.substr(e0, e1 - e0))] = std::move(v);
+        expert_shape[key] = t.shape;
+        continue;
+      }
       const int64_t row = t.ndim() == 2 ? t.shape[1] : 1;
       if (a == "llama" && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
       if (a == "llama" && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
@@ -137,6 +157,14 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       const uint32_t type = t.ndim() == 2 ? o.type : kGgmlF32;
       w.add_tensor(converter_tensor_name(name, a), ne, type, encode_values(v.data(), t.numel(), type));
     }
+  }
+  for (const auto& [key, by_expert] : experts) {  // blk.L.ffn_{gate,up,down}_exps: [E, rows, cols]
+    std::vector<float> v;
+    for (const auto& [e, values] : by_expert) v.insert(v.end(), values.begin(), values.end());
+    const std::vector<int64_t>& shape = expert_shape.at(key);
+    const std::vector<int64_t> ne{shape[1], shape[0], static_cast<int64_t>(by_expert.size())};
+    w.add_tensor("blk." + key.first + ".ffn_" + key.second + "_exps.weight", ne, o.type,
+                 encode_values(v.data(), static_cast<int64_t>(v.size()), o.type));
   }
   w.write(out, o.version, o.alignment);
 }
