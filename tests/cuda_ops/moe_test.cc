@@ -179,10 +179,7 @@ TEST_F(MoeTest, GroupedIsDeterministicAndGraphCapturable) {
     for (int rep = 0; rep < 2; ++rep) {
       // New tokens in the same buffer: the graph must route them afresh.
       const std::vector<float> x2 = rand_vec(size_t(c.T) * c.hidden, -1, 1, act);
-      Tensor x2g = gpu_from(x2, {c.T, c.hidden}, act);
-      std::vector<uint8_t> bytes(x2g.nbytes());
-      gpu_->copy_to_host(x2g, bytes.data());
-      gpu_->copy_from_host(bytes.data(), g.x);
+      gpu_->copy(gpu_from(x2, {c.T, c.hidden}, act), g.x);
       gpu_->replay_graph(graph);
       Tensor eager = gpu_poisoned({c.T, c.hidden}, act);
       MoeParams e = g;
