@@ -188,6 +188,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--prompts-file", o->prompts_file,
                  "JSONL file, one {\"prompt\": ...} or {\"prompt_ids\": [...]} per line; prints one JSON line each");
   app.add_flag("--chat", o->chat, "Apply the chat template to the prompt as one user message");
+  app.add_option("--chat-template", e.chat_template, "Jinja chat template: a file or the template text (default: the tokenizer's)");
   app.add_option("--max-tokens", o->max_tokens, "Maximum number of generated tokens (default 16)");
   app.add_option("--temperature", o->temperature, "Sampling temperature; 0 = greedy (default 1.0, as vLLM)");
   app.add_option("--top-k", o->top_k, "Top-k (0 or -1 = off)");

@@ -7,6 +7,20 @@
 #include "cli/command_registry.h"
 #include "core/error.h"
 
+namespace {
+// vLLM's two-letter short options, which CLI11 cannot name: rewritten to their long forms.
+std::vector<std::string> expand_vllm_short_options(int argc, char** argv) {
+  static const std::map<std::string, std::string> kLong = {
+      {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}, {"-dp", "--data-parallel-size"}};
+  std::vector<std::string> args(argv, argv + argc);
+  for (auto& a : args) {
+    const std::string head = a.substr(0, a.find('='));
+    if (auto it = kLong.find(head); it != kLong.end()) a = it->second + a.substr(head.size());
+  }
+  return args;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"Vireo: an LLM inference engine and OpenAI-compatible server"};
   app.require_subcommand(1);
@@ -35,7 +49,10 @@ int main(int argc, char** argv) {
   }
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = expand_vllm_short_options(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse, program name last
+    args.pop_back();
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

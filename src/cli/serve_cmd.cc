@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/command_registry.h"
+#include "cli/vllm_compat_flags.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/async_engine.h"
@@ -50,6 +51,7 @@ struct ServeArgs {
   server::ServerOptions server;
   std::string api_key;
   std::string kv_cache_memory;
+  VllmCompatFlags compat;
 };
 
 // "1000000", "512MiB", "2GiB", "64M", "1G" -> bytes.
@@ -70,6 +72,7 @@ size_t parse_bytes(const std::string& s) {
 }
 
 int run_serve(ServeArgs& a) {
+  check_vllm_compat_flags(a.compat);
   if (!a.model_positional.empty()) {
     if (!a.engine.model.empty() && a.engine.model != a.model_positional)
       throw Error("serve: the positional MODEL and --model disagree");
@@ -169,6 +172,10 @@ CommandRunner setup_serve(CLI::App& app) {
                "Parse tool calls from chat output when tool_choice is \"auto\" (needs --tool-call-parser)");
   app.add_option("--tool-call-parser", s.tool_call_parser, "How the model writes tool calls")
       ->check(CLI::IsMember(server::tool_parser_names()));
+  app.add_option("--chat-template", c.chat_template,
+                 "Jinja chat template: a file (.jinja, or a tokenizer_config.json) or the template text "
+                 "(default: the tokenizer's)");
+  add_vllm_compat_flags(app, a->compat);
   return [a] { return run_serve(*a); };
 }
 

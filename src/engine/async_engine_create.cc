@@ -12,6 +12,7 @@
 #include "engine/async_engine_impl.h"
 #include "engine/model_runner.h"
 #include "model/default_model.h"
+#include "template/chat_template_file.h"
 #include "tokenizer/default_dir.h"
 
 namespace vireo {
@@ -79,7 +80,10 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
 
   parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
   const Tokenizer& tok = *parts.tokenizer;
-  if (!tok.chat_template().empty()) {
+  if (!config.chat_template.empty()) {  // the user's template must compile: an error, not a warning
+    parts.chat_template = std::make_unique<ChatTemplate>(load_chat_template(config.chat_template),
+                                                         tok.bos_token().value_or(""), tok.eos_token().value_or(""));
+  } else if (!tok.chat_template().empty()) {
     try {
       parts.chat_template = std::make_unique<ChatTemplate>(tok.chat_template(), tok.bos_token().value_or(""),
                                                            tok.eos_token().value_or(""));

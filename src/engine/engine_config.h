@@ -29,6 +29,9 @@ struct EngineConfig {
   // and of prefill vs decode (Backend::batch_invariant); slower kernels, CUDA only.
   bool batch_invariant = false;
   std::string served_model_name;     // "" = model path
+  // --chat-template: a Jinja file, or the template itself (vLLM's rule: text that cannot be opened
+  // and holds '{', '}' or a newline is the template); "" = the tokenizer's chat_template.
+  std::string chat_template;
 };
 
 }  // namespace vireo

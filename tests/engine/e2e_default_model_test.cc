@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "core/error.h"
 #include "engine/async_engine.h"
 #include "engine/llm.h"
+#include "template/chat_template.h"
 #include "tokenizer/default_dir.h"
 #include "tokenizer/tokenizer.h"
 
@@ -144,6 +147,28 @@ TEST(EndToEndDefaultModel, LogitBias) {
   auto mixed = llm.generate({prompts[0], prompts[2]}, std::vector<SamplingParams>{force, greedy(6)});
   EXPECT_EQ(mixed[0].output.token_ids, forced);
   EXPECT_EQ(mixed[1].output.token_ids, plain[2].output.token_ids);
+}
+
+
+// --chat-template: inline text or a file replaces the tokenizer's template; a broken one fails start-up.
+TEST(EndToEndDefaultModel, ChatTemplateOverride) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  const nlohmann::json msgs = nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}});
+  EngineConfig c = base_config();
+  c.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}";
+  auto inline_eng = AsyncEngine::create(c);
+  EXPECT_EQ(inline_eng->chat_template()->apply(msgs, {}), "<user>hi");
+  inline_eng->shutdown(std::chrono::milliseconds(0));
+  const std::string path = ::testing::TempDir() + "/vireo_chat_template.jinja";
+  { std::ofstream(path) << "[{{ messages[0].content }}]"; }
+  c.chat_template = path;
+  auto file_eng = AsyncEngine::create(c);
+  EXPECT_EQ(file_eng->chat_template()->apply(msgs, {}), "[hi]");
+  file_eng->shutdown(std::chrono::milliseconds(0));
+  c.chat_template = "{{ unclosed";
+  EXPECT_THROW(AsyncEngine::create(c), Error);
+  c.chat_template = "/no/such/template.jinja";
+  EXPECT_THROW(AsyncEngine::create(c), Error);
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+#include "cli/vllm_compat_flags.h"
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace vireo {
+
+void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
+  const std::string g = "vLLM compatibility";
+  app.add_option("--tensor-parallel-size", f.tensor_parallel_size, "Only 1 (one GPU); also -tp")->group(g);
+  app.add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "Only 1; also -pp")->group(g);
+  app.add_option("--data-parallel-size", f.data_parallel_size, "Only 1; also -dp")->group(g);
+  app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "Only auto (the model dtype)")->group(g);
+  app.add_option("--quantization,-q", f.quantization,
+                 "Not needed: GGUF files are dequantized at load; other quantization methods are not supported")
+      ->group(g);
+  app.add_flag("--trust-remote-code", f.trust_remote_code, "No effect: vireo never runs code from a model folder")
+      ->group(g);
+  app.add_flag("--disable-log-requests", f.disable_log_requests, "No effect: requests are not logged")->group(g);
+  app.add_flag("--enable-log-requests", f.enable_log_requests, "No effect: requests are not logged")->group(g);
+  app.add_flag("--disable-log-stats", f.disable_log_stats, "No effect: statistics are served on /metrics only")
+      ->group(g);
+  app.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", f.enable_chunked_prefill,
+               "Always on (the scheduler has no prefill-only steps)")
+      ->group(g);
+  app.add_option("--swap-space", f.swap_space, "No effect: preempted requests are recomputed, never swapped")
+      ->group(g);
+  app.add_option("--uvicorn-log-level", f.uvicorn_log_level, "No effect")->group(g);
+  app.add_flag("--disable-uvicorn-access-log", f.disable_uvicorn_access_log, "No effect: no access log")->group(g);
+  app.add_option("--tokenizer-mode", f.tokenizer_mode, "auto | hf | slow: one tokenizer (tokenizer.json)")->group(g);
+}
+
+void check_vllm_compat_flags(const VllmCompatFlags& f) {
+  if (f.tensor_parallel_size != 1 || f.pipeline_parallel_size != 1 || f.data_parallel_size != 1)
+    throw Error("--tensor-parallel-size / --pipeline-parallel-size / --data-parallel-size: vireo runs on one "
+                "device; only 1 is supported");
+  if (f.kv_cache_dtype != "auto")
+    throw Error("--kv-cache-dtype " + f.kv_cache_dtype + ": only auto (the KV cache in the model dtype) is supported");
+  if (!f.quantization.empty() && f.quantization != "gguf")
+    throw Error("--quantization " + f.quantization + ": not supported (GGUF files are dequantized at load)");
+  if (f.tokenizer_mode != "auto" && f.tokenizer_mode != "hf" && f.tokenizer_mode != "slow")
+    throw Error("--tokenizer-mode " + f.tokenizer_mode + ": not supported (auto)");
+  if (!f.enable_chunked_prefill) log_warn("--no-enable-chunked-prefill: prefill stays chunked (vireo's scheduler)");
+}
+
+}  // namespace vireo

@@ -1,0 +1,23 @@
+// vLLM flags that scripts written for `vllm serve` pass and that have one meaning here: accepted so
+// such command lines run unchanged, checked where only one value is possible (one GPU, no separate
+// quantization or KV-cache dtype), and otherwise without effect, each for the reason given in its help.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace vireo {
+
+struct VllmCompatFlags {
+  int tensor_parallel_size = 1, pipeline_parallel_size = 1, data_parallel_size = 1;
+  std::string kv_cache_dtype = "auto", quantization;
+  bool trust_remote_code = false, disable_log_requests = false, enable_log_requests = false,
+       disable_log_stats = false, enable_chunked_prefill = true, disable_uvicorn_access_log = false;
+  double swap_space = 4;
+  std::string uvicorn_log_level = "info", tokenizer_mode = "auto";
+};
+
+void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);
+// Throws vireo::Error for values vireo cannot honour (e.g. --tensor-parallel-size 2).
+void check_vllm_compat_flags(const VllmCompatFlags& f);
+
+}  // namespace vireo
