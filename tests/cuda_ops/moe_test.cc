@@ -26,7 +26,7 @@ struct MoeCase {
   }
 };
 
-// T in {1, 3, 17, 100, 600}, E in {8, 60, 128}, k in {1, 2, 8}; hidden and inter multiples of 8 but not
+// T in {1, 3, 17, 100, 600, 4101}, E in {8, 60, 128}, k in {1, 2, 8}; hidden and inter multiples of 8 but not
 // of the grouped tiles (64-wide k, 64 / 128 columns), except the one with inter % 8 != 0, which the
 // grouped path hands to the per-slot kernels.
 const std::vector<MoeCase>& cases() {
@@ -34,7 +34,8 @@ const std::vector<MoeCase>& cases() {
       {1, 64, 48, 8, 2, true},         {1, 200, 136, 128, 8, true},    {3, 128, 96, 60, 4, true},
       {3, 264, 72, 128, 8, false},     {17, 200, 136, 8, 1, false},    {17, 136, 200, 60, 2, true, true},
       {37, 64, 20, 6, 3, false},       {100, 264, 200, 60, 8, true},   {100, 72, 40, 128, 1, false, true},
-      {600, 136, 72, 8, 2, false, true}, {600, 520, 392, 128, 8, true}};
+      {600, 136, 72, 8, 2, false, true}, {600, 520, 392, 128, 8, true},
+      {int(cuda::kMoeGroupedChunkTokens) + 5, 64, 48, 8, 2, true}};  // the grouped path in two passes
   return c;
 }
 
