@@ -72,6 +72,9 @@ class Backend {
   }
   // Sparse MoE MLP (MoeParams); backends without it refuse MoE models at the first step.
   virtual void moe(const MoeParams& p) { (void)p, throw Error(name() + ": moe is not implemented"); }
+  // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse
+  // LFM2 models at the first step.
+  virtual void short_conv(const ShortConvParams& p) { (void)p, throw Error(name() + ": short_conv is not implemented"); }
   virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
   virtual void add_logit_bias(const LogitBiasParams& p) { throw Error(name() + ": add_logit_bias is not implemented"); }
 

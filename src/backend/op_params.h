@@ -119,6 +119,30 @@ struct AttentionParams {
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
 };
 
+// LFM2's gated short convolution (Lfm2ShortConv after in_proj), its state kept like a KV cache: the
+// paged `state` holds bx = B * x of every token, addressed by the block tables and slot mapping the
+// attention layers use, so chunked prefill, prefix caching and preemption need nothing else.
+// Token row t = query_start[s] + j of sequence s sits at position pos = seq_lens[s] - q_len + j; per
+// channel c < C (bcx row = [B | C | x], each C wide, in that order):
+//   bx(t)     = round(B[t, c] * x[t, c])                                  (written to state at slot_mapping[t] if >= 0)
+//   conv      = round(sum_{k<L} weight[c, k] * bx(pos - (L-1) + k) + bias[c])   (fp32 sum; 0 for positions < 0)
+//   out[t, c] = round(C[t, c] * conv)
+// round: to the activation dtype, where HF's bf16 modules round. bx of positions before this step's
+// first token come from the state pages; those of this step from bcx itself (so the op never reads a
+// row it writes).
+struct ShortConvParams {
+  Tensor bcx;           // [T, 3 * C] activation dtype: in_proj output, chunks B, C, x
+  Tensor weight;        // [C, L] weight dtype (conv.conv.weight [C, 1, L])
+  Tensor bias;          // [C] or empty (conv.conv.bias)
+  Tensor state;         // [num_blocks, block_size, C] activation dtype: this layer's bx pages
+  Tensor out;           // [T, C] activation dtype (must not alias bcx)
+  Tensor slot_mapping;  // [T] I32: block_id * block_size + offset; < 0 means do not write
+  Tensor query_start;   // [S + 1] I32, cumulative
+  Tensor seq_lens;      // [S] I32, context length including this step's tokens
+  Tensor block_tables;  // [S, max_blocks_per_seq] I32
+  int num_seqs = 0, max_blocks_per_seq = 0, block_size = 16;
+};
+
 // ---- sampling ----
 // One logits row's sampling settings, laid out identically on host and device (raw I32 words).
 // The pipeline is vLLM's (and the CPU reference's, backend/cpu/cpu_sampling.h):

@@ -21,6 +21,7 @@ void gather_rows(ThreadPool& pool, const GatherRowsParams& p);
 void qkv_prepare(ThreadPool& pool, const QkvPrepareParams& p);
 void paged_attention(ThreadPool& pool, const AttentionParams& p);
 void moe(ThreadPool& pool, const MoeParams& p);  // cpu_moe.cc
+void short_conv(ThreadPool& pool, const ShortConvParams& p);  // cpu_short_conv.cc
 
 // Element access shared by the op files.
 inline float load_elem(const void* base, DType t, int64_t i) {
