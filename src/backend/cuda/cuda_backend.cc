@@ -173,6 +173,10 @@ void CudaBackend::moe(const MoeParams& p) {
   require_device(p.gate_up_w, "moe", "gate_up_w");
   launch_moe(p, [this](size_t b) { return linear_scratch(b); }, stream_);
 }
+void CudaBackend::short_conv(const ShortConvParams& p) {
+  require_device(p.state, "short_conv", "state");
+  launch_short_conv(p, stream_);
+}
 void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
 void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
 void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {

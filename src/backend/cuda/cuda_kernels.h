@@ -37,6 +37,8 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
 using WorkspaceFn = std::function<void*(size_t bytes)>;
 // Sparse MoE MLP (moe.cu): routing, experts and the weighted sum on the device; scratch from workspace.
 void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream);
+// LFM2's gated short convolution over its paged state (short_conv.cu): one thread per (token, channel).
+void launch_short_conv(const ShortConvParams& p, cudaStream_t stream);
 
 struct DeviceInfo {
   int num_sms = 132;
