@@ -7,46 +7,13 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/config_json.h"
 
 namespace vireo {
+using namespace config_json;
 namespace {
 
 using nlohmann::json;
-
-[[noreturn]] void fail(const std::string& source, const std::string& field, const std::string& why) {
-  throw Error(source + ": field '" + field + "' " + why);
-}
-
-int get_int(const json& j, const std::string& source, const std::string& key, std::optional<int> def = std::nullopt) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (def) return *def;
-    fail(source, key, "is missing");
-  }
-  if (!it->is_number_integer()) fail(source, key, "must be an integer, got " + it->dump());
-  return it->get<int>();
-}
-
-float get_float(const json& j, const std::string& source, const std::string& key, float def) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return def;
-  if (!it->is_number()) fail(source, key, "must be a number, got " + it->dump());
-  return it->get<float>();
-}
-
-std::optional<float> opt_float(const json& j, const std::string& source, const std::string& key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) fail(source, key, "must be a number, got " + it->dump());
-  return it->get<float>();
-}
-
-bool get_bool(const json& j, const std::string& source, const std::string& key, bool def) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return def;
-  if (!it->is_boolean()) fail(source, key, "must be true or false, got " + it->dump());
-  return it->get<bool>();
-}
 
 // eos_token_id: int or list of ints.
 std::vector<int32_t> token_id_list(const json& j, const std::string& source, const std::string& key) {
@@ -154,15 +121,19 @@ int parse_sliding_window(const json& j, const std::string& source, int num_layer
 }
 }  // namespace
 
-ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
-  if (!j.is_object()) throw Error(source + ": config must be a JSON object");
+ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
+  if (!in.is_object()) throw Error(source + ": config must be a JSON object");
   ModelConfig c;
-  c.raw = j;
-  auto arch = j.find("architectures");
-  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
+  c.raw = in;
+  auto arch = in.find("architectures");
+  if (arch == in.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
     fail(source, "architectures", "must be a non-empty list of names");
   c.architecture = (*arch)[0].get<std::string>();
-  if (j.contains("model_type") && j["model_type"].is_string()) c.model_type = j["model_type"].get<std::string>();
+  if (in.contains("model_type") && in["model_type"].is_string()) c.model_type = in["model_type"].get<std::string>();
+  // LFM2 spells some fields its own way: read a normalised copy (raw keeps the file as given).
+  const bool lfm2 = c.architecture == "Lfm2ForCausalLM" || c.model_type == "lfm2";
+  const json normalized = lfm2 ? lfm2_normalize(in, source) : json();
+  const json& j = lfm2 ? normalized : in;
   c.vocab_size = get_int(j, source, "vocab_size");
   c.hidden_size = get_int(j, source, "hidden_size");
   c.intermediate_size = get_int(j, source, "intermediate_size");
@@ -216,6 +187,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");
   parse_moe(j, source, c);
   c.sliding_window = parse_sliding_window(j, source, c.num_hidden_layers);
+  if (lfm2) parse_lfm2(j, source, c);
   return c;
 }
 

@@ -61,6 +61,13 @@ struct ModelConfig {
   int decoder_sparse_step = 1;
   std::vector<int> mlp_only_layers;
   bool moe_layer(int l) const;
+  // Hybrid short-convolution layers (LFM2, model_config_lfm2.cc): layer l is a gated short conv
+  // instead of attention where conv_layers[l] (from layer_types / full_attn_idxs; empty: none).
+  // conv_kernel: its length L (conv_L_cache); conv_bias: in_proj / conv / out_proj biases.
+  std::vector<uint8_t> conv_layers;
+  int conv_kernel = 0;
+  bool conv_bias = false;
+  bool conv_layer(int l) const { return l >= 0 && l < static_cast<int>(conv_layers.size()) && conv_layers[l]; }
 
   int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
   nlohmann::json raw;                   // the whole config.json

@@ -1,0 +1,59 @@
+// JSON field readers shared by the config.json parsers: errors name the source (a path) and the field.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+
+namespace vireo::config_json {
+
+using nlohmann::json;
+
+[[noreturn]] inline void fail(const std::string& source, const std::string& field, const std::string& why) {
+  throw Error(source + ": field '" + field + "' " + why);
+}
+
+inline int get_int(const json& j, const std::string& source, const std::string& key, std::optional<int> def = std::nullopt) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (def) return *def;
+    fail(source, key, "is missing");
+  }
+  if (!it->is_number_integer()) fail(source, key, "must be an integer, got " + it->dump());
+  return it->get<int>();
+}
+
+inline float get_float(const json& j, const std::string& source, const std::string& key, float def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_number()) fail(source, key, "must be a number, got " + it->dump());
+  return it->get<float>();
+}
+
+inline std::optional<float> opt_float(const json& j, const std::string& source, const std::string& key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) fail(source, key, "must be a number, got " + it->dump());
+  return it->get<float>();
+}
+
+inline bool get_bool(const json& j, const std::string& source, const std::string& key, bool def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_boolean()) fail(source, key, "must be true or false, got " + it->dump());
+  return it->get<bool>();
+}
+
+}  // namespace vireo::config_json
+
+namespace vireo {
+struct ModelConfig;
+namespace config_json {
+// LFM2 (model_config_lfm2.cc). lfm2_normalize: before the generic parse, maps the original config
+// names onto HF's (block_ff_dim, norm_eps, tie_embedding, theta) and sets LFM2's defaults (norm_eps
+// 1e-5, rope_theta 1e6). parse_lfm2: after it, the layer kinds, the conv fields and the MLP width.
+json lfm2_normalize(const json& j, const std::string& source);
+void parse_lfm2(const json& j, const std::string& source, ModelConfig& c);
+}  // namespace config_json
+}  // namespace vireo
