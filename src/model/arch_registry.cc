@@ -10,6 +10,7 @@ const std::vector<ArchSpec>& arch_specs() {
     register_qwen_family(v);
     register_olmo_family(v);
     register_hunyuan_family(v);
+    register_lfm2_family(v);
     return v;
   }();
   return specs;

@@ -8,6 +8,17 @@
 
 namespace vireo {
 
+// HF module names of the parts every decoder layer has, where a family renames them (LFM2).
+struct ModuleNames {
+  std::string input_norm = "input_layernorm";               // model.layers.<l>.<input_norm>.weight
+  std::string post_attn_norm = "post_attention_layernorm";  // the MLP's input norm
+  std::string attn = "self_attn";
+  std::string o_proj = "o_proj";                            // <attn>.<o_proj>.weight
+  std::string mlp = "mlp";
+  std::string gate_proj = "gate_proj", up_proj = "up_proj", down_proj = "down_proj";  // <mlp>.<...>.weight
+  std::string final_norm = "model.norm";
+};
+
 struct ArchSpec {
   std::string name;                      // HF architectures[0], e.g. "Qwen3ForCausalLM"
   QkNorm qk_norm = QkNorm::kNone;        // where q/k RMSNorm sits relative to RoPE
@@ -17,6 +28,10 @@ struct ArchSpec {
   bool post_norm = false;                // OLMo-2: h += norm(attn(h)); h += norm(mlp(h)); no input_layernorm
   bool neox_rope = true;                 // rotate halves (HF rotate_half) vs GPT-J interleaved pairs
   bool moe = false;                      // sparse MoE MLPs where config.moe_layer(l) (mlp.gate + mlp.experts.*)
+  // Hybrid LFM2: layers where config.conv_layer(l) are gated short convolutions (conv.in_proj,
+  // conv.conv, conv.out_proj) instead of attention; their state lives in the KV cache (KvCache).
+  bool short_conv = false;
+  ModuleNames names;
 };
 
 // The registered families (arch/*.cc), in a fixed order.
@@ -30,5 +45,6 @@ void register_llama_family(std::vector<ArchSpec>& out);
 void register_qwen_family(std::vector<ArchSpec>& out);
 void register_olmo_family(std::vector<ArchSpec>& out);
 void register_hunyuan_family(std::vector<ArchSpec>& out);
+void register_lfm2_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

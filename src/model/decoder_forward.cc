@@ -103,6 +103,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   const int64_t qkv_w = static_cast<int64_t>(H + 2 * Hkv) * D, inter = cfg_.intermediate_size;
   Tensor residual = rows(ws.residual, T, hidden), hid = rows(ws.hidden, T, hidden);
   Tensor branch = rows(ws.branch, T, hidden), qkv = rows(ws.qkv, T, qkv_w);
+  Tensor bcx = ws.bcx.empty() ? Tensor() : rows(ws.bcx, T, 3 * hidden);
   Tensor q = ws.q.view({T, H, D}), attn = ws.attn.view({T, H, D});
   Tensor gate_up = rows(ws.gate_up, T, 2 * inter), act = rows(ws.act, T, inter);
 
@@ -121,6 +122,17 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   ap.max_query_len = st.max_query_len;
   ap.max_seq_len = st.max_seq_len;
+
+  ShortConvParams cp;  // LFM2's conv layers: state pages addressed like the attention layers' K/V
+  cp.bcx = bcx;
+  cp.out = hid;  // free once in_proj has read it (fused: never written)
+  cp.slot_mapping = slots;
+  cp.query_start = query_start;
+  cp.seq_lens = seq_lens;
+  cp.block_tables = block_tables;
+  cp.num_seqs = S;
+  cp.max_blocks_per_seq = st.max_blocks_per_seq;
+  cp.block_size = kv.block_size;
 
   QkvPrepareParams qp;
   qp.qkv = qkv;
@@ -166,30 +178,41 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   be_->embedding({embed_, ids, residual});  // residual = embed_tokens(input_ids)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
-    // Attention input: pre-norm models normalise (fusing the previous MLP's residual add);
-    // post-norm models feed the residual stream itself.
-    LinearParams qkv_p = linear(residual, w.qkv_w, w.qkv_b, qkv);  // [q_proj; k_proj; v_proj](x)
+    const bool conv = !w.conv_w.empty();  // LFM2 short-conv layer instead of attention
+    // The mixer's input projection: pre-norm models normalise (fusing the previous MLP's residual
+    // add); post-norm models feed the residual stream itself.
+    LinearParams in_p = conv ? linear(residual, w.in_proj_w, w.in_proj_b, bcx)   // conv.in_proj(x) = [B; C; x]
+                             : linear(residual, w.qkv_w, w.qkv_b, qkv);          // [q_proj; k_proj; v_proj](x)
     if (fused) {
-      qkv_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
+      in_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
     } else if (!spec_.post_norm) {
       if (l == 0) {
         be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
       } else {
         be_->rms_norm({branch, w.input_norm, hid, residual, eps});  // h += mlp_out; input_layernorm(h)
       }
-      qkv_p.x = hid;
+      in_p.x = hid;
     }
-    be_->linear(qkv_p);
-    qp.q_norm = w.q_norm;
-    qp.k_norm = w.k_norm;
-    qp.k_cache = kv.k[l];
-    qp.v_cache = kv.v[l];
-    ap.k_cache = kv.k[l];
-    ap.v_cache = kv.v[l];
-    be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
-    const Tensor attn_flat = attn.view({T, static_cast<int64_t>(H) * D});
+    be_->linear(in_p);
+    Tensor mixed;  // [T, width of o_w's input]: what the output projection reads
+    if (conv) {
+      cp.weight = w.conv_w;
+      cp.bias = w.conv_b;
+      cp.state = kv.k[l];
+      be_->short_conv(cp);  // C * conv(B * x) over the paged state; this step's bx written to it
+      mixed = hid;
+    } else {
+      qp.q_norm = w.q_norm;
+      qp.k_norm = w.k_norm;
+      qp.k_cache = kv.k[l];
+      qp.v_cache = kv.v[l];
+      ap.k_cache = kv.k[l];
+      ap.v_cache = kv.v[l];
+      be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
+      mixed = attn.view({T, static_cast<int64_t>(H) * D});
+    }
     if (fused) {
-      LinearParams o = linear(attn_flat, w.o_w, w.o_b, residual);  // h += o_proj(attn)
+      LinearParams o = linear(mixed, w.o_w, w.o_b, residual);  // h += o_proj(attn) (conv: out_proj)
       o.residual = residual;
       be_->linear(o);
       if (!w.router_w.empty()) {  // sparse MoE MLP: h += moe(post_attention_layernorm(h))
@@ -207,7 +230,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->linear(down);
       continue;
     }
-    be_->linear(linear(attn_flat, w.o_w, w.o_b, branch));  // o_proj
+    be_->linear(linear(mixed, w.o_w, w.o_b, branch));  // o_proj (conv: out_proj)
     Tensor mlp_in;
     if (spec_.post_norm) {
       be_->rms_norm({branch, w.post_attn_norm, hid, Tensor(), eps});  // post_attention_layernorm(attn_out)

@@ -86,50 +86,71 @@ void DecoderModel::load_weights() {
   const int64_t hidden = cfg_.hidden_size, inter = cfg_.intermediate_size, vocab = cfg_.vocab_size;
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
   const bool qkv_bias = spec_.qkv_bias || cfg_.attention_bias;
+  const ModuleNames& n = spec_.names;
   if (spec_.moe && cfg_.num_experts <= 0)
     throw Error(cfg_.architecture + ": config.json has no num_experts (or num_local_experts) > 0");
   embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
   layers_.resize(cfg_.num_hidden_layers);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    const std::string a = p + "self_attn.", m = p + "mlp.";
+    const std::string a = p + n.attn + ".", m = p + n.mlp + ".";
     DecoderLayerWeights& w = layers_[l];
-    if (!spec_.post_norm) w.input_norm = load(p + "input_layernorm.weight", {{p + "input_layernorm.weight", {hidden}}}, 0);
-    w.qkv_w = load(a + "qkv_proj.weight",
-                   {{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
-                    {a + "v_proj.weight", {Hkv * D, hidden}}},
-                   kDummyStd);
-    if (qkv_bias)
-      w.qkv_b = load(a + "qkv_proj.bias",
-                     {{a + "q_proj.bias", {H * D}}, {a + "k_proj.bias", {Hkv * D}}, {a + "v_proj.bias", {Hkv * D}}},
+    auto norm = [&](const std::string& name) { return load(p + name + ".weight", {{p + name + ".weight", {hidden}}}, 0); };
+    if (!spec_.post_norm) w.input_norm = norm(n.input_norm);
+    if (spec_.short_conv && cfg_.conv_layer(l)) {
+      load_short_conv(p + "conv.", w);
+    } else {
+      w.qkv_w = load(a + "qkv_proj.weight",
+                     {{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
+                      {a + "v_proj.weight", {Hkv * D, hidden}}},
                      kDummyStd);
-    if (spec_.qk_norm != QkNorm::kNone) {
-      const bool full = spec_.qk_norm == QkNorm::kFullWidth;
-      const std::string qn = a + spec_.q_norm_name + ".weight", kn = a + spec_.k_norm_name + ".weight";
-      w.q_norm = load(qn, {{qn, {full ? H * D : D}}}, 0);
-      w.k_norm = load(kn, {{kn, {full ? Hkv * D : D}}}, 0);
+      if (qkv_bias)
+        w.qkv_b = load(a + "qkv_proj.bias",
+                       {{a + "q_proj.bias", {H * D}}, {a + "k_proj.bias", {Hkv * D}}, {a + "v_proj.bias", {Hkv * D}}},
+                       kDummyStd);
+      if (spec_.qk_norm != QkNorm::kNone) {
+        const bool full = spec_.qk_norm == QkNorm::kFullWidth;
+        const std::string qn = a + spec_.q_norm_name + ".weight", kn = a + spec_.k_norm_name + ".weight";
+        w.q_norm = load(qn, {{qn, {full ? H * D : D}}}, 0);
+        w.k_norm = load(kn, {{kn, {full ? Hkv * D : D}}}, 0);
+      }
+      const std::string o = a + n.o_proj + ".";
+      w.o_w = load(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
+      if (cfg_.attention_bias) w.o_b = load(o + "bias", {{o + "bias", {hidden}}}, kDummyStd);
     }
-    w.o_w = load(a + "o_proj.weight", {{a + "o_proj.weight", {hidden, H * D}}}, kDummyStd);
-    if (cfg_.attention_bias) w.o_b = load(a + "o_proj.bias", {{a + "o_proj.bias", {hidden}}}, kDummyStd);
-    w.post_attn_norm = load(p + "post_attention_layernorm.weight", {{p + "post_attention_layernorm.weight", {hidden}}}, 0);
-    if (spec_.post_norm)
-      w.post_ffn_norm =
-          load(p + "post_feedforward_layernorm.weight", {{p + "post_feedforward_layernorm.weight", {hidden}}}, 0);
+    w.post_attn_norm = norm(n.post_attn_norm);
+    if (spec_.post_norm) w.post_ffn_norm = norm("post_feedforward_layernorm");
     if (spec_.moe && cfg_.moe_layer(l)) {
       load_moe(m, w);
       continue;
     }
-    w.gate_up_w = load(m + "gate_up_proj.weight",
-                       {{m + "gate_proj.weight", {inter, hidden}}, {m + "up_proj.weight", {inter, hidden}}}, kDummyStd);
+    const std::string g = m + n.gate_proj + ".", u = m + n.up_proj + ".", d = m + n.down_proj + ".";
+    w.gate_up_w = load(m + "gate_up_proj.weight", {{g + "weight", {inter, hidden}}, {u + "weight", {inter, hidden}}},
+                       kDummyStd);
     if (cfg_.mlp_bias)
-      w.gate_up_b =
-          load(m + "gate_up_proj.bias", {{m + "gate_proj.bias", {inter}}, {m + "up_proj.bias", {inter}}}, kDummyStd);
-    w.down_w = load(m + "down_proj.weight", {{m + "down_proj.weight", {hidden, inter}}}, kDummyStd);
-    if (cfg_.mlp_bias) w.down_b = load(m + "down_proj.bias", {{m + "down_proj.bias", {hidden}}}, kDummyStd);
+      w.gate_up_b = load(m + "gate_up_proj.bias", {{g + "bias", {inter}}, {u + "bias", {inter}}}, kDummyStd);
+    w.down_w = load(d + "weight", {{d + "weight", {hidden, inter}}}, kDummyStd);
+    if (cfg_.mlp_bias) w.down_b = load(d + "bias", {{d + "bias", {hidden}}}, kDummyStd);
   }
-  final_norm_ = load("model.norm.weight", {{"model.norm.weight", {hidden}}}, 0);
+  final_norm_ = load(n.final_norm + ".weight", {{n.final_norm + ".weight", {hidden}}}, 0);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : load("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+}
+
+// LFM2's gated short convolution (Lfm2ShortConv): in_proj [3 * hidden, hidden], the depthwise conv
+// weight [hidden, 1, L] (kept as [hidden, L]), out_proj [hidden, hidden]; biases with conv_bias.
+void DecoderModel::load_short_conv(const std::string& c, DecoderLayerWeights& w) {
+  const int64_t hidden = cfg_.hidden_size, L = cfg_.conv_kernel;
+  if (L <= 0) throw Error(cfg_.architecture + ": config.json has no conv_L_cache > 0");
+  w.in_proj_w = load(c + "in_proj.weight", {{c + "in_proj.weight", {3 * hidden, hidden}}}, kDummyStd);
+  // Dummy conv taps larger than the projections' (HF's Conv1d init is uniform(+-1/sqrt(L))), so the
+  // convolution visibly mixes neighbouring tokens in dummy-weight tests.
+  w.conv_w = load(c + "conv.weight", {{c + "conv.weight", {hidden, 1, L}}}, 0.3f).view({hidden, L});
+  w.o_w = load(c + "out_proj.weight", {{c + "out_proj.weight", {hidden, hidden}}}, kDummyStd);
+  if (!cfg_.conv_bias) return;
+  w.in_proj_b = load(c + "in_proj.bias", {{c + "in_proj.bias", {3 * hidden}}}, kDummyStd);
+  w.conv_b = load(c + "conv.bias", {{c + "conv.bias", {hidden}}}, kDummyStd);
+  w.o_b = load(c + "out_proj.bias", {{c + "out_proj.bias", {hidden}}}, kDummyStd);
 }
 
 // Router and experts of a sparse layer: per-expert tensors (HF checkpoints) stacked at load, or the
@@ -154,6 +175,8 @@ void DecoderModel::load_moe(const std::string& m, DecoderLayerWeights& w) {
   w.experts_down = load(m + "experts.down_proj", down, kDummyStd).view({E, hidden, I});
 }
 
+// Attention layers: K and V [num_blocks, block_size, Hkv, D]; short-conv layers: their bx state
+// [num_blocks, block_size, hidden] in k, v empty (KvCache).
 KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) {
   if (num_blocks <= 0 || block_size <= 0) throw Error("allocate_kv_cache: num_blocks and block_size must be > 0");
   KvCache kv;
@@ -162,6 +185,11 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) {
   const std::vector<int64_t> shape{num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
   try {
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      if (!layers_[l].conv_w.empty()) {
+        kv.k.push_back(be_->alloc({num_blocks, block_size, cfg_.hidden_size}, be_->activation_dtype()));
+        kv.v.push_back(Tensor());
+        continue;
+      }
       kv.k.push_back(be_->alloc(shape, be_->activation_dtype()));
       kv.v.push_back(be_->alloc(shape, be_->activation_dtype()));
     }
@@ -180,12 +208,14 @@ void DecoderModel::free_kv_cache(KvCache& kv) {
 }
 
 size_t DecoderModel::kv_block_bytes(int block_size) const {
-  return size_t{2} * cfg_.num_hidden_layers * block_size * cfg_.num_key_value_heads * cfg_.head_dim *
-         dtype_size(be_->activation_dtype());
+  size_t per_token = 0;  // elements of one token over all layers
+  for (const auto& w : layers_)
+    per_token += w.conv_w.empty() ? size_t{2} * cfg_.num_key_value_heads * cfg_.head_dim : size_t(cfg_.hidden_size);
+  return per_token * block_size * dtype_size(be_->activation_dtype());
 }
 
 void DecoderModel::free_workspace(DecoderWorkspace& ws) {
-  for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.q, &ws.attn, &ws.gate_up,
+  for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.bcx, &ws.q, &ws.attn, &ws.gate_up,
                     &ws.act, &ws.rows, &ws.logits})
     if (!t->empty()) be_->free(*t);
   ws.token_cap = ws.logit_cap = ws.int_cap = 0;
@@ -204,6 +234,7 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
   ws.hidden = be_->alloc({t, hidden}, act);
   ws.branch = be_->alloc({t, hidden}, act);
   ws.qkv = be_->alloc({t, (H + 2 * Hkv) * D}, act);
+  if (spec_.short_conv) ws.bcx = be_->alloc({t, 3 * hidden}, act);
   ws.q = be_->alloc({t, H * D}, act);
   ws.attn = be_->alloc({t, H * D}, act);
   ws.gate_up = be_->alloc({t, 2 * inter}, act);

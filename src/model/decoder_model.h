@@ -26,6 +26,10 @@ struct DecoderLayerWeights {
   Tensor router_w;         // mlp.gate.weight [E, hidden]
   Tensor experts_gate_up;  // mlp.experts.<e>.{gate,up}_proj stacked: [E, 2 * moe_inter, hidden]
   Tensor experts_down;     // mlp.experts.<e>.down_proj stacked: [E, hidden, moe_inter]
+  // Short-convolution layers (ArchSpec::short_conv and config.conv_layer(l)) instead of qkv / q_norm /
+  // k_norm; o_w / o_b hold conv.out_proj [hidden, hidden]:
+  Tensor in_proj_w, in_proj_b;  // conv.in_proj: [3 * hidden, hidden] (rows B, C, x), bias [3 * hidden]
+  Tensor conv_w, conv_b;        // conv.conv.weight [hidden, 1, L] held as [hidden, L], bias [hidden]
 };
 
 // Per-step scratch, grown when a step needs more rows than the last one.
@@ -34,6 +38,7 @@ struct DecoderWorkspace {
   Tensor ints;                  // I32 packed step inputs
   Tensor residual, hidden, branch;  // [T, hidden]
   Tensor qkv;                   // [T, (H + 2*Hkv) * D]
+  Tensor bcx;                   // [T, 3 * hidden] short-conv in_proj output (models with conv layers)
   Tensor q, attn;               // [T, H * D]
   Tensor gate_up;               // [T, 2 * inter]
   Tensor act;                   // [T, inter]
@@ -63,7 +68,7 @@ struct DecoderGraphs {
   std::vector<int32_t> host;       // staging of the packed ints
   int max_size = 0, table_width = 0, attention_hint = 0;
   // The KV cache the graphs were captured against (its pointers are inside them).
-  std::vector<const void*> kv_pages, kv_scratch;  // every layer's K then V
+  std::vector<const void*> kv_pages, kv_scratch;  // every layer's K then V (conv layers: state, null)
   int kv_block_size = 0;
 };
 
@@ -103,6 +108,7 @@ class DecoderModel final : public Model {
   Tensor load(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
   void load_weights();
   void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);
+  void load_short_conv(const std::string& conv_prefix, DecoderLayerWeights& w);
   void ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_t logit_rows, int64_t ints);
   void free_workspace(DecoderWorkspace& ws);
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].

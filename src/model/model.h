@@ -23,7 +23,9 @@ struct StepInput {
   std::vector<int32_t> logits_indices;   // rows of T whose logits are wanted (e.g. last of each seq)
 };
 
-// Per-layer K and V pages: [num_blocks, block_size, num_kv_heads, head_dim] each.
+// Per-layer K and V pages: [num_blocks, block_size, num_kv_heads, head_dim] each. A short-convolution
+// layer (LFM2) keeps its state the same way: k[l] holds bx of every token, [num_blocks, block_size,
+// hidden], addressed by the same block tables and slots, and v[l] is empty.
 struct KvCache {
   std::vector<Tensor> k, v;
   int num_blocks = 0;

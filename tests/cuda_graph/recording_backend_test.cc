@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "model/decoder_model.h"
 #include "model/default_model.h"
+#include "../model/lfm2_test_model.h"
 
 namespace vireo {
 namespace {
@@ -52,6 +53,7 @@ class RecordingBackend final : public Backend {
   void gather_rows(const GatherRowsParams& p) override { op([=, this] { cpu_->gather_rows(p); }); }
   void qkv_prepare(const QkvPrepareParams& p) override { op([=, this] { cpu_->qkv_prepare(p); }); }
   void paged_attention(const AttentionParams& p) override { op([=, this] { cpu_->paged_attention(p); }); }
+  void short_conv(const ShortConvParams& p) override { op([=, this] { cpu_->short_conv(p); }); }
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override {
@@ -106,8 +108,7 @@ StepInput decode_step(const std::vector<int>& lens_before, const std::vector<int
   return in;
 }
 
-TEST(RecordedGraphs, DecodeMatchesEagerOnHost) {
-  const ModelConfig cfg = default_model_config();
+void decode_matches_eager(const ModelConfig& cfg) {
   const int64_t V = cfg.vocab_size;
   LoadOptions o;
   o.load_format = "dummy";
@@ -193,6 +194,14 @@ TEST(RecordedGraphs, DecodeMatchesEagerOnHost) {
   EXPECT_GT(len[1], 16 + 4);
   graph->free_kv_cache(kg);
   eager->free_kv_cache(ke);
+}
+
+TEST(RecordedGraphs, DecodeMatchesEagerOnHost) { decode_matches_eager(default_model_config()); }
+
+// LFM2's conv layers in decode graphs: their state pages are captured like K/V, padding rows (slot -1,
+// position 0) read and write no state.
+TEST(RecordedGraphs, HybridConvDecodeMatchesEagerOnHost) {
+  decode_matches_eager(ModelConfig::from_json(testing::tiny_lfm2_json(), "tiny-lfm2/config.json"));
 }
 
 }  // namespace
