@@ -48,6 +48,8 @@ def rope_kwargs(cls, theta, params):
 def make_config(cls_name, rope_theta=10000.0, rope=None, **extra):
     cls = getattr(transformers, cls_name)
     kw = dict(BASE)
+    if "norm_eps" in extra:  # LFM2 names it norm_eps; its strict config may refuse rms_norm_eps
+        kw.pop("rms_norm_eps")
     kw.update(rope_kwargs(cls, rope_theta, rope))
     kw.update(extra)
     return cls(**kw)
@@ -77,6 +79,14 @@ CASES = [
     ("qwen3_moe_mixed", "Qwen3MoeConfig", dict(tie_word_embeddings=True, head_dim=16, num_experts=6,
                                                num_experts_per_tok=3, moe_intermediate_size=40,
                                                norm_topk_prob=False, mlp_only_layers=[0]),
+     torch.float32, None),
+    # Hybrid LFM2: short-conv and attention layers, conv biases, Lfm2MLP's width rule
+    # (int(2 * 200 / 3) = 133, * 1.25 -> 166, rounded up to 32 -> 192).
+    ("lfm2", "Lfm2Config", dict(tie_word_embeddings=True, rope_theta=1000000.0, norm_eps=1e-5,
+                                layer_types=["conv", "full_attention", "conv", "full_attention"],
+                                num_hidden_layers=4, intermediate_size=200, block_auto_adjust_ff_dim=True,
+                                block_ffn_dim_multiplier=1.25, block_multiple_of=32, conv_L_cache=3,
+                                conv_bias=True),
      torch.float32, None),
 ]
 
@@ -147,7 +157,7 @@ def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
         model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32, attn_implementation="eager")
     model = model.float().eval()
     ref = reference(model, torch.Generator().manual_seed(seed + 2000))
-    rot = model.model.rotary_emb
+    rot = getattr(model.model, "rotary_emb", None) or model.model.pos_emb  # LFM2 names it pos_emb in some versions
     ref["inv_freq"] = rounded(rot.inv_freq.float())
     ref["rotary_class"] = type(rot).__name__
     ref["attention_scaling"] = float(getattr(rot, "attention_scaling", 1.0))
