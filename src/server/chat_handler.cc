@@ -93,7 +93,7 @@ class ChatStreamFormatter : public StreamFormatter {
 };
 
 Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsing& parsing, const ChoiceGroup& group,
-                   const std::string& id, int64_t created, int num_prompt_tokens) {
+                   const std::string& id, int64_t created, const std::vector<int32_t>& prompt) {
   Json choices = Json::array();
   int64_t completion = 0;
   for (const auto& c : group.choices()) {
@@ -113,8 +113,12 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
                        {"finish_reason", parsed.calls.empty() ? c.finish_reason : "tool_calls"},
                        {"stop_reason", stop_reason_json(c)}});
   }
+  Json prompt_logprobs = nullptr;  // every choice saw the same prompt
+  if (req.params.prompt_logprobs && !group.choices().empty())
+    prompt_logprobs = prompt_logprobs_json(tok, prompt, group.choices()[0].prompt_logprobs, *req.params.prompt_logprobs);
   return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", req.model},
-          {"choices", choices}, {"usage", usage_json(num_prompt_tokens, completion)}, {"prompt_logprobs", nullptr}};
+          {"choices", choices}, {"usage", usage_json(static_cast<int64_t>(prompt.size()), completion)},
+          {"prompt_logprobs", prompt_logprobs}};
 }
 
 }  // namespace
@@ -165,7 +169,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   }
   starting.finish_now();  // a plain response is not cut short by the listener stopping
   if (!collect_all(ctx, *group, probe)) return;
-  send_json(res, 200, chat_response(tok, r, parsing, *group, id, created, num_prompt));
+  send_json(res, 200, chat_response(tok, r, parsing, *group, id, created, ids));
 }
 
 }  // namespace vireo::server

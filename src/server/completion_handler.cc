@@ -113,12 +113,15 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
       for (const auto& e : c.logprobs) lp.add(e.token_id, &e);
       logprobs = lp.take();
     }
+    Json prompt_logprobs = nullptr;  // vLLM fills it under echo + logprobs too
+    if (req.params.prompt_logprobs)
+      prompt_logprobs = prompt_logprobs_json(tok, p.token_ids, c.prompt_logprobs, *req.params.prompt_logprobs);
     choices.push_back({{"index", c.index},
                        {"text", text},
                        {"logprobs", logprobs},
                        {"finish_reason", c.finish_reason},
                        {"stop_reason", stop_reason_json(c)},
-                       {"prompt_logprobs", nullptr}});
+                       {"prompt_logprobs", prompt_logprobs}});
   }
   return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", req.model},
           {"choices", choices}, {"usage", usage_json(prompt, completion)}};

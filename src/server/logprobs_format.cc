@@ -83,4 +83,33 @@ Json chat_logprob_entry(const Tokenizer& tok, const TokenLogprob& lp, int num_to
   return {{"token", token}, {"logprob", clamp_logprob(lp.logprob)}, {"bytes", bytes_of(token)}, {"top_logprobs", top}};
 }
 
+Json prompt_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                          const std::vector<std::optional<TokenLogprob>>& logprobs, int num_top) {
+  Json out = Json::array();
+  for (size_t k = 0; k < prompt.size(); ++k) {
+    if (k >= logprobs.size() || !logprobs[k]) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const TokenLogprob& lp = *logprobs[k];
+    auto entry = [&](int32_t id, float logprob, Json rank) {
+      return Json{{"logprob", clamp_logprob(logprob)}, {"rank", std::move(rank)}, {"decoded_token", decode_token(tok, id)}};
+    };
+    Json rank = nullptr;
+    for (size_t i = 0; i < lp.top.size(); ++i)
+      if (lp.top[i].first == prompt[k]) {
+        rank = i + 1;
+        break;
+      }
+    // A dict as vLLM builds it: the prompt token's key first; a top entry for the same id replaces
+    // its value in place.
+    Json dict = Json::object();
+    dict[std::to_string(prompt[k])] = entry(prompt[k], lp.logprob, rank);
+    for (size_t i = 0; i < lp.top.size() && static_cast<int>(i) < num_top; ++i)
+      dict[std::to_string(lp.top[i].first)] = entry(lp.top[i].first, lp.top[i].second, i + 1);
+    out.push_back(std::move(dict));
+  }
+  return out;
+}
+
 }  // namespace vireo::server

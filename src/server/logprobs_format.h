@@ -4,6 +4,7 @@
 // Token strings are the single-token decodes (vLLM's decoded_token); -inf is clamped to -9999.0.
 #pragma once
 #include <optional>
+#include <vector>
 
 #include "engine/request_output.h"
 #include "server/json_fields.h"
@@ -34,6 +35,13 @@ class CompletionLogprobs {
 
 // Chat format: one entry of logprobs.content.
 Json chat_logprob_entry(const Tokenizer& tok, const TokenLogprob& lp, int num_top);
+
+// vLLM's prompt_logprobs (completions choices, chat responses): one entry per prompt token, null for
+// the first, else {"<token id>": {"logprob", "rank", "decoded_token"}} with the prompt token first,
+// then the top `num_top`. The engine returns only the top N, so the prompt token's rank is null
+// when it is not among them (vLLM's Logprob.rank is optional; vLLM itself counts the whole vocabulary).
+Json prompt_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                          const std::vector<std::optional<TokenLogprob>>& logprobs, int num_top);
 
 std::string decode_token(const Tokenizer& tok, int32_t id);
 double clamp_logprob(float lp);

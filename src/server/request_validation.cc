@@ -159,11 +159,15 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
     r.params.logprobs = static_cast<int>(*lp);
   }
   if (auto echo = get_bool(body, "echo")) r.echo = *echo;
-  if (r.echo && r.params.logprobs) r.params.prompt_logprobs = r.params.logprobs;
   StreamFlags f = parse_stream_flags(body);
   r.stream = f.stream;
   r.include_usage = f.include_usage;
   r.continuous_usage = f.continuous_usage;
+  // As vLLM: an explicit prompt_logprobs, else logprobs under echo (the echoed prompt's entries).
+  // A stream sends them only under echo + logprobs (prompt_logprobs 0 is allowed there, as in vLLM).
+  r.params.prompt_logprobs = parse_prompt_logprobs(body, r.stream, limits);
+  if (!r.params.prompt_logprobs && r.echo) r.params.prompt_logprobs = r.params.logprobs;
+  if (r.stream && !(r.echo && r.params.logprobs)) r.params.prompt_logprobs.reset();
   return r;
 }
 
@@ -231,6 +235,8 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
   r.stream = f.stream;
   r.include_usage = f.include_usage;
   r.continuous_usage = f.continuous_usage;
+  r.params.prompt_logprobs = parse_prompt_logprobs(body, r.stream, limits);
+  if (r.stream) r.params.prompt_logprobs.reset();  // 0 with stream: accepted, nothing to send (vLLM)
   return r;
 }
 

@@ -141,6 +141,19 @@ StreamFlags parse_stream_flags(const Json& body) {
   return f;
 }
 
+std::optional<int> parse_prompt_logprobs(const Json& body, bool stream, const ValidationLimits& limits) {
+  auto n = get_int(body, "prompt_logprobs");
+  if (!n) return std::nullopt;
+  if (stream && *n != 0)
+    throw bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
+  if (*n < -1) throw bad_request(fmt::format("`prompt_logprobs` must be a positive value or -1, got {}", *n), "prompt_logprobs");
+  if (*n == -1 || *n > limits.max_logprobs)
+    throw bad_request(fmt::format("Requested prompt logprobs of {}, which is greater than max allowed: {}",
+                                  *n == -1 ? "-1 (the whole vocabulary)" : std::to_string(*n), limits.max_logprobs),
+                      "prompt_logprobs");
+  return static_cast<int>(*n);
+}
+
 void reject_unsupported(const Json& body) {
   auto present = [&](const char* key) {
     auto it = body.find(key);

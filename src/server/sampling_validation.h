@@ -16,6 +16,10 @@ struct StreamFlags {
 };
 StreamFlags parse_stream_flags(const Json& body);
 
+// vLLM's prompt_logprobs: top-N logprobs per prompt token (0: the prompt token's own only), at most
+// max_logprobs; -1 (the whole vocabulary) is over that cap; not with stream (vLLM: only 0 is).
+std::optional<int> parse_prompt_logprobs(const Json& body, bool stream, const ValidationLimits& limits);
+
 // Rejects fields whose feature Vireo does not implement rather than silently ignoring them.
 void reject_unsupported(const Json& body);
 
