@@ -124,17 +124,17 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
 }  // namespace
 
 // Shared with /tokenize: renders messages with the engine's template.
-std::string render_chat(const AsyncEngine& engine, const Json& messages, bool add_generation_prompt, const Json& tools,
-                        const Json& kwargs) {
+std::string render_chat(const AsyncEngine& engine, const ChatRequest& r) {
   const ChatTemplate* tpl = engine.chat_template();
   if (!tpl)
     throw bad_request("This model's tokenizer has no chat template, so chat requests cannot be rendered", "messages");
   ChatTemplateOptions opts;
-  opts.add_generation_prompt = add_generation_prompt;
-  opts.tools = tools;
-  opts.extra_context = kwargs.is_object() ? kwargs : Json::object();
+  opts.add_generation_prompt = r.add_generation_prompt;
+  opts.continue_final_message = r.continue_final_message;
+  opts.tools = r.tools;
+  opts.extra_context = r.chat_template_kwargs.is_object() ? r.chat_template_kwargs : Json::object();
   try {
-    return tpl->apply(messages, opts);
+    return tpl->apply(r.messages, opts);
   } catch (const Error& e) {
     throw bad_request(std::string("Chat template error: ") + e.what(), "messages");
   }
@@ -148,7 +148,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   Json body = parse_json_body(req);
   ChatRequest r = parse_chat_request(body, info, ctx.options().limits);
   ChatParsing parsing = chat_parsing_for(ctx.options(), r);
-  std::string prompt = render_chat(*engine, r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+  std::string prompt = render_chat(*engine, r);
   const Tokenizer& tok = engine->tokenizer();
   std::vector<int32_t> ids = tok.encode(prompt, r.add_special_tokens);
   if (ids.empty()) throw bad_request("The rendered prompt is empty", "messages");

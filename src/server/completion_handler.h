@@ -9,8 +9,8 @@ namespace vireo::server {
 void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
-// The engine's chat template applied to validated messages (400 when there is none or it raises).
-std::string render_chat(const AsyncEngine& engine, const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                        const nlohmann::ordered_json& tools, const nlohmann::ordered_json& kwargs);
+// The engine's chat template applied to a validated request's messages, tools, kwargs and prompt
+// flags (400 when there is none or it raises).
+std::string render_chat(const AsyncEngine& engine, const ChatRequest& r);
 
 }  // namespace vireo::server

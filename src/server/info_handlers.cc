@@ -31,7 +31,7 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
     chat_body.erase("return_token_strs");
     ChatRequest r = parse_chat_request(chat_body, info, ctx.options().limits);
     bool special = get_bool(body, "add_special_tokens").value_or(false);
-    std::string text = render_chat(*engine, r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+    std::string text = render_chat(*engine, r);
     ids = tok.encode(text, special);
   }
   Json out = {{"count", ids.size()}, {"max_model_len", info.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};

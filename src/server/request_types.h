@@ -55,6 +55,7 @@ struct ChatRequest {
   std::string tool_choice = "none";         // "none" or "auto" (tool_choice.h)
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  bool continue_final_message = false;  // the prompt ends inside the final (assistant) message
   bool add_special_tokens = false;  // vLLM: the template already placed them
   SamplingParams params;
   std::optional<int> max_tokens;    // explicit max_completion_tokens / max_tokens; else the rest of the context

@@ -228,7 +228,21 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     r.chat_template_kwargs = *kwargs;
   }
   if (get_string(body, "chat_template")) throw bad_request("a per-request chat_template is not supported", "chat_template");
-  if (auto v = get_bool(body, "add_generation_prompt")) r.add_generation_prompt = *v;
+  auto add_generation_prompt = get_bool(body, "add_generation_prompt");
+  if (auto v = get_bool(body, "continue_final_message")) r.continue_final_message = *v;
+  if (r.continue_final_message) {
+    // vLLM rejects an explicit add_generation_prompt: true; an absent one (default true) is taken as
+    // false here, where transformers would reject it too.
+    if (add_generation_prompt.value_or(false))
+      throw bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "continue_final_message");
+    const std::string& role = r.messages.back()["role"].get_ref<const std::string&>();
+    if (role != "assistant")
+      throw bad_request("Cannot set `continue_final_message` to True when the last message is not from the assistant (it is '" +
+                            role + "').", "continue_final_message");
+    r.add_generation_prompt = false;
+  } else if (add_generation_prompt) {
+    r.add_generation_prompt = *add_generation_prompt;
+  }
   if (auto v = get_bool(body, "add_special_tokens")) r.add_special_tokens = *v;
   if (auto v = get_bool(body, "echo"); v && *v) throw bad_request("echo is not supported for chat completions", "echo");
   StreamFlags f = parse_stream_flags(body);

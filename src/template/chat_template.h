@@ -10,6 +10,10 @@ namespace vireo {
 // renders Python dicts in insertion order); a plain nlohmann::json converts implicitly (keys sorted).
 struct ChatTemplateOptions {
   bool add_generation_prompt = true;
+  // transformers' continue_final_message: the render is cut right after the final message's content
+  // (its last text part), dropping what the template adds after it (end of turn), so the model
+  // continues that message. Incompatible with add_generation_prompt (an Error, as in transformers).
+  bool continue_final_message = false;
   nlohmann::ordered_json tools;           // null or a list of OpenAI tool objects
   nlohmann::ordered_json extra_context;   // e.g. {"enable_thinking": false}; merged into the context
 };

@@ -200,6 +200,8 @@ std::vector<BadCase> bad_cases() {
   chat("chat_stream_options_without_stream", with(m, "stream_options", {{"include_usage", true}}), "stream_options");
   chat("add_generation_prompt_string", with(m, "add_generation_prompt", "yes"), "add_generation_prompt");
   chat("per_request_chat_template", with(m, "chat_template", "{{x}}"), "chat_template");
+  chat("continue_final_message_string", with(m, "continue_final_message", "yes"), "continue_final_message");
+  chat("continue_final_message_after_user", with(m, "continue_final_message", true), "continue_final_message");
   chat("chat_stop_too_many", with(m, "stop", std::vector<std::string>(65, "x")), "stop");
   chat("chat_body_array", json::array({1}), "");
 
