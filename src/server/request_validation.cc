@@ -222,6 +222,14 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     if (!tools->empty()) r.tools = *tools;
   }
   r.tool_choice = parse_tool_choice(body);
+  get_bool(body, "parallel_tool_calls");  // accepted and type-checked, as vLLM; the calls found are not limited
+  // OpenAI's deprecated function calling: vLLM's request model lacks these fields and drops them with
+  // a warning, so the model never sees the functions; here, as for every unsupported feature, a 400.
+  if (auto f = body.find("functions"); f != body.end() && !f->is_null() && !(f->is_array() && f->empty()))
+    throw bad_request("functions (legacy function calling) is not supported; use tools", "functions");
+  if (auto fc = body.find("function_call");
+      fc != body.end() && !fc->is_null() && !(fc->is_string() && (*fc == "none" || *fc == "auto")))
+    throw bad_request("function_call (legacy function calling) is not supported; use tool_choice", "function_call");
   auto kwargs = body.find("chat_template_kwargs");
   if (kwargs != body.end() && !kwargs->is_null()) {
     if (!kwargs->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");

@@ -192,6 +192,9 @@ std::vector<BadCase> bad_cases() {
   chat("tool_parameters_string",
        with(m, "tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}})), "tools");
   chat("tool_choice_required", with(m, "tool_choice", "required"), "tool_choice");
+  chat("legacy_functions", with(m, "functions", json::array({{{"name", "f"}}})), "functions");
+  chat("legacy_function_call_named", with(m, "function_call", {{"name", "f"}}), "function_call");
+  chat("parallel_tool_calls_string", with(m, "parallel_tool_calls", "yes"), "parallel_tool_calls");
   chat("chat_template_kwargs_list", with(m, "chat_template_kwargs", json::array()), "chat_template_kwargs");
   chat("chat_unknown_model", with(m, "model", "gpt-4"), "", 404, "NotFoundError");
   chat("chat_temperature_negative", with(m, "temperature", -1), "temperature");

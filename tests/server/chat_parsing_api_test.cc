@@ -198,6 +198,28 @@ TEST(ChatParsing, ToolChoiceErrors) {
   EXPECT_EQ(srv.engine().num_added(), 0u);  // refused before any engine work
 }
 
+// parallel_tool_calls is accepted and does not limit the calls (vLLM); OpenAI's legacy functions /
+// function_call are refused rather than silently dropped (vLLM drops them with a warning).
+TEST(ChatParsing, ParallelToolCallsAcceptedLegacyFunctionsRefused) {
+  LiveServer srv(with_parsers(), scripted());
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/chat/completions", chat("WEATHER", {{"tools", kToolDefs}, {"parallel_tool_calls", false}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["tool_calls"].size(), 2u);
+  for (json extra : {json{{"functions", json::array()}}, json{{"function_call", "none"}}, json{{"function_call", "auto"}}}) {
+    extra["max_tokens"] = 1;
+    r = post_json(cli, "/v1/chat/completions", chat("x", extra));
+    EXPECT_EQ(r->status, 200) << extra << r->body;
+  }
+  json fn = json::array({{{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}});
+  for (auto [key, value] : {std::pair<std::string, json>{"functions", fn}, {"function_call", {{"name", "get_weather"}}},
+                            {"parallel_tool_calls", "yes"}}) {
+    r = post_json(cli, "/v1/chat/completions", chat("x", {{key, value}}));
+    EXPECT_EQ(r->status, 400) << key;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], key) << r->body;
+  }
+}
+
 TEST(ChatParsing, CompletionsAreNotParsed) {
   LiveServer srv(with_parsers(), scripted());
   auto cli = srv.client();
