@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command_registry.h"
 #include "cli/vllm_compat_flags.h"
 #include "core/error.h"
@@ -71,8 +73,28 @@ size_t parse_bytes(const std::string& s) {
   return static_cast<size_t>(v * mult);
 }
 
+// vLLM takes JSON lists (--allowed-origins '["http://a", "http://b"]'); plain values work too.
+std::vector<std::string> parse_string_list(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& v : args) {
+    if (!v.empty() && v.front() == '[') {
+      nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+      if (!j.is_array()) throw Error("'" + v + "' is not a JSON list of strings");
+      for (const auto& e : j) {
+        if (!e.is_string()) throw Error("'" + v + "' is not a JSON list of strings");
+        out.push_back(e.get<std::string>());
+      }
+    } else {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
+  for (auto* list : {&a.server.cors.allowed_origins, &a.server.cors.allowed_methods, &a.server.cors.allowed_headers})
+    *list = parse_string_list(*list);
   if (!a.model_positional.empty()) {
     if (!a.engine.model.empty() && a.engine.model != a.model_positional)
       throw Error("serve: the positional MODEL and --model disagree");
@@ -172,6 +194,10 @@ CommandRunner setup_serve(CLI::App& app) {
                "Parse tool calls from chat output when tool_choice is \"auto\" (needs --tool-call-parser)");
   app.add_option("--tool-call-parser", s.tool_call_parser, "How the model writes tool calls")
       ->check(CLI::IsMember(server::tool_parser_names()));
+  app.add_option("--allowed-origins", s.cors.allowed_origins, "CORS origins (JSON list or values; default [\"*\"])");
+  app.add_option("--allowed-methods", s.cors.allowed_methods, "CORS methods (default [\"*\"])");
+  app.add_option("--allowed-headers", s.cors.allowed_headers, "CORS headers (default [\"*\"])");
+  app.add_flag("--allowed-credentials", s.cors.allow_credentials, "CORS: allow credentials");
   app.add_option("--chat-template", c.chat_template,
                  "Jinja chat template: a file (.jinja, or a tokenizer_config.json) or the template text "
                  "(default: the tokenizer's)");

@@ -126,6 +126,8 @@ void ApiServer::install_routes() {
     // API responses are never byte ranges (vLLM ignores Range): without this cpp-httplib would cut
     // the JSON to the requested bytes, answer 416 with no body, or repeat the body per range.
     const_cast<httplib::Request&>(req).ranges.clear();
+    if (answer_cors_preflight(ctx.options().cors, req, res)) return httplib::Server::HandlerResponse::Handled;
+    add_cors_headers(ctx.options().cors, req, res);  // kept on whatever answers below
     return answer_early(ctx, req, res) ? httplib::Server::HandlerResponse::Handled
                                        : httplib::Server::HandlerResponse::Unhandled;
   });

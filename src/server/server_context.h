@@ -12,6 +12,7 @@
 #include <string>
 
 #include "engine/async_engine.h"
+#include "server/cors.h"
 #include "server/metrics_renderer.h"
 #include "server/request_types.h"
 
@@ -31,6 +32,7 @@ struct ServerOptions {
   std::string reasoning_parser;
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
+  CorsOptions cors;  // --allowed-origins / --allowed-methods / --allowed-headers / --allowed-credentials
 };
 
 class ServerContext {
