@@ -1,6 +1,5 @@
 // Parity with transformers (fp32) on the tiny fixtures of tools/reference/make_model_fixtures.py:
 // RoPE frequencies, per-position prompt logits, chunked prefill, scattered blocks, 32 greedy tokens.
-// lfm2 (hybrid short-conv + attention) is skipped until its fixture has been generated.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,17 +26,7 @@ json load_ref(const std::string& name) {
   return json::parse(f);
 }
 
-class Parity : public ::testing::TestWithParam<std::string> {
- protected:
-  // lfm2's fixture is generated on the device machine (make_model_fixtures.py --only lfm2) and may not
-  // be committed yet; every other fixture must exist.
-  void SetUp() override {
-    if (GetParam() == "lfm2" && !std::filesystem::exists(fixture_dir(GetParam()) + "/reference.json"))
-      GTEST_SKIP() << "tests/fixtures/model/" << GetParam()
-                   << " does not exist yet: generate it with tools/reference/make_model_fixtures.py --only "
-                   << GetParam() << " (torch + transformers) and commit it";
-  }
-};
+class Parity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Parity, RopeFrequenciesMatchTransformers) {
   const json ref = load_ref(GetParam());
