@@ -211,8 +211,8 @@ TEST_F(MoeTest, RejectsBadShapes) {
 TEST(MoePlan, PathChoiceAndTileBound) {
   using cuda::moe_use_grouped;
   EXPECT_FALSE(moe_use_grouped(MoePath::kAuto, 1, 8, true));  // decode: per-slot
-  EXPECT_FALSE(moe_use_grouped(MoePath::kAuto, 7, 8, true));
-  EXPECT_TRUE(moe_use_grouped(MoePath::kAuto, 8, 8, true));  // 64 slots
+  EXPECT_FALSE(moe_use_grouped(MoePath::kAuto, 15, 8, true));
+  EXPECT_TRUE(moe_use_grouped(MoePath::kAuto, 16, 8, true));  // 128 slots
   EXPECT_TRUE(moe_use_grouped(MoePath::kGrouped, 1, 1, true));
   EXPECT_FALSE(moe_use_grouped(MoePath::kPerSlot, 4096, 8, true));
   EXPECT_FALSE(moe_use_grouped(MoePath::kGrouped, 4096, 8, false));  // unsupported: per-slot

@@ -27,14 +27,13 @@ enum class MoePath : int { kAuto = -1, kPerSlot = 0, kGrouped = 1 };
 MoePath moe_path();
 void set_moe_path(MoePath path);
 
-// Auto threshold: the grouped path from this many slots (T * top_k) on. Why 64: the per-slot path
-// reads an expert's weights once per slot that chose it, the grouped path once per call, at the cost
-// of three more launches (sort, combine, and the GEMMs' tile overheads, ~10 us). With S slots over E
-// experts about S^2 / 2E of the per-slot reads repeat an expert: Qwen3-30B-A3B (E = 128, 9.4 MB per
-// expert) at S = 64 (8 tokens of top-8) reads ~52 distinct experts in 64 expert reads, ~115 MB of
-// repeats, ~25 us of HBM time, more than the extra launches. Below it (decode of a few sequences) the
-// per-slot kernels, no sort. Re-tune with tests/cuda_bench/moe_bench.cc (T = 1, 8, 64 both ways).
-constexpr int64_t kMoeGroupedMinSlots = 64;
+// Auto threshold: the grouped path from this many slots (T * top_k) on. The per-slot path reads an
+// expert's weights once per slot that chose it, the grouped path once per call, at the cost of three
+// more launches (sort, combine, the GEMMs' tile overheads). Measured on the H200 (moe_bench.cc,
+// Qwen3-30B-A3B layer, session 8): 64 slots (8 tokens of top-8) per-slot 276 us vs grouped 299 us;
+// 512 slots 914 vs 461 us. So the switch sits between, at 128 slots (16 tokens of top-8), where about
+// a third of the per-slot reads already repeat an expert. Re-tune with tests/cuda_bench/moe_bench.cc.
+constexpr int64_t kMoeGroupedMinSlots = 128;
 // The grouped path takes at most this many tokens per pass (route, sort, GEMMs, combine), so its
 // scratch stays bounded (S * (hidden + inter) activations: 4096 tokens of Qwen3-30B-A3B, 185 MB); a
 // longer call runs passes one after the other, each reading the weights once more.
