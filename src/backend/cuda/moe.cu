@@ -5,12 +5,8 @@
 //            HF's bf16 linear; each an fp32 chain that does not depend on the other tokens), fp32
 //            softmax, top-k by repeated warp argmax (lowest id among equal probabilities), renormalised
 //            when norm_topk_prob, weights rounded to T; ids / weights [T, k] into scratch.
-// Per-slot path (decode: a few tokens):
-//   gate_up: one warp per (token, slot, intermediate index): the gate and up rows of the slot's expert,
-//            act[T * k, I] = silu(round(gate)) * round(up), rounded (the dense path's rounding).
-//   down:    one warp per (token, output column): for the token's slots in ascending expert id (HF's
-//            index_add_ order), acc = round(acc + round(round(act . down_e[j]) * weight)).
-//   Every (token, slot) reads its expert's rows, so weights are re-read per slot.
+// Per-slot path (decode: a few tokens; moe_decode.cu): gate_up then down, each distinct expert's rows
+//   streamed once per group of <= 16 tokens, the weighted sum in ascending expert id inside down.
 // Grouped path (many tokens; moe_sort.cu, moe_grouped_gemm.cu, moe_combine.cu): slots sorted by expert,
 // tensor-core GEMMs per expert with the same roundings (only the dot products' summation order differs),
 // the weighted sum in the same ascending-id order.
@@ -86,14 +82,6 @@ __device__ __forceinline__ void warp_dot_block(const T* x, int nr, const T* w, i
       for (int o = 16; o > 0; o >>= 1) acc[q][r] += __shfl_xor_sync(0xffffffffu, acc[q][r], o);
 }
 
-// Sum over a warp of a[i] * b[i], i < n (16-byte vectors when n and both rows allow it).
-template <typename T>
-__device__ __forceinline__ float warp_dot(const T* a, const T* b, int64_t n, int lane) {
-  float acc[1][1];
-  warp_dot_block<T, 1, 1>(a, 1, b, 1, n, lane, acc);
-  return acc[0][0];
-}
-
 // grid: (ceil(T / R)); block b routes tokens b * R + [0, R): the logits of all (warps over groups of
 // kRouteExperts experts), then warp r the top-k of token b * R + r. Dynamic shared memory: R * E floats.
 template <typename T, int R>
@@ -158,51 +146,6 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
     }
 }
 
-// grid: (T * k, ceil(I / kWarps)); warp w of block (s, b) computes intermediate index b * kWarps + w.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) moe_gate_up_kernel(const T* x, const T* gate_up, const int* ids, int64_t hidden,
-                                                               int64_t inter, int top_k, T* act) {
-  const int64_t s = blockIdx.x;
-  const int64_t i = static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  pdl_enter();
-  if (i >= inter) return;
-  const int e = ids[s];
-  const T* xr = x + (s / top_k) * hidden;
-  const T* w = gate_up + static_cast<int64_t>(e) * 2 * inter * hidden;
-  const float g = warp_dot(xr, w + i * hidden, hidden, lane);
-  const float u = warp_dot(xr, w + (inter + i) * hidden, hidden, lane);
-  if (lane == 0) {
-    const float gf = to_f(from_f<T>(g)), uf = to_f(from_f<T>(u));
-    act[s * inter + i] = from_f<T>(gf / (1.f + __expf(-gf)) * uf);
-  }
-}
-
-// grid: (T, ceil(hidden / kWarps)); warp w of block (t, b) computes output column b * kWarps + w.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) moe_down_kernel(const T* act, const T* down, const int* ids, const float* weights,
-                                                            int64_t hidden, int64_t inter, int top_k, T* out) {
-  const int64_t t = blockIdx.x;
-  const int64_t j = static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  pdl_enter();
-  if (j >= hidden) return;
-  float acc = 0.f;
-  int prev = -1;
-  for (int n = 0; n < top_k; ++n) {  // slots in ascending expert id (ids of a token are distinct)
-    int slot = -1, e = 0x7fffffff;
-    for (int q = 0; q < top_k; ++q) {
-      const int id = ids[t * top_k + q];
-      if (id > prev && id < e) e = id, slot = q;
-    }
-    prev = e;
-    const int64_t s = t * top_k + slot;
-    const float y = warp_dot(act + s * inter, down + (static_cast<int64_t>(e) * hidden + j) * inter, inter, lane);
-    acc = to_f(from_f<T>(acc + to_f(from_f<T>(to_f(from_f<T>(y)) * weights[s]))));
-  }
-  if (lane == 0) out[t * hidden + j] = from_f<T>(acc);
-}
-
 void require(bool ok, const std::string& msg) {
   if (!ok) throw Error("cuda moe: " + msg);
 }
@@ -246,7 +189,7 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
   check_launch("moe route");
 }
 
-// Per-slot path over all T tokens: act [T * k, I], ids, weights [T * k].
+// Per-slot (decode) path over all T tokens (moe_decode.cu): scratch act [T * k, I], ids, weights [T * k].
 template <typename T>
 void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
   const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), inter = p.down_w.dim(2);
@@ -265,13 +208,8 @@ void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStrea
   Carve ws{static_cast<char*>(workspace(size.used))};
   carve(ws, act, ids, wts);
   launch_route<T>(p, p.x.ptr<T>(), T_, ids, wts, stream);
-  launch_pdl(moe_gate_up_kernel<T>, dim3(static_cast<unsigned>(n_slots), static_cast<unsigned>((inter + kWarps - 1) / kWarps)),
-             dim3(kThreads), 0, stream, p.x.ptr<T>(), p.gate_up_w.ptr<T>(), ids, hidden, inter, k, act);
-  check_launch("moe gate_up");
-  launch_pdl(moe_down_kernel<T>, dim3(static_cast<unsigned>(T_), static_cast<unsigned>((hidden + kWarps - 1) / kWarps)),
-             dim3(kThreads), 0, stream, static_cast<const T*>(act), p.down_w.ptr<T>(), ids, wts, hidden, inter, k,
-             p.out.ptr<T>());
-  check_launch("moe down");
+  launch_moe_gate_up_decode(p.x.dtype, p.x.data, p.gate_up_w.data, ids, T_, k, hidden, inter, act, stream);
+  launch_moe_down_decode(p.x.dtype, act, p.down_w.data, ids, wts, T_, k, hidden, inter, p.out.data, stream);
 }
 
 // Grouped path (moe.h), in passes of at most kMoeGroupedChunkTokens tokens sharing one scratch.

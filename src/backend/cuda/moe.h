@@ -1,7 +1,12 @@
 // Sparse MoE MLP on CUDA: the choice between the two expert paths, and the host entry points of the
 // grouped path's kernels (moe_sort.cu, moe_grouped_gemm.cu, moe_combine.cu). Plain C++ (host only).
 //
-// Per-slot path (moe.cu): each (token, slot) reads its expert's rows; right for a few tokens (decode).
+// Per-slot ("decode") path (moe_decode.cu): per block a group of <= 16 tokens and a chunk of weight rows;
+// each distinct expert's rows are streamed once for all the group's slots that chose it; right for a few
+// tokens (decode), where a GEMM's tiles would be mostly empty:
+//   route    ids, weights [S = T * k]                 (moe.cu)
+//   gate_up  act [S, I] in slot order                 (launch_moe_gate_up_decode)
+//   down     out [T, hidden], the ordered weighted sum inside the kernel (launch_moe_down_decode)
 // Grouped path: the T * k slots sorted by expert, then per expert one GEMM over its slots, so every
 // expert's weights are read once per call (per chunk of kMoeGroupedChunkTokens tokens):
 //   route    ids, weights [S = T * k]                 (moe.cu, shared with the per-slot path)
@@ -53,6 +58,18 @@ inline bool moe_use_grouped(MoePath path, int64_t tokens, int top_k, bool suppor
 inline int64_t moe_max_tiles(int64_t slots, int64_t num_experts) {
   return (slots + kMoeTileRows - 1) / kMoeTileRows + (num_experts < slots ? num_experts : slots);
 }
+
+// ---- decode-path launches (moe_decode.cu; device pointers, `dt` bf16, f16 or f32; any hidden / inter,
+// 16-byte loads where rows and pointers allow) ----
+// act[s, i] = round(silu(round(x[t] . gate_e[i])) * round(x[t] . up_e[i])), e = ids[s], t = s / top_k;
+// act [tokens * top_k, inter].
+void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, const int* ids, int64_t tokens,
+                               int top_k, int64_t hidden, int64_t inter, void* act, cudaStream_t stream);
+// out[t, j] = over the token's slots in ascending expert id: acc = round(acc + round(round(act[s] .
+// down_e[j]) * weights[s])). Reads ids before its PDL wait: they must be complete before the previous
+// kernel of the stream started (launch_moe: route, then gate_up, then this).
+void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const int* ids, const float* weights,
+                            int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream);
 
 // ---- grouped-path launches (device pointers; `dt` the activation dtype, bf16 or f16) ----
 // Tile i of the sorted rows: expert, first sorted row, rows (<= kMoeTileRows).

@@ -1,0 +1,349 @@
+// MoE decode path (moe.h "per-slot path"; the few-token calls below kMoeGroupedMinSlots): the expert
+// GEMVs after the route kernel (moe.cu). Two kernels, both streaming expert rows at HBM speed:
+//   gate_up: act [S = T * k, I]: act[s, i] = round(silu(round(x[t] . gate_e[i])) * round(x[t] . up_e[i]))
+//   down:    out [T, hidden]:  y = round(act[s] . down_e[j]) per slot, then per token, in ascending
+//            expert id (HF's index_add_ order): acc = round(acc + round(y * weight[s]))
+// (the rounding of the former one-warp-per-output kernels and of the grouped path; only the fp32 dot
+// products' summation order differs).
+//
+// Work split. A block takes a group of up to kGroupTokens tokens and a chunk of weight rows (gate_up: 2
+// intermediate indices, i.e. 2 gate + 2 up rows of every expert; down: 8 output columns). It sorts the
+// group's slots by expert in shared memory (build_group: expert ids are only known on the device), then
+// its warps take (distinct expert, row) units: a unit's rows are read ONCE from HBM with 16-byte loads
+// (kB vectors a lane a row in flight) and dotted with the x / act rows of every token of the group that
+// chose that expert (x and act are a few KB, L1 / L2 resident). So with T > 1 tokens sharing an expert
+// the weight read is shared, and the grids (Qwen3-30B-A3B: 384 gate_up blocks, 256 down blocks, all
+// resident at once) keep all 132 SMs streaming. down keeps y of its 8 columns in shared memory and does the ordered weighted sum itself:
+// no y scratch, no combine launch.
+// down's ids / sort and an L2 prefetch of its first rows run before its PDL wait: ids come from the
+// route kernel two launches back, which completed before gate_up (which waited on it) let down start.
+//
+// Bytes and expected time, Qwen3-30B-A3B (hidden 2048, I 768, bf16), at 4.2 TB/s:
+//   gate_up: distinct experts x 2 * 768 * 2048 * 2 B = 6.29 MB each; T = 1 (8 experts) 50.3 MB, 12.0 us;
+//            T = 8 (~64 experts) 403 MB, 96 us.
+//   down:    distinct experts x 2048 * 768 * 2 B = 3.15 MB each; T = 1 25.2 MB, 6.0 us; T = 8 201 MB, 48 us.
+// Aim: >= 65% of that, T = 1 gate_up + down under ~28 us (the former kernels: ~52 us). Expected
+// T = 1: gate_up ~15 us (12.6 MB in flight: 384 blocks x 8 warps x 4 KB), down ~8 us (2/3 of its bytes
+// prefetched into L2 while gate_up finishes); T = 8: ~110 + ~60 us.
+// Graph-capturable (grids from T and the shapes only; blocks with no work exit), deterministic (no
+// atomics: every output element is written by one thread in a fixed order).
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/pdl.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kDecThreads = 256, kDecWarps = kDecThreads / 32;
+constexpr int kMaxTopK = 32;                               // launch_moe's limit
+constexpr int kGroupTokens = 16;                           // tokens a block serves (they share weight reads)
+constexpr int kMaxSlots = kGroupTokens * kMaxTopK;         // 512 slots a group
+// Tokens a warp serves per pass over a unit's rows (accumulators in registers): 1 when T = 1 (fewer
+// registers, 3 blocks an SM), else 4 (an expert chosen by more tokens of the group takes more passes;
+// the repeat reads hit L1 / L2).
+constexpr int kShareMany = 4;
+constexpr int blocks_per_sm(int share) { return share == 1 ? 3 : 2; }
+constexpr int kGateUpRows = 2;                             // intermediate indices per gate_up block
+constexpr int kGateUpB = 4;                                // 16-byte vectors a lane a row in flight (gate_up)
+constexpr int kDownRows = 8, kDownUnitRows = 2;            // output columns per down block / per warp unit
+constexpr int kDownB = 3;                                  // vectors a lane a row (I = 768: 96 vectors, one pass)
+constexpr int kDownPrefetchLines = (64 << 10) / 128;       // 64 KiB of L2 prefetch a block before the wait
+
+// The token group's routing, sorted by expert (ascending id, then slot). Local slot j = m * k + q
+// (token t0 + m, its q-th choice).
+struct Group {
+  int n, nexp;                    // slots, distinct experts
+  int id[kMaxSlots];              // expert of local slot j
+  int order[kMaxSlots];           // sorted position p -> local slot
+  int pos[kMaxSlots];             // local slot -> sorted position
+  int start[kMaxSlots + 1];       // distinct expert u (ascending): positions [start[u], start[u + 1])
+  int expert[kMaxSlots];          // distinct expert u's id
+  int tok_order[kMaxSlots];       // token m's slots in ascending expert id: tok_order[m * k + r]
+  unsigned head[kMaxSlots / 32];  // bit p: position p is its expert's first
+};
+
+// Fills g from ids [n] (this group's slots; a token's k ids are distinct). O(n) a thread (n <= 128 at
+// T = 16, top-8); ends with __syncthreads(). ids through L2 (ld.cg): they were written by another grid.
+__device__ void build_group(Group& g, const int* ids, int n, int k) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int j = threadIdx.x; j < n; j += kDecThreads) g.id[j] = __ldcg(ids + j);
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += kDecThreads) {
+    const int e = g.id[j];
+    int p = 0;
+    for (int q = 0; q < n; ++q) {
+      const int f = g.id[q];
+      p += (f < e) | ((f == e) & (q < j));
+    }
+    g.order[p] = j;
+    g.pos[j] = p;
+    const int m0 = j / k * k;
+    int r = 0;
+    for (int q = m0; q < m0 + k; ++q) r += g.id[q] < e;
+    g.tok_order[m0 + r] = j;
+  }
+  __syncthreads();
+  for (int p0 = warp * 32; p0 < n; p0 += kDecThreads) {  // warp-uniform trip count
+    const int p = p0 + lane;
+    const bool h = p < n && (p == 0 || g.id[g.order[p]] != g.id[g.order[p - 1]]);
+    const unsigned bits = __ballot_sync(0xffffffffu, h);
+    if (lane == 0) g.head[p0 / 32] = bits;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < n; p += kDecThreads) {
+    const unsigned w = g.head[p / 32];
+    if (!((w >> (p % 32)) & 1u)) continue;
+    int u = __popc(w & ((1u << (p % 32)) - 1u));
+    for (int i = 0; i < p / 32; ++i) u += __popc(g.head[i]);
+    g.expert[u] = g.id[g.order[p]];
+    g.start[u] = p;
+  }
+  if (threadIdx.x == 0) {
+    int c = 0;
+    for (int i = 0; i < (n + 31) / 32; ++i) c += __popc(g.head[i]);
+    g.nexp = c;
+    g.start[c] = n;
+    g.n = n;
+  }
+  __syncthreads();
+}
+
+// Vector v (elements v * kN ..) of a row of n elements: one 16-byte load (kVec: n % kN == 0, row
+// 16-byte aligned), else element loads, zero past n.
+template <typename T, bool kVec>
+__device__ __forceinline__ Vec<T> load_vec(const T* row, int64_t v, int64_t n) {
+  Vec<T> r;
+  if constexpr (kVec) {
+    r.raw = __ldg(reinterpret_cast<const uint4*>(row) + v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < Vec<T>::kN; ++e) {
+      const int64_t i = v * Vec<T>::kN + e;
+      r.v[e] = i < n ? row[i] : from_f<T>(0.f);
+    }
+  }
+  return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// grid: (ceil(I / kGateUpRows), ceil(T / kGroupTokens)). Unit u of the block: distinct expert u /
+// kGateUpRows, intermediate index i0 + u % kGateUpRows: its gate and up rows ([hidden] each), kGateUpB
+// vectors of each a lane in flight, dotted with the x rows of the expert's tokens (kS at a time).
+template <typename T, bool kVec, int kS>
+__global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
+    moe_gate_up_decode_kernel(const T* x, const T* w, const int* ids, int64_t tokens, int k, int64_t hidden,
+                              int64_t inter, T* act) {
+  constexpr int kN = Vec<T>::kN;
+  __shared__ Group g;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGroupTokens;
+  const int nt = static_cast<int>(min(static_cast<int64_t>(kGroupTokens), tokens - t0));
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kGateUpRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t nvec = (hidden + kN - 1) / kN;
+  pdl_enter();  // ids from the route kernel
+  build_group(g, ids + t0 * k, nt * k, k);
+  for (int u = warp; u < g.nexp * kGateUpRows; u += kDecWarps) {
+    const int eu = u / kGateUpRows;
+    const int64_t i = i0 + u % kGateUpRows;
+    if (i >= inter) continue;
+    const T* gw = w + (static_cast<int64_t>(g.expert[eu]) * 2 * inter + i) * hidden;
+    const T* uw = gw + inter * hidden;
+    const int end = g.start[eu + 1];
+    for (int sp = g.start[eu]; sp < end; sp += kS) {
+      const int cnt = min(kS, end - sp);  // warp-uniform
+      float ag[kS], au[kS];
+#pragma unroll
+      for (int s = 0; s < kS; ++s) ag[s] = au[s] = 0.f;
+      for (int64_t v0 = lane; v0 < nvec; v0 += 32 * kGateUpB) {
+        Vec<T> wg[kGateUpB], wu[kGateUpB];
+#pragma unroll
+        for (int b = 0; b < kGateUpB; ++b) {  // all 2 * kGateUpB loads issued before any use
+          const int64_t v = v0 + 32 * b;
+          wg[b].raw = wu[b].raw = make_uint4(0, 0, 0, 0);
+          if (v < nvec) {
+            wg[b] = load_vec<T, kVec>(gw, v, hidden);
+            wu[b] = load_vec<T, kVec>(uw, v, hidden);
+          }
+        }
+#pragma unroll
+        for (int b = 0; b < kGateUpB; ++b) {  // vector-major: one vector's weights as floats at a time
+          const int64_t v = v0 + 32 * b;
+          if (v >= nvec) break;
+#pragma unroll
+          for (int s = 0; s < kS; ++s) {
+            if (s >= cnt) break;
+            const Vec<T> xv = load_vec<T, kVec>(x + (t0 + g.order[sp + s] / k) * hidden, v, hidden);
+#pragma unroll
+            for (int e = 0; e < kN; ++e) {
+              ag[s] += to_f(wg[b].v[e]) * to_f(xv.v[e]);
+              au[s] += to_f(wu[b].v[e]) * to_f(xv.v[e]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        if (s >= cnt) break;
+        const float gs = warp_sum(ag[s]), us = warp_sum(au[s]);
+        if (lane == 0) {  // silu_and_mul's element: silu(round(g)) * round(u), rounded
+          const float gf = to_f(from_f<T>(gs)), uf = to_f(from_f<T>(us));
+          act[(t0 * k + g.order[sp + s]) * inter + i] = from_f<T>(gf / (1.f + __expf(-gf)) * uf);
+        }
+      }
+    }
+  }
+}
+
+// grid: (ceil(hidden / kDownRows), ceil(T / kGroupTokens)); block columns j0 + [0, 8). Unit u: distinct
+// expert u / 4, columns j0 + 2 (u % 4) + [0, 2): 2 adjacent rows of down_e ([I] each; the block's 8
+// rows of an expert are one contiguous 12 KB range at I = 768), kDownB vectors of each a lane in flight
+// (2 x 3 = 6 at I = 768: 3 KB a warp), dotted with the act rows of the expert's slots. y goes to shared
+// memory ys[sorted position][column]; then thread (token, column) sums its k slots.
+// (4 rows a unit spilled registers in bf16; 2 rows and 3 blocks an SM keep ~72 KB an SM in flight.)
+template <typename T, bool kVec, int kS>
+__global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
+    moe_down_decode_kernel(const T* act, const T* w, const int* ids, const float* weights, int64_t tokens, int k,
+                           int64_t hidden, int64_t inter, T* out) {
+  constexpr int kN = Vec<T>::kN;
+  constexpr int kUnits = kDownRows / kDownUnitRows;
+  __shared__ Group g;
+  __shared__ float ys[kMaxSlots][kDownRows];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGroupTokens;
+  const int nt = static_cast<int>(min(static_cast<int64_t>(kGroupTokens), tokens - t0));
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t nvec = (inter + kN - 1) / kN;
+  // 1. Before the wait (header): the sort, and the block's first rows (ascending expert, the order the
+  // units are taken in) into L2; each expert's kDownRows rows are one contiguous range.
+  build_group(g, ids + t0 * k, nt * k, k);
+  {  // the 128-byte lines holding each expert's range (none past it)
+    const int64_t rows = min(static_cast<int64_t>(kDownRows), hidden - j0);
+    const int64_t bytes = rows * inter * static_cast<int64_t>(sizeof(T));
+    const int64_t total_lines = static_cast<int64_t>(g.nexp) * ((bytes + 127) / 128 + 1);
+    const int64_t total = min(total_lines, static_cast<int64_t>(kDownPrefetchLines));
+    for (int64_t q = threadIdx.x; q < total; q += kDecThreads) {
+      const int64_t per = (bytes + 127) / 128 + 1, eu = q / per, l = q - eu * per;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(w + (g.expert[eu] * hidden + j0) * inter);
+      const uintptr_t line = (a & ~uintptr_t{127}) + static_cast<uintptr_t>(l) * 128;
+      if (line < a + bytes) prefetch_l2(reinterpret_cast<const void*>(line));
+    }
+  }
+  pdl_enter();  // act from gate_up
+  for (int u = warp; u < g.nexp * kUnits; u += kDecWarps) {
+    const int eu = u / kUnits, c0 = (u % kUnits) * kDownUnitRows;  // first column of the unit in the block
+    const int nrows = static_cast<int>(min(static_cast<int64_t>(kDownUnitRows), hidden - j0 - c0));
+    if (nrows <= 0) continue;
+    const T* wr = w + (static_cast<int64_t>(g.expert[eu]) * hidden + j0 + c0) * inter;  // row q: wr + q * inter
+    const int end = g.start[eu + 1];
+    for (int sp = g.start[eu]; sp < end; sp += kS) {
+      const int cnt = min(kS, end - sp);
+      float acc[kDownUnitRows][kS];
+#pragma unroll
+      for (int q = 0; q < kDownUnitRows; ++q)
+#pragma unroll
+        for (int s = 0; s < kS; ++s) acc[q][s] = 0.f;
+      for (int64_t v0 = lane; v0 < nvec; v0 += 32 * kDownB) {
+        Vec<T> wv[kDownUnitRows][kDownB];
+#pragma unroll
+        for (int q = 0; q < kDownUnitRows; ++q)
+#pragma unroll
+          for (int b = 0; b < kDownB; ++b) {
+            const int64_t v = v0 + 32 * b;
+            wv[q][b].raw = make_uint4(0, 0, 0, 0);
+            if (q < nrows && v < nvec) wv[q][b] = load_vec<T, kVec>(wr + q * inter, v, inter);
+          }
+#pragma unroll
+        for (int b = 0; b < kDownB; ++b) {
+          const int64_t v = v0 + 32 * b;
+          if (v >= nvec) break;
+#pragma unroll
+          for (int s = 0; s < kS; ++s) {
+            if (s >= cnt) break;
+            const Vec<T> av = load_vec<T, kVec>(act + (t0 * k + g.order[sp + s]) * inter, v, inter);
+#pragma unroll
+            for (int q = 0; q < kDownUnitRows; ++q)
+#pragma unroll
+              for (int e = 0; e < kN; ++e) acc[q][s] += to_f(wv[q][b].v[e]) * to_f(av.v[e]);
+          }
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        if (s >= cnt) break;
+#pragma unroll
+        for (int q = 0; q < kDownUnitRows; ++q) {
+          const float y = warp_sum(acc[q][s]);
+          if (lane == 0) ys[sp + s][c0 + q] = y;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  // 2. Thread (token m, column c): the k slots in ascending expert id, the former down kernel's sum.
+  for (int i = threadIdx.x; i < nt * kDownRows; i += kDecThreads) {
+    const int m = i / kDownRows, c = i % kDownRows;
+    if (j0 + c >= hidden) continue;
+    float acc = 0.f;
+    for (int r = 0; r < k; ++r) {
+      const int j = g.tok_order[m * k + r];
+      const float y = to_f(from_f<T>(ys[g.pos[j]][c]));
+      acc = to_f(from_f<T>(acc + to_f(from_f<T>(y * weights[t0 * k + j]))));
+    }
+    out[(t0 + m) * hidden + j0 + c] = from_f<T>(acc);
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, const int* ids, int64_t tokens,
+                               int top_k, int64_t hidden, int64_t inter, void* act, cudaStream_t stream) {
+  if (top_k < 1 || top_k > kMaxTopK) throw Error("cuda moe gate_up decode: top_k out of range");
+  if (tokens == 0) return;
+  if ((tokens + kGroupTokens - 1) / kGroupTokens > 65535) throw Error("cuda moe decode: too many tokens");
+  const dim3 grid(static_cast<unsigned>((inter + kGateUpRows - 1) / kGateUpRows),
+                  static_cast<unsigned>((tokens + kGroupTokens - 1) / kGroupTokens));
+  dispatch_float(dt, "moe gate_up decode", [&](auto tag) {
+    using T = decltype(tag);
+    const bool vec = hidden % Vec<T>::kN == 0 && aligned16(x) && aligned16(gate_up_w);
+    auto args = [&](auto kernel) {
+      launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(x), static_cast<const T*>(gate_up_w),
+                 ids, tokens, top_k, hidden, inter, static_cast<T*>(act));
+    };
+    if (vec && tokens == 1) args(moe_gate_up_decode_kernel<T, true, 1>);
+    else if (vec) args(moe_gate_up_decode_kernel<T, true, kShareMany>);
+    else args(moe_gate_up_decode_kernel<T, false, kShareMany>);
+  });
+  check_launch("moe gate_up decode");
+}
+
+void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const int* ids, const float* weights,
+                            int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream) {
+  if (top_k < 1 || top_k > kMaxTopK) throw Error("cuda moe down decode: top_k out of range");
+  if (tokens == 0) return;
+  if ((tokens + kGroupTokens - 1) / kGroupTokens > 65535) throw Error("cuda moe decode: too many tokens");
+  const dim3 grid(static_cast<unsigned>((hidden + kDownRows - 1) / kDownRows),
+                  static_cast<unsigned>((tokens + kGroupTokens - 1) / kGroupTokens));
+  dispatch_float(dt, "moe down decode", [&](auto tag) {
+    using T = decltype(tag);
+    const bool vec = inter % Vec<T>::kN == 0 && aligned16(act) && aligned16(down_w);
+    auto args = [&](auto kernel) {
+      launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(act), static_cast<const T*>(down_w),
+                 ids, weights, tokens, top_k, hidden, inter, static_cast<T*>(out));
+    };
+    if (vec && tokens == 1) args(moe_down_decode_kernel<T, true, 1>);
+    else if (vec) args(moe_down_decode_kernel<T, true, kShareMany>);
+    else args(moe_down_decode_kernel<T, false, kShareMany>);
+  });
+  check_launch("moe down decode");
+}
+
+}  // namespace vireo::cuda
