@@ -1,5 +1,6 @@
 // Sparse MoE MLP (moe.cu and the grouped path, moe.h) vs the CPU backend: fresh random inputs, poisoned
-// outputs, every element; each case through both expert paths (forced with set_moe_path).
+// outputs, every element; each case through both expert paths (forced with set_moe_path), plus a decode
+// grid (T 1..15, E 8 / 128, k 1 / 2 / 8) through the per-slot decode kernels (moe_decode.cu).
 // The GPU rounds router logits to the activation dtype (as HF's bf16 router does) and the CPU does not,
 // so a token whose k-th and (k+1)-th logits can round to one value could route differently: such
 // tokens (a few percent in bf16 with 128 experts, top-8) are left out and counted.
@@ -107,52 +108,31 @@ class MoeTest : public CudaOpsTest {
     return b;
   }
 
-  MoePath saved_path_ = MoePath::kAuto;
-};
-
-TEST_F(MoeTest, BothPathsMatchCpu) {
-  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
-    use_dtype(act);
-    // Six roundings to the activation dtype along the expert path (gate, up, act, y, y * w, the sum).
-    const Tolerance tol = act == DType::kBF16 ? Tolerance{3e-2f, 3e-2f}
-                          : act == DType::kF16 ? Tolerance{6e-3f, 1e-2f}
-                                               : tol_for(act);
-    int compared = 0, skipped = 0;
-    for (const MoeCase& c : cases()) {
-      const Inputs in = make_inputs(c, act);
-      const std::vector<float> want = cpu_moe(c, in);
-      const std::vector<bool> keep = clear_tokens(c, in, act);
-      for (int t = 0; t < c.T; ++t) ++(keep[t] ? compared : skipped);
-      for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped}) {
-        if (act == DType::kF32 && path == MoePath::kGrouped) continue;  // f32 always takes the per-slot kernels
-        SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name() +
-                     (path == MoePath::kGrouped ? " grouped" : " per-slot"));
-        cuda::set_moe_path(path);
-        Tensor out = gpu_poisoned({c.T, c.hidden}, act);
-        gpu_->moe(gpu_params(c, in, act, out));
-        const std::vector<float> got = to_host(out);
-        for (float v : got) ASSERT_FALSE(std::isnan(v)) << "moe left an output element unwritten";
-        std::vector<float> got_kept, want_kept;
-        for (int t = 0; t < c.T; ++t)
-          if (keep[t]) {
-            got_kept.insert(got_kept.end(), got.begin() + size_t(t) * c.hidden, got.begin() + size_t(t + 1) * c.hidden);
-            want_kept.insert(want_kept.end(), want.begin() + size_t(t) * c.hidden, want.begin() + size_t(t + 1) * c.hidden);
-          }
-        expect_close(got_kept, want_kept, tol, "moe");
+  // One case through `path`: NaN-poisoned output, every element written, kept tokens within tol of the
+  // CPU. Counts the compared / skipped (near-tied routing) tokens.
+  void check_case(const MoeCase& c, DType act, MoePath path, Tolerance tol, int& compared, int& skipped) {
+    const Inputs in = make_inputs(c, act);
+    const std::vector<float> want = cpu_moe(c, in);
+    const std::vector<bool> keep = clear_tokens(c, in, act);
+    for (int t = 0; t < c.T; ++t) ++(keep[t] ? compared : skipped);
+    cuda::set_moe_path(path);
+    Tensor out = gpu_poisoned({c.T, c.hidden}, act);
+    gpu_->moe(gpu_params(c, in, act, out));
+    const std::vector<float> got = to_host(out);
+    for (float v : got) ASSERT_FALSE(std::isnan(v)) << "moe left an output element unwritten";
+    std::vector<float> got_kept, want_kept;
+    for (int t = 0; t < c.T; ++t)
+      if (keep[t]) {
+        got_kept.insert(got_kept.end(), got.begin() + size_t(t) * c.hidden, got.begin() + size_t(t + 1) * c.hidden);
+        want_kept.insert(want_kept.end(), want.begin() + size_t(t) * c.hidden, want.begin() + size_t(t + 1) * c.hidden);
       }
-    }
-    EXPECT_GT(compared, 5 * skipped) << "too many near-tied routings to check";
+    expect_close(got_kept, want_kept, tol, "moe");
   }
-}
 
-// The grouped path twice on the same inputs gives the same bits; so does a CUDA graph of it, replayed
-// after x changed in place (routing, sort and tile count are found on the device at replay).
-TEST_F(MoeTest, GroupedIsDeterministicAndGraphCapturable) {
-  for (DType act : {DType::kBF16, DType::kF16}) {
-    use_dtype(act);
-    cuda::set_moe_path(MoePath::kGrouped);
-    const MoeCase c{600, 264, 200, 60, 8, true};
-    SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name());
+  // The op twice on the same inputs gives the same bits; so does a CUDA graph of it, replayed after x
+  // changed in place (routing, and for the grouped path sort and tile count, are found on the device).
+  void check_deterministic_and_graph(const MoeCase& c, DType act, MoePath path) {
+    cuda::set_moe_path(path);
     const Inputs in = make_inputs(c, act);
     Tensor out = gpu_poisoned({c.T, c.hidden}, act);
     MoeParams p = gpu_params(c, in, act, out);
@@ -163,9 +143,9 @@ TEST_F(MoeTest, GroupedIsDeterministicAndGraphCapturable) {
       MoeParams q = p;
       q.out = again;
       gpu_->moe(q);
-      ASSERT_TRUE(raw(again) == first) << "grouped moe differs between runs (rep " << rep << ")";
+      ASSERT_TRUE(raw(again) == first) << "moe differs between runs (rep " << rep << ")";
     }
-    if (!gpu_->supports_graphs()) continue;
+    if (!gpu_->supports_graphs()) return;
     Tensor graph_out = gpu_poisoned({c.T, c.hidden}, act);
     MoeParams g = p;
     g.out = graph_out;
@@ -189,6 +169,74 @@ TEST_F(MoeTest, GroupedIsDeterministicAndGraphCapturable) {
       ASSERT_TRUE(raw(graph_out) == raw(eager)) << "graph replay " << rep << " differs from the eager op";
     }
     gpu_->destroy_graph(graph);
+  }
+
+  MoePath saved_path_ = MoePath::kAuto;
+};
+
+Tolerance moe_tol(DType act) {
+  // Six roundings to the activation dtype along the expert path (gate, up, act, y, y * w, the sum).
+  return act == DType::kBF16 ? Tolerance{3e-2f, 3e-2f} : act == DType::kF16 ? Tolerance{6e-3f, 1e-2f} : tol_for(act);
+}
+
+TEST_F(MoeTest, BothPathsMatchCpu) {
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_dtype(act);
+    int compared = 0, skipped = 0;
+    for (const MoeCase& c : cases())
+      for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped}) {
+        if (act == DType::kF32 && path == MoePath::kGrouped) continue;  // f32 always takes the per-slot kernels
+        SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name() +
+                     (path == MoePath::kGrouped ? " grouped" : " per-slot"));
+        int cmp = 0, skp = 0;
+        check_case(c, act, path, moe_tol(act), cmp, skp);
+        if (path == MoePath::kPerSlot) compared += cmp, skipped += skp;
+      }
+    EXPECT_GT(compared, 5 * skipped) << "too many near-tied routings to check";
+  }
+}
+
+// The decode kernels (moe_decode.cu) on the token counts decode sees: T in {1, 2, 3, 8, 15} x E in
+// {8, 128} x k in {1, 2, 8}, bf16 and f16; hidden / inter multiples of 8 but not of 64 (ragged vector
+// passes: 25 / 33 / 17 / 9 vectors a row), dead experts in some. With E = 8, k = 8 every token takes all
+// experts (each expert's rows shared by all T tokens, more than a warp's 4 per pass at T 8 and 15).
+TEST_F(MoeTest, DecodeKernelsMatchCpu) {
+  const int dims[][2] = {{200, 136}, {264, 72}, {136, 200}};
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    int compared = 0, skipped = 0, n = 0;
+    for (int T : {1, 2, 3, 8, 15})
+      for (int E : {8, 128})
+        for (int k : {1, 2, 8}) {
+          const int* d = dims[n % 3];
+          const MoeCase c{T, d[0], d[1], E, k, n % 2 == 0, n % 5 == 4};
+          ++n;
+          SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name() + " decode");
+          check_case(c, act, MoePath::kPerSlot, moe_tol(act), compared, skipped);
+        }
+    EXPECT_GT(compared, 5 * skipped) << "too many near-tied routings to check";
+  }
+}
+
+// Decode kernels at the real shapes' vector counts (hidden 2048: 8 vectors a lane, inter 768: 3), T = 1
+// (the one-token kernels) and T = 8: deterministic and graph-capturable.
+TEST_F(MoeTest, DecodeIsDeterministicAndGraphCapturable) {
+  for (DType act : {DType::kBF16, DType::kF16})
+    for (const MoeCase& c : {MoeCase{1, 2048, 768, 128, 8, true}, MoeCase{8, 2048, 768, 128, 8, true},
+                             MoeCase{15, 264, 200, 8, 8, false}}) {
+      use_dtype(act);
+      SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name());
+      check_deterministic_and_graph(c, act, MoePath::kPerSlot);
+    }
+}
+
+// The grouped path: deterministic and graph-capturable (check_deterministic_and_graph).
+TEST_F(MoeTest, GroupedIsDeterministicAndGraphCapturable) {
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    const MoeCase c{600, 264, 200, 60, 8, true};
+    SCOPED_TRACE(std::string(dtype_name(act)) + " " + c.name());
+    check_deterministic_and_graph(c, act, MoePath::kGrouped);
   }
 }
 
