@@ -1,7 +1,8 @@
 // MoE layer benchmark (device only; skipped unless VIREO_KERNEL_BENCH=1): one Qwen3-30B-A3B sparse MLP
 // (hidden 2048, moe_intermediate 768, 128 experts, top-8, norm_topk_prob, bf16) at T = 1, 8, 64, 512,
-// 2048 tokens through the backend's moe op with each expert path forced (moe.h), then the grouped
-// path's kernels one by one on the same routing (ids from a host top-k, uploaded).
+// 2048 tokens through the backend's moe op with each expert path forced (moe.h), then each path's
+// kernels one by one on the same routing (ids from a host top-k, uploaded): the decode kernels
+// (moe_decode.cu: gate_up, down with its ordered sum; T <= 64) and the grouped path's four.
 // Per line: median us, GB/s and TFLOP/s, and the share of the roofline time max(bytes / HBM copy rate,
 // FLOPs / cuBLASLt 8192^3 rate), both ceilings measured first in this process.
 //   bytes: the distinct experts' weights the tokens touch (3 * hidden * inter * 2 each) + router + x + out
@@ -178,6 +179,22 @@ TEST_F(MoeBench, B_Qwen3_30B_A3B_Layer) {
                                out.data, stream_);
     };
     const int inner = T <= 64 ? 20 : 5;
+    if (T <= 64) {  // the decode kernels (the per-slot path less its route kernel)
+      auto gate_up_dec = [&] {
+        cuda::launch_moe_gate_up_decode(DType::kBF16, x.data, gu.data, ids_d.ptr<int>(), T, k, H, I, act.data, stream_);
+      };
+      auto down_dec = [&] {
+        cuda::launch_moe_down_decode(DType::kBF16, act.data, down.data, ids_d.ptr<int>(), wts_d.ptr<float>(), T, k, H,
+                                     I, out.data, stream_);
+      };
+      const double gu_us = time_us(gate_up_dec, 9, inner), dn_us = time_us(down_dec, 9, inner);
+      report("  decode gate_up " + shape, gu_us, distinct * 2.0 * H * I * 2 + 2.0 * T * H + 2.0 * S * I,
+             2.0 * S * 2 * I * H);
+      report("  decode down+sum " + shape, dn_us, distinct * 1.0 * H * I * 2 + 2.0 * S * I + 2.0 * T * H,
+             2.0 * S * H * I);
+      report("  decode gate_up + down " + shape, gu_us + dn_us, distinct * expert_bytes + 2.0 * T * H * 2,
+             flops);
+    }
     sort();  // the tables the GEMMs read
     report("  sort " + shape, time_us(sort, 9, inner), 12.0 * S, 0);
     report("  gate_up " + shape, time_us(gate_up, 9, inner),
