@@ -42,6 +42,22 @@ ModelConfig qwen3_8b_config() {
   return ModelConfig::from_json(qwen3_json(4096, 36, 32, 8, 12288, false, 40960), "builtin:qwen3-8b");
 }
 
+// Qwen3-30B-A3B's config.json (Qwen3MoeForCausalLM): 48 layers, all sparse (decoder_sparse_step 1, no
+// mlp_only_layers), 128 experts of moe_intermediate 768, top-8 renormalised. intermediate_size 6144 is
+// the (unused) dense MLP width. 30.5B parameters, 61 GB of bf16 weights (experts 57.9 GB).
+ModelConfig qwen3_30b_a3b_config() {
+  auto j = qwen3_json(2048, 48, 32, 4, 6144, false, 40960);
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  j["moe_intermediate_size"] = 768;
+  j["num_experts"] = 128;
+  j["num_experts_per_tok"] = 8;
+  j["norm_topk_prob"] = true;
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = nlohmann::json::array();
+  return ModelConfig::from_json(j, "builtin:qwen3-30b-a3b");
+}
+
 ModelConfig llama3_8b_config() {
   nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
                       {"model_type", "llama"},
@@ -71,8 +87,10 @@ ModelConfig builtin_model_config(const std::string& name) {
   if (name == "default") return default_model_config();
   if (name == "qwen3-0.6b") return qwen3_0_6b_config();
   if (name == "qwen3-8b") return qwen3_8b_config();
+  if (name == "qwen3-30b-a3b") return qwen3_30b_a3b_config();
   if (name == "llama3-8b") return llama3_8b_config();
-  throw Error("--model builtin:" + name + ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, llama3-8b)");
+  throw Error("--model builtin:" + name +
+              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b)");
 }
 
 }  // namespace vireo

@@ -40,6 +40,20 @@ TEST(DefaultModel, ConfigShape) {
   EXPECT_FLOAT_EQ(q.rope_theta, 1e6f);
   EXPECT_FALSE(builtin_model_config("qwen3-8b").tie_word_embeddings);
   EXPECT_EQ(builtin_model_config("llama3-8b").rope_scaling.type, "llama3");
+  ModelConfig moe = builtin_model_config("qwen3-30b-a3b");  // Qwen3-30B-A3B's config.json
+  EXPECT_EQ(moe.architecture, "Qwen3MoeForCausalLM");
+  EXPECT_EQ(moe.num_hidden_layers, 48);
+  EXPECT_EQ(moe.hidden_size, 2048);
+  EXPECT_EQ(moe.num_attention_heads, 32);
+  EXPECT_EQ(moe.num_key_value_heads, 4);
+  EXPECT_EQ(moe.head_dim, 128);
+  EXPECT_EQ(moe.num_experts, 128);
+  EXPECT_EQ(moe.num_experts_per_tok, 8);
+  EXPECT_EQ(moe.moe_intermediate_size, 768);
+  EXPECT_TRUE(moe.norm_topk_prob);
+  EXPECT_FALSE(moe.tie_word_embeddings);
+  EXPECT_EQ(moe.max_position_embeddings, 40960);
+  for (int l : {0, 23, 47}) EXPECT_TRUE(moe.moe_layer(l)) << l;
   EXPECT_THROW(builtin_model_config("gpt5"), Error);
 }
 
