@@ -1,6 +1,6 @@
 // MoE layer benchmark (device only; skipped unless VIREO_KERNEL_BENCH=1): one Qwen3-30B-A3B sparse MLP
-// (hidden 2048, moe_intermediate 768, 128 experts, top-8, norm_topk_prob, bf16) at T = 1, 8, 64, 512,
-// 2048 tokens through the backend's moe op with each expert path forced (moe.h), then each path's
+// (hidden 2048, moe_intermediate 768, 128 experts, top-8, norm_topk_prob, bf16) at T = 1, 8, 16, 32, 64,
+// 512, 2048 tokens through the backend's moe op with each expert path forced (moe.h), then each path's
 // kernels one by one on the same routing (ids from a host top-k, uploaded): the decode kernels
 // (moe_decode.cu: gate_up, down with its ordered sum; T <= 64) and the grouped path's four.
 // Per line: median us, GB/s and TFLOP/s, and the share of the roofline time max(bytes / HBM copy rate,
@@ -122,7 +122,7 @@ TEST_F(MoeBench, B_Qwen3_30B_A3B_Layer) {
   Tensor gu = rand_t({E, 2 * I, H}, 3.f / std::sqrt(float(H))), down = rand_t({E, H, I}, 3.f / std::sqrt(float(I)));
   std::printf("moe Qwen3-30B-A3B layer: hidden %lld, inter %lld, %lld experts, top-%d, bf16 (%.2f GB of experts)\n",
               (long long)H, (long long)I, (long long)E, k, E * expert_bytes / 1e9);
-  for (int64_t T : {1, 8, 64, 512, 2048}) {
+  for (int64_t T : {1, 8, 16, 32, 64, 512, 2048}) {  // 16, 32: around the path switch
     std::vector<float> x_h;
     Tensor x = rand_t({T, H}, 1.f, &x_h), out = dev({T, H}, DType::kBF16);
     // Host routing as the GPU's (logits rounded to bf16, lowest id among ties): the distinct experts.
