@@ -6,15 +6,16 @@
 // (the rounding of the former one-warp-per-output kernels and of the grouped path; only the fp32 dot
 // products' summation order differs).
 //
-// Work split. A block takes a group of up to kGroupTokens tokens and a chunk of weight rows (gate_up: 2
-// intermediate indices, i.e. 2 gate + 2 up rows of every expert; down: 8 output columns). It sorts the
-// group's slots by expert in shared memory (build_group: expert ids are only known on the device), then
-// its warps take (distinct expert, row) units: a unit's rows are read ONCE from HBM with 16-byte loads
-// (kB vectors a lane a row in flight) and dotted with the x / act rows of every token of the group that
-// chose that expert (x and act are a few KB, L1 / L2 resident). So with T > 1 tokens sharing an expert
-// the weight read is shared, and the grids (Qwen3-30B-A3B: 384 gate_up blocks, 256 down blocks, all
-// resident at once) keep all 132 SMs streaming. down keeps y of its 8 columns in shared memory and does the ordered weighted sum itself:
-// no y scratch, no combine launch.
+// Work split. A block takes a group of up to kGroupTokens tokens and a chunk of weight rows (gate_up: 2-3
+// intermediate indices, i.e. their gate and up rows of every expert; down: 6-8 output columns; sized so
+// the grid is one wave of resident blocks). It sorts the group's slots by expert in shared memory
+// (build_group: expert ids are only known on the device), then its warps take (distinct expert, row)
+// units: a unit's rows are read ONCE from HBM with 16-byte loads (kB vectors a lane a row in flight)
+// and dotted with the x / act rows of every token of the group that chose that expert (x and act are
+// a few KB, L1 / L2 resident). So with T > 1 tokens sharing an expert the weight read is shared, and
+// the grids (Qwen3-30B-A3B, T = 1: 384 gate_up blocks, 342 down blocks, all resident at once) keep all
+// 132 SMs streaming. down keeps y of its columns in shared memory and does the ordered weighted sum
+// itself: no y scratch, no combine launch.
 // down's ids / sort and an L2 prefetch of its first rows run before its PDL wait: ids come from the
 // route kernel two launches back, which completed before gate_up (which waited on it) let down start.
 //
@@ -23,7 +24,7 @@
 //            T = 8 (~64 experts) 403 MB, 96 us.
 //   down:    distinct experts x 2048 * 768 * 2 B = 3.15 MB each; T = 1 25.2 MB, 6.0 us; T = 8 201 MB, 48 us.
 // Aim: >= 65% of that, T = 1 gate_up + down under ~28 us (the former kernels: ~52 us). Expected
-// T = 1: gate_up ~15 us (12.6 MB in flight: 384 blocks x 8 warps x 4 KB), down ~8 us (2/3 of its bytes
+// T = 1: gate_up ~15 us (12.6 MB in flight: 384 blocks x 8 warps x 4 KB), down ~8 us (most of its bytes
 // prefetched into L2 while gate_up finishes); T = 8: ~110 + ~60 us.
 // Graph-capturable (grids from T and the shapes only; blocks with no work exit), deterministic (no
 // atomics: every output element is written by one thread in a fixed order).
@@ -46,9 +47,8 @@ constexpr int kMaxSlots = kGroupTokens * kMaxTopK;         // 512 slots a group
 // the repeat reads hit L1 / L2).
 constexpr int kShareMany = 4;
 constexpr int blocks_per_sm(int share) { return share == 1 ? 3 : 2; }
-constexpr int kGateUpRows = 2;                             // intermediate indices per gate_up block
 constexpr int kGateUpB = 4;                                // 16-byte vectors a lane a row in flight (gate_up)
-constexpr int kDownRows = 8, kDownUnitRows = 2;            // output columns per down block / per warp unit
+constexpr int kDownRows = 8, kDownUnitRows = 2;            // output columns per down block (at most) / per unit
 constexpr int kDownB = 3;                                  // vectors a lane a row (I = 768: 96 vectors, one pass)
 constexpr int kDownPrefetchLines = (64 << 10) / 128;       // 64 KiB of L2 prefetch a block before the wait
 
@@ -133,25 +133,25 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// grid: (ceil(I / kGateUpRows), ceil(T / kGroupTokens)). Unit u of the block: distinct expert u /
-// kGateUpRows, intermediate index i0 + u % kGateUpRows: its gate and up rows ([hidden] each), kGateUpB
-// vectors of each a lane in flight, dotted with the x rows of the expert's tokens (kS at a time).
+// grid: (ceil(I / rows), ceil(T / kGroupTokens)). Unit u of the block: distinct expert u / rows,
+// intermediate index i0 + u % rows: its gate and up rows ([hidden] each), kGateUpB vectors of each a
+// lane in flight, dotted with the x rows of the expert's tokens (kS at a time).
 template <typename T, bool kVec, int kS>
 __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     moe_gate_up_decode_kernel(const T* x, const T* w, const int* ids, int64_t tokens, int k, int64_t hidden,
-                              int64_t inter, T* act) {
+                              int64_t inter, int rows, T* act) {
   constexpr int kN = Vec<T>::kN;
   __shared__ Group g;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGroupTokens;
   const int nt = static_cast<int>(min(static_cast<int64_t>(kGroupTokens), tokens - t0));
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kGateUpRows;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * rows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t nvec = (hidden + kN - 1) / kN;
   pdl_enter();  // ids from the route kernel
   build_group(g, ids + t0 * k, nt * k, k);
-  for (int u = warp; u < g.nexp * kGateUpRows; u += kDecWarps) {
-    const int eu = u / kGateUpRows;
-    const int64_t i = i0 + u % kGateUpRows;
+  for (int u = warp; u < g.nexp * rows; u += kDecWarps) {
+    const int eu = u / rows;
+    const int64_t i = i0 + u % rows;
     if (i >= inter) continue;
     const T* gw = w + (static_cast<int64_t>(g.expert[eu]) * 2 * inter + i) * hidden;
     const T* uw = gw + inter * hidden;
@@ -201,30 +201,31 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
   }
 }
 
-// grid: (ceil(hidden / kDownRows), ceil(T / kGroupTokens)); block columns j0 + [0, 8). Unit u: distinct
-// expert u / 4, columns j0 + 2 (u % 4) + [0, 2): 2 adjacent rows of down_e ([I] each; the block's 8
-// rows of an expert are one contiguous 12 KB range at I = 768), kDownB vectors of each a lane in flight
+// grid: (ceil(hidden / cols), ceil(T / kGroupTokens)); block columns j0 + [0, cols), cols even, <= 8.
+// Unit u: distinct expert u / (cols / 2), columns j0 + 2 (u % (cols / 2)) + [0, 2): 2 adjacent rows of
+// down_e ([I] each; the block's rows of an expert are one contiguous range, 12 KB for 8 columns at
+// I = 768), kDownB vectors of each a lane in flight
 // (2 x 3 = 6 at I = 768: 3 KB a warp), dotted with the act rows of the expert's slots. y goes to shared
 // memory ys[sorted position][column]; then thread (token, column) sums its k slots.
 // (4 rows a unit spilled registers in bf16; 2 rows and 3 blocks an SM keep ~72 KB an SM in flight.)
 template <typename T, bool kVec, int kS>
 __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     moe_down_decode_kernel(const T* act, const T* w, const int* ids, const float* weights, int64_t tokens, int k,
-                           int64_t hidden, int64_t inter, T* out) {
+                           int64_t hidden, int64_t inter, int cols, T* out) {
   constexpr int kN = Vec<T>::kN;
-  constexpr int kUnits = kDownRows / kDownUnitRows;
+  const int units = cols / kDownUnitRows;
   __shared__ Group g;
   __shared__ float ys[kMaxSlots][kDownRows];
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGroupTokens;
   const int nt = static_cast<int>(min(static_cast<int64_t>(kGroupTokens), tokens - t0));
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t nvec = (inter + kN - 1) / kN;
   // 1. Before the wait (header): the sort, and the block's first rows (ascending expert, the order the
-  // units are taken in) into L2; each expert's kDownRows rows are one contiguous range.
+  // units are taken in) into L2; each expert's rows of the block are one contiguous range.
   build_group(g, ids + t0 * k, nt * k, k);
   {  // the 128-byte lines holding each expert's range (none past it)
-    const int64_t rows = min(static_cast<int64_t>(kDownRows), hidden - j0);
+    const int64_t rows = min(static_cast<int64_t>(cols), hidden - j0);
     const int64_t bytes = rows * inter * static_cast<int64_t>(sizeof(T));
     const int64_t total_lines = static_cast<int64_t>(g.nexp) * ((bytes + 127) / 128 + 1);
     const int64_t total = min(total_lines, static_cast<int64_t>(kDownPrefetchLines));
@@ -236,8 +237,8 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     }
   }
   pdl_enter();  // act from gate_up
-  for (int u = warp; u < g.nexp * kUnits; u += kDecWarps) {
-    const int eu = u / kUnits, c0 = (u % kUnits) * kDownUnitRows;  // first column of the unit in the block
+  for (int u = warp; u < g.nexp * units; u += kDecWarps) {
+    const int eu = u / units, c0 = (u % units) * kDownUnitRows;  // first column of the unit in the block
     const int nrows = static_cast<int>(min(static_cast<int64_t>(kDownUnitRows), hidden - j0 - c0));
     if (nrows <= 0) continue;
     const T* wr = w + (static_cast<int64_t>(g.expert[eu]) * hidden + j0 + c0) * inter;  // row q: wr + q * inter
@@ -287,8 +288,8 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
   }
   __syncthreads();
   // 2. Thread (token m, column c): the k slots in ascending expert id, the former down kernel's sum.
-  for (int i = threadIdx.x; i < nt * kDownRows; i += kDecThreads) {
-    const int m = i / kDownRows, c = i % kDownRows;
+  for (int i = threadIdx.x; i < nt * cols; i += kDecThreads) {
+    const int m = i / cols, c = i % cols;
     if (j0 + c >= hidden) continue;
     float acc = 0.f;
     for (int r = 0; r < k; ++r) {
@@ -302,6 +303,28 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// Blocks resident at once: SMs x blocks an SM (the kernels' launch bounds; shared memory allows it).
+int64_t resident_blocks(int share) {
+  int dev = 0, sms = 0;
+  VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+  VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return int64_t{sms} * blocks_per_sm(share);
+}
+
+// Work per block sized so one group's blocks fit in one wave where the rows allow (a second, partial
+// wave would stream with a fraction of the SMs). H200, 132 SMs, Qwen3-30B-A3B: gate_up T = 1 (396
+// resident) 2 indices a block, 384 blocks; T > 1 (264 resident) 3, 256 blocks. down T = 1: 6 columns,
+// 342 blocks; T > 1: 8 columns, 256 blocks.
+int gate_up_rows(int64_t inter, int share) {
+  const int64_t r = (inter + resident_blocks(share) - 1) / resident_blocks(share);
+  return static_cast<int>(std::max<int64_t>(r, 1));
+}
+int down_cols(int64_t hidden, int share) {
+  int64_t c = (hidden + resident_blocks(share) - 1) / resident_blocks(share);
+  c = (c + 1) / 2 * 2;
+  return static_cast<int>(std::clamp<int64_t>(c, 2, kDownRows));
+}
+
 }  // namespace
 
 void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, const int* ids, int64_t tokens,
@@ -309,14 +332,15 @@ void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, c
   if (top_k < 1 || top_k > kMaxTopK) throw Error("cuda moe gate_up decode: top_k out of range");
   if (tokens == 0) return;
   if ((tokens + kGroupTokens - 1) / kGroupTokens > 65535) throw Error("cuda moe decode: too many tokens");
-  const dim3 grid(static_cast<unsigned>((inter + kGateUpRows - 1) / kGateUpRows),
+  const int rows = gate_up_rows(inter, tokens == 1 ? 1 : kShareMany);
+  const dim3 grid(static_cast<unsigned>((inter + rows - 1) / rows),
                   static_cast<unsigned>((tokens + kGroupTokens - 1) / kGroupTokens));
   dispatch_float(dt, "moe gate_up decode", [&](auto tag) {
     using T = decltype(tag);
     const bool vec = hidden % Vec<T>::kN == 0 && aligned16(x) && aligned16(gate_up_w);
     auto args = [&](auto kernel) {
       launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(x), static_cast<const T*>(gate_up_w),
-                 ids, tokens, top_k, hidden, inter, static_cast<T*>(act));
+                 ids, tokens, top_k, hidden, inter, rows, static_cast<T*>(act));
     };
     if (vec && tokens == 1) args(moe_gate_up_decode_kernel<T, true, 1>);
     else if (vec) args(moe_gate_up_decode_kernel<T, true, kShareMany>);
@@ -330,14 +354,15 @@ void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const
   if (top_k < 1 || top_k > kMaxTopK) throw Error("cuda moe down decode: top_k out of range");
   if (tokens == 0) return;
   if ((tokens + kGroupTokens - 1) / kGroupTokens > 65535) throw Error("cuda moe decode: too many tokens");
-  const dim3 grid(static_cast<unsigned>((hidden + kDownRows - 1) / kDownRows),
+  const int cols = down_cols(hidden, tokens == 1 ? 1 : kShareMany);
+  const dim3 grid(static_cast<unsigned>((hidden + cols - 1) / cols),
                   static_cast<unsigned>((tokens + kGroupTokens - 1) / kGroupTokens));
   dispatch_float(dt, "moe down decode", [&](auto tag) {
     using T = decltype(tag);
     const bool vec = inter % Vec<T>::kN == 0 && aligned16(act) && aligned16(down_w);
     auto args = [&](auto kernel) {
       launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(act), static_cast<const T*>(down_w),
-                 ids, weights, tokens, top_k, hidden, inter, static_cast<T*>(out));
+                 ids, weights, tokens, top_k, hidden, inter, cols, static_cast<T*>(out));
     };
     if (vec && tokens == 1) args(moe_down_decode_kernel<T, true, 1>);
     else if (vec) args(moe_down_decode_kernel<T, true, kShareMany>);
