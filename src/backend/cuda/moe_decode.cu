@@ -18,6 +18,10 @@
 // itself: no y scratch, no combine launch.
 // down's ids / sort and an L2 prefetch of its first rows run before its PDL wait: ids come from the
 // route kernel two launches back, which completed before gate_up (which waited on it) let down start.
+// In both kernels a warp prefetches its next unit's rows into L2 (prefetch.global.L2: no registers)
+// before streaming the current one, so a warp has ~2 units in flight, not 1: at T = 8 a warp works
+// through ~24 units one after the other, each one HBM round trip without it
+// (VIREO_MOE_DECODE_PREFETCH=0 turns it off for A/B runs).
 //
 // Bytes and expected time, Qwen3-30B-A3B (hidden 2048, I 768, bf16), at 4.2 TB/s:
 //   gate_up: distinct experts x 2 * 768 * 2048 * 2 B = 6.29 MB each; T = 1 (8 experts) 50.3 MB, 12.0 us;
@@ -29,6 +33,7 @@
 // Graph-capturable (grids from T and the shapes only; blocks with no work exit), deterministic (no
 // atomics: every output element is written by one thread in a fixed order).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -128,6 +133,13 @@ __device__ __forceinline__ Vec<T> load_vec(const T* row, int64_t v, int64_t n) {
   return r;
 }
 
+// The 128-byte lines holding [p, p + bytes) into L2, lane-strided over a warp (none past the range).
+__device__ __forceinline__ void prefetch_range_l2(const void* p, int64_t bytes, int lane) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), first = a & ~uintptr_t{127};
+  for (uintptr_t line = first + static_cast<uintptr_t>(lane) * 128; line < a + bytes; line += 32 * 128)
+    prefetch_l2(reinterpret_cast<const void*>(line));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -139,7 +151,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <typename T, bool kVec, int kS>
 __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     moe_gate_up_decode_kernel(const T* x, const T* w, const int* ids, int64_t tokens, int k, int64_t hidden,
-                              int64_t inter, int rows, T* act) {
+                              int64_t inter, int rows, bool prefetch, T* act) {
   constexpr int kN = Vec<T>::kN;
   __shared__ Group g;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGroupTokens;
@@ -155,6 +167,15 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     if (i >= inter) continue;
     const T* gw = w + (static_cast<int64_t>(g.expert[eu]) * 2 * inter + i) * hidden;
     const T* uw = gw + inter * hidden;
+    if (prefetch && u + kDecWarps < g.nexp * rows) {  // the warp's next unit into L2 while this one streams
+      const int nu = u + kDecWarps;
+      const int64_t ni = i0 + nu % rows;
+      if (ni < inter) {
+        const T* ngw = w + (static_cast<int64_t>(g.expert[nu / rows]) * 2 * inter + ni) * hidden;
+        prefetch_range_l2(ngw, hidden * static_cast<int64_t>(sizeof(T)), lane);
+        prefetch_range_l2(ngw + inter * hidden, hidden * static_cast<int64_t>(sizeof(T)), lane);
+      }
+    }
     const int end = g.start[eu + 1];
     for (int sp = g.start[eu]; sp < end; sp += kS) {
       const int cnt = min(kS, end - sp);  // warp-uniform
@@ -211,7 +232,7 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
 template <typename T, bool kVec, int kS>
 __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     moe_down_decode_kernel(const T* act, const T* w, const int* ids, const float* weights, int64_t tokens, int k,
-                           int64_t hidden, int64_t inter, int cols, T* out) {
+                           int64_t hidden, int64_t inter, int cols, bool prefetch, T* out) {
   constexpr int kN = Vec<T>::kN;
   const int units = cols / kDownUnitRows;
   __shared__ Group g;
@@ -242,6 +263,13 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     const int nrows = static_cast<int>(min(static_cast<int64_t>(kDownUnitRows), hidden - j0 - c0));
     if (nrows <= 0) continue;
     const T* wr = w + (static_cast<int64_t>(g.expert[eu]) * hidden + j0 + c0) * inter;  // row q: wr + q * inter
+    if (prefetch && u + kDecWarps < g.nexp * units) {  // the warp's next unit into L2 while this one streams
+      const int nu = u + kDecWarps, nc0 = (nu % units) * kDownUnitRows;
+      const int64_t nr = min(static_cast<int64_t>(kDownUnitRows), hidden - j0 - nc0);
+      if (nr > 0)
+        prefetch_range_l2(w + (static_cast<int64_t>(g.expert[nu / units]) * hidden + j0 + nc0) * inter,
+                          nr * inter * static_cast<int64_t>(sizeof(T)), lane);
+    }
     const int end = g.start[eu + 1];
     for (int sp = g.start[eu]; sp < end; sp += kS) {
       const int cnt = min(kS, end - sp);
@@ -303,6 +331,15 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// VIREO_MOE_DECODE_PREFETCH=0: no L2 prefetch of a warp's next unit (A/B runs).
+bool unit_prefetch() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_MOE_DECODE_PREFETCH");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
+
 // Blocks resident at once: SMs x blocks an SM (the kernels' launch bounds; shared memory allows it).
 int64_t resident_blocks(int share) {
   int dev = 0, sms = 0;
@@ -340,7 +377,7 @@ void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, c
     const bool vec = hidden % Vec<T>::kN == 0 && aligned16(x) && aligned16(gate_up_w);
     auto args = [&](auto kernel) {
       launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(x), static_cast<const T*>(gate_up_w),
-                 ids, tokens, top_k, hidden, inter, rows, static_cast<T*>(act));
+                 ids, tokens, top_k, hidden, inter, rows, unit_prefetch(), static_cast<T*>(act));
     };
     if (vec && tokens == 1) args(moe_gate_up_decode_kernel<T, true, 1>);
     else if (vec) args(moe_gate_up_decode_kernel<T, true, kShareMany>);
@@ -362,7 +399,7 @@ void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const
     const bool vec = inter % Vec<T>::kN == 0 && aligned16(act) && aligned16(down_w);
     auto args = [&](auto kernel) {
       launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(act), static_cast<const T*>(down_w),
-                 ids, weights, tokens, top_k, hidden, inter, cols, static_cast<T*>(out));
+                 ids, weights, tokens, top_k, hidden, inter, cols, unit_prefetch(), static_cast<T*>(out));
     };
     if (vec && tokens == 1) args(moe_down_decode_kernel<T, true, 1>);
     else if (vec) args(moe_down_decode_kernel<T, true, kShareMany>);
