@@ -72,6 +72,8 @@ class Backend {
   }
   // Sparse MoE MLP (MoeParams); backends without it refuse MoE models at the first step.
   virtual void moe(const MoeParams& p) { (void)p, throw Error(name() + ": moe is not implemented"); }
+  // DeepSeek MLA's q / k_nope / k_pe / v rows packed into the qkv layout (MlaPackParams).
+  virtual void mla_pack(const MlaPackParams& p) { (void)p, throw Error(name() + ": mla_pack is not implemented"); }
   // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse
   // LFM2 models at the first step.
   virtual void short_conv(const ShortConvParams& p) { (void)p, throw Error(name() + ": short_conv is not implemented"); }

@@ -88,11 +88,28 @@ struct QkvPrepareParams {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16;
 };
 
-// Sparse mixture-of-experts MLP (Qwen3-MoE's SparseMoeBlock), per token t:
-//   probs = softmax(x[t] @ router_w^T) in fp32; the top_k experts by probability (lowest id first
-//   among equal ones), their weights renormalised to sum 1 when norm_topk_prob, then rounded to the
-//   activation dtype; out[t] = sum over the chosen e of weight_e * down_e(silu(gate_e(x)) * up_e(x)),
-//   each product rounded to the activation dtype as HF's bf16 modules round.
+enum class MoeScoring : uint8_t {
+  kSoftmax,  // Qwen3-MoE / Mixtral: probs = softmax(round(logits))
+  kSigmoid,  // DeepSeek-V3: scores = sigmoid(logits), logits in fp32 from unrounded products
+};
+
+// Sparse mixture-of-experts MLP (Qwen3-MoE's SparseMoeBlock, DeepSeek-V3's routed experts), per token t:
+// Routing (kSoftmax, the defaults): probs = softmax(round(x[t] @ router_w^T)) in fp32 (the logits
+//   rounded to the activation dtype as HF's bf16 router linear rounds); the top_k experts by
+//   probability (lowest id first among equal ones), their weights renormalised to sum 1 when
+//   norm_topk_prob, then rounded to the activation dtype.
+// Routing (kSigmoid, DeepSeek-V3's noaux_tc): logits = x[t] @ router_w^T in fp32 (HF's
+//   F.linear(x.float(), w.float()): no rounding), scores = sigmoid(logits); choice = scores + score_bias
+//   (e_score_correction_bias; 0 when empty). With n_group > 1 the E experts form n_group groups of
+//   E / n_group consecutive ids; a group's score is the sum of its two largest choice values; the
+//   topk_group best groups are kept (lower group id first among equal scores) and the other groups'
+//   experts get choice -inf. The top_k experts by choice (lowest id first among equal ones) are picked;
+//   weight_e = scores[e] (unbiased), divided by (sum of the k + 1e-20) when norm_topk_prob, times
+//   routed_scaling_factor; weights stay fp32 (HF multiplies the bf16 expert output by fp32 weights).
+//   Grouping (n_group > 1) applies in kSoftmax mode too, on the probabilities.
+// Experts: out[t] = sum over the chosen e (ascending id) of weight_e * down_e(silu(gate_e(x)) * up_e(x)),
+//   each product rounded to the activation dtype as HF's bf16 modules round. Shared experts are not
+//   part of this op (the model adds them as a dense MLP).
 struct MoeParams {
   Tensor x;          // [T, hidden] activation dtype (the post-attention-normalised MLP input)
   Tensor router_w;   // [E, hidden] weight dtype (mlp.gate.weight)
@@ -101,6 +118,28 @@ struct MoeParams {
   Tensor out;        // [T, hidden] (must not alias x)
   int top_k = 1;
   bool norm_topk_prob = true;
+  MoeScoring scoring = MoeScoring::kSoftmax;
+  Tensor score_bias;   // [E] F32 or empty (kSigmoid: e_score_correction_bias)
+  int n_group = 1;     // divides E; n_group <= 32
+  int topk_group = 1;  // groups kept, in [1, n_group]; topk_group * (E / n_group) >= top_k
+  float routed_scaling_factor = 1.0f;  // kSigmoid only (softmax weights are never scaled)
+};
+
+// DeepSeek MLA (multi-head latent attention) expanded to ordinary attention rows: packs the per-token
+// projections into the qkv layout qkv_prepare takes (H query heads, H KV heads, head dim D =
+// rope + nope, V zero-padded to D). Per token t and head h:
+//   qkv[t, h*D : (h+1)*D]             = q[t, h*D : (h+1)*D]                 (already [rope | nope] per head)
+//   qkv[t, (H+h)*D : (H+h)*D + rope]  = k_pe[t, :]                          (the one rope key, every head)
+//   qkv[t, (H+h)*D + rope : (H+h+1)*D] = kv[t, h*(nope+v) : h*(nope+v) + nope]   (k_nope of head h)
+//   qkv[t, (2H+h)*D : (2H+h)*D + v]   = kv[t, h*(nope+v) + nope : (h+1)*(nope+v)]  (v of head h)
+//   qkv[t, (2H+h)*D + v : (2H+h+1)*D] = 0
+// A pure copy (no rounding); all tensors in the activation dtype.
+struct MlaPackParams {
+  Tensor q;     // [T, H * D]
+  Tensor kv;    // [T, H * (nope + v)]: kv_b_proj output
+  Tensor k_pe;  // [T, rope]
+  Tensor qkv;   // [T, 3 * H * D]
+  int num_heads = 0, rope_dim = 0, nope_dim = 0, v_dim = 0;  // D = rope_dim + nope_dim >= v_dim
 };
 
 // Causal attention of each step token over its sequence's paged KV (cached prefix + this step).

@@ -11,6 +11,7 @@ const std::vector<ArchSpec>& arch_specs() {
     register_olmo_family(v);
     register_hunyuan_family(v);
     register_lfm2_family(v);
+    register_deepseek_family(v);
     return v;
   }();
   return specs;

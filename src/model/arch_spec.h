@@ -31,6 +31,11 @@ struct ArchSpec {
   // Hybrid LFM2: layers where config.conv_layer(l) are gated short convolutions (conv.in_proj,
   // conv.conv, conv.out_proj) instead of attention; their state lives in the KV cache (KvCache).
   bool short_conv = false;
+  // DeepSeek-V3: multi-head latent attention (self_attn.q_a_proj / q_a_layernorm / q_b_proj or q_proj,
+  // kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj; config.mla), expanded at run time to
+  // per-head K / V by the mla_pack op; MoE layers (moe) with the sigmoid router's
+  // mlp.gate.e_score_correction_bias and, with config.n_shared_experts, mlp.shared_experts.*.
+  bool mla = false;
   ModuleNames names;
 };
 
@@ -46,5 +51,6 @@ void register_qwen_family(std::vector<ArchSpec>& out);
 void register_olmo_family(std::vector<ArchSpec>& out);
 void register_hunyuan_family(std::vector<ArchSpec>& out);
 void register_lfm2_family(std::vector<ArchSpec>& out);
+void register_deepseek_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

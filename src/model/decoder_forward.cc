@@ -119,7 +119,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   ap.num_heads = H;
   ap.num_kv_heads = Hkv;
   ap.head_dim = D;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ap.scale = cfg_.attention_scale > 0 ? cfg_.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
   ap.max_query_len = st.max_query_len;
   ap.max_seq_len = st.max_seq_len;
 
@@ -139,7 +139,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   qp.positions = positions;
   qp.rope_cos_sin = rope_;
   qp.rotary_dim = cfg_.rotary_dim();
-  qp.neox = spec_.neox_rope;
+  qp.neox = spec_.mla ? !cfg_.mla.rope_interleave : spec_.neox_rope;
   qp.qk_norm = spec_.qk_norm;
   qp.norm_eps = cfg_.rms_norm_eps;
   qp.q_out = q;
@@ -168,7 +168,63 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.out = out;
     p.top_k = cfg_.num_experts_per_tok;
     p.norm_topk_prob = cfg_.norm_topk_prob;
+    p.scoring = cfg_.moe_sigmoid ? MoeScoring::kSigmoid : MoeScoring::kSoftmax;
+    p.score_bias = w.router_bias;
+    p.n_group = cfg_.moe_n_group;
+    p.topk_group = cfg_.moe_topk_group;
+    p.routed_scaling_factor = cfg_.routed_scaling_factor;
     return p;
+  };
+  // DeepSeek's shared expert, added to the routed experts' output in `routed` ([T, hidden]); reads x.
+  // Fused: silu-mul in gate_up's epilogue, the add in down's; else separate ops, down into `scratch`.
+  const int64_t shared_inter = static_cast<int64_t>(cfg_.n_shared_experts) * cfg_.moe_intermediate_size;
+  auto shared_expert = [&](const Tensor& x, const DecoderLayerWeights& w, const Tensor& routed, const Tensor& scratch,
+                           bool fuse) {
+    if (w.shared_gate_up_w.empty()) return;
+    Tensor sgu = rows(ws.gate_up, T, 2 * shared_inter), sact = rows(ws.act, T, shared_inter);
+    if (fuse) {
+      LinearParams gu = linear(x, w.shared_gate_up_w, Tensor(), sact);
+      gu.silu_mul_output = true;
+      be_->linear(gu);
+      LinearParams down = linear(sact, w.shared_down_w, Tensor(), routed);  // routed += shared_experts(x)
+      down.residual = routed;
+      be_->linear(down);
+      return;
+    }
+    be_->linear(linear(x, w.shared_gate_up_w, Tensor(), sgu));
+    be_->silu_and_mul({sgu, sact});
+    be_->linear(linear(sact, w.shared_down_w, Tensor(), scratch));
+    be_->add({routed, scratch, routed});
+  };
+  // DeepSeek MLA from the normalised layer input x: the q rows, the compressed KV (normalised, then
+  // kv_b_proj) and the shared rope key, packed into qkv (per-head K, V padded to D).
+  auto mla_qkv = [&](const Tensor& x, const DecoderLayerWeights& w) {
+    const ModelConfig::Mla& m = cfg_.mla;
+    Tensor mq = ws.q.view({T, static_cast<int64_t>(H) * D});  // free until prepare_attention writes q_out
+    if (m.q_lora_rank > 0) {
+      Tensor qa = rows(ws.mla_qa, T, m.q_lora_rank);
+      be_->linear(linear(x, w.q_a_w, Tensor(), qa));           // q_a_proj
+      be_->rms_norm({qa, w.q_a_norm, qa, Tensor(), eps});      // q_a_layernorm
+      be_->linear(linear(qa, w.q_w, Tensor(), mq));            // q_b_proj (rows [rope | nope] per head)
+    } else {
+      be_->linear(linear(x, w.q_w, Tensor(), mq));             // q_proj
+    }
+    Tensor ckv = rows(ws.mla_ckv, T, m.kv_lora_rank), kpe = rows(ws.mla_kpe, T, m.qk_rope_head_dim);
+    Tensor kvb = rows(ws.mla_kv, T, static_cast<int64_t>(H) * (m.qk_nope_head_dim + m.v_head_dim));
+    be_->linear(linear(x, w.kv_a_w, Tensor(), ckv));           // kv_a_proj_with_mqa, latent part
+    be_->linear(linear(x, w.kpe_w, Tensor(), kpe));            // kv_a_proj_with_mqa, rope key
+    be_->rms_norm({ckv, w.kv_a_norm, ckv, Tensor(), eps});     // kv_a_layernorm
+    be_->linear(linear(ckv, w.kv_b_w, Tensor(), kvb));         // kv_b_proj: [k_nope | v] per head
+    MlaPackParams mp;
+    mp.q = mq;
+    mp.kv = kvb;
+    mp.k_pe = kpe;
+    mp.qkv = qkv;
+    mp.num_heads = H;
+    mp.rope_dim = m.qk_rope_head_dim;
+    mp.nope_dim = m.qk_nope_head_dim;
+    mp.v_dim = m.v_head_dim;
+    be_->mla_pack(mp);
   };
   // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue, SiLU-mul
   // in gate_up's epilogue, residual add in the epilogue): 5 kernels a layer instead of 9 on the GEMV
@@ -179,11 +235,22 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
     const bool conv = !w.conv_w.empty();  // LFM2 short-conv layer instead of attention
+    const bool mla = !w.kv_b_w.empty();   // DeepSeek MLA: its own projections, then the common attention
+    if (mla) {
+      if (fused || l == 0) {
+        be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
+      } else {
+        be_->rms_norm({branch, w.input_norm, hid, residual, eps});  // h += mlp_out; input_layernorm(h)
+      }
+      mla_qkv(hid, w);
+    }
     // The mixer's input projection: pre-norm models normalise (fusing the previous MLP's residual
     // add); post-norm models feed the residual stream itself.
     LinearParams in_p = conv ? linear(residual, w.in_proj_w, w.in_proj_b, bcx)   // conv.in_proj(x) = [B; C; x]
                              : linear(residual, w.qkv_w, w.qkv_b, qkv);          // [q_proj; k_proj; v_proj](x)
-    if (fused) {
+    if (mla) {
+      // projections done above
+    } else if (fused) {
       in_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
     } else if (!spec_.post_norm) {
       if (l == 0) {
@@ -193,7 +260,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       }
       in_p.x = hid;
     }
-    be_->linear(in_p);
+    if (!mla) be_->linear(in_p);
     Tensor mixed;  // [T, width of o_w's input]: what the output projection reads
     if (conv) {
       cp.weight = w.conv_w;
@@ -218,6 +285,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       if (!w.router_w.empty()) {  // sparse MoE MLP: h += moe(post_attention_layernorm(h))
         be_->rms_norm({residual, w.post_attn_norm, hid, Tensor(), eps});
         be_->moe(moe(hid, w, branch));
+        shared_expert(hid, w, branch, Tensor(), true);
         be_->add({residual, branch, residual});
         continue;
       }
@@ -242,6 +310,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     }
     if (!w.router_w.empty()) {
       be_->moe(moe(mlp_in, w, branch));  // sparse MoE MLP
+      shared_expert(mlp_in, w, branch, hid, false);  // + shared experts (DeepSeek); hid is free after
     } else {
       be_->linear(linear(mlp_in, w.gate_up_w, w.gate_up_b, gate_up));  // [gate_proj; up_proj](x)
       be_->silu_and_mul({gate_up, act});                                // act_fn(gate) * up

@@ -87,6 +87,8 @@ void DecoderModel::load_weights() {
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
   const bool qkv_bias = spec_.qkv_bias || cfg_.attention_bias;
   const ModuleNames& n = spec_.names;
+  if (spec_.mla && !cfg_.mla_attention())
+    throw Error(cfg_.architecture + ": config.json has no kv_lora_rank > 0 (MLA attention)");
   if (spec_.moe && cfg_.num_experts <= 0)
     throw Error(cfg_.architecture + ": config.json has no num_experts (or num_local_experts) > 0");
   embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
@@ -99,6 +101,8 @@ void DecoderModel::load_weights() {
     if (!spec_.post_norm) w.input_norm = norm(n.input_norm);
     if (spec_.short_conv && cfg_.conv_layer(l)) {
       load_short_conv(p + "conv.", w);
+    } else if (spec_.mla) {
+      load_mla(a, w);
     } else {
       w.qkv_w = load(a + "qkv_proj.weight",
                      {{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
@@ -153,11 +157,99 @@ void DecoderModel::load_short_conv(const std::string& c, DecoderLayerWeights& w)
   w.o_b = load(c + "out_proj.bias", {{c + "out_proj.bias", {hidden}}}, kDummyStd);
 }
 
+Tensor DecoderModel::load_remapped(const std::string& name, const std::vector<int64_t>& src_shape,
+                                  const std::vector<int64_t>& rows, const std::vector<int64_t>& cols, float stddev) {
+  const int64_t src_rows = src_shape[0], src_cols = src_shape.size() > 1 ? src_shape[1] : 1;
+  const int64_t out_cols = cols.empty() ? src_cols : static_cast<int64_t>(cols.size());
+  std::vector<int64_t> shape{static_cast<int64_t>(rows.size())};
+  if (src_shape.size() > 1) shape.push_back(out_cols);
+  if (!ckpt_)  // dummy: random values in the final layout (distinct per row range of one tensor)
+    return load(name + "@" + std::to_string(rows.empty() ? 0 : rows[0]), {{name, shape}}, stddev);
+  const size_t es = dtype_size(wdtype_);
+  std::vector<uint8_t> src(static_cast<size_t>(src_rows * src_cols) * es), out(rows.size() * out_cols * es, 0);
+  ckpt_->read(name, src_shape, wdtype_, src.data());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] < 0) continue;
+    const uint8_t* in = src.data() + static_cast<size_t>(rows[r] * src_cols) * es;
+    uint8_t* o = out.data() + r * out_cols * es;
+    if (cols.empty()) {
+      std::memcpy(o, in, src_cols * es);
+      continue;
+    }
+    for (int64_t c = 0; c < out_cols; ++c)
+      if (cols[c] >= 0) std::memcpy(o + c * es, in + cols[c] * es, es);
+  }
+  Tensor dev = be_->alloc(shape, wdtype_);
+  owned_.push_back(dev);
+  be_->copy_from_host(out.data(), dev);
+  be_->synchronize();
+  return dev;
+}
+
+Tensor DecoderModel::load_f32(const std::string& name, int64_t n, float stddev) {
+  std::vector<float> host(static_cast<size_t>(n));
+  if (ckpt_) {
+    ckpt_->read(name, {n}, DType::kF32, host.data());
+  } else {
+    Tensor h(host.data(), DType::kF32, {n});
+    fill_dummy(h, opts_.seed, name, stddev);
+  }
+  Tensor dev = be_->alloc({n}, DType::kF32);
+  owned_.push_back(dev);
+  be_->copy_from_host(host.data(), dev);
+  be_->synchronize();
+  return dev;
+}
+
+// DeepSeek MLA. Each head's query / key dims become [rope | nope] (HF: [nope | rope]); the rope dims
+// keep their order, rotated as GPT-J pairs (rope_interleave) or halves by qkv_prepare over the first
+// rope_dim dims. Scores are unchanged: q and k are permuted alike. o_proj gets zero columns for the
+// padded V dims [v_head_dim, D) of every head.
+void DecoderModel::load_mla(const std::string& a, DecoderLayerWeights& w) {
+  const ModelConfig::Mla& m = cfg_.mla;
+  const int64_t hidden = cfg_.hidden_size, H = cfg_.num_attention_heads;
+  const int64_t R = m.qk_rope_head_dim, N = m.qk_nope_head_dim, V = m.v_head_dim, D = R + N, L = m.kv_lora_rank;
+  std::vector<int64_t> q_rows(static_cast<size_t>(H * D));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = 0; j < D; ++j) q_rows[h * D + j] = h * D + (j < R ? N + j : j - R);
+  auto range = [](int64_t b, int64_t e) {
+    std::vector<int64_t> v;
+    for (int64_t i = b; i < e; ++i) v.push_back(i);
+    return v;
+  };
+  if (m.q_lora_rank > 0) {
+    const int64_t Q = m.q_lora_rank;
+    w.q_a_w = load(a + "q_a_proj.weight", {{a + "q_a_proj.weight", {Q, hidden}}}, kDummyStd);
+    w.q_a_norm = load(a + "q_a_layernorm.weight", {{a + "q_a_layernorm.weight", {Q}}}, 0);
+    w.q_w = load_remapped(a + "q_b_proj.weight", {H * D, Q}, q_rows, {}, kDummyStd);
+  } else {
+    w.q_w = load_remapped(a + "q_proj.weight", {H * D, hidden}, q_rows, {}, kDummyStd);
+  }
+  const std::string kva = a + "kv_a_proj_with_mqa.weight";
+  w.kv_a_w = load_remapped(kva, {L + R, hidden}, range(0, L), {}, kDummyStd);
+  w.kpe_w = load_remapped(kva, {L + R, hidden}, range(L, L + R), {}, kDummyStd);
+  w.kv_a_norm = load(a + "kv_a_layernorm.weight", {{a + "kv_a_layernorm.weight", {L}}}, 0);
+  w.kv_b_w = load(a + "kv_b_proj.weight", {{a + "kv_b_proj.weight", {H * (N + V), L}}}, kDummyStd);
+  std::vector<int64_t> o_cols(static_cast<size_t>(H * D), -1);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = 0; j < V; ++j) o_cols[h * D + j] = h * V + j;
+  const std::string o = a + spec_.names.o_proj + ".weight";
+  w.o_w = load_remapped(o, {hidden, H * V}, range(0, hidden), o_cols, kDummyStd);
+}
+
 // Router and experts of a sparse layer: per-expert tensors (HF checkpoints) stacked at load, or the
 // stacked form transformers 5 uses in memory (mlp.experts.gate_up_proj [E, 2I, hidden], down_proj).
 void DecoderModel::load_moe(const std::string& m, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
   w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
+  if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
+  if (cfg_.n_shared_experts > 0) {
+    const int64_t Is = static_cast<int64_t>(cfg_.n_shared_experts) * I;
+    const std::string s = m + "shared_experts.";
+    w.shared_gate_up_w = load(s + "gate_up_proj.weight",
+                              {{s + "gate_proj.weight", {Is, hidden}}, {s + "up_proj.weight", {Is, hidden}}}, kDummyStd);
+    w.shared_down_w = load(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
+  }
   const std::string stacked = m + "experts.gate_up_proj";
   if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {
     w.experts_gate_up = load(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
@@ -215,8 +307,8 @@ size_t DecoderModel::kv_block_bytes(int block_size) const {
 }
 
 void DecoderModel::free_workspace(DecoderWorkspace& ws) {
-  for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.bcx, &ws.q, &ws.attn, &ws.gate_up,
-                    &ws.act, &ws.rows, &ws.logits})
+  for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.bcx, &ws.q, &ws.attn, &ws.mla_qa,
+                    &ws.mla_ckv, &ws.mla_kpe, &ws.mla_kv, &ws.gate_up, &ws.act, &ws.rows, &ws.logits})
     if (!t->empty()) be_->free(*t);
   ws.token_cap = ws.logit_cap = ws.int_cap = 0;
 }
@@ -228,7 +320,9 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
   free_workspace(ws);
   const DType act = be_->activation_dtype();
   const int64_t hidden = cfg_.hidden_size, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
-  const int64_t D = cfg_.head_dim, inter = cfg_.intermediate_size;
+  const int64_t D = cfg_.head_dim;
+  const int64_t inter = std::max<int64_t>(cfg_.intermediate_size,
+                                          static_cast<int64_t>(cfg_.n_shared_experts) * cfg_.moe_intermediate_size);
   ws.ints = be_->alloc({n}, DType::kI32);
   ws.residual = be_->alloc({t, hidden}, act);
   ws.hidden = be_->alloc({t, hidden}, act);
@@ -237,6 +331,13 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
   if (spec_.short_conv) ws.bcx = be_->alloc({t, 3 * hidden}, act);
   ws.q = be_->alloc({t, H * D}, act);
   ws.attn = be_->alloc({t, H * D}, act);
+  if (spec_.mla) {
+    const ModelConfig::Mla& m = cfg_.mla;
+    if (m.q_lora_rank > 0) ws.mla_qa = be_->alloc({t, m.q_lora_rank}, act);
+    ws.mla_ckv = be_->alloc({t, m.kv_lora_rank}, act);
+    ws.mla_kpe = be_->alloc({t, m.qk_rope_head_dim}, act);
+    ws.mla_kv = be_->alloc({t, H * (m.qk_nope_head_dim + m.v_head_dim)}, act);
+  }
   ws.gate_up = be_->alloc({t, 2 * inter}, act);
   ws.act = be_->alloc({t, inter}, act);
   ws.rows = be_->alloc({m, hidden}, act);

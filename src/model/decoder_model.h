@@ -26,6 +26,16 @@ struct DecoderLayerWeights {
   Tensor router_w;         // mlp.gate.weight [E, hidden]
   Tensor experts_gate_up;  // mlp.experts.<e>.{gate,up}_proj stacked: [E, 2 * moe_inter, hidden]
   Tensor experts_down;     // mlp.experts.<e>.down_proj stacked: [E, hidden, moe_inter]
+  Tensor router_bias;      // mlp.gate.e_score_correction_bias [E] F32 (DeepSeek-V3)
+  Tensor shared_gate_up_w; // mlp.shared_experts.{gate,up}_proj fused: [2 * Is, hidden] (Is = n_shared * moe_inter)
+  Tensor shared_down_w;    // mlp.shared_experts.down_proj: [hidden, Is]
+  // MLA layers (ArchSpec::mla) instead of qkv_w: per-head dims of q rows and K are reordered at load to
+  // [rope | nope] (D = rope + nope); o_w is [hidden, H * D] with zero columns past v_head_dim of each head.
+  Tensor q_a_w, q_a_norm;  // self_attn.q_a_proj [q_lora, hidden], q_a_layernorm [q_lora] (q_lora_rank set)
+  Tensor q_w;              // self_attn.q_b_proj [H * D, q_lora] or q_proj [H * D, hidden], rows reordered
+  Tensor kv_a_w, kv_a_norm;  // kv_a_proj_with_mqa rows [0, kv_lora) [kv_lora, hidden], kv_a_layernorm [kv_lora]
+  Tensor kpe_w;            // kv_a_proj_with_mqa rows [kv_lora, kv_lora + rope): the shared rope key [rope, hidden]
+  Tensor kv_b_w;           // self_attn.kv_b_proj [H * (nope + v), kv_lora]
   // Short-convolution layers (ArchSpec::short_conv and config.conv_layer(l)) instead of qkv / q_norm /
   // k_norm; o_w / o_b hold conv.out_proj [hidden, hidden]:
   Tensor in_proj_w, in_proj_b;  // conv.in_proj: [3 * hidden, hidden] (rows B, C, x), bias [3 * hidden]
@@ -40,7 +50,8 @@ struct DecoderWorkspace {
   Tensor qkv;                   // [T, (H + 2*Hkv) * D]
   Tensor bcx;                   // [T, 3 * hidden] short-conv in_proj output (models with conv layers)
   Tensor q, attn;               // [T, H * D]
-  Tensor gate_up;               // [T, 2 * inter]
+  Tensor mla_qa, mla_ckv, mla_kpe, mla_kv;  // MLA: [T, q_lora], [T, kv_lora], [T, rope], [T, H * (nope + v)]
+  Tensor gate_up;               // [T, 2 * inter] (inter: the larger of the dense and shared-expert widths)
   Tensor act;                   // [T, inter]
   Tensor rows;                  // [M, hidden] (logits rows)
   Tensor logits;                // [M, vocab]
@@ -109,6 +120,12 @@ class DecoderModel final : public Model {
   void load_weights();
   void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);
   void load_short_conv(const std::string& conv_prefix, DecoderLayerWeights& w);
+  void load_mla(const std::string& attn_prefix, DecoderLayerWeights& w);
+  // Loads `name` (shape src_shape, 1 or 2 dims) with out[r][c] = src[rows[r]][cols[c]] (index -1: 0;
+  // cols empty: all columns as they are), so MLA's reorderings happen once at load.
+  Tensor load_remapped(const std::string& name, const std::vector<int64_t>& src_shape, const std::vector<int64_t>& rows,
+                       const std::vector<int64_t>& cols, float stddev);
+  Tensor load_f32(const std::string& name, int64_t n, float stddev);  // F32 [n] whatever the weight dtype
   void ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_t logit_rows, int64_t ints);
   void free_workspace(DecoderWorkspace& ws);
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].

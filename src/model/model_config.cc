@@ -188,10 +188,12 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   parse_moe(j, source, c);
   c.sliding_window = parse_sliding_window(j, source, c.num_hidden_layers);
   if (lfm2) parse_lfm2(j, source, c);
+  if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3") parse_deepseek(j, source, c);
   return c;
 }
 
 bool ModelConfig::moe_layer(int l) const {
+  if (l < first_k_dense_replace) return false;
   if (num_experts <= 0 || decoder_sparse_step <= 0 || (l + 1) % decoder_sparse_step != 0) return false;
   return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
 }

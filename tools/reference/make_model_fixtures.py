@@ -88,6 +88,31 @@ CASES = [
                                 block_ffn_dim_multiplier=1.25, block_multiple_of=32, conv_L_cache=3,
                                 conv_bias=True),
      torch.float32, None),
+    # DeepSeek-V3: MLA (q_lora_rank set, kv_lora_rank 32, per head 32 nope + 16 rope dims, v 32), interleaved
+    # RoPE, layer 0 dense, layers 1-2 sparse: 8 experts in 2 groups (1 kept), top-2, sigmoid router with a
+    # random e_score_correction_bias, renormalised and scaled by 2.5, one shared expert. MLA has no GQA:
+    # num_key_value_heads must equal num_attention_heads (HF repeats the per-head K/V by their ratio).
+    ("deepseek_v3", "DeepseekV3Config", dict(tie_word_embeddings=False, num_hidden_layers=3, num_key_value_heads=4,
+                                             intermediate_size=96, q_lora_rank=48, kv_lora_rank=32,
+                                             qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+                                             n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                                             moe_intermediate_size=32, n_group=2, topk_group=1,
+                                             routed_scaling_factor=2.5, norm_topk_prob=True,
+                                             first_k_dense_replace=1, rope_interleave=True),
+     torch.float32, None),
+    # The other MLA / router branches: q_proj (q_lora_rank null), rotate_half RoPE, yarn with mscale_all_dim
+    # (softmax scale * mscale^2), v_head_dim 40 = the whole key width, no group limit, two shared experts,
+    # weights neither renormalised nor scaled.
+    ("deepseek_v3_qproj", "DeepseekV3Config", dict(tie_word_embeddings=True, num_hidden_layers=3, num_key_value_heads=4,
+                                                   intermediate_size=96, q_lora_rank=None, kv_lora_rank=24,
+                                                   qk_nope_head_dim=24, qk_rope_head_dim=16, v_head_dim=40,
+                                                   n_routed_experts=6, num_experts_per_tok=3, n_shared_experts=2,
+                                                   moe_intermediate_size=24, n_group=1, topk_group=1,
+                                                   routed_scaling_factor=1.0, norm_topk_prob=False,
+                                                   first_k_dense_replace=1, rope_interleave=False,
+                                                   rope=dict(rope_type="yarn", factor=4.0, mscale=1.0, mscale_all_dim=1.0,
+                                                             original_max_position_embeddings=128)),
+     torch.float32, None),
 ]
 
 
@@ -99,6 +124,9 @@ def randomise_norms_and_biases(model, gen):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
             elif name.endswith(".bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+        for name, b in model.named_buffers():  # DeepSeek-V3's router bias is a buffer, zero at init
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=gen))
 
 
 def rounded(t):

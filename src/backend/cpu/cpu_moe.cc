@@ -31,6 +31,82 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& ou
 
 }  // namespace
 
+void validate_moe_routing(const MoeParams& p, int64_t E, const char* who) {
+  const std::string w = who;
+  if (p.top_k < 1 || p.top_k > E) throw Error(w + ": moe top_k must be in [1, num_experts]");
+  if (p.n_group < 1 || p.n_group > 32 || E % p.n_group != 0)
+    throw Error(w + ": moe n_group must be in [1, 32] and divide the number of experts");
+  if (p.topk_group < 1 || p.topk_group > p.n_group) throw Error(w + ": moe topk_group must be in [1, n_group]");
+  if (static_cast<int64_t>(p.topk_group) * (E / p.n_group) < p.top_k)
+    throw Error(w + ": moe topk_group groups hold fewer than top_k experts");
+  if (p.n_group > 1 && E / p.n_group < 2) throw Error(w + ": moe groups need at least 2 experts (top-2 group score)");
+  if (!p.score_bias.empty() && (p.score_bias.dtype != DType::kF32 || p.score_bias.numel() != E))
+    throw Error(w + ": moe score_bias must be F32 [num_experts]");
+}
+
+void moe_route(const MoeParams& p, const float* logits, int64_t T, int64_t E, int32_t* ids, float* weights) {
+  validate_moe_routing(p, E, "cpu backend");
+  const int k = p.top_k;
+  const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
+  const float* bias = p.score_bias.empty() ? nullptr : p.score_bias.ptr<float>();
+  const int64_t G = p.n_group, per = E / G;
+  std::vector<float> prob(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  std::vector<float> gscore(static_cast<size_t>(G));
+  std::vector<int64_t> gorder(static_cast<size_t>(G));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = logits + t * E;
+    if (sigmoid) {
+      for (int64_t e = 0; e < E; ++e) prob[e] = 1.0f / (1.0f + std::exp(-l[e]));
+    } else {
+      const float mx = *std::max_element(l, l + E);
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e) sum += prob[e] = std::exp(l[e] - mx);
+      for (auto& v : prob) v = static_cast<float>(v / sum);
+    }
+    for (int64_t e = 0; e < E; ++e) choice[e] = prob[e] + (sigmoid && bias ? bias[e] : 0.0f);
+    if (G > 1) {  // keep the topk_group groups with the largest top-2 sums
+      for (int64_t g = 0; g < G; ++g) {
+        float a = -INFINITY, b = -INFINITY;
+        for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+          if (choice[e] > a) {
+            b = a;
+            a = choice[e];
+          } else if (choice[e] > b) {
+            b = choice[e];
+          }
+        }
+        gscore[g] = a + b;
+      }
+      std::iota(gorder.begin(), gorder.end(), 0);
+      std::partial_sort(gorder.begin(), gorder.begin() + p.topk_group, gorder.end(), [&](int64_t a, int64_t b) {
+        return gscore[a] > gscore[b] || (gscore[a] == gscore[b] && a < b);
+      });
+      std::vector<char> keep(static_cast<size_t>(G), 0);
+      for (int j = 0; j < p.topk_group; ++j) keep[gorder[j]] = 1;
+      for (int64_t e = 0; e < E; ++e)
+        if (!keep[e / per]) choice[e] = -INFINITY;
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+      return choice[a] > choice[b] || (choice[a] == choice[b] && a < b);
+    });
+    float top_sum = 0;
+    for (int j = 0; j < k; ++j) top_sum += prob[order[j]];
+    for (int j = 0; j < k; ++j) {
+      ids[t * k + j] = static_cast<int32_t>(order[j]);
+      float w = prob[order[j]];
+      if (sigmoid) {
+        if (p.norm_topk_prob) w /= top_sum + 1e-20f;
+        w *= p.routed_scaling_factor;
+      } else if (p.norm_topk_prob) {
+        w /= top_sum;
+      }
+      weights[t * k + j] = w;
+    }
+  }
+}
+
 void moe(ThreadPool& pool, const MoeParams& p) {
   require_f32(p.x, "moe x");
   require_f32(p.out, "moe out");
@@ -43,37 +119,20 @@ void moe(ThreadPool& pool, const MoeParams& p) {
   if (p.router_w.dim(1) != hidden || p.gate_up_w.dim(0) != E || p.gate_up_w.dim(1) != 2 * inter ||
       p.gate_up_w.dim(2) != hidden || p.down_w.dim(0) != E || p.down_w.dim(1) != hidden || p.out.numel() != T * hidden)
     throw Error("cpu backend: moe shapes do not agree");
-  if (p.top_k < 1 || p.top_k > E) throw Error("cpu backend: moe top_k must be in [1, num_experts]");
+  validate_moe_routing(p, E, "cpu backend");
   if (p.out.data == p.x.data) throw Error("cpu backend: moe out must not alias x");
   float* out = p.out.ptr<float>();
   std::fill(out, out + T * hidden, 0.0f);
   if (T == 0) return;
 
-  // Router: logits [T, E], softmax, top-k per token.
+  // Router: logits [T, E], then scores and the top-k per token.
   std::vector<float> logits(static_cast<size_t>(T * E));
   Tensor lt(logits.data(), DType::kF32, {T, E});
   matmul(pool, p.x, p.router_w, lt);
   const int k = p.top_k;
   std::vector<int32_t> chosen(static_cast<size_t>(T * k));
   std::vector<float> weight(static_cast<size_t>(T * k));
-  std::vector<int64_t> order(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t) {
-    const float* l = logits.data() + t * E;
-    const float mx = *std::max_element(l, l + E);
-    std::vector<float> prob(static_cast<size_t>(E));
-    double sum = 0;
-    for (int64_t e = 0; e < E; ++e) sum += prob[e] = std::exp(l[e] - mx);
-    for (auto& v : prob) v = static_cast<float>(v / sum);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int64_t a, int64_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
-    float top_sum = 0;
-    for (int j = 0; j < k; ++j) top_sum += prob[order[j]];
-    for (int j = 0; j < k; ++j) {
-      chosen[t * k + j] = static_cast<int32_t>(order[j]);
-      weight[t * k + j] = p.norm_topk_prob ? prob[order[j]] / top_sum : prob[order[j]];
-    }
-  }
+  moe_route(p, logits.data(), T, E, chosen.data(), weight.data());
 
   // Experts in id order (HF's loop order), each over the tokens that chose it.
   std::vector<float> xs, gu, act, y;

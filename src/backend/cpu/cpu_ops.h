@@ -21,6 +21,11 @@ void gather_rows(ThreadPool& pool, const GatherRowsParams& p);
 void qkv_prepare(ThreadPool& pool, const QkvPrepareParams& p);
 void paged_attention(ThreadPool& pool, const AttentionParams& p);
 void moe(ThreadPool& pool, const MoeParams& p);  // cpu_moe.cc
+// MoeParams' routing alone, from router logits [T, E] (fp32): ids / weights [T, top_k], best first.
+void moe_route(const MoeParams& p, const float* logits, int64_t T, int64_t E, int32_t* ids, float* weights);
+// Throws vireo::Error (prefixed by `who`) unless top_k, n_group, topk_group and score_bias agree with E.
+void validate_moe_routing(const MoeParams& p, int64_t E, const char* who);
+void mla_pack(ThreadPool& pool, const MlaPackParams& p);  // cpu_mla.cc
 void short_conv(ThreadPool& pool, const ShortConvParams& p);  // cpu_short_conv.cc
 
 // Element access shared by the op files.

@@ -177,6 +177,10 @@ void CudaBackend::short_conv(const ShortConvParams& p) {
   require_device(p.state, "short_conv", "state");
   launch_short_conv(p, stream_);
 }
+void CudaBackend::mla_pack(const MlaPackParams& p) {
+  require_device(p.qkv, "mla_pack", "qkv");
+  launch_mla_pack(p, stream_);
+}
 void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
 void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
 void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {

@@ -39,6 +39,8 @@ using WorkspaceFn = std::function<void*(size_t bytes)>;
 void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream);
 // LFM2's gated short convolution over its paged state (short_conv.cu): one thread per (token, channel).
 void launch_short_conv(const ShortConvParams& p, cudaStream_t stream);
+// DeepSeek MLA's projections packed into qkv rows (mla_pack.cu): one thread per output element.
+void launch_mla_pack(const MlaPackParams& p, cudaStream_t stream);
 
 struct DeviceInfo {
   int num_sms = 132;

@@ -1,10 +1,12 @@
 // Sparse MoE MLP on CUDA (semantics in op_params.h MoeParams; oracle: backend/cpu/cpu_moe.cc): the
 // routing kernel, the per-slot expert kernels, and launch_moe, which picks the per-slot or the grouped
 // path (moe.h: VIREO_MOE_GROUPED, kMoeGroupedMinSlots). All on the device, so steps stay inside CUDA graphs:
-//   route:   one block per 8 tokens (one per token past 1536 experts): router logits (rounded to T, as
-//            HF's bf16 linear; each an fp32 chain that does not depend on the other tokens), fp32
-//            softmax, top-k by repeated warp argmax (lowest id among equal probabilities), renormalised
-//            when norm_topk_prob, weights rounded to T; ids / weights [T, k] into scratch.
+//   route:   one block per 8 tokens (one per token past 1536 experts): router logits (each an fp32
+//            chain that does not depend on the other tokens; softmax mode rounds them to T, as HF's
+//            bf16 linear), fp32 softmax or sigmoid (+ score bias), the group limit (lane g scores group
+//            g), top-k by repeated warp argmax (lowest id among equal values), renormalised when
+//            norm_topk_prob; softmax weights rounded to T, sigmoid weights scaled and kept fp32;
+//            ids / weights [T, k] into scratch.
 // Per-slot path (decode: a few tokens; moe_decode.cu): gate_up then down, each distinct expert's rows
 //   streamed once per group of <= 16 tokens, the weighted sum in ascending expert id inside down.
 // Grouped path (many tokens; moe_sort.cu, moe_grouped_gemm.cu, moe_combine.cu): slots sorted by expert,
@@ -82,14 +84,23 @@ __device__ __forceinline__ void warp_dot_block(const T* x, int nr, const T* w, i
       for (int o = 16; o > 0; o >>= 1) acc[q][r] += __shfl_xor_sync(0xffffffffu, acc[q][r], o);
 }
 
+// Routing settings of MoeParams the route kernel needs (device pointer for the bias).
+struct RouteArgs {
+  int num_experts, top_k;
+  bool renorm, sigmoid;
+  const float* bias;  // [E] or null (kSigmoid only)
+  int n_group, topk_group;
+  float scale;  // routed_scaling_factor (kSigmoid only)
+};
+
 // grid: (ceil(T / R)); block b routes tokens b * R + [0, R): the logits of all (warps over groups of
 // kRouteExperts experts), then warp r the top-k of token b * R + r. Dynamic shared memory: R * E floats.
 template <typename T, int R>
 __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, int64_t tokens, int64_t hidden,
-                                                             int num_experts, int top_k, bool renorm, int* ids,
-                                                             float* weights) {
+                                                             RouteArgs a, int* ids, float* weights) {
   static_assert(R <= kWarps, "one warp per token for the top-k");
   extern __shared__ float logits[];  // [R, E]
+  const int num_experts = a.num_experts, top_k = a.top_k;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * R;
   const int nr = static_cast<int>(min(static_cast<int64_t>(R), tokens - t0));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -104,45 +115,87 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
       for (int q = 0; q < kRouteExperts; ++q)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (q < nw && r < nr) logits[r * num_experts + e0 + q] = to_f(from_f<T>(v[q][r]));
+          if (q < nw && r < nr)  // softmax: HF's router linear rounds to T; sigmoid: fp32 (F.linear in fp32)
+            logits[r * num_experts + e0 + q] = a.sigmoid ? v[q][r] : to_f(from_f<T>(v[q][r]));
   }
   __syncthreads();
   if (warp >= nr) return;
   const int64_t t = t0 + warp;
   float* logit = logits + warp * num_experts;  // this warp's token
-  float mx = -INFINITY;
-  for (int e = lane; e < num_experts; e += 32) mx = fmaxf(mx, logit[e]);
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  float sum = 0.f;
-  for (int e = lane; e < num_experts; e += 32) sum += __expf(logit[e] - mx);
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (a.sigmoid) {
+    for (int e = lane; e < num_experts; e += 32) logit[e] = 1.f / (1.f + expf(-logit[e]));  // now scores
+  } else {
+    float mx = -INFINITY;
+    for (int e = lane; e < num_experts; e += 32) mx = fmaxf(mx, logit[e]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    for (int e = lane; e < num_experts; e += 32) sum += __expf(logit[e] - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    __syncwarp();
+    for (int e = lane; e < num_experts; e += 32) logit[e] = __expf(logit[e] - mx) / sum;  // now probabilities
+  }
   __syncwarp();
-  for (int e = lane; e < num_experts; e += 32) logit[e] = __expf(logit[e] - mx) / sum;  // now probabilities
-  __syncwarp();
+  const float* bias = a.sigmoid ? a.bias : nullptr;
+  auto choice = [&](int e) { return logit[e] + (bias ? bias[e] : 0.f); };
+  // Group limit: lane g scores group g (sum of its two largest choice values); the topk_group best
+  // groups (lower id first among equal scores) are kept.
+  unsigned keep = 0xffffffffu;
+  const int per = num_experts / a.n_group;
+  if (a.n_group > 1) {
+    float gs = -INFINITY;
+    if (lane < a.n_group) {
+      float b1 = -INFINITY, b2 = -INFINITY;
+      for (int e = lane * per; e < (lane + 1) * per; ++e) {
+        const float c = choice(e);
+        if (c > b1) b2 = b1, b1 = c;
+        else if (c > b2) b2 = c;
+      }
+      gs = b1 + b2;
+    }
+    keep = 0;
+    for (int j = 0; j < a.topk_group; ++j) {
+      float best = gs;
+      int best_g = lane < a.n_group ? lane : 0x7fffffff;
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const int og = __shfl_xor_sync(0xffffffffu, best_g, o);
+        if (ob > best || (ob == best && og < best_g)) best = ob, best_g = og;
+      }
+      keep |= 1u << best_g;
+      if (lane == best_g) gs = -INFINITY;
+    }
+  }
   float picked[kMaxTopK];
   int picked_id[kMaxTopK];
   float top_sum = 0.f;
   for (int j = 0; j < top_k; ++j) {
-    float best = -1.f;
+    float best = -INFINITY;
     int best_id = 0x7fffffff;
-    for (int e = lane; e < num_experts; e += 32)
-      if (logit[e] > best || (logit[e] == best && e < best_id)) best = logit[e], best_id = e;
+    for (int e = lane; e < num_experts; e += 32) {
+      bool taken = false;
+      for (int q = 0; q < j; ++q) taken = taken || picked_id[q] == e;
+      if (taken) continue;
+      const float c = (keep >> (e / per)) & 1u ? choice(e) : -INFINITY;
+      if (c > best || (c == best && e < best_id)) best = c, best_id = e;
+    }
     for (int o = 16; o > 0; o >>= 1) {
       const float ob = __shfl_xor_sync(0xffffffffu, best, o);
       const int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
       if (ob > best || (ob == best && oi < best_id)) best = ob, best_id = oi;
     }
-    picked[j] = best;
+    picked[j] = logit[best_id];  // the unbiased score / probability
     picked_id[j] = best_id;
-    top_sum += best;
-    __syncwarp();
-    if (lane == 0) logit[best_id] = -2.f;  // below every probability: not picked again
-    __syncwarp();
+    top_sum += picked[j];
   }
   if (lane == 0)
     for (int j = 0; j < top_k; ++j) {
       ids[t * top_k + j] = picked_id[j];
-      weights[t * top_k + j] = to_f(from_f<T>(renorm ? picked[j] / top_sum : picked[j]));
+      if (a.sigmoid) {
+        const float w = a.renorm ? picked[j] / (top_sum + 1e-20f) : picked[j];
+        weights[t * top_k + j] = w * a.scale;  // fp32, as HF's topk_weights
+      } else {
+        weights[t * top_k + j] = to_f(from_f<T>(a.renorm ? picked[j] / top_sum : picked[j]));
+      }
     }
 }
 
@@ -178,14 +231,17 @@ struct Carve {
 template <typename T>
 void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, float* wts, cudaStream_t stream) {
   const int64_t hidden = p.x.dim(1), E = p.router_w.dim(0);
+  const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
+  const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid,
+                    sigmoid && !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
+                    p.n_group, p.topk_group, p.routed_scaling_factor};
   if (E * kRouteTokens * sizeof(float) <= 48 * 1024)
     launch_pdl(moe_route_kernel<T, kRouteTokens>, dim3(static_cast<unsigned>((tokens + kRouteTokens - 1) / kRouteTokens)),
                dim3(kThreads), static_cast<size_t>(E * kRouteTokens) * sizeof(float), stream, x, p.router_w.ptr<T>(),
-               tokens, hidden, static_cast<int>(E), p.top_k, p.norm_topk_prob, ids, wts);
+               tokens, hidden, a, ids, wts);
   else
     launch_pdl(moe_route_kernel<T, 1>, dim3(static_cast<unsigned>(tokens)), dim3(kThreads),
-               static_cast<size_t>(E) * sizeof(float), stream, x, p.router_w.ptr<T>(), tokens, hidden,
-               static_cast<int>(E), p.top_k, p.norm_topk_prob, ids, wts);
+               static_cast<size_t>(E) * sizeof(float), stream, x, p.router_w.ptr<T>(), tokens, hidden, a, ids, wts);
   check_launch("moe route");
 }
 
@@ -270,6 +326,12 @@ void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t s
           "x, weights and out must share the activation dtype");
   require(p.top_k >= 1 && p.top_k <= E && p.top_k <= kMaxTopK, "top_k must be in [1, min(num_experts, 32)]");
   require(E <= 8192, "at most 8192 experts");
+  require(p.n_group >= 1 && p.n_group <= 32 && E % p.n_group == 0 && (p.n_group == 1 || E / p.n_group >= 2),
+          "n_group must be in [1, 32], divide the number of experts and leave >= 2 experts a group");
+  require(p.topk_group >= 1 && p.topk_group <= p.n_group && int64_t{p.topk_group} * (E / p.n_group) >= p.top_k,
+          "topk_group must be in [1, n_group] and its groups hold >= top_k experts");
+  require(p.score_bias.empty() || (p.score_bias.dtype == DType::kF32 && p.score_bias.numel() == E),
+          "score_bias must be F32 [num_experts]");
   require(p.out.data != p.x.data, "out must not alias x");
   if (T == 0) return;
   const bool supported = moe_grouped_supported(

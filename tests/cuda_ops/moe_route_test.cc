@@ -1,0 +1,133 @@
+// DeepSeek-V3 routing on CUDA (moe.cu's route kernel in sigmoid mode: fp32 logits, score-correction
+// bias, group limit, scaled fp32 weights) and mla_pack, vs the CPU backend. Through the whole moe op on
+// both expert paths. Tokens whose expert set could flip on summation order (group or k-th choice
+// margins under 1e-4) are left out and counted.
+#include <numeric>
+
+#include "backend/cuda/moe.h"
+#include "cuda_test_util.h"
+
+namespace vireo::testing {
+namespace {
+
+using cuda::MoePath;
+
+struct RouteCase {
+  int T, hidden, inter, E, k, G, topk_group;
+  bool renorm;
+  float scale;
+};
+
+class MoeRouteTest : public CudaOpsTest {
+ protected:
+  void SetUp() override {
+    CudaOpsTest::SetUp();
+    saved_path_ = cuda::moe_path();
+  }
+  void TearDown() override {
+    cuda::set_moe_path(saved_path_);
+    CudaOpsTest::TearDown();
+  }
+  // False where the routing is within 1e-4 of a tie (the group cut or the k-th pick).
+  bool clear(const RouteCase& c, const std::vector<float>& x, const std::vector<float>& router,
+             const std::vector<float>& bias, int t) {
+    std::vector<double> ch(c.E);
+    for (int e = 0; e < c.E; ++e) {
+      double s = 0;
+      for (int h = 0; h < c.hidden; ++h) s += double(x[size_t(t) * c.hidden + h]) * router[size_t(e) * c.hidden + h];
+      ch[e] = 1 / (1 + std::exp(-s)) + bias[e];
+    }
+    const int per = c.E / c.G;
+    std::vector<double> gs(c.G);
+    for (int g = 0; g < c.G; ++g) {
+      std::vector<double> v(ch.begin() + g * per, ch.begin() + (g + 1) * per);
+      std::sort(v.begin(), v.end(), std::greater<double>());
+      gs[g] = v[0] + v[1];
+    }
+    std::vector<int> gi(c.G);
+    std::iota(gi.begin(), gi.end(), 0);
+    std::sort(gi.begin(), gi.end(), [&](int a, int b) { return gs[a] > gs[b]; });
+    if (c.topk_group < c.G && gs[gi[c.topk_group - 1]] - gs[gi[c.topk_group]] < 1e-4) return false;
+    std::vector<double> kept;
+    for (int j = 0; j < c.topk_group; ++j)
+      for (int e = gi[j] * per; e < (gi[j] + 1) * per; ++e) kept.push_back(ch[e]);
+    std::sort(kept.begin(), kept.end(), std::greater<double>());
+    return int(kept.size()) == c.k || kept[c.k - 1] - kept[c.k] >= 1e-4;
+  }
+  MoePath saved_path_ = MoePath::kAuto;
+};
+
+TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
+  const RouteCase cases[] = {{1, 64, 32, 8, 2, 2, 1, true, 2.5f},   {5, 128, 48, 64, 6, 8, 3, true, 2.5f},
+                             {40, 64, 40, 256, 8, 8, 4, true, 2.5f}, {200, 96, 32, 16, 4, 4, 2, false, 1.5f},
+                             {33, 64, 24, 6, 3, 1, 1, false, 1.f}};
+  for (DType act : {DType::kBF16, DType::kF32}) {
+    use_dtype(act);
+    const Tolerance tol = act == DType::kBF16 ? Tolerance{3e-2f, 3e-2f} : tol_for(act);
+    int compared = 0, skipped = 0;
+    for (const RouteCase& c : cases) {
+      const float wx = 3.f / std::sqrt(float(c.hidden)), wi = 3.f / std::sqrt(float(c.inter));
+      const auto x = rand_vec(size_t(c.T) * c.hidden, -1, 1, act), router = rand_vec(size_t(c.E) * c.hidden, -wx, wx, act);
+      const auto gu = rand_vec(size_t(c.E) * 2 * c.inter * c.hidden, -wx, wx, act);
+      const auto down = rand_vec(size_t(c.E) * c.hidden * c.inter, -wi, wi, act);
+      const auto bias = rand_vec(c.E, -0.2f, 0.2f, DType::kF32);
+      auto fill = [&](MoeParams p) {
+        p.norm_topk_prob = c.renorm;
+        p.scoring = MoeScoring::kSigmoid;
+        p.n_group = c.G;
+        p.topk_group = c.topk_group;
+        p.routed_scaling_factor = c.scale;
+        return p;
+      };
+      MoeParams cp = fill({cpu_f32(x, {c.T, c.hidden}), cpu_f32(router, {c.E, c.hidden}),
+                           cpu_f32(gu, {c.E, 2 * c.inter, c.hidden}), cpu_f32(down, {c.E, c.hidden, c.inter}),
+                           cpu_poisoned({c.T, c.hidden}), c.k});
+      cp.score_bias = cpu_f32(bias, {c.E});
+      cpu_->moe(cp);
+      const auto want = to_host(cp.out);
+      std::vector<bool> keep(c.T);
+      for (int t = 0; t < c.T; ++t) {
+        keep[t] = clear(c, x, router, bias, t);
+        ++(keep[t] ? compared : skipped);
+      }
+      for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped}) {
+        if (act == DType::kF32 && path == MoePath::kGrouped) continue;
+        SCOPED_TRACE(std::string(dtype_name(act)) + " T " + std::to_string(c.T) + " E " + std::to_string(c.E) +
+                     (path == MoePath::kGrouped ? " grouped" : " per-slot"));
+        cuda::set_moe_path(path);
+        MoeParams gp = fill({gpu_from(x, {c.T, c.hidden}, act), gpu_from(router, {c.E, c.hidden}, act),
+                             gpu_from(gu, {c.E, 2 * c.inter, c.hidden}, act), gpu_from(down, {c.E, c.hidden, c.inter}, act),
+                             gpu_poisoned({c.T, c.hidden}, act), c.k});
+        gp.score_bias = gpu_from(bias, {c.E}, DType::kF32);
+        gpu_->moe(gp);
+        const auto got = to_host(gp.out);
+        std::vector<float> g2, w2;
+        for (int t = 0; t < c.T; ++t)
+          if (keep[t]) {
+            g2.insert(g2.end(), got.begin() + size_t(t) * c.hidden, got.begin() + size_t(t + 1) * c.hidden);
+            w2.insert(w2.end(), want.begin() + size_t(t) * c.hidden, want.begin() + size_t(t + 1) * c.hidden);
+          }
+        expect_close(g2, w2, tol, "moe sigmoid");
+      }
+    }
+    EXPECT_GT(compared, 5 * skipped);
+  }
+}
+
+TEST_F(MoeRouteTest, MlaPackMatchesCpuBitwise) {
+  const int T = 7, H = 3, R = 8, N = 16, V = 12, D = R + N;
+  for (DType act : {DType::kBF16, DType::kF32}) {
+    use_dtype(act);
+    const auto q = rand_vec(size_t(T) * H * D, -1, 1, act), kv = rand_vec(size_t(T) * H * (N + V), -1, 1, act);
+    const auto kpe = rand_vec(size_t(T) * R, -1, 1, act);
+    Tensor cout = cpu_poisoned({T, 3 * H * D});
+    cpu_->mla_pack({cpu_f32(q, {T, H * D}), cpu_f32(kv, {T, H * (N + V)}), cpu_f32(kpe, {T, R}), cout, H, R, N, V});
+    Tensor gout = gpu_poisoned({T, 3 * H * D}, act);
+    gpu_->mla_pack({gpu_from(q, {T, H * D}, act), gpu_from(kv, {T, H * (N + V)}, act), gpu_from(kpe, {T, R}, act), gout,
+                    H, R, N, V});
+    EXPECT_EQ(to_host(gout), to_host(cout));
+  }
+}
+
+}  // namespace
+}  // namespace vireo::testing
