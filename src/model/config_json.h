@@ -55,7 +55,7 @@ namespace config_json {
 // 1e-5, rope_theta 1e6). parse_lfm2: after it, the layer kinds, the conv fields and the MLP width.
 json lfm2_normalize(const json& j, const std::string& source);
 void parse_lfm2(const json& j, const std::string& source, ModelConfig& c);
-// DeepSeek-V3 (model_config_deepseek.cc), after the generic parse: MLA dims, routing, dense layers.
+// DeepSeek-V2/V3 (model_config_deepseek.cc), after the generic parse: MLA dims, routing, dense layers.
 void parse_deepseek(const json& j, const std::string& source, ModelConfig& c);
 }  // namespace config_json
 }  // namespace vireo

@@ -168,7 +168,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.out = out;
     p.top_k = cfg_.num_experts_per_tok;
     p.norm_topk_prob = cfg_.norm_topk_prob;
-    p.scoring = cfg_.moe_sigmoid ? MoeScoring::kSigmoid : MoeScoring::kSoftmax;
+    p.scoring = cfg_.moe_sigmoid        ? MoeScoring::kSigmoid
+                : cfg_.moe_softmax_fp32 ? MoeScoring::kSoftmaxFp32
+                                        : MoeScoring::kSoftmax;
     p.score_bias = w.router_bias;
     p.n_group = cfg_.moe_n_group;
     p.topk_group = cfg_.moe_topk_group;
@@ -204,7 +206,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     if (m.q_lora_rank > 0) {
       Tensor qa = rows(ws.mla_qa, T, m.q_lora_rank);
       be_->linear(linear(x, w.q_a_w, Tensor(), qa));           // q_a_proj
-      be_->rms_norm({qa, w.q_a_norm, qa, Tensor(), eps});      // q_a_layernorm
+      be_->rms_norm({qa, w.q_a_norm, qa, Tensor(), m.norm_eps});  // q_a_layernorm
       be_->linear(linear(qa, w.q_w, Tensor(), mq));            // q_b_proj (rows [rope | nope] per head)
     } else {
       be_->linear(linear(x, w.q_w, Tensor(), mq));             // q_proj
@@ -213,7 +215,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     Tensor kvb = rows(ws.mla_kv, T, static_cast<int64_t>(H) * (m.qk_nope_head_dim + m.v_head_dim));
     be_->linear(linear(x, w.kv_a_w, Tensor(), ckv));           // kv_a_proj_with_mqa, latent part
     be_->linear(linear(x, w.kpe_w, Tensor(), kpe));            // kv_a_proj_with_mqa, rope key
-    be_->rms_norm({ckv, w.kv_a_norm, ckv, Tensor(), eps});     // kv_a_layernorm
+    be_->rms_norm({ckv, w.kv_a_norm, ckv, Tensor(), m.norm_eps});  // kv_a_layernorm
     be_->linear(linear(ckv, w.kv_b_w, Tensor(), kvb));         // kv_b_proj: [k_nope | v] per head
     MlaPackParams mp;
     mp.q = mq;

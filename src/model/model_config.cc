@@ -188,7 +188,9 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   parse_moe(j, source, c);
   c.sliding_window = parse_sliding_window(j, source, c.num_hidden_layers);
   if (lfm2) parse_lfm2(j, source, c);
-  if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3") parse_deepseek(j, source, c);
+  if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3" ||
+      c.architecture == "DeepseekV2ForCausalLM" || c.model_type == "deepseek_v2")
+    parse_deepseek(j, source, c);
   return c;
 }
 

@@ -69,14 +69,15 @@ struct ModelConfig {
   bool conv_bias = false;
   bool conv_layer(int l) const { return l >= 0 && l < static_cast<int>(conv_layers.size()) && conv_layers[l]; }
 
-  // DeepSeek-V3 (model_config_deepseek.cc): multi-head latent attention when mla.kv_lora_rank > 0.
+  // DeepSeek-V2/V3 (model_config_deepseek.cc): multi-head latent attention when mla.kv_lora_rank > 0.
   // head_dim is then the attention head dim qk_nope + qk_rope (config.json's head_dim is the rope
   // width), num_key_value_heads = num_attention_heads: the KV cache holds the expanded per-head K and
   // V (V zero-padded to head_dim), not the latent.
   struct Mla {
     int q_lora_rank = 0;  // 0: q_proj (q_lora_rank null), else q_a_proj / q_a_layernorm / q_b_proj
     int kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
-    bool rope_interleave = true;  // HF rope_interleave: GPT-J pairs of the rope dims
+    bool rope_interleave = true;  // HF rope_interleave: GPT-J pairs of the rope dims (V2: always)
+    float norm_eps = 1e-6f;       // q_a_layernorm / kv_a_layernorm (V3: rms_norm_eps; V2: their default 1e-6)
   } mla;
   bool mla_attention() const { return mla.kv_lora_rank > 0; }
   float attention_scale = 0;  // softmax scale; 0: head_dim^-0.5
@@ -84,7 +85,8 @@ struct ModelConfig {
   // DeepSeek-style MoE routing (MoeParams): sigmoid scores with e_score_correction_bias, group limit,
   // scaled weights; n_shared_experts * moe_intermediate_size wide shared expert (mlp.shared_experts);
   // layers below first_k_dense_replace dense.
-  bool moe_sigmoid = false;
+  bool moe_sigmoid = false;       // DeepSeek-V3's noaux_tc router (MoeScoring::kSigmoid, score bias)
+  bool moe_softmax_fp32 = false;  // DeepSeek-V2's greedy gate (MoeScoring::kSoftmaxFp32)
   int moe_n_group = 1, moe_topk_group = 1;
   float routed_scaling_factor = 1.0f;
   int n_shared_experts = 0;

@@ -145,6 +145,23 @@ TEST(MoeRoute, SoftmaxDefaults) {
   EXPECT_FLOAT_EQ(w[1], 0.5f);
 }
 
+// DeepSeek-V2's greedy gate: softmax in fp32, top-k, weights times routed_scaling_factor (no renorm).
+TEST(MoeRoute, SoftmaxFp32IsScaledNotRenormalised) {
+  std::vector<float> logits{0.f, 1.f, 2.f, 1.f};
+  MoeParams p;
+  p.top_k = 2;
+  p.norm_topk_prob = false;
+  p.scoring = MoeScoring::kSoftmaxFp32;
+  p.routed_scaling_factor = 3.f;
+  std::vector<int32_t> ids(2);
+  std::vector<float> w(2);
+  cpu::moe_route(p, logits.data(), 1, 4, ids.data(), w.data());
+  const double z = 1 + 2 * std::exp(1.0) + std::exp(2.0);
+  EXPECT_EQ(ids, (std::vector<int32_t>{2, 1}));
+  EXPECT_NEAR(w[0], 3 * std::exp(2.0) / z, 1e-6);
+  EXPECT_NEAR(w[1], 3 * std::exp(1.0) / z, 1e-6);
+}
+
 TEST(MoeRoute, RejectsBadGroups) {
   std::vector<float> logits(12, 0.f);
   std::vector<int32_t> ids(4);

@@ -1,5 +1,5 @@
-// DeepSeek-V3 routing on CUDA (moe.cu's route kernel in sigmoid mode: fp32 logits, score-correction
-// bias, group limit, scaled fp32 weights) and mla_pack, vs the CPU backend. Through the whole moe op on
+// DeepSeek routing on CUDA (moe.cu's route kernel in kSigmoid mode: fp32 logits, score-correction
+// bias, group limit, scaled fp32 weights; and kSoftmaxFp32, DeepSeek-V2's gate) and mla_pack, vs the CPU backend. Through the whole moe op on
 // both expert paths. Tokens whose expert set could flip on summation order (group or k-th choice
 // margins under 1e-4) are left out and counted.
 #include <numeric>
@@ -16,6 +16,7 @@ struct RouteCase {
   int T, hidden, inter, E, k, G, topk_group;
   bool renorm;
   float scale;
+  bool softmax = false;  // kSoftmaxFp32 (DeepSeek-V2) instead of kSigmoid
 };
 
 class MoeRouteTest : public CudaOpsTest {
@@ -35,7 +36,7 @@ class MoeRouteTest : public CudaOpsTest {
     for (int e = 0; e < c.E; ++e) {
       double s = 0;
       for (int h = 0; h < c.hidden; ++h) s += double(x[size_t(t) * c.hidden + h]) * router[size_t(e) * c.hidden + h];
-      ch[e] = 1 / (1 + std::exp(-s)) + bias[e];
+      ch[e] = c.softmax ? s : 1 / (1 + std::exp(-s)) + bias[e];  // softmax is monotonic in the logits
     }
     const int per = c.E / c.G;
     std::vector<double> gs(c.G);
@@ -60,7 +61,7 @@ class MoeRouteTest : public CudaOpsTest {
 TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
   const RouteCase cases[] = {{1, 64, 32, 8, 2, 2, 1, true, 2.5f},   {5, 128, 48, 64, 6, 8, 3, true, 2.5f},
                              {40, 64, 40, 256, 8, 8, 4, true, 2.5f}, {200, 96, 32, 16, 4, 4, 2, false, 1.5f},
-                             {33, 64, 24, 6, 3, 1, 1, false, 1.f}};
+                             {33, 64, 24, 6, 3, 1, 1, false, 1.f},   {70, 64, 32, 64, 6, 1, 1, false, 2.f, true}};
   for (DType act : {DType::kBF16, DType::kF32}) {
     use_dtype(act);
     const Tolerance tol = act == DType::kBF16 ? Tolerance{3e-2f, 3e-2f} : tol_for(act);
@@ -73,7 +74,7 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
       const auto bias = rand_vec(c.E, -0.2f, 0.2f, DType::kF32);
       auto fill = [&](MoeParams p) {
         p.norm_topk_prob = c.renorm;
-        p.scoring = MoeScoring::kSigmoid;
+        p.scoring = c.softmax ? MoeScoring::kSoftmaxFp32 : MoeScoring::kSigmoid;
         p.n_group = c.G;
         p.topk_group = c.topk_group;
         p.routed_scaling_factor = c.scale;
@@ -82,7 +83,7 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
       MoeParams cp = fill({cpu_f32(x, {c.T, c.hidden}), cpu_f32(router, {c.E, c.hidden}),
                            cpu_f32(gu, {c.E, 2 * c.inter, c.hidden}), cpu_f32(down, {c.E, c.hidden, c.inter}),
                            cpu_poisoned({c.T, c.hidden}), c.k});
-      cp.score_bias = cpu_f32(bias, {c.E});
+      if (!c.softmax) cp.score_bias = cpu_f32(bias, {c.E});
       cpu_->moe(cp);
       const auto want = to_host(cp.out);
       std::vector<bool> keep(c.T);
@@ -98,7 +99,7 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
         MoeParams gp = fill({gpu_from(x, {c.T, c.hidden}, act), gpu_from(router, {c.E, c.hidden}, act),
                              gpu_from(gu, {c.E, 2 * c.inter, c.hidden}, act), gpu_from(down, {c.E, c.hidden, c.inter}, act),
                              gpu_poisoned({c.T, c.hidden}, act), c.k});
-        gp.score_bias = gpu_from(bias, {c.E}, DType::kF32);
+        if (!c.softmax) gp.score_bias = gpu_from(bias, {c.E}, DType::kF32);
         gpu_->moe(gp);
         const auto got = to_host(gp.out);
         std::vector<float> g2, w2;

@@ -87,6 +87,27 @@ TEST(DeepseekConfig, ParsesMlaAndRouter) {
   EXPECT_EQ(ModelConfig::from_json(nq, "x").mla.q_lora_rank, 0);
 }
 
+TEST(DeepseekConfig, V2FollowsTransformersV2) {
+  json j = tiny_config();
+  j["architectures"] = {"DeepseekV2ForCausalLM"};
+  j["model_type"] = "deepseek_v2";
+  j["topk_method"] = "greedy";
+  j["scoring_func"] = "softmax";
+  j["rope_interleave"] = false;  // not a V2 field: V2 always rotates complex pairs
+  j["rms_norm_eps"] = 1e-5;
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 40.0}, {"mscale_all_dim", 1.0}};
+  ModelConfig c = ModelConfig::from_json(j, "v2.json");
+  EXPECT_TRUE(c.moe_softmax_fp32);
+  EXPECT_FALSE(c.moe_sigmoid);
+  EXPECT_FALSE(c.norm_topk_prob);  // ignored by transformers' V2 gate
+  EXPECT_EQ(c.moe_n_group, 1);
+  EXPECT_TRUE(c.mla.rope_interleave);
+  EXPECT_FLOAT_EQ(c.mla.norm_eps, 1e-6f);
+  EXPECT_NEAR(c.attention_scale, 1.0 / std::sqrt(48.0), 1e-7);  // no mscale in V2
+  j["topk_method"] = "group_limited_greedy";
+  EXPECT_THROW(ModelConfig::from_json(j, "v2.json"), Error);
+}
+
 // HF: scaling = qk_head_dim^-0.5 * yarn_get_mscale(factor, mscale_all_dim)^2 for non-default RoPE.
 TEST(DeepseekConfig, YarnMscaleScalesTheSoftmax) {
   json j = tiny_config();
@@ -142,6 +163,11 @@ class DeepseekModel : public ::testing::TestWithParam<int> {
       j["rope_interleave"] = false;
       j["qk_nope_head_dim"] = 24;
       j["v_head_dim"] = 40;  // > qk_rope: padded V, wider than the rope part
+    }
+    if (GetParam() == 3) {  // DeepSeek-V2 (greedy softmax gate)
+      j["architectures"] = {"DeepseekV2ForCausalLM"};
+      j["model_type"] = "deepseek_v2";
+      j["topk_method"] = "greedy";
     }
     if (GetParam() == 2) {
       j["n_group"] = 1;
@@ -233,7 +259,7 @@ TEST_P(DeepseekModel, TwoSequencesInOneStepMatchSeparateRuns) {
   m->free_kv_cache(kv);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, DeepseekModel, ::testing::Values(0, 1, 2));
+INSTANTIATE_TEST_SUITE_P(Variants, DeepseekModel, ::testing::Values(0, 1, 2, 3));
 
 }  // namespace
 }  // namespace vireo

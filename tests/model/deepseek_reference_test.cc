@@ -1,5 +1,5 @@
-// DeepSeek-V3 from a safetensors checkpoint in HF's layout (random weights written here) against a
-// naive forward written from transformers' modeling_deepseek_v3.py (5.x), in double: MLA with its
+// DeepSeek-V3 (and V2) from a safetensors checkpoint in HF's layout (random weights written here)
+// against a naive forward written from transformers' modeling_deepseek_v3.py / _v2.py (5.x), in double: MLA with its
 // [nope | rope] head split, interleaved or rotate_half RoPE on q_rot / the shared k_rot, kv_b_proj's
 // [k_nope | v] split, the softmax scale (with yarn's mscale_all_dim), o_proj over H * v_head_dim; the
 // noaux_tc router (sigmoid, bias, group top-2 sums, topk_group, renormalise, scale) and the shared
@@ -80,6 +80,7 @@ Mat cols(const Mat& x, int T, int64_t width, int64_t b, int64_t e) {
 }
 
 struct Variant {
+  bool v2;  // DeepseekV2ForCausalLM: greedy softmax gate, complex-pair RoPE, no mscale, q_a/kv_a eps 1e-6
   bool q_lora, interleave, yarn, stacked_experts;
   int n_group, topk_group, n_shared;
   bool renorm;
@@ -89,8 +90,11 @@ struct Variant {
 class DeepseekReference : public ::testing::TestWithParam<int> {
  protected:
   Variant variant() const {
-    return GetParam() == 0 ? Variant{true, true, false, false, 2, 1, 1, true, 2.5}
-                           : Variant{false, false, true, true, 1, 1, 2, false, 1.0};
+    switch (GetParam()) {
+      case 0: return Variant{false, true, true, false, false, 2, 1, 1, true, 2.5};
+      case 1: return Variant{false, false, false, true, true, 1, 1, 2, false, 1.0};
+      default: return Variant{true, true, true, true, false, 1, 1, 1, false, 2.0};
+    }
   }
 };
 
@@ -99,16 +103,23 @@ TEST_P(DeepseekReference, MatchesNaiveTransformersForward) {
   const int V = 97, hid = 32, inter = 48, mi = 16, layers = 3, H = 4, QL = 24, L = 16, N = 16, R = 8, VD = 12, E = 8,
             K = 2;
   const int D = N + R;
-  const double eps = 1e-6;
-  json cfg{{"architectures", {"DeepseekV3ForCausalLM"}}, {"model_type", "deepseek_v3"}, {"vocab_size", V},
+  const double eps = vr.v2 ? 1e-2 : 1e-6, mla_eps = vr.v2 ? 1e-6 : eps;  // V2: a large eps tells the two apart
+  json cfg{{"architectures", {vr.v2 ? "DeepseekV2ForCausalLM" : "DeepseekV3ForCausalLM"}},
+           {"model_type", vr.v2 ? "deepseek_v2" : "deepseek_v3"}, {"vocab_size", V},
            {"hidden_size", hid}, {"intermediate_size", inter}, {"moe_intermediate_size", mi},
            {"num_hidden_layers", layers}, {"num_attention_heads", H}, {"num_key_value_heads", H}, {"head_dim", R},
            {"q_lora_rank", vr.q_lora ? json(QL) : json(nullptr)}, {"kv_lora_rank", L}, {"qk_nope_head_dim", N},
            {"qk_rope_head_dim", R}, {"v_head_dim", VD}, {"n_routed_experts", E}, {"num_experts_per_tok", K},
            {"n_shared_experts", vr.n_shared}, {"n_group", vr.n_group}, {"topk_group", vr.topk_group},
            {"routed_scaling_factor", vr.scaling_factor}, {"norm_topk_prob", vr.renorm},
-           {"first_k_dense_replace", 1}, {"rope_interleave", vr.interleave}, {"max_position_embeddings", 128},
+           {"first_k_dense_replace", 1}, {"max_position_embeddings", 128},
            {"rms_norm_eps", eps}, {"tie_word_embeddings", false}, {"torch_dtype", "float32"}};
+  if (vr.v2) {
+    cfg["topk_method"] = "greedy";
+    cfg["scoring_func"] = "softmax";
+  } else {
+    cfg["rope_interleave"] = vr.interleave;
+  }
   if (vr.yarn)
     cfg["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"mscale", 1.0},
                               {"mscale_all_dim", 1.0}, {"original_max_position_embeddings", 32}};
@@ -150,7 +161,7 @@ TEST_P(DeepseekReference, MatchesNaiveTransformersForward) {
       continue;
     }
     add(m + "gate.weight", {E, hid}, 0.3f);
-    add(m + "gate.e_score_correction_bias", {E}, 0.1f);
+    if (!vr.v2) add(m + "gate.e_score_correction_bias", {E}, 0.1f);
     if (vr.stacked_experts) {
       add(m + "experts.gate_up_proj", {E, 2 * mi, hid}, 0.2f);
       add(m + "experts.down_proj", {E, hid, mi}, 0.2f);
@@ -180,11 +191,21 @@ TEST_P(DeepseekReference, MatchesNaiveTransformersForward) {
   const RopeFrequencies rf = rope_frequencies(mc);
   ASSERT_EQ(rf.inv_freq.size(), size_t(R / 2));
   double scale = 1.0 / std::sqrt(double(D));
-  if (vr.yarn) {
+  if (vr.yarn && !vr.v2) {  // transformers' V2 has no mscale in its scaling
     const double ms = 0.1 * 1.0 * std::log(4.0) + 1.0;
     scale *= ms * ms;
   }
   auto rope = [&](std::vector<double> x, int pos) {  // x: R values of one head
+    if (vr.v2) {  // view_as_complex on pairs (2i, 2i+1) times polar(1, angle_i) * attention_scaling
+      std::vector<double> out(R);
+      for (int i = 0; i < R / 2; ++i) {
+        const double ang = double(float(pos) * rf.inv_freq[i]);
+        const double c = std::cos(ang) * rf.attention_scaling, sn = std::sin(ang) * rf.attention_scaling;
+        out[2 * i] = x[2 * i] * c - x[2 * i + 1] * sn;
+        out[2 * i + 1] = x[2 * i] * sn + x[2 * i + 1] * c;
+      }
+      return out;
+    }
     if (vr.interleave) {  // view(d/2, 2).transpose: evens then odds
       std::vector<double> y(R);
       for (int i = 0; i < R / 2; ++i) y[i] = x[2 * i], y[R / 2 + i] = x[2 * i + 1];
@@ -212,11 +233,12 @@ TEST_P(DeepseekReference, MatchesNaiveTransformersForward) {
   for (int l = 0; l < layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".", a = p + "self_attn.", m = p + "mlp.";
     Mat x = rmsnorm(h, ws[p + "input_layernorm.weight"], T, eps);
-    Mat q = vr.q_lora ? lin(rmsnorm(lin(x, ws[a + "q_a_proj.weight"], T), ws[a + "q_a_layernorm.weight"], T, eps),
+    Mat q = vr.q_lora ? lin(rmsnorm(lin(x, ws[a + "q_a_proj.weight"], T), ws[a + "q_a_layernorm.weight"], T, mla_eps),
                             ws[a + "q_b_proj.weight"], T)
                       : lin(x, ws[a + "q_proj.weight"], T);
     Mat ckv = lin(x, ws[a + "kv_a_proj_with_mqa.weight"], T);
-    Mat kb = lin(rmsnorm(cols(ckv, T, L + R, 0, L), ws[a + "kv_a_layernorm.weight"], T, eps), ws[a + "kv_b_proj.weight"], T);
+    Mat kb = lin(rmsnorm(cols(ckv, T, L + R, 0, L), ws[a + "kv_a_layernorm.weight"], T, mla_eps),
+                 ws[a + "kv_b_proj.weight"], T);
     // query / key [T][H][D] as HF concatenates them: [pass | rot]
     std::vector<std::vector<std::vector<double>>> Q(T, std::vector<std::vector<double>>(H)), Kk = Q, Vv = Q;
     for (int t = 0; t < T; ++t) {
@@ -258,11 +280,18 @@ TEST_P(DeepseekReference, MatchesNaiveTransformersForward) {
       y = mlp(x, m, inter);
     } else {
       Mat logits = lin(x, ws[m + "gate.weight"], T);
-      const W& bias = ws[m + "gate.e_score_correction_bias"];
       y = mlp(x, m + "shared_experts.", vr.n_shared * mi);
       for (int t = 0; t < T; ++t) {
         std::vector<double> s(E), c(E);
-        for (int e = 0; e < E; ++e) s[e] = 1 / (1 + std::exp(-logits[t * E + e])), c[e] = s[e] + bias.v[e];
+        if (vr.v2) {  // softmax(fp32 logits), greedy top-k
+          double mx = -1e300, sum = 0;
+          for (int e = 0; e < E; ++e) mx = std::max(mx, logits[t * E + e]);
+          for (int e = 0; e < E; ++e) sum += s[e] = std::exp(logits[t * E + e] - mx);
+          for (int e = 0; e < E; ++e) c[e] = s[e] /= sum;
+        } else {
+          const W& bias = ws[m + "gate.e_score_correction_bias"];
+          for (int e = 0; e < E; ++e) s[e] = 1 / (1 + std::exp(-logits[t * E + e])), c[e] = s[e] + bias.v[e];
+        }
         const int per = E / vr.n_group;
         std::vector<double> gs(vr.n_group);
         for (int g = 0; g < vr.n_group; ++g) {
@@ -333,7 +362,7 @@ TEST_P(DeepseekReference, MatchesNaiveTransformersForward) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReference, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(Variants, DeepseekReference, ::testing::Values(0, 1, 2));
 
 }  // namespace
 }  // namespace vireo

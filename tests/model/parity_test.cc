@@ -108,7 +108,7 @@ TEST_P(Parity, ChunkedPrefillMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama3", "llama_yarn_bias", "qwen2", "qwen3", "qwen3_bf16_sharded", "olmo2",
                                            "hunyuan_dense", "qwen3_moe", "qwen3_moe_mixed", "lfm2", "deepseek_v3",
-                                           "deepseek_v3_qproj"));
+                                           "deepseek_v3_qproj", "deepseek_v2_lite"));
 
 TEST(ParityConfig, FixtureConfigsParseNewStyleRopeParameters) {
   ModelConfig h = ModelConfig::from_file(fixture_dir("hunyuan_dense") + "/config.json");

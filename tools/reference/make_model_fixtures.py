@@ -113,6 +113,16 @@ CASES = [
                                                    rope=dict(rope_type="yarn", factor=4.0, mscale=1.0, mscale_all_dim=1.0,
                                                              original_max_position_embeddings=128)),
      torch.float32, None),
+    # DeepSeek-V2(-Lite): the same MLA (q_proj here), RoPE on complex pairs, the greedy softmax gate (weights
+    # times routed_scaling_factor, never renormalised), one shared expert (transformers' V2 needs one), and
+    # rms_norm_eps 1e-5 while q_a/kv_a layernorms keep their 1e-6 default.
+    ("deepseek_v2_lite", "DeepseekV2Config", dict(tie_word_embeddings=False, num_hidden_layers=3, num_key_value_heads=4,
+                                                  intermediate_size=96, q_lora_rank=None, kv_lora_rank=32,
+                                                  qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+                                                  n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                                                  moe_intermediate_size=32, routed_scaling_factor=2.0,
+                                                  topk_method="greedy", first_k_dense_replace=1, rms_norm_eps=1e-5),
+     torch.float32, None),
 ]
 
 

@@ -2,10 +2,10 @@
 // routing kernel, the per-slot expert kernels, and launch_moe, which picks the per-slot or the grouped
 // path (moe.h: VIREO_MOE_GROUPED, kMoeGroupedMinSlots). All on the device, so steps stay inside CUDA graphs:
 //   route:   one block per 8 tokens (one per token past 1536 experts): router logits (each an fp32
-//            chain that does not depend on the other tokens; softmax mode rounds them to T, as HF's
+//            chain that does not depend on the other tokens; kSoftmax rounds them to T, as HF's
 //            bf16 linear), fp32 softmax or sigmoid (+ score bias), the group limit (lane g scores group
 //            g), top-k by repeated warp argmax (lowest id among equal values), renormalised when
-//            norm_topk_prob; softmax weights rounded to T, sigmoid weights scaled and kept fp32;
+//            norm_topk_prob; kSoftmax weights rounded to T, DeepSeek's scaled and kept fp32;
 //            ids / weights [T, k] into scratch.
 // Per-slot path (decode: a few tokens; moe_decode.cu): gate_up then down, each distinct expert's rows
 //   streamed once per group of <= 16 tokens, the weighted sum in ascending expert id inside down.
@@ -87,7 +87,7 @@ __device__ __forceinline__ void warp_dot_block(const T* x, int nr, const T* w, i
 // Routing settings of MoeParams the route kernel needs (device pointer for the bias).
 struct RouteArgs {
   int num_experts, top_k;
-  bool renorm, sigmoid;
+  bool renorm, sigmoid, fp32;  // fp32: fp32 logits and scaled fp32 weights (kSigmoid, kSoftmaxFp32)
   const float* bias;  // [E] or null (kSigmoid only)
   int n_group, topk_group;
   float scale;  // routed_scaling_factor (kSigmoid only)
@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
       for (int q = 0; q < kRouteExperts; ++q)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (q < nw && r < nr)  // softmax: HF's router linear rounds to T; sigmoid: fp32 (F.linear in fp32)
-            logits[r * num_experts + e0 + q] = a.sigmoid ? v[q][r] : to_f(from_f<T>(v[q][r]));
+          if (q < nw && r < nr)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32 (F.linear in fp32)
+            logits[r * num_experts + e0 + q] = a.fp32 ? v[q][r] : to_f(from_f<T>(v[q][r]));
   }
   __syncthreads();
   if (warp >= nr) return;
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
   if (lane == 0)
     for (int j = 0; j < top_k; ++j) {
       ids[t * top_k + j] = picked_id[j];
-      if (a.sigmoid) {
+      if (a.fp32) {
         const float w = a.renorm ? picked[j] / (top_sum + 1e-20f) : picked[j];
         weights[t * top_k + j] = w * a.scale;  // fp32, as HF's topk_weights
       } else {
@@ -232,7 +232,7 @@ template <typename T>
 void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, float* wts, cudaStream_t stream) {
   const int64_t hidden = p.x.dim(1), E = p.router_w.dim(0);
   const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
-  const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid,
+  const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid, p.scoring != MoeScoring::kSoftmax,
                     sigmoid && !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
                     p.n_group, p.topk_group, p.routed_scaling_factor};
   if (E * kRouteTokens * sizeof(float) <= 48 * 1024)
