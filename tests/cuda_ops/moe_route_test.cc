@@ -64,7 +64,11 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
                              {33, 64, 24, 6, 3, 1, 1, false, 1.f},   {70, 64, 32, 64, 6, 1, 1, false, 2.f, true}};
   for (DType act : {DType::kBF16, DType::kF32}) {
     use_dtype(act);
-    const Tolerance tol = act == DType::kBF16 ? Tolerance{3e-2f, 3e-2f} : tol_for(act);
+    // bf16 against the fp32 CPU op: each slot's expert output (|y| up to ~4 here) is rounded to bf16
+    // (ulp 1/64 at 2..4) and the weighted sum rounds again per slot, so a small output that is the
+    // difference of large terms is off by a few of those ulps (measured on the H200: 0.038 at k 4,
+    // unnormalised weights scaled 1.5). A wrong expert moves an output by the size of the terms.
+    const Tolerance tol = act == DType::kBF16 ? Tolerance{8e-2f, 3e-2f} : tol_for(act);
     int compared = 0, skipped = 0;
     for (const RouteCase& c : cases) {
       const float wx = 3.f / std::sqrt(float(c.hidden)), wi = 3.f / std::sqrt(float(c.inter));

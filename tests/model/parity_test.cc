@@ -26,15 +26,8 @@ json load_ref(const std::string& name) {
   return json::parse(f);
 }
 
-// Fixtures made on the device machine (torch + transformers); a case not yet committed is skipped.
-class Parity : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(fixture_dir(GetParam()) + "/reference.json"))
-      GTEST_SKIP() << "fixture " << GetParam() << " not present (tools/reference/make_model_fixtures.py --only "
-                   << GetParam() << ")";
-  }
-};
+// Fixtures made on the device machine (torch + transformers), all committed.
+class Parity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Parity, RopeFrequenciesMatchTransformers) {
   const json ref = load_ref(GetParam());
