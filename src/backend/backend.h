@@ -77,6 +77,9 @@ class Backend {
   // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse
   // LFM2 models at the first step.
   virtual void short_conv(const ShortConvParams& p) { (void)p, throw Error(name() + ": short_conv is not implemented"); }
+  // Qwen3-Next / Qwen3.5 Gated DeltaNet mixer over per-sequence state slots (GatedDeltaNetParams).
+  virtual void gated_delta_net(const GatedDeltaNetParams& p) { (void)p, throw Error(name() + ": gated_delta_net is not implemented"); }
+  virtual void sigmoid_gate(const SigmoidGateParams& p) { (void)p, throw Error(name() + ": sigmoid_gate is not implemented"); }
   virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
   virtual void add_logit_bias(const LogitBiasParams& p) { throw Error(name() + ": add_logit_bias is not implemented"); }
 

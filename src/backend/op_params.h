@@ -186,6 +186,52 @@ struct ShortConvParams {
   int num_seqs = 0, max_blocks_per_seq = 0, block_size = 16;
 };
 
+// Qwen3-Next / Qwen3.5 Gated DeltaNet token mixer (HF Qwen3NextGatedDeltaNet between its input
+// projections and out_proj), its state kept per sequence in a fixed slot (not paged): a running
+// sequence s owns slot state_slots[s] (< 0: a padding row of a graph, skipped) of conv_state and
+// ssm_state. Token row t = query_start[s] + j sits at position pos = seq_lens[s] - q_len + j; when the
+// sequence's first row this step has pos 0, both states of its slot are zeroed first (a new or
+// recomputed request). Hk = num_k_heads, Hv = num_v_heads (a multiple of Hk), dk, dv head dims,
+// C = 2*Hk*dk + Hv*dv conv channels, L = conv_kernel. Per token (fp32 math; round = to the activation
+// dtype where HF's bf16 modules round):
+//   proj row = [q (Hk*dk) | k (Hk*dk) | v (Hv*dv) | z (Hv*dv) | b (Hv) | a (Hv)]   (the model reorders
+//              Qwen3-Next's per-key-head in_proj_qkvz / in_proj_ba rows into this layout at load)
+//   x_c     = round(silu(round(sum_{i<L} conv_w[c, i] * in_c(pos - (L-1) + i))))   for c < C, where
+//             in_c(p) is proj[., c] of position p (0 for p < 0; positions before this step's first
+//             row come from conv_state, which afterwards holds the inputs of the last L-1 positions)
+//   q_h, k_h = l2norm(x's q / k head h / (Hv / Hk)) (x * rsqrt(sum x^2 + 1e-6)); q_h *= dk^-0.5
+//   beta_h  = sigmoid(b_h); g_h = -exp(A_log[h]) * softplus(a_h + dt_bias[h])
+//   S_h = S_h * exp(g_h); kv = S_h^T k_h; delta = (v_h - kv) * beta_h; S_h += k_h delta^T   (S_h [dk, dv])
+//   o_h = round(S_h^T q_h)
+//   out[t, h*dv : (h+1)*dv] = round(round(norm_w * round(rmsnorm(o_h, norm_eps))) * silu(z_h))
+// Rows of one sequence run in order (the recurrence); sequences are independent.
+struct GatedDeltaNetParams {
+  Tensor proj;          // [T, 2*Hk*dk + 2*Hv*dv + 2*Hv] activation dtype (in_proj outputs, layout above)
+  Tensor conv_w;        // [C, L] weight dtype (conv1d.weight [C, 1, L]); the conv has no bias
+  Tensor A_log;         // [Hv] F32
+  Tensor dt_bias;       // [Hv] F32
+  Tensor norm_w;        // [dv] weight dtype (linear_attn.norm.weight: plain weight, not 1 + w)
+  Tensor conv_state;    // [num_slots, L - 1, C] activation dtype: the last L-1 positions' conv inputs
+  Tensor ssm_state;     // [num_slots, Hv, dk, dv] F32
+  Tensor out;           // [T, Hv * dv] activation dtype (must not alias proj)
+  Tensor query_start;   // [S + 1] I32, cumulative
+  Tensor seq_lens;      // [S] I32, context length including this step's tokens
+  Tensor state_slots;   // [S] I32
+  int num_seqs = 0;
+  int num_k_heads = 0, num_v_heads = 0, head_k_dim = 0, head_v_dim = 0, conv_kernel = 4;
+  float norm_eps = 1e-6f;
+};
+
+// out = residual + round(x * round(sigmoid(gate))), residual optional (then out = round(x * ...)).
+// gate is [N, C] (Qwen3-Next's attention output gate) or [N, 1], broadcast over the row (the shared
+// expert's gate). out may alias x or residual.
+struct SigmoidGateParams {
+  Tensor x;         // [N, C] activation dtype
+  Tensor gate;      // [N, C] or [N, 1] activation dtype
+  Tensor residual;  // [N, C] or empty
+  Tensor out;       // [N, C]
+};
+
 // ---- sampling ----
 // One logits row's sampling settings, laid out identically on host and device (raw I32 words).
 // The pipeline is vLLM's (and the CPU reference's, backend/cpu/cpu_sampling.h):

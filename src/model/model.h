@@ -21,6 +21,10 @@ struct StepInput {
   std::vector<int32_t> block_tables;     // [S * max_blocks_per_seq], padded with 0
   int max_blocks_per_seq = 0;
   std::vector<int32_t> logits_indices;   // rows of T whose logits are wanted (e.g. last of each seq)
+  // Models with recurrent state (Model::num_state_slots() > 0): the state slot of each sequence, in
+  // [0, num_state_slots()); the engine gives each running request its own. Empty: slot s for
+  // sequence s (tests and single-batch tools).
+  std::vector<int32_t> state_slots;      // [S]
 };
 
 // Per-layer K and V pages: [num_blocks, block_size, num_kv_heads, head_dim] each. A short-convolution
@@ -74,6 +78,11 @@ class Model {
   virtual void free_kv_cache(KvCache& kv) = 0;
   // Bytes one KV block takes over all layers (to size the cache from free memory).
   virtual size_t kv_block_bytes(int block_size) const = 0;
+  // Per-sequence recurrent state slots the model holds (Qwen3.5's Gated DeltaNet layers): 0 for
+  // attention-only models. When > 0 (LoadOptions::max_graph_batch_size slots, i.e. --max-num-seqs),
+  // every StepInput names each sequence's slot, a slot's state is reset by the sequence's first step at
+  // position 0, and the engine turns prefix caching off (a cached prefix has no saved state).
+  virtual int num_state_slots() const { return 0; }
 
   // Runs the step; writes logits [logits_indices.size(), vocab_size] (F32, row-major) to host.
   virtual void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) = 0;

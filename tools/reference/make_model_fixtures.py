@@ -45,7 +45,20 @@ def rope_kwargs(cls, theta, params):
     return kw
 
 
+# Multimodal wrappers: the text architecture goes into text_config, with a tiny vision tower.
+NESTED_TEXT = {"Qwen3_5Config": ("Qwen3_5TextConfig", "Qwen3_5ForConditionalGeneration",
+                                 dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                      out_hidden_size=64, patch_size=8, spatial_merge_size=2,
+                                      temporal_patch_size=2, num_position_embeddings=16))}
+
+
 def make_config(cls_name, rope_theta=10000.0, rope=None, **extra):
+    if cls_name in NESTED_TEXT:
+        text_cls, _, vision = NESTED_TEXT[cls_name]
+        tie = extra.pop("tie_word_embeddings", False)
+        text = make_config(text_cls, rope_theta=rope_theta, rope=rope, **extra)
+        return getattr(transformers, cls_name)(text_config=text.to_dict(), vision_config=vision,
+                                               tie_word_embeddings=tie)
     cls = getattr(transformers, cls_name)
     kw = dict(BASE)
     if "norm_eps" in extra:  # LFM2 names it norm_eps; its strict config may refuse rms_norm_eps
@@ -123,6 +136,51 @@ CASES = [
                                                   moe_intermediate_size=32, routed_scaling_factor=2.0,
                                                   topk_method="greedy", first_k_dense_replace=1, rms_norm_eps=1e-5),
      torch.float32, None),
+    # Qwen3.5 text (Qwen3_5ForCausalLM): hybrid of Gated DeltaNet layers (linear_attn: in_proj_qkv / z / b / a,
+    # causal conv1d, gated delta rule with GQA 2 -> 4 value heads, gated RMSNorm, out_proj) and gated
+    # attention layers (q_proj emits query and a sigmoid output gate per head; zero-centred q/k norms;
+    # partial rotary 0.25 with interleaved mrope sections, which text positions reduce to plain RoPE).
+    ("qwen3_5", "Qwen3_5TextConfig", dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32,
+                                          layer_types=["linear_attention", "full_attention",
+                                                       "linear_attention", "full_attention"],
+                                          linear_num_key_heads=2, linear_num_value_heads=4,
+                                          linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+                                          rope=dict(rope_type="default", partial_rotary_factor=0.25,
+                                                    mrope_section=[2, 1, 1], mrope_interleaved=True)),
+     torch.float32, None),
+    # Qwen3.5-MoE text: the same mixers, sparse MoE MLPs (softmax top-2 renormalised) plus a shared expert
+    # scaled by sigmoid(shared_expert_gate(x)); the last layer ends on linear attention.
+    ("qwen3_5_moe", "Qwen3_5MoeTextConfig", dict(tie_word_embeddings=False, num_hidden_layers=3, head_dim=32,
+                                                 layer_types=["linear_attention", "full_attention",
+                                                              "linear_attention"],
+                                                 linear_num_key_heads=2, linear_num_value_heads=2,
+                                                 linear_key_head_dim=16, linear_value_head_dim=24,
+                                                 linear_conv_kernel_dim=4, num_experts=8, num_experts_per_tok=2,
+                                                 moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                                 rope=dict(rope_type="default", partial_rotary_factor=0.25,
+                                                           mrope_section=[2, 1, 1], mrope_interleaved=True)),
+     torch.float32, None),
+    # Qwen3-Next: in_proj_qkvz / in_proj_ba with their per-key-head interleaved layout, MoE from layer 1
+    # (layer 0 dense through mlp_only_layers), plain partial RoPE.
+    ("qwen3_next", "Qwen3NextConfig", dict(tie_word_embeddings=False, num_hidden_layers=4, head_dim=32,
+                                           layer_types=["linear_attention", "linear_attention",
+                                                        "linear_attention", "full_attention"],
+                                           linear_num_key_heads=2, linear_num_value_heads=4,
+                                           linear_key_head_dim=16, linear_value_head_dim=16,
+                                           linear_conv_kernel_dim=4, num_experts=8, num_experts_per_tok=2,
+                                           moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                           decoder_sparse_step=1, mlp_only_layers=[0], norm_topk_prob=True,
+                                           rope=dict(rope_type="default", partial_rotary_factor=0.25)),
+     torch.float32, None),
+    # Qwen3.5 as released (Qwen3_5ForConditionalGeneration: text_config nested, weights under
+    # model.language_model.*, a tiny vision tower that text-only serving ignores).
+    ("qwen3_5_vl", "Qwen3_5Config", dict(tie_word_embeddings=False, num_hidden_layers=2, head_dim=32,
+                                         layer_types=["linear_attention", "full_attention"],
+                                         linear_num_key_heads=2, linear_num_value_heads=4,
+                                         linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+                                         rope=dict(rope_type="default", partial_rotary_factor=0.25,
+                                                   mrope_section=[2, 1, 1], mrope_interleaved=True)),
+     torch.float32, None),
 ]
 
 
@@ -171,8 +229,11 @@ def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
     theta = kw.pop("rope_theta", 10000.0)
     cfg = make_config(cfg_cls, rope_theta=theta, rope=rope, **kw)
     torch.manual_seed(seed)
+    auto = AutoModelForCausalLM
+    if cfg_cls in NESTED_TEXT:
+        auto = getattr(transformers, NESTED_TEXT[cfg_cls][1])
     try:
-        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+        model = auto.from_config(cfg, attn_implementation="eager") if auto is AutoModelForCausalLM else auto(cfg)
     except TypeError:
         cfg._attn_implementation = "eager"
         model = AutoModelForCausalLM.from_config(cfg)
@@ -190,12 +251,13 @@ def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
     # (model.to(bfloat16).float() would leave inv_freq rounded to bf16).
     del model
     try:
-        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+        model = auto.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
     except TypeError:
-        model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32, attn_implementation="eager")
+        model = auto.from_pretrained(d, torch_dtype=torch.float32, attn_implementation="eager")
     model = model.float().eval()
     ref = reference(model, torch.Generator().manual_seed(seed + 2000))
-    rot = getattr(model.model, "rotary_emb", None) or model.model.pos_emb  # LFM2 names it pos_emb in some versions
+    inner = getattr(model.model, "language_model", model.model)  # multimodal wrappers
+    rot = getattr(inner, "rotary_emb", None) or inner.pos_emb  # LFM2 names it pos_emb in some versions
     ref["inv_freq"] = rounded(rot.inv_freq.float())
     ref["rotary_class"] = type(rot).__name__
     ref["attention_scaling"] = float(getattr(rot, "attention_scaling", 1.0))
