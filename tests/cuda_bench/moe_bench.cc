@@ -7,6 +7,10 @@
 // FLOPs / cuBLASLt 8192^3 rate), both ceilings measured first in this process.
 //   bytes: the distinct experts' weights the tokens touch (3 * hidden * inter * 2 each) + router + x + out
 //   FLOPs: 2 * T * k * 3 * hidden * inter
+// C_RouteOnly: the routing kernels alone (launch_moe_route) at T = 1, 8, 64 on the same shape, the small-T
+// kernels (router GEMV over ceil(E / 4) x ceil(T / 8) blocks + one warp a token) and the large-T kernel
+// (one block per 8 tokens reads the whole router), 50 back-to-back launches per timing (PDL chained).
+//   bytes: router (128 x 2048 bf16 = 512 KiB) + x + logits scratch + ids / weights
 // Run: VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench --gtest_filter='MoeBench.*'
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -202,6 +206,34 @@ TEST_F(MoeBench, B_Qwen3_30B_A3B_Layer) {
     report("  down " + shape, time_us(down_k, 9, inner), distinct * 1.0 * H * I * 2 + 2.0 * S * I + 2.0 * S * H,
            2.0 * S * H * I);
     report("  combine " + shape, time_us(combine, 9, inner), 2.0 * S * H + 2.0 * T * H + 12.0 * S, 0);
+  }
+}
+
+TEST_F(MoeBench, C_RouteOnly) {
+  constexpr int64_t H = 2048, E = 128;
+  constexpr int k = 8;
+  // 128 routers (64 MiB, past the 50 MB L2), one per launch in turn, so each launch reads its router from
+  // HBM as a model's 48 layers do between the expert streams.
+  constexpr int64_t kCopies = 128;
+  Tensor routers = rand_t({kCopies * E, H}, 3.f / std::sqrt(float(H)));
+  std::printf("moe routing alone, Qwen3-30B-A3B router (%lld x %lld bf16, %.0f KiB, %lld copies in turn), top-%d, "
+              "kSoftmax\n", (long long)E, (long long)H, E * H * 2 / 1024.0, (long long)kCopies, k);
+  for (int64_t T : {1, 8, 64}) {
+    Tensor x = rand_t({T, H}, 1.f);
+    Tensor ids = dev({T * k}, DType::kI32), wts = dev({T * k}, DType::kF32), logits = dev({T * E}, DType::kF32);
+    MoeParams p{x, routers.slice_rows(0, E), Tensor(), Tensor(), Tensor(), k, true};
+    int64_t copy = 0;
+    const double bytes = E * H * 2.0 + T * H * 2.0 + 2.0 * T * E * 4 + T * k * 8.0;
+    for (cuda::MoeRoutePath path : {cuda::MoeRoutePath::kSmallT, cuda::MoeRoutePath::kLargeT}) {
+      const double us = time_us([&] {
+        copy = (copy + 1) % kCopies;
+        p.router_w = routers.slice_rows(copy * E, (copy + 1) * E);
+        cuda::launch_moe_route(p, x.data, T, ids.ptr<int>(), wts.ptr<float>(), logits.ptr<float>(), path, stream_);
+      }, 9, 50);
+      report(std::string("route T=") + std::to_string(T) +
+                 (path == cuda::MoeRoutePath::kSmallT ? " small-T kernels" : " large-T kernel"),
+             us, bytes, 2.0 * T * E * H);
+    }
   }
 }
 

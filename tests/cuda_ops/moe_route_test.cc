@@ -1,9 +1,13 @@
-// DeepSeek routing on CUDA (moe.cu's route kernel in kSigmoid mode: fp32 logits, score-correction
+// DeepSeek routing on CUDA (moe.cu's route kernels in kSigmoid mode: fp32 logits, score-correction
 // bias, group limit, scaled fp32 weights; and kSoftmaxFp32, DeepSeek-V2's gate) and mla_pack, vs the CPU backend. Through the whole moe op on
-// both expert paths. Tokens whose expert set could flip on summation order (group or k-th choice
-// margins under 1e-4) are left out and counted.
+// both expert paths (T <= 64 takes the small-T route kernels, larger T the large-T kernel). Tokens whose
+// expert set could flip on summation order (group or k-th choice margins under 1e-4) are left out and
+// counted. SmallAndLargeTPathsAgreeBitwise: the two route paths' ids and weights, bit for bit, in all
+// three scoring modes.
+#include <cstring>
 #include <numeric>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/moe.h"
 #include "cuda_test_util.h"
 
@@ -61,7 +65,11 @@ class MoeRouteTest : public CudaOpsTest {
 TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
   const RouteCase cases[] = {{1, 64, 32, 8, 2, 2, 1, true, 2.5f},   {5, 128, 48, 64, 6, 8, 3, true, 2.5f},
                              {40, 64, 40, 256, 8, 8, 4, true, 2.5f}, {200, 96, 32, 16, 4, 4, 2, false, 1.5f},
-                             {33, 64, 24, 6, 3, 1, 1, false, 1.f},   {70, 64, 32, 64, 6, 1, 1, false, 2.f, true}};
+                             {33, 64, 24, 6, 3, 1, 1, false, 1.f},   {70, 64, 32, 64, 6, 1, 1, false, 2.f, true},
+                             // small T (the small-T route kernels), kSoftmaxFp32 with groups too
+                             {1, 64, 32, 64, 6, 8, 3, true, 2.5f, true}, {8, 96, 32, 32, 4, 4, 2, false, 1.f, true},
+                             {8, 72, 24, 256, 8, 8, 4, true, 2.5f},     {64, 64, 24, 64, 6, 8, 3, true, 2.5f},
+                             {64, 64, 24, 32, 4, 4, 2, true, 1.5f, true}, {2, 200, 24, 16, 2, 1, 1, true, 1.f, true}};
   for (DType act : {DType::kBF16, DType::kF32}) {
     use_dtype(act);
     // bf16 against the fp32 CPU op: each slot's expert output (|y| up to ~4 here) is rounded to bf16
@@ -116,6 +124,86 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
       }
     }
     EXPECT_GT(compared, 5 * skipped);
+  }
+}
+
+// The small-T route kernels (router logits over many blocks, then one warp per token) against the
+// large-T kernel (one block reads the whole router per 8 tokens), forced with launch_moe_route: ids and
+// weights bit for bit, in all three scoring modes, with and without groups / bias / renormalisation,
+// ragged (non-vector) rows, rows of several register chunks, E up to 4096, and T past the small-T limit
+// (the small-T kernels at any T when forced). bf16 logits tie often (rounded), so the lowest-id rule is
+// exercised too.
+TEST_F(MoeRouteTest, SmallAndLargeTPathsAgreeBitwise) {
+  struct C {
+    int T, hidden, E, k, G, topk_group;
+    MoeScoring scoring;
+    bool renorm, bias;
+    float scale;
+  };
+  const C cases[] = {
+      {1, 2048, 128, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},  // Qwen3-30B-A3B
+      {8, 2048, 128, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},
+      {64, 2048, 128, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},
+      {3, 100, 60, 4, 1, 1, MoeScoring::kSoftmax, false, false, 1.f},   // hidden % 8 != 0: scalar dots (bf16 / f16)
+      {17, 520, 128, 8, 4, 2, MoeScoring::kSoftmax, true, false, 1.f},  // groups in kSoftmax
+      {5, 8, 8, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},       // k = E
+      {1, 7168, 256, 8, 8, 4, MoeScoring::kSigmoid, true, true, 2.5f},  // DeepSeek-V3 (two register chunks)
+      {9, 7168, 256, 8, 8, 4, MoeScoring::kSigmoid, true, true, 2.5f},
+      {7, 264, 256, 8, 8, 4, MoeScoring::kSigmoid, false, true, 1.5f},
+      {40, 96, 64, 6, 1, 1, MoeScoring::kSigmoid, true, false, 1.f},
+      {1, 2048, 64, 6, 1, 1, MoeScoring::kSoftmaxFp32, false, false, 1.f},  // DeepSeek-V2-Lite
+      {33, 72, 64, 6, 8, 3, MoeScoring::kSoftmaxFp32, true, false, 1.5f},
+      {5, 12000, 16, 2, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},  // 3 register chunks (bf16), 1-token blocks (f32)
+      {2, 64, 4096, 8, 32, 2, MoeScoring::kSigmoid, true, true, 1.f},   // 1-warp select blocks; large-T: one token a block
+      {100, 136, 60, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},  // past kMoeRouteSmallMaxTokens
+  };
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_dtype(act);
+    cudaStream_t stream = static_cast<cuda::CudaBackend*>(gpu_.get())->stream();
+    for (const C& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " T " + std::to_string(c.T) + " hidden " + std::to_string(c.hidden) +
+                   " E " + std::to_string(c.E) + " k " + std::to_string(c.k) + " G " + std::to_string(c.G) +
+                   " scoring " + std::to_string(int(c.scoring)));
+      const float wx = 3.f / std::sqrt(float(c.hidden));
+      const auto x = rand_vec(size_t(c.T) * c.hidden, -1, 1, act);
+      const auto router = rand_vec(size_t(c.E) * c.hidden, -wx, wx, act);
+      const auto bias = rand_vec(c.E, -0.2f, 0.2f, DType::kF32);
+      MoeParams p;
+      p.x = gpu_from(x, {c.T, c.hidden}, act);
+      p.router_w = gpu_from(router, {c.E, c.hidden}, act);
+      p.top_k = c.k;
+      p.norm_topk_prob = c.renorm;
+      p.scoring = c.scoring;
+      if (c.bias) p.score_bias = gpu_from(bias, {c.E}, DType::kF32);
+      p.n_group = c.G;
+      p.topk_group = c.topk_group;
+      p.routed_scaling_factor = c.scale;
+      const int S = c.T * c.k;
+      Tensor logits = gpu_own(gpu_->alloc({int64_t(c.T) * c.E}, DType::kF32));
+      std::vector<std::vector<int>> ids(2, std::vector<int>(S));
+      std::vector<std::vector<uint32_t>> wbits(2, std::vector<uint32_t>(S));
+      for (int path = 0; path < 2; ++path) {
+        Tensor ids_d = gpu_i32(std::vector<int>(S, -7), {S});
+        Tensor w_d = gpu_poisoned({S}, DType::kF32);
+        cuda::launch_moe_route(p, p.x.data, c.T, ids_d.ptr<int>(), w_d.ptr<float>(), logits.ptr<float>(),
+                               path == 0 ? cuda::MoeRoutePath::kSmallT : cuda::MoeRoutePath::kLargeT, stream);
+        gpu_->copy_to_host(ids_d, ids[path].data());
+        gpu_->copy_to_host(w_d, wbits[path].data());
+      }
+      for (int t = 0; t < c.T; ++t) {
+        std::vector<int> row(ids[0].begin() + size_t(t) * c.k, ids[0].begin() + size_t(t + 1) * c.k);
+        for (int e : row) ASSERT_TRUE(e >= 0 && e < c.E) << "token " << t << " id " << e;
+        std::sort(row.begin(), row.end());
+        ASSERT_TRUE(std::adjacent_find(row.begin(), row.end()) == row.end()) << "token " << t << " repeats an expert";
+        for (int j = 0; j < c.k; ++j) {
+          float w;
+          std::memcpy(&w, &wbits[0][size_t(t) * c.k + j], 4);
+          ASSERT_TRUE(std::isfinite(w)) << "token " << t << " weight " << j;
+        }
+      }
+      EXPECT_EQ(ids[0], ids[1]) << "expert ids differ between the small-T and large-T route kernels (seed " << seed_ << ")";
+      EXPECT_EQ(wbits[0], wbits[1]) << "weights differ between the route kernels (seed " << seed_ << ")";
+    }
   }
 }
 

@@ -93,35 +93,16 @@ struct RouteArgs {
   float scale;  // routed_scaling_factor (kSigmoid only)
 };
 
-// grid: (ceil(T / R)); block b routes tokens b * R + [0, R): the logits of all (warps over groups of
-// kRouteExperts experts), then warp r the top-k of token b * R + r. Dynamic shared memory: R * E floats.
-template <typename T, int R>
-__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, int64_t tokens, int64_t hidden,
-                                                             RouteArgs a, int* ids, float* weights) {
-  static_assert(R <= kWarps, "one warp per token for the top-k");
-  extern __shared__ float logits[];  // [R, E]
+// One warp routes token t from its E logits in `logit` (shared memory, this warp's own; overwritten):
+// fp32 softmax or sigmoid (+ score bias), the group limit (lane g scores group g), then top_k rounds
+// of a warp argmax (lowest id among equal values); ids / weights [t * k + j] written by lane j. Both
+// route paths end here, so given the same logits they give the same bits. A picked expert's entry is
+// set to NaN, which never wins a comparison (nor did it before: a NaN choice never beats or equals
+// best), so later rounds skip it without rescanning the earlier picks.
+template <typename T>
+__device__ __forceinline__ void route_select_warp(float* logit, int lane, const RouteArgs& a, int64_t t, int* ids,
+                                                  float* weights) {
   const int num_experts = a.num_experts, top_k = a.top_k;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * R;
-  const int nr = static_cast<int>(min(static_cast<int64_t>(R), tokens - t0));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  pdl_enter();
-  for (int e0 = warp * kRouteExperts; e0 < num_experts; e0 += kWarps * kRouteExperts) {
-    const int nw = min(kRouteExperts, num_experts - e0);
-    float v[kRouteExperts][R];
-    warp_dot_block<T, kRouteExperts, R>(x + t0 * hidden, nr, router + static_cast<int64_t>(e0) * hidden, nw, hidden,
-                                        lane, v);
-    if (lane == 0)
-#pragma unroll
-      for (int q = 0; q < kRouteExperts; ++q)
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          if (q < nw && r < nr)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32 (F.linear in fp32)
-            logits[r * num_experts + e0 + q] = a.fp32 ? v[q][r] : to_f(from_f<T>(v[q][r]));
-  }
-  __syncthreads();
-  if (warp >= nr) return;
-  const int64_t t = t0 + warp;
-  float* logit = logits + warp * num_experts;  // this warp's token
   if (a.sigmoid) {
     for (int e = lane; e < num_experts; e += 32) logit[e] = 1.f / (1.f + expf(-logit[e]));  // now scores
   } else {
@@ -165,16 +146,14 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
       if (lane == best_g) gs = -INFINITY;
     }
   }
-  float picked[kMaxTopK];
-  int picked_id[kMaxTopK];
-  float top_sum = 0.f;
+  float my_w = 0.f;  // lane j: pick j's unbiased score / probability
+  int my_id = 0;
+  float top_sum = 0.f;  // the picks in order, on every lane
   for (int j = 0; j < top_k; ++j) {
     float best = -INFINITY;
     int best_id = 0x7fffffff;
     for (int e = lane; e < num_experts; e += 32) {
-      bool taken = false;
-      for (int q = 0; q < j; ++q) taken = taken || picked_id[q] == e;
-      if (taken) continue;
+      if (isnan(logit[e])) continue;  // picked earlier
       const float c = (keep >> (e / per)) & 1u ? choice(e) : -INFINITY;
       if (c > best || (c == best && e < best_id)) best = c, best_id = e;
     }
@@ -183,20 +162,189 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
       const int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
       if (ob > best || (ob == best && oi < best_id)) best = ob, best_id = oi;
     }
-    picked[j] = logit[best_id];  // the unbiased score / probability
-    picked_id[j] = best_id;
-    top_sum += picked[j];
+    if (best_id >= num_experts) best_id = 0;  // only NaN inputs leave nothing to pick; stay in bounds
+    const float picked = logit[best_id];  // the unbiased score / probability
+    top_sum += picked;
+    if (lane == j) my_w = picked, my_id = best_id;
+    __syncwarp();
+    if (lane == (best_id & 31)) logit[best_id] = NAN;
+    __syncwarp();
   }
-  if (lane == 0)
-    for (int j = 0; j < top_k; ++j) {
-      ids[t * top_k + j] = picked_id[j];
-      if (a.fp32) {
-        const float w = a.renorm ? picked[j] / (top_sum + 1e-20f) : picked[j];
-        weights[t * top_k + j] = w * a.scale;  // fp32, as HF's topk_weights
-      } else {
-        weights[t * top_k + j] = to_f(from_f<T>(a.renorm ? picked[j] / top_sum : picked[j]));
+  if (lane < top_k) {
+    ids[t * top_k + lane] = my_id;
+    if (a.fp32) {
+      const float w = a.renorm ? my_w / (top_sum + 1e-20f) : my_w;
+      weights[t * top_k + lane] = w * a.scale;  // fp32, as HF's topk_weights
+    } else {
+      weights[t * top_k + lane] = to_f(from_f<T>(a.renorm ? my_w / top_sum : my_w));
+    }
+  }
+}
+
+// grid: (ceil(T / R)); block b routes tokens b * R + [0, R): the logits of all (warps over groups of
+// kRouteExperts experts), then warp r the top-k of token b * R + r. Dynamic shared memory: R * E floats.
+template <typename T, int R>
+__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, int64_t tokens, int64_t hidden,
+                                                             RouteArgs a, int* ids, float* weights) {
+  static_assert(R <= kWarps, "one warp per token for the top-k");
+  extern __shared__ float logits[];  // [R, E]
+  const int num_experts = a.num_experts;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(R), tokens - t0));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  pdl_enter();
+  for (int e0 = warp * kRouteExperts; e0 < num_experts; e0 += kWarps * kRouteExperts) {
+    const int nw = min(kRouteExperts, num_experts - e0);
+    float v[kRouteExperts][R];
+    warp_dot_block<T, kRouteExperts, R>(x + t0 * hidden, nr, router + static_cast<int64_t>(e0) * hidden, nw, hidden,
+                                        lane, v);
+    if (lane == 0)
+#pragma unroll
+      for (int q = 0; q < kRouteExperts; ++q)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (q < nw && r < nr)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32 (F.linear in fp32)
+            logits[r * num_experts + e0 + q] = a.fp32 ? v[q][r] : to_f(from_f<T>(v[q][r]));
+  }
+  __syncthreads();
+  if (warp >= nr) return;
+  route_select_warp<T>(logits + warp * num_experts, lane, a, t0 + warp, ids, weights);
+}
+
+// ---- small-T routing (T <= kMoeRouteSmallMaxTokens: decode) ----
+// The large-T kernel above reads the whole router in one block per 8 tokens: at T = 1 one block streams
+// 512 KB (Qwen3-30B-A3B) with 8 warps, ~48 us. Here the logits are a GEMV spread over the chip, then a
+// small selection kernel:
+//   logits: grid (ceil(E / kLogitWarps), ceil(T / tpb)); warp w of block (bx, by) computes expert
+//           bx * kLogitWarps + w for tokens by * tpb + [0, tpb) (x rows staged in shared memory once a
+//           block). Its first kLogitChunk 16-byte router vectors a lane are loaded into registers
+//           before the PDL wait (the router is a weight: no earlier kernel writes it), so at T = 1 the
+//           whole router read overlaps the previous kernel. Each logit is the same fp32 chain as
+//           warp_dot_block's (lane-strided vectors, in-vector order, the same butterfly), so the
+//           logits, and through route_select_warp the ids and weights, are bitwise the large-T path's.
+//   select: one warp per token: its E logits into shared memory, then route_select_warp.
+constexpr int kLogitWarps = 4, kLogitTokens = 8, kLogitChunk = 16;
+constexpr int kSelectWarps = 4;
+constexpr size_t kRouteSmem = 48 * 1024;
+
+template <typename T>
+__global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(const T* x, const T* router,
+                                                                             int64_t tokens, int64_t hidden,
+                                                                             int num_experts, int tpb, bool fp32,
+                                                                             float* logits) {
+  extern __shared__ uint4 xs_raw[];  // [nr, hidden] of T
+  T* xs = reinterpret_cast<T*>(xs_raw);
+  constexpr int kN = Vec<T>::kN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int e = blockIdx.x * kLogitWarps + warp;  // warp-uniform
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * tpb;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(tpb), tokens - t0));
+  // The large-T kernel's vector test (its rows start at x + t0 * hidden and router + e0 * hidden, aligned
+  // exactly when the bases are once hidden % kN == 0).
+  const bool vec = hidden % kN == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
+                   (reinterpret_cast<uintptr_t>(router) & 15) == 0;
+  const int64_t nv = hidden / kN;  // 16-byte vectors a row
+  const T* w = router + static_cast<int64_t>(min(e, num_experts - 1)) * hidden;
+  const uint4* wv4 = reinterpret_cast<const uint4*>(w);
+  Vec<T> wv[kLogitChunk];
+  if (vec && e < num_experts) {
+#pragma unroll
+    for (int j = 0; j < kLogitChunk; ++j) {
+      const int64_t i = lane + 32 * j;
+      if (i < nv) wv[j].raw = __ldg(wv4 + i);
+    }
+  }
+  pdl_enter();  // x from the previous kernel; logits may still be read by an earlier one
+  const T* xt = x + t0 * hidden;
+  if (vec) {  // 8 loads a thread in flight, then the stores (one L2 round trip for <= 16 KiB of x)
+    const uint4* src = reinterpret_cast<const uint4*>(xt);
+    constexpr int kB = 8;
+    const int64_t n = nr * nv, step = static_cast<int64_t>(blockDim.x);
+    for (int64_t i0 = threadIdx.x; i0 < n; i0 += kB * step) {
+      uint4 v[kB];
+#pragma unroll
+      for (int b = 0; b < kB; ++b)
+        if (i0 + b * step < n) v[b] = src[i0 + b * step];
+#pragma unroll
+      for (int b = 0; b < kB; ++b)
+        if (i0 + b * step < n) xs_raw[i0 + b * step] = v[b];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < nr * hidden; i += blockDim.x) xs[i] = xt[i];
+  }
+  __syncthreads();
+  if (e >= num_experts) return;
+  float acc[kLogitTokens];
+#pragma unroll
+  for (int r = 0; r < kLogitTokens; ++r) acc[r] = 0.f;
+  if (vec) {
+    for (int64_t c0 = 0; c0 < nv; c0 += 32 * kLogitChunk) {
+      if (c0 > 0) {
+#pragma unroll
+        for (int j = 0; j < kLogitChunk; ++j) {
+          const int64_t i = c0 + lane + 32 * j;
+          if (i < nv) wv[j].raw = __ldg(wv4 + i);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kLogitTokens; ++r) {
+        if (r >= nr) break;
+        const uint4* xr = reinterpret_cast<const uint4*>(xs + r * hidden);
+#pragma unroll
+        for (int j = 0; j < kLogitChunk; ++j) {
+          const int64_t i = c0 + lane + 32 * j;
+          if (i < nv) {
+            Vec<T> av;
+            av.raw = xr[i];
+#pragma unroll
+            for (int q = 0; q < kN; ++q) acc[r] += to_f(av.v[q]) * to_f(wv[j].v[q]);
+          }
+        }
       }
     }
+  } else {
+    for (int64_t i = lane; i < hidden; i += 32) {
+      const float wf = to_f(w[i]);
+#pragma unroll
+      for (int r = 0; r < kLogitTokens; ++r) {
+        if (r >= nr) break;
+        acc[r] += to_f(xs[r * hidden + i]) * wf;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kLogitTokens; ++r)
+    for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+#pragma unroll
+  for (int r = 0; r < kLogitTokens; ++r)
+    if (r < nr && lane == r)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32
+      logits[(t0 + r) * num_experts + e] = fp32 ? acc[r] : to_f(from_f<T>(acc[r]));
+}
+
+// grid: ceil(T / warps a block); warp w routes token blockIdx.x * warps + w. Dynamic shared memory:
+// warps * E floats.
+template <typename T>
+__global__ void __launch_bounds__(kSelectWarps * 32) moe_route_select_kernel(const float* logits, int64_t tokens,
+                                                                             RouteArgs a, int* ids, float* weights) {
+  extern __shared__ float sel[];  // [warps, E]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int num_experts = a.num_experts;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * warps + warp;
+  pdl_enter();  // logits from the logits kernel
+  if (t >= tokens) return;
+  float* logit = sel + warp * num_experts;
+  const float* row = logits + t * num_experts;
+  for (int e0 = lane; e0 < num_experts; e0 += 8 * 32) {  // 8 loads a lane in flight
+    float v[8];
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+      if (e0 + 32 * b < num_experts) v[b] = row[e0 + 32 * b];
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+      if (e0 + 32 * b < num_experts) logit[e0 + 32 * b] = v[b];
+  }
+  __syncwarp();
+  route_select_warp<T>(logit, lane, a, t, ids, weights);
 }
 
 void require(bool ok, const std::string& msg) {
@@ -228,13 +376,44 @@ struct Carve {
   }
 };
 
+std::atomic<int>& route_small_flag() {  // VIREO_MOE_ROUTE_SMALL=0: the large-T kernel at every T (A/B runs)
+  static std::atomic<int> on{[] {
+    const char* v = std::getenv("VIREO_MOE_ROUTE_SMALL");
+    return v && std::strcmp(v, "0") == 0 ? 0 : 1;
+  }()};
+  return on;
+}
+
 template <typename T>
-void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, float* wts, cudaStream_t stream) {
+void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, float* wts, float* logits,
+                  MoeRoutePath path, cudaStream_t stream) {
   const int64_t hidden = p.x.dim(1), E = p.router_w.dim(0);
   const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
   const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid, p.scoring != MoeScoring::kSoftmax,
                     sigmoid && !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
                     p.n_group, p.topk_group, p.routed_scaling_factor};
+  if (tokens <= 0) return;
+  const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(T);
+  const bool small_ok = logits != nullptr && row_bytes <= kRouteSmem && E * sizeof(float) <= kRouteSmem;
+  const bool small = small_ok && (path == MoeRoutePath::kSmallT ||
+                                  (path == MoeRoutePath::kAuto && tokens <= kMoeRouteSmallMaxTokens &&
+                                   route_small_flag().load(std::memory_order_relaxed)));
+  if (small) {
+    const int tpb = static_cast<int>(std::min<int64_t>({kLogitTokens, tokens, static_cast<int64_t>(kRouteSmem / row_bytes)}));
+    const size_t xs_bytes = (static_cast<size_t>(tpb) * row_bytes + 15) / 16 * 16;
+    const dim3 grid(static_cast<unsigned>((E + kLogitWarps - 1) / kLogitWarps),
+                    static_cast<unsigned>((tokens + tpb - 1) / tpb));
+    launch_pdl(moe_router_logits_kernel<T>, grid, dim3(kLogitWarps * 32), xs_bytes, stream, x, p.router_w.ptr<T>(),
+               tokens, hidden, static_cast<int>(E), tpb, a.fp32, logits);
+    check_launch("moe router logits");
+    const int warps = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(kRouteSmem / (E * sizeof(float))), 1,
+                                                           kSelectWarps));
+    launch_pdl(moe_route_select_kernel<T>, dim3(static_cast<unsigned>((tokens + warps - 1) / warps)), dim3(warps * 32),
+               static_cast<size_t>(warps) * E * sizeof(float), stream, static_cast<const float*>(logits), tokens, a, ids,
+               wts);
+    check_launch("moe route select");
+    return;
+  }
   if (E * kRouteTokens * sizeof(float) <= 48 * 1024)
     launch_pdl(moe_route_kernel<T, kRouteTokens>, dim3(static_cast<unsigned>((tokens + kRouteTokens - 1) / kRouteTokens)),
                dim3(kThreads), static_cast<size_t>(E * kRouteTokens) * sizeof(float), stream, x, p.router_w.ptr<T>(),
@@ -251,19 +430,21 @@ void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStrea
   const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), inter = p.down_w.dim(2);
   const int k = p.top_k;
   const size_t n_slots = static_cast<size_t>(T_ * k);
-  auto carve = [&](Carve& c, T*& act, int*& ids, float*& wts) {
+  const size_t n_logits = static_cast<size_t>(moe_route_scratch_floats(T_, p.router_w.dim(0)));
+  auto carve = [&](Carve& c, T*& act, int*& ids, float*& wts, float*& logits) {
     act = c.take<T>(n_slots * inter);
     ids = c.take<int>(n_slots);
     wts = c.take<float>(n_slots);
+    logits = n_logits ? c.take<float>(n_logits) : nullptr;
   };
   T* act;
   int* ids;
-  float* wts;
+  float *wts, *logits;
   Carve size;
-  carve(size, act, ids, wts);
+  carve(size, act, ids, wts, logits);
   Carve ws{static_cast<char*>(workspace(size.used))};
-  carve(ws, act, ids, wts);
-  launch_route<T>(p, p.x.ptr<T>(), T_, ids, wts, stream);
+  carve(ws, act, ids, wts, logits);
+  launch_route<T>(p, p.x.ptr<T>(), T_, ids, wts, logits, MoeRoutePath::kAuto, stream);
   launch_moe_gate_up_decode(p.x.dtype, p.x.data, p.gate_up_w.data, ids, T_, k, hidden, inter, act, stream);
   launch_moe_down_decode(p.x.dtype, act, p.down_w.data, ids, wts, T_, k, hidden, inter, p.out.data, stream);
 }
@@ -277,7 +458,7 @@ void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream
   const int64_t max_slots = chunk * k, max_tiles = moe_max_tiles(max_slots, E);
   struct Scratch {
     int *ids, *sorted_slot, *row_of_slot, *num_tiles;
-    float* wts;
+    float *wts, *logits;
     MoeTile* tiles;
     T *act, *y;
   } s{};
@@ -290,6 +471,8 @@ void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream
     s.num_tiles = c.take<int>(1);
     s.act = c.take<T>(max_slots * inter);  // [S, inter] sorted rows
     s.y = c.take<T>(max_slots * hidden);   // [S, hidden] sorted rows
+    const int64_t n_logits = moe_route_scratch_floats(chunk, E);
+    s.logits = n_logits ? c.take<float>(n_logits) : nullptr;
   };
   Carve size;
   carve(size);
@@ -299,7 +482,7 @@ void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream
   for (int64_t t0 = 0; t0 < T_; t0 += chunk) {
     const int64_t n = std::min(chunk, T_ - t0), slots = n * k, tiles = moe_max_tiles(slots, E);
     const T* x = p.x.ptr<T>() + t0 * hidden;
-    launch_route<T>(p, x, n, s.ids, s.wts, stream);
+    launch_route<T>(p, x, n, s.ids, s.wts, s.logits, MoeRoutePath::kAuto, stream);
     launch_moe_sort(s.ids, slots, E, s.sorted_slot, s.row_of_slot, s.tiles, s.num_tiles, stream);
     launch_moe_gate_up_grouped(dt, x, p.gate_up_w.data, s.sorted_slot, k, s.tiles, s.num_tiles, tiles, hidden, inter,
                                s.act, stream);
@@ -312,6 +495,21 @@ void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream
 
 MoePath moe_path() { return static_cast<MoePath>(path_flag().load(std::memory_order_relaxed)); }
 void set_moe_path(MoePath path) { path_flag().store(static_cast<int>(path), std::memory_order_relaxed); }
+
+void launch_moe_route(const MoeParams& p, const void* x, int64_t tokens, int* ids, float* weights, float* logits,
+                      MoeRoutePath path, cudaStream_t stream) {
+  require(p.x.ndim() == 2 && p.router_w.ndim() == 2 && p.router_w.dim(1) == p.x.dim(1),
+          "route expects x [T, hidden] and router_w [E, hidden]");
+  const int64_t E = p.router_w.dim(0);
+  require(p.router_w.dtype == p.x.dtype, "router_w must share x's dtype");
+  require(p.top_k >= 1 && p.top_k <= E && p.top_k <= kMaxTopK && E <= 8192, "top_k / experts out of range");
+  require(p.n_group >= 1 && p.n_group <= 32 && E % p.n_group == 0 && p.topk_group >= 1 && p.topk_group <= p.n_group,
+          "bad n_group / topk_group");
+  dispatch_float(p.x.dtype, "moe route", [&](auto tag) {
+    using T_ = decltype(tag);
+    launch_route<T_>(p, static_cast<const T_*>(x), tokens, ids, weights, logits, path, stream);
+  });
+}
 
 void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
   require(p.x.ndim() == 2 && p.router_w.ndim() == 2 && p.gate_up_w.ndim() == 3 && p.down_w.ndim() == 3,

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "backend/op_params.h"
 #include "core/dtype.h"
 
 namespace vireo::cuda {
@@ -58,6 +59,27 @@ inline bool moe_use_grouped(MoePath path, int64_t tokens, int top_k, bool suppor
 inline int64_t moe_max_tiles(int64_t slots, int64_t num_experts) {
   return (slots + kMoeTileRows - 1) / kMoeTileRows + (num_experts < slots ? num_experts : slots);
 }
+
+// ---- routing (moe.cu; shared by both expert paths) ----
+// Large-T kernel: one block per 8 tokens reads the whole router (each router row once per 8 tokens).
+// Small-T kernels (T <= kMoeRouteSmallMaxTokens, the default there): the router logits as a GEMV over
+// ceil(E / 4) x ceil(T / 8) blocks (router rows loaded before the PDL wait) into an fp32 scratch [T, E],
+// then one warp per token selects. Both compute every logit as the same fp32 chain and select with the
+// same code, so ids and weights are bitwise equal (MoeRouteTest.SmallAndLargeTPathsAgreeBitwise).
+// VIREO_MOE_ROUTE_SMALL=0 keeps the large-T kernel at every T (kAuto only).
+enum class MoeRoutePath : int { kAuto = -1, kSmallT = 0, kLargeT = 1 };
+constexpr int64_t kMoeRouteSmallMaxTokens = 64;
+// Floats of logits scratch launch_moe_route needs for `tokens` tokens on the kAuto path (0: none).
+inline int64_t moe_route_scratch_floats(int64_t tokens, int64_t num_experts) {
+  return tokens <= kMoeRouteSmallMaxTokens ? tokens * num_experts : 0;
+}
+// Routing of `tokens` rows of x (device, p.x's dtype and width; p gives the router and the routing
+// settings) into ids / weights [tokens, top_k]. logits: device scratch of tokens * E floats, or null
+// (then the large-T kernel). kSmallT uses the small-T kernels at any T when logits is given and rows
+// fit (hidden * dtype size and E * 4 bytes <= 48 KiB), else the large-T kernel. For tests and benchmarks;
+// launch_moe calls it with kAuto.
+void launch_moe_route(const MoeParams& p, const void* x, int64_t tokens, int* ids, float* weights, float* logits,
+                      MoeRoutePath path, cudaStream_t stream);
 
 // ---- decode-path launches (moe_decode.cu; device pointers, `dt` bf16, f16 or f32; any hidden / inter,
 // 16-byte loads where rows and pointers allow) ----
