@@ -50,6 +50,34 @@ PRESETS = {
         "rope_theta": 1000000.0, "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
         "bos_token_id": 151643, "eos_token_id": 151645, "tokenizer_dir": "models/qwen3",
     },
+    # Qwen3.5-shaped hybrid (3 Gated DeltaNet layers, then gated attention), small, Qwen3 vocabulary.
+    "qwen3_5-small": {
+        "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "vocab_size": 151936,
+        "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 32,
+        "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+        "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
+        "bos_token_id": 151643, "eos_token_id": 151645, "tokenizer_dir": "models/qwen3",
+    },
+    # The MoE variant: 16 experts top-4 plus a gated shared expert.
+    "qwen3_5_moe-small": {
+        "architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text", "vocab_size": 151936,
+        "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 32,
+        "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+        "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 128,
+        "shared_expert_intermediate_size": 256,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+                            "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+        "tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False,
+        "bos_token_id": 151643, "eos_token_id": 151645, "tokenizer_dir": "models/qwen3",
+    },
 }
 
 TORCH_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
