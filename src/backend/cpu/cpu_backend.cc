@@ -105,6 +105,8 @@ class CpuBackend final : public Backend {
   void add(const AddParams& p) override { cpu::add(pool_, p); }
   void moe(const MoeParams& p) override { cpu::moe(pool_, p); }
   void short_conv(const ShortConvParams& p) override { cpu::short_conv(pool_, p); }
+  void gated_delta_net(const GatedDeltaNetParams& p) override { cpu::gated_delta_net(pool_, p); }
+  void sigmoid_gate(const SigmoidGateParams& p) override { cpu::sigmoid_gate(pool_, p); }
   void mla_pack(const MlaPackParams& p) override { cpu::mla_pack(pool_, p); }
   void gather_rows(const GatherRowsParams& p) override { cpu::gather_rows(pool_, p); }
   void qkv_prepare(const QkvPrepareParams& p) override { cpu::qkv_prepare(pool_, p); }

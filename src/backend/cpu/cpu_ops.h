@@ -27,6 +27,8 @@ void moe_route(const MoeParams& p, const float* logits, int64_t T, int64_t E, in
 void validate_moe_routing(const MoeParams& p, int64_t E, const char* who);
 void mla_pack(ThreadPool& pool, const MlaPackParams& p);  // cpu_mla.cc
 void short_conv(ThreadPool& pool, const ShortConvParams& p);  // cpu_short_conv.cc
+void gated_delta_net(ThreadPool& pool, const GatedDeltaNetParams& p);  // cpu_gated_delta_net.cc
+void sigmoid_gate(ThreadPool& pool, const SigmoidGateParams& p);        // cpu_gated_delta_net.cc
 
 // Element access shared by the op files.
 inline float load_elem(const void* base, DType t, int64_t i) {
