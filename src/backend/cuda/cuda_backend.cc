@@ -177,6 +177,14 @@ void CudaBackend::short_conv(const ShortConvParams& p) {
   require_device(p.state, "short_conv", "state");
   launch_short_conv(p, stream_);
 }
+void CudaBackend::gated_delta_net(const GatedDeltaNetParams& p) {
+  require_device(p.ssm_state, "gated_delta_net", "ssm_state");
+  launch_gated_delta_net(p, stream_);
+}
+void CudaBackend::sigmoid_gate(const SigmoidGateParams& p) {
+  require_device(p.x, "sigmoid_gate", "x");
+  launch_sigmoid_gate(p, stream_);
+}
 void CudaBackend::mla_pack(const MlaPackParams& p) {
   require_device(p.qkv, "mla_pack", "qkv");
   launch_mla_pack(p, stream_);

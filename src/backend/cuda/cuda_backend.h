@@ -50,6 +50,8 @@ class CudaBackend final : public Backend {
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void moe(const MoeParams& p) override;
   void short_conv(const ShortConvParams& p) override;
+  void gated_delta_net(const GatedDeltaNetParams& p) override;
+  void sigmoid_gate(const SigmoidGateParams& p) override;
   void mla_pack(const MlaPackParams& p) override;
   void sample(const SampleParams& p) override;
   void add_logit_bias(const LogitBiasParams& p) override;

@@ -39,6 +39,11 @@ using WorkspaceFn = std::function<void*(size_t bytes)>;
 void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream);
 // LFM2's gated short convolution over its paged state (short_conv.cu): one thread per (token, channel).
 void launch_short_conv(const ShortConvParams& p, cudaStream_t stream);
+// Qwen3-Next / Qwen3.5 Gated DeltaNet mixer over per-sequence state slots (gated_delta_net.cu): one block
+// per (sequence, value head), S_h in registers, rows of a sequence in order; then the conv-state update.
+void launch_gated_delta_net(const GatedDeltaNetParams& p, cudaStream_t stream);
+// out = [residual +] round(x * round(sigmoid(gate))) (elementwise_ops.cu); gate [N, C] or [N, 1].
+void launch_sigmoid_gate(const SigmoidGateParams& p, cudaStream_t stream);
 // DeepSeek MLA's projections packed into qkv rows (mla_pack.cu): one thread per output element.
 void launch_mla_pack(const MlaPackParams& p, cudaStream_t stream);
 

@@ -230,6 +230,23 @@ __global__ void bias_add_kernel(T* __restrict__ out, const void* __restrict__ bi
     out[i] = from_f<T>(to_f(out[i]) + load_any(bias, bt, i % cols));
 }
 
+// sigmoid_gate (SigmoidGateParams): out = [residual +] round(x * round(sigmoid(gate))), gate [N, C] or [N, 1]
+// (gc = 1: broadcast over the row). Grid-stride over elements; out may alias x or residual (each element
+// is read, then written, by one thread).
+template <typename T>
+__global__ void sigmoid_gate_kernel(const T* x, const T* gate, const T* residual, T* out, int64_t n, int64_t C,
+                                    int64_t gc) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = to_f(gate[gc == 1 ? i / C : i]);
+    const float sg = to_f(from_f<T>(1.0f / (1.0f + expf(-g))));
+    float v = to_f(from_f<T>(to_f(x[i]) * sg));
+    if (residual) v += to_f(residual[i]);
+    out[i] = from_f<T>(v);
+  }
+}
+
 int grid_for(int64_t n, int threads) {
   int64_t g = (n + threads - 1) / threads;
   if (g > 132 * 16) g = 132 * 16;
@@ -305,6 +322,27 @@ void launch_silu_and_mul(const SiluAndMulParams& p, cudaStream_t stream) {
                rows, inter);
   });
   check_launch("silu_and_mul");
+}
+
+void launch_sigmoid_gate(const SigmoidGateParams& p, cudaStream_t stream) {
+  require(p.x.ndim() == 2, "sigmoid_gate: x must be [N, C], got " + p.x.shape_str());
+  const int64_t N = p.x.dim(0), C = p.x.dim(1);
+  const int64_t gc = p.gate.ndim() == 2 ? p.gate.dim(1) : 0;
+  require(p.gate.ndim() == 2 && p.gate.dim(0) == N && (gc == C || gc == 1),
+          "sigmoid_gate: gate must be [N, C] or [N, 1], got " + p.gate.shape_str());
+  require(p.out.numel() == N * C && (p.residual.empty() || p.residual.numel() == N * C),
+          "sigmoid_gate: out and residual must be [N, C]");
+  const DType dt = p.x.dtype;
+  require(p.gate.dtype == dt && p.out.dtype == dt && (p.residual.empty() || p.residual.dtype == dt),
+          "sigmoid_gate: x, gate, residual and out must share the activation dtype");
+  const int64_t n = N * C;
+  if (n == 0) return;
+  dispatch_float(dt, "sigmoid_gate", [&](auto tag) {
+    using T = decltype(tag);
+    launch_pdl(sigmoid_gate_kernel<T>, dim3(grid_for(n, 256)), dim3(256), 0, stream, p.x.ptr<T>(), p.gate.ptr<T>(),
+               p.residual.empty() ? nullptr : p.residual.ptr<T>(), p.out.ptr<T>(), n, C, gc);
+  });
+  check_launch("sigmoid_gate");
 }
 
 void launch_add(const AddParams& p, cudaStream_t stream) {
