@@ -36,6 +36,15 @@ struct ArchSpec {
   // per-head K / V by the mla_pack op; MoE layers (moe) with the sigmoid router's
   // mlp.gate.e_score_correction_bias and, with config.n_shared_experts, mlp.shared_experts.*.
   bool mla = false;
+  // Qwen3-Next / Qwen3.5 (arch/qwen3_next.cc): layers where config.linear_layer(l) are Gated DeltaNet
+  // mixers (linear_attn.*, state per sequence slot in the model); the others are gated attention
+  // (q_proj rows per head [query | gate], output * sigmoid(gate)). Every RMSNorm but the DeltaNet's is
+  // zero-centred (norm(x) * (1 + w)): 1 is added to those weights at load. MoE layers add
+  // mlp.shared_expert scaled by sigmoid(mlp.shared_expert_gate(x)).
+  bool gated_delta_net = false;
+  bool qkvz_interleaved = false;  // Qwen3-Next's per-key-head in_proj_qkvz / in_proj_ba (else in_proj_qkv/z/b/a)
+  // Multimodal wrappers: the text model's weights are under model.language_model.* (lm_head.weight stays).
+  bool language_model_prefix = false;
   ModuleNames names;
 };
 
@@ -52,5 +61,6 @@ void register_olmo_family(std::vector<ArchSpec>& out);
 void register_hunyuan_family(std::vector<ArchSpec>& out);
 void register_lfm2_family(std::vector<ArchSpec>& out);
 void register_deepseek_family(std::vector<ArchSpec>& out);
+void register_qwen3_next_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

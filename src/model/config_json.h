@@ -57,5 +57,10 @@ json lfm2_normalize(const json& j, const std::string& source);
 void parse_lfm2(const json& j, const std::string& source, ModelConfig& c);
 // DeepSeek-V2/V3 (model_config_deepseek.cc), after the generic parse: MLA dims, routing, dense layers.
 void parse_deepseek(const json& j, const std::string& source, ModelConfig& c);
+// Qwen3-Next / Qwen3.5 (model_config_qwen3_next.cc): is_qwen3_next by architecture or model_type;
+// normalize lifts a multimodal wrapper's text_config and fills the family's defaults.
+bool is_qwen3_next(const std::string& architecture, const std::string& model_type);
+json qwen3_next_normalize(const json& in, const std::string& source);
+void parse_qwen3_next(const json& j, const std::string& source, ModelConfig& c);
 }  // namespace config_json
 }  // namespace vireo

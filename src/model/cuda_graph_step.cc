@@ -2,7 +2,7 @@
 //
 // A step whose S sequences all have one token, with S <= the largest capture size, is padded to
 // the next capture size Sp. Padding rows: token 0, position 0, slot -1 (nothing written to the
-// cache), seq_len 1, a block-table row of zeros, query_start continuing by one, and a logits index
+// cache), state slot -1 (no recurrent state touched), seq_len 1, a block-table row of zeros, query_start continuing by one, and a logits index
 // pointing at itself; their outputs are ignored. Inputs go into fixed-address buffers (graphs keep
 // pointers) laid out for the largest size, block tables at a fixed width (max_model_len / block).
 // The first step of a size runs the ops eagerly (its result is that step's answer, and it builds
@@ -34,9 +34,10 @@ constexpr int kGraphShortContext = 4096;  // = the CUDA cluster decode attention
 
 // Offsets into the packed graph ints for capacity `n` sequences; tables last, `width` per row.
 struct GraphLayout {
-  int64_t ids, pos, slots, lens, logits_idx, query_start, tables;
+  int64_t ids, pos, slots, lens, logits_idx, state_slots, query_start, tables;
   explicit GraphLayout(int64_t n)
-      : ids(0), pos(n), slots(2 * n), lens(3 * n), logits_idx(4 * n), query_start(5 * n), tables(6 * n + 1) {}
+      : ids(0), pos(n), slots(2 * n), lens(3 * n), logits_idx(4 * n), state_slots(5 * n), query_start(6 * n),
+        tables(7 * n + 1) {}
 };
 
 }  // namespace
@@ -99,6 +100,8 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
     h[L.slots + s] = real ? in.slot_mapping[s] : -1;
     h[L.lens + s] = real ? in.seq_lens[s] : 1;
     h[L.logits_idx + s] = s < M ? in.logits_indices[s] : s;
+    // Recurrent state slot (Gated DeltaNet): padding rows -1, so the op leaves every slot alone.
+    h[L.state_slots + s] = !real ? -1 : in.state_slots.empty() ? s : in.state_slots[s];
     int32_t* row = h.data() + L.tables + int64_t{s} * W;
     int copied = 0;
     if (real) {
@@ -123,6 +126,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   st.seq_lens = iv(L.lens, Sp);
   st.block_tables = iv(L.tables, int64_t{Sp} * W);
   st.logits_idx = iv(L.logits_idx, Sp);
+  st.state_slots = iv(L.state_slots, Sp);
   st.T = st.M = Sp;
   st.S = Sp;
   st.max_blocks_per_seq = W;

@@ -9,6 +9,20 @@
 namespace vireo {
 namespace {
 
+// The step's state slot per sequence: as given, or slot s for sequence s (empty StepInput::state_slots).
+std::vector<int32_t> step_state_slots(const StepInput& in, int num_slots) {
+  const size_t S = in.seq_lens.size();
+  std::vector<int32_t> slots = in.state_slots;
+  if (slots.empty())
+    for (size_t s = 0; s < S; ++s) slots.push_back(static_cast<int32_t>(s));
+  if (num_slots > 0)
+    for (int32_t v : slots)
+      if (v >= num_slots)
+        throw Error("forward: state slot " + std::to_string(v) + " outside the model's " + std::to_string(num_slots) +
+                    " slots (--max-num-seqs)");
+  return slots;
+}
+
 void validate(const StepInput& in, const KvCache& kv, int num_layers) {
   const size_t T = in.token_ids.size();
   if (in.positions.size() != T || in.slot_mapping.size() != T)
@@ -23,6 +37,8 @@ void validate(const StepInput& in, const KvCache& kv, int num_layers) {
     throw Error("forward: block_tables must hold num_seqs * max_blocks_per_seq entries");
   for (int32_t i : in.logits_indices)
     if (i < 0 || static_cast<size_t>(i) >= T) throw Error("forward: logits index " + std::to_string(i) + " out of range");
+  if (!in.state_slots.empty() && in.state_slots.size() != S)
+    throw Error("forward: state_slots must be empty or have one entry per sequence");
   if (static_cast<int>(kv.k.size()) != num_layers || static_cast<int>(kv.v.size()) != num_layers)
     throw Error("forward: KV cache has the wrong number of layers");
 }
@@ -46,12 +62,13 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
   const int S = static_cast<int>(in.seq_lens.size());
   if (T == 0) return Tensor();
+  const std::vector<int32_t> state_slots = step_state_slots(in, num_state_slots());  // checked before graphs too
   Tensor graphed;
   if (forward_graphed(in, kv, graphed, ids_from)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
-  ints.reserve(3 * T + 2 * S + 1 + in.block_tables.size() + M);
+  ints.reserve(3 * T + 3 * S + 1 + in.block_tables.size() + M);
   auto append = [&](const std::vector<int32_t>& v) {
     const int64_t off = static_cast<int64_t>(ints.size());
     ints.insert(ints.end(), v.begin(), v.end());
@@ -60,6 +77,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
   const int64_t o_ids = append(in.token_ids), o_pos = append(in.positions), o_slot = append(in.slot_mapping);
   const int64_t o_qs = append(in.query_start), o_lens = append(in.seq_lens), o_tab = append(in.block_tables);
   const int64_t o_li = append(in.logits_indices);
+  const int64_t o_ss = append(state_slots);
   ensure_workspace(ws_, T, std::max<int64_t>(M, 1), static_cast<int64_t>(ints.size()));
   Tensor all_ints = ws_.ints.view({static_cast<int64_t>(ints.size())});
   be_->copy_from_host(ints.data(), all_ints);
@@ -75,6 +93,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
   st.seq_lens = iv(o_lens, S);
   st.block_tables = iv(o_tab, static_cast<int64_t>(in.block_tables.size()));
   st.logits_idx = iv(o_li, M);
+  st.state_slots = iv(o_ss, S);
   st.T = T;
   st.M = M;
   st.S = S;
@@ -179,11 +198,20 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   };
   // DeepSeek's shared expert, added to the routed experts' output in `routed` ([T, hidden]); reads x.
   // Fused: silu-mul in gate_up's epilogue, the add in down's; else separate ops, down into `scratch`.
-  const int64_t shared_inter = static_cast<int64_t>(cfg_.n_shared_experts) * cfg_.moe_intermediate_size;
+  const int64_t shared_inter = cfg_.shared_expert_width();
   auto shared_expert = [&](const Tensor& x, const DecoderLayerWeights& w, const Tensor& routed, const Tensor& scratch,
                            bool fuse) {
     if (w.shared_gate_up_w.empty()) return;
     Tensor sgu = rows(ws.gate_up, T, 2 * shared_inter), sact = rows(ws.act, T, shared_inter);
+    if (!w.shared_expert_gate_w.empty()) {  // Qwen3-Next: routed += sigmoid(shared_expert_gate(x)) * shared_expert(x)
+      Tensor g = rows(ws.shared_gate, T, 1);
+      be_->linear(linear(x, w.shared_gate_up_w, Tensor(), sgu));
+      be_->linear(linear(x, w.shared_expert_gate_w, Tensor(), g));
+      be_->silu_and_mul({sgu, sact});
+      be_->linear(linear(sact, w.shared_down_w, Tensor(), scratch));  // x is free now: scratch may be x
+      be_->sigmoid_gate({scratch, g, routed, routed});
+      return;
+    }
     if (fuse) {
       LinearParams gu = linear(x, w.shared_gate_up_w, Tensor(), sact);
       gu.silu_mul_output = true;
@@ -238,6 +266,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     const DecoderLayerWeights& w = layers_[l];
     const bool conv = !w.conv_w.empty();  // LFM2 short-conv layer instead of attention
     const bool mla = !w.kv_b_w.empty();   // DeepSeek MLA: its own projections, then the common attention
+    const bool gdn = !w.gdn_in_w.empty();  // Qwen3-Next Gated DeltaNet layer instead of attention
     if (mla) {
       if (fused || l == 0) {
         be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
@@ -248,8 +277,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     }
     // The mixer's input projection: pre-norm models normalise (fusing the previous MLP's residual
     // add); post-norm models feed the residual stream itself.
-    LinearParams in_p = conv ? linear(residual, w.in_proj_w, w.in_proj_b, bcx)   // conv.in_proj(x) = [B; C; x]
-                             : linear(residual, w.qkv_w, w.qkv_b, qkv);          // [q_proj; k_proj; v_proj](x)
+    LinearParams in_p = conv  ? linear(residual, w.in_proj_w, w.in_proj_b, bcx)   // conv.in_proj(x) = [B; C; x]
+                        : gdn ? linear(residual, w.gdn_in_w, Tensor(), ws.gdn_proj.view({T, w.gdn_in_w.dim(0)}))
+                              : linear(residual, w.qkv_w, w.qkv_b, qkv);          // [q_proj; k_proj; v_proj](x)
     if (mla) {
       // projections done above
     } else if (fused) {
@@ -270,6 +300,10 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       cp.state = kv.k[l];
       be_->short_conv(cp);  // C * conv(B * x) over the paged state; this step's bx written to it
       mixed = hid;
+    } else if (gdn) {
+      GatedDeltaNetParams gp = gdn_params(st, ws, l);
+      be_->gated_delta_net(gp);  // conv, delta rule and gated norm over the sequences' state slots
+      mixed = gp.out;
     } else {
       qp.q_norm = w.q_norm;
       qp.k_norm = w.k_norm;
@@ -279,6 +313,14 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       ap.v_cache = kv.v[l];
       be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
       mixed = attn.view({T, static_cast<int64_t>(H) * D});
+      if (!w.attn_gate_w.empty()) {  // Qwen3-Next: attn *= sigmoid(gate rows of q_proj(x))
+        LinearParams gp = in_p;        // the same (normalised) input as the q/k/v projection
+        gp.w = w.attn_gate_w;
+        gp.bias = Tensor();
+        gp.out = rows(ws.attn_gate, T, static_cast<int64_t>(H) * D);
+        be_->linear(gp);
+        be_->sigmoid_gate({mixed, gp.out, Tensor(), mixed});
+      }
     }
     if (fused) {
       LinearParams o = linear(mixed, w.o_w, w.o_b, residual);  // h += o_proj(attn) (conv: out_proj)
@@ -287,7 +329,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       if (!w.router_w.empty()) {  // sparse MoE MLP: h += moe(post_attention_layernorm(h))
         be_->rms_norm({residual, w.post_attn_norm, hid, Tensor(), eps});
         be_->moe(moe(hid, w, branch));
-        shared_expert(hid, w, branch, Tensor(), true);
+        shared_expert(hid, w, branch, hid, true);  // hid is free once the shared expert has read it
         be_->add({residual, branch, residual});
         continue;
       }

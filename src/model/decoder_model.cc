@@ -97,9 +97,13 @@ void DecoderModel::load_weights() {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string a = p + n.attn + ".", m = p + n.mlp + ".";
     DecoderLayerWeights& w = layers_[l];
-    auto norm = [&](const std::string& name) { return load(p + name + ".weight", {{p + name + ".weight", {hidden}}}, 0); };
+    auto norm = [&](const std::string& name) { return load_norm(p + name + ".weight", hidden); };
     if (!spec_.post_norm) w.input_norm = norm(n.input_norm);
-    if (spec_.short_conv && cfg_.conv_layer(l)) {
+    if (spec_.gated_delta_net && cfg_.linear_layer(l)) {
+      load_gated_delta_net(p + "linear_attn.", w);
+    } else if (spec_.gated_delta_net) {
+      load_gated_attention(a, w);
+    } else if (spec_.short_conv && cfg_.conv_layer(l)) {
       load_short_conv(p + "conv.", w);
     } else if (spec_.mla) {
       load_mla(a, w);
@@ -136,9 +140,10 @@ void DecoderModel::load_weights() {
     w.down_w = load(d + "weight", {{d + "weight", {hidden, inter}}}, kDummyStd);
     if (cfg_.mlp_bias) w.down_b = load(d + "bias", {{d + "bias", {hidden}}}, kDummyStd);
   }
-  final_norm_ = load(n.final_norm + ".weight", {{n.final_norm + ".weight", {hidden}}}, 0);
+  final_norm_ = load_norm(n.final_norm + ".weight", hidden);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : load("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+  if (spec_.gated_delta_net) allocate_gdn_states();
 }
 
 // LFM2's gated short convolution (Lfm2ShortConv): in_proj [3 * hidden, hidden], the depthwise conv
@@ -243,9 +248,12 @@ void DecoderModel::load_moe(const std::string& m, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
   w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
   if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
-  if (cfg_.n_shared_experts > 0) {
-    const int64_t Is = static_cast<int64_t>(cfg_.n_shared_experts) * I;
-    const std::string s = m + "shared_experts.";
+  if (cfg_.shared_expert_width() > 0) {
+    const int64_t Is = cfg_.shared_expert_width();
+    // DeepSeek: mlp.shared_experts.*; Qwen3-Next: mlp.shared_expert.* and its sigmoid gate.
+    const std::string s = m + (spec_.gated_delta_net ? "shared_expert." : "shared_experts.");
+    if (spec_.gated_delta_net)
+      w.shared_expert_gate_w = load(m + "shared_expert_gate.weight", {{m + "shared_expert_gate.weight", {1, hidden}}}, kDummyStd);
     w.shared_gate_up_w = load(s + "gate_up_proj.weight",
                               {{s + "gate_proj.weight", {Is, hidden}}, {s + "up_proj.weight", {Is, hidden}}}, kDummyStd);
     w.shared_down_w = load(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
@@ -277,6 +285,11 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) {
   const std::vector<int64_t> shape{num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
   try {
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      if (!layers_[l].gdn_in_w.empty()) {  // Gated DeltaNet: its state lives in the model's slots
+        kv.k.push_back(Tensor());
+        kv.v.push_back(Tensor());
+        continue;
+      }
       if (!layers_[l].conv_w.empty()) {
         kv.k.push_back(be_->alloc({num_blocks, block_size, cfg_.hidden_size}, be_->activation_dtype()));
         kv.v.push_back(Tensor());
@@ -302,13 +315,14 @@ void DecoderModel::free_kv_cache(KvCache& kv) {
 size_t DecoderModel::kv_block_bytes(int block_size) const {
   size_t per_token = 0;  // elements of one token over all layers
   for (const auto& w : layers_)
-    per_token += w.conv_w.empty() ? size_t{2} * cfg_.num_key_value_heads * cfg_.head_dim : size_t(cfg_.hidden_size);
+    if (w.gdn_in_w.empty())
+      per_token += w.conv_w.empty() ? size_t{2} * cfg_.num_key_value_heads * cfg_.head_dim : size_t(cfg_.hidden_size);
   return per_token * block_size * dtype_size(be_->activation_dtype());
 }
 
 void DecoderModel::free_workspace(DecoderWorkspace& ws) {
   for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.bcx, &ws.q, &ws.attn, &ws.mla_qa,
-                    &ws.mla_ckv, &ws.mla_kpe, &ws.mla_kv, &ws.gate_up, &ws.act, &ws.rows, &ws.logits})
+                    &ws.mla_ckv, &ws.mla_kpe, &ws.mla_kv, &ws.gdn_proj, &ws.gdn_out, &ws.attn_gate, &ws.shared_gate, &ws.gate_up, &ws.act, &ws.rows, &ws.logits})
     if (!t->empty()) be_->free(*t);
   ws.token_cap = ws.logit_cap = ws.int_cap = 0;
 }
@@ -321,8 +335,7 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
   const DType act = be_->activation_dtype();
   const int64_t hidden = cfg_.hidden_size, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
   const int64_t D = cfg_.head_dim;
-  const int64_t inter = std::max<int64_t>(cfg_.intermediate_size,
-                                          static_cast<int64_t>(cfg_.n_shared_experts) * cfg_.moe_intermediate_size);
+  const int64_t inter = std::max<int64_t>(cfg_.intermediate_size, cfg_.shared_expert_width());
   ws.ints = be_->alloc({n}, DType::kI32);
   ws.residual = be_->alloc({t, hidden}, act);
   ws.hidden = be_->alloc({t, hidden}, act);
@@ -337,6 +350,14 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
     ws.mla_ckv = be_->alloc({t, m.kv_lora_rank}, act);
     ws.mla_kpe = be_->alloc({t, m.qk_rope_head_dim}, act);
     ws.mla_kv = be_->alloc({t, H * (m.qk_nope_head_dim + m.v_head_dim)}, act);
+  }
+  if (spec_.gated_delta_net) {
+    const ModelConfig::LinearAttn& la = cfg_.linear_attn;
+    const int64_t vd = static_cast<int64_t>(la.num_v_heads) * la.head_v_dim;
+    ws.gdn_proj = be_->alloc({t, 2 * static_cast<int64_t>(la.num_k_heads) * la.head_k_dim + 2 * vd + 2 * la.num_v_heads}, act);
+    ws.gdn_out = be_->alloc({t, vd}, act);
+    ws.attn_gate = be_->alloc({t, H * D}, act);
+    ws.shared_gate = be_->alloc({t, 1}, act);
   }
   ws.gate_up = be_->alloc({t, 2 * inter}, act);
   ws.act = be_->alloc({t, inter}, act);

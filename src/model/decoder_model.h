@@ -40,6 +40,22 @@ struct DecoderLayerWeights {
   // k_norm; o_w / o_b hold conv.out_proj [hidden, hidden]:
   Tensor in_proj_w, in_proj_b;  // conv.in_proj: [3 * hidden, hidden] (rows B, C, x), bias [3 * hidden]
   Tensor conv_w, conv_b;        // conv.conv.weight [hidden, 1, L] held as [hidden, L], bias [hidden]
+  // Qwen3-Next gated attention: q_proj's gate rows [H * D, hidden] (qkv_w holds its query rows).
+  Tensor attn_gate_w;
+  // Qwen3-Next shared expert gate: mlp.shared_expert_gate.weight [1, hidden] (shared_* hold the expert).
+  Tensor shared_expert_gate_w;
+  // Gated DeltaNet layers (ArchSpec::gated_delta_net and config.linear_layer(l)) instead of attention;
+  // o_w holds linear_attn.out_proj [hidden, Hv * dv]:
+  Tensor gdn_in_w;     // in_proj rows fused as [q | k | v | z | b | a]: [2*Hk*dk + 2*Hv*dv + 2*Hv, hidden]
+  Tensor gdn_conv_w;   // conv1d.weight [C, 1, L] held as [C, L]
+  Tensor gdn_A_log, gdn_dt_bias;  // [Hv] F32
+  Tensor gdn_norm_w;   // linear_attn.norm.weight [dv] (a plain weight)
+};
+
+// Per-sequence recurrent state of one Gated DeltaNet layer, num_state_slots() slots.
+struct GdnLayerState {
+  Tensor conv;  // [slots, L - 1, C] activation dtype
+  Tensor ssm;   // [slots, Hv, dk, dv] F32
 };
 
 // Per-step scratch, grown when a step needs more rows than the last one.
@@ -51,6 +67,9 @@ struct DecoderWorkspace {
   Tensor bcx;                   // [T, 3 * hidden] short-conv in_proj output (models with conv layers)
   Tensor q, attn;               // [T, H * D]
   Tensor mla_qa, mla_ckv, mla_kpe, mla_kv;  // MLA: [T, q_lora], [T, kv_lora], [T, rope], [T, H * (nope + v)]
+  Tensor gdn_proj, gdn_out;     // Gated DeltaNet: [T, 2*Hk*dk + 2*Hv*dv + 2*Hv], [T, Hv * dv]
+  Tensor attn_gate;             // [T, H * D] gated attention's gate rows
+  Tensor shared_gate;           // [T, 1] the shared expert's gate logit
   Tensor gate_up;               // [T, 2 * inter] (inter: the larger of the dense and shared-expert widths)
   Tensor act;                   // [T, inter]
   Tensor rows;                  // [M, hidden] (logits rows)
@@ -64,6 +83,7 @@ struct StepTensors {
   Tensor seq_lens;                     // [S]
   Tensor block_tables;                 // [S, max_blocks_per_seq]
   Tensor logits_idx;                   // [M]
+  Tensor state_slots;                  // [S] recurrent state slot per sequence (< 0: padding)
   int64_t T = 0, M = 0;
   int S = 0, max_blocks_per_seq = 0;
   int max_query_len = 0, max_seq_len = 0;  // attention planning hints
@@ -99,6 +119,7 @@ class DecoderModel final : public Model {
   KvCache allocate_kv_cache(int num_blocks, int block_size) override;
   void free_kv_cache(KvCache& kv) override;
   size_t kv_block_bytes(int block_size) const override;
+  int num_state_slots() const override { return gdn_states_.empty() ? 0 : state_slots_; }
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override;
   void forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out) override;
   bool supports_async_sampling() const override { return true; }
@@ -126,6 +147,17 @@ class DecoderModel final : public Model {
   Tensor load_remapped(const std::string& name, const std::vector<int64_t>& src_shape, const std::vector<int64_t>& rows,
                        const std::vector<int64_t>& cols, float stddev);
   Tensor load_f32(const std::string& name, int64_t n, float stddev);  // F32 [n] whatever the weight dtype
+  // Qwen3-Next family (decoder_gated_delta_net.cc).
+  struct RowPick {  // rows of one checkpoint tensor (empty: all) in a row-concatenated weight
+    std::string name;
+    std::vector<int64_t> shape, rows;
+  };
+  Tensor load_row_picks(const std::string& fused_name, const std::vector<RowPick>& picks, float stddev);
+  Tensor load_norm(const std::string& name, int64_t n);  // spec_.gated_delta_net: 1 + w (zero-centred)
+  void load_gated_attention(const std::string& attn_prefix, DecoderLayerWeights& w);
+  void load_gated_delta_net(const std::string& prefix, DecoderLayerWeights& w);
+  void allocate_gdn_states();
+  GatedDeltaNetParams gdn_params(const StepTensors& st, const DecoderWorkspace& ws, int layer) const;
   void ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_t logit_rows, int64_t ints);
   void free_workspace(DecoderWorkspace& ws);
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].
@@ -146,6 +178,8 @@ class DecoderModel final : public Model {
   DType wdtype_;
   Tensor embed_, final_norm_, lm_head_, rope_;
   std::vector<DecoderLayerWeights> layers_;
+  std::vector<GdnLayerState> gdn_states_;  // [num layers] (empty entries for attention layers); empty: none
+  int state_slots_ = 0;
   std::vector<Tensor> owned_;  // every device tensor to free on destruction
   DecoderWorkspace ws_;
   DecoderGraphs graphs_;

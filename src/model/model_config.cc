@@ -132,8 +132,9 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   if (in.contains("model_type") && in["model_type"].is_string()) c.model_type = in["model_type"].get<std::string>();
   // LFM2 spells some fields its own way: read a normalised copy (raw keeps the file as given).
   const bool lfm2 = c.architecture == "Lfm2ForCausalLM" || c.model_type == "lfm2";
-  const json normalized = lfm2 ? lfm2_normalize(in, source) : json();
-  const json& j = lfm2 ? normalized : in;
+  const bool qwen3_next = is_qwen3_next(c.architecture, c.model_type);
+  const json normalized = lfm2 ? lfm2_normalize(in, source) : qwen3_next ? qwen3_next_normalize(in, source) : json();
+  const json& j = lfm2 || qwen3_next ? normalized : in;
   c.vocab_size = get_int(j, source, "vocab_size");
   c.hidden_size = get_int(j, source, "hidden_size");
   c.intermediate_size = get_int(j, source, "intermediate_size");
@@ -188,6 +189,7 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   parse_moe(j, source, c);
   c.sliding_window = parse_sliding_window(j, source, c.num_hidden_layers);
   if (lfm2) parse_lfm2(j, source, c);
+  if (qwen3_next) parse_qwen3_next(j, source, c);
   if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3" ||
       c.architecture == "DeepseekV2ForCausalLM" || c.model_type == "deepseek_v2")
     parse_deepseek(j, source, c);

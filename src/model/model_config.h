@@ -92,6 +92,23 @@ struct ModelConfig {
   int n_shared_experts = 0;
   int first_k_dense_replace = 0;
 
+  // Qwen3-Next / Qwen3.5 (model_config_qwen3_next.cc): Gated DeltaNet layers where linear_layers[l]
+  // (config.layer_types "linear_attention", or every layer but each full_attention_interval-th),
+  // gated attention elsewhere; MoE layers add a sigmoid-gated shared expert of
+  // shared_expert_intermediate_size.
+  struct LinearAttn {
+    int num_k_heads = 0, num_v_heads = 0, head_k_dim = 0, head_v_dim = 0, conv_kernel = 4;
+  } linear_attn;
+  std::vector<uint8_t> linear_layers;
+  int shared_expert_intermediate_size = 0;
+  bool linear_layer(int l) const { return l >= 0 && l < static_cast<int>(linear_layers.size()) && linear_layers[l]; }
+  // Width of the shared expert MLP: Qwen3-Next's shared_expert_intermediate_size, else DeepSeek's
+  // n_shared_experts * moe_intermediate_size (0: none).
+  int64_t shared_expert_width() const {
+    return shared_expert_intermediate_size > 0 ? shared_expert_intermediate_size
+                                               : static_cast<int64_t>(n_shared_experts) * moe_intermediate_size;
+  }
+
   int rotary_dim() const { return rope_dim > 0 ? rope_dim : static_cast<int>(head_dim * partial_rotary_factor); }
   nlohmann::json raw;                   // the whole config.json
 

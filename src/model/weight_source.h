@@ -1,6 +1,7 @@
 // Where a model's weights come from, by HF tensor name ("model.layers.0.self_attn.q_proj.weight"):
 // a safetensors checkpoint (views into the mmapped files) or a GGUF file (renamed, dequantized).
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ class WeightSource {
   // Writes the tensor, converted to `dtype` (F32/F16/BF16), to dst (numel * dtype_size bytes).
   virtual void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const = 0;
 };
+
+// Serves every "model.X" name from inner's "<prefix>X" (the multimodal wrappers keep the text model
+// under model.language_model.*); other names (lm_head.weight) pass through (prefixed_weights.cc).
+std::unique_ptr<WeightSource> with_model_prefix(std::unique_ptr<WeightSource> inner, const std::string& prefix);
 
 // n floats to `dtype` (F32/F16/BF16, round to nearest even) at dst.
 void store_f32_as(const float* src, int64_t n, DType dtype, void* dst);

@@ -1,0 +1,36 @@
+// with_model_prefix: a WeightSource view that renames "model.X" to "<prefix>X" (multimodal wrappers).
+#include <string>
+#include <utility>
+
+#include "model/weight_source.h"
+
+namespace vireo {
+namespace {
+
+class PrefixedWeights final : public WeightSource {
+ public:
+  PrefixedWeights(std::unique_ptr<WeightSource> inner, std::string prefix)
+      : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
+  bool has(const std::string& name) const override { return inner_->has(map(name)); }
+  std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override {
+    return inner_->view(map(name), expected);
+  }
+  void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override {
+    inner_->read(map(name), expected, dtype, dst);
+  }
+
+ private:
+  std::string map(const std::string& name) const {
+    return name.rfind("model.", 0) == 0 ? prefix_ + name.substr(6) : name;
+  }
+  std::unique_ptr<WeightSource> inner_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> with_model_prefix(std::unique_ptr<WeightSource> inner, const std::string& prefix) {
+  return std::make_unique<PrefixedWeights>(std::move(inner), prefix);
+}
+
+}  // namespace vireo
