@@ -6,7 +6,7 @@
 // bytes), NaN-poisoned outputs, every element of out, and afterwards every slot of ssm_state and
 // conv_state (conv_state holds copies of proj values: compared exactly).
 // Cases: Hk 2 / Hv 4 dk = dv = 16; dk 16 / dv 24; Hk 16 / Hv 16 and Hk 16 / Hv 32 at dk = dv = 128
-// (Qwen3.5-9B-like); decode (T = 1 for 8 sequences), a mixed batch (3 sequences, chunks of 1..70 rows,
+// (Qwen3.5-9B-like); Hk 1 / Hv 2 dk 18 / dv 20 with a 3-tap conv; decode (T = 1 for 8 sequences), a mixed batch (3 sequences, chunks of 1..70 rows,
 // restarts and continuations) with a padding sequence (slot -1), chunked (two calls) == one call
 // bit for bit, and a CUDA graph replay == the eager op.
 #include <cstring>
@@ -171,7 +171,9 @@ class GatedDeltaNetTest : public CudaOpsTest {
   std::deque<std::vector<uint8_t>> keep_b_;
 };
 
-const GdnShape kShapes[] = {{2, 4, 16, 16, 4}, {2, 4, 16, 24, 4}, {16, 16, 128, 128, 4}, {16, 32, 128, 128, 4}};
+// The last: dk % 4 != 0 (the scalar-row kernel), conv kernel 3.
+const GdnShape kShapes[] = {{2, 4, 16, 16, 4}, {2, 4, 16, 24, 4}, {16, 16, 128, 128, 4}, {16, 32, 128, 128, 4},
+                            {1, 2, 18, 20, 3}};
 
 // Decode: 8 sequences of one row each, scattered slots, contexts of 2..3000 (prior state used), one
 // of them a fresh request (context 1: both states restart from zero).

@@ -88,7 +88,7 @@ struct GdnArgs {
 
 // Shared memory (floats) of the recurrent kernel.
 struct GdnSmem {
-  int wconv, win, xq, xk, xv, beta, decay, kq, obuf, red, normw, total;
+  int wconv, win, xq, xk, xv, beta, decay, kq, obuf, red, normw, z, ba, total;
   __host__ __device__ GdnSmem(int dk, int dv, int L) {
     const int nch = 2 * dk + dv;
     int o = 0;
@@ -108,6 +108,8 @@ struct GdnSmem {
     obuf = take(kTile * dv);
     red = take(2 * 2 * kThreads);
     normw = take(dv);
+    z = take(kTile * dv);
+    ba = take(2 * kTile);
     total = o;
   }
 };
@@ -137,6 +139,8 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
   float* obuf = sm + L_.obuf;
   float* red = sm + L_.red;
   float* normw = sm + L_.normw;
+  float* zbuf = sm + L_.z;   // [kTile, dv] the tile's z
+  float* sba = sm + L_.ba;   // [kTile, 2] the tile's b, a
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, kh = h / (a.Hv / a.Hk);
@@ -189,6 +193,10 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
       const int jj = i / nch, ch = i % nch;
       win[(L - 1 + jj) * nch + ch] = to_f(proj[static_cast<int64_t>(row0 + j0 + jj) * a.P + channel_col(a, kh, h, ch)]);
     }
+    for (int i = tid; i < nt * dv; i += kThreads)  // z, b, a now too: no global round trip later
+      zbuf[i] = to_f(proj[static_cast<int64_t>(row0 + j0 + i / dv) * a.P + zoff + i % dv]);
+    if (tid < 2 * nt)
+      sba[tid] = to_f(proj[static_cast<int64_t>(row0 + j0 + tid / 2) * a.P + (tid % 2 ? aoff : boff)]);
     __syncthreads();
     for (int i = tid; i < nt * nch; i += kThreads) {
       const int jj = i / nch, ch = i % nch;
@@ -219,8 +227,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
       for (int i = lane; i < dk; i += 32) kq += k[i] * q[i];
       kq = warp_sum(kq);
       if (lane == 0) {
-        const int64_t prow = static_cast<int64_t>(row0 + j0 + jj) * a.P;
-        const float b = to_f(proj[prow + boff]), av = to_f(proj[prow + aoff]);
+        const float b = sba[2 * jj], av = sba[2 * jj + 1];
         sbeta[jj] = 1.0f / (1.0f + expf(-b));
         sdecay[jj] = expf(A * softplus_f(av + dt_bias));
         skq[jj] = kq;
@@ -285,7 +292,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
       const float inv = 1.0f / sqrtf(ss / static_cast<float>(dv) + a.norm_eps);
       const int64_t row = row0 + j0 + jj;
       for (int i = lane; i < dv; i += 32) {
-        const float z = to_f(proj[row * a.P + zoff + i]);
+        const float z = zbuf[jj * dv + i];
         const float n = rnd<T>(normw[i] * rnd<T>(o[i] * inv));
         out[row * out_w + static_cast<int64_t>(h) * dv + i] = from_f<T>(n * silu_f(z));
       }
