@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "model/decoder_model.h"
 #include "model/dummy_weights.h"
 
@@ -145,6 +146,9 @@ void DecoderModel::allocate_gdn_states() {
     gdn_states_[l].ssm = zeroed({state_slots_, c.num_v_heads, c.head_k_dim, c.head_v_dim}, DType::kF32);
   }
   be_->synchronize();
+  size_t bytes = 0;
+  for (const auto& st : gdn_states_) bytes += (st.conv.empty() ? 0 : st.conv.nbytes()) + (st.ssm.empty() ? 0 : st.ssm.nbytes());
+  log_info("Gated DeltaNet state: {} slots (--max-num-seqs), {:.1f} MiB", state_slots_, bytes / 1048576.0);
 }
 
 GatedDeltaNetParams DecoderModel::gdn_params(const StepTensors& st, const DecoderWorkspace& ws, int l) const {
