@@ -24,8 +24,27 @@ EngineMetrics::EngineMetrics()
       e2e({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
            960.0, 1920.0, 7680.0}) {}
 
+namespace {
+
+// The scheduler's settings the model decides: recurrent-state slots (and with them no prefix caching).
+SchedulerConfig scheduler_config_for(const Model& model, SchedulerConfig sc) {
+  sc.num_state_slots = model.num_state_slots();
+  if (sc.num_state_slots > 0) {
+    if (sc.num_state_slots < sc.max_num_seqs)
+      throw Error("the model holds " + std::to_string(sc.num_state_slots) + " recurrent-state slots for max_num_seqs " +
+                  std::to_string(sc.max_num_seqs));
+    if (sc.enable_prefix_caching)
+      log_info("prefix caching: off (the model's linear-attention layers keep recurrent state per request)");
+    sc.enable_prefix_caching = false;
+  }
+  return sc;
+}
+
+}  // namespace
+
+// scheduler_ is initialised before runner_ (declaration order), while `model` is still ours.
 EngineCore::EngineCore(std::unique_ptr<Model> model, const Tokenizer* tok, const EngineCoreConfig& cfg)
-    : cfg_(cfg), tok_(tok), scheduler_(cfg.scheduler),
+    : cfg_(cfg), tok_(tok), scheduler_(scheduler_config_for(*model, cfg.scheduler)),
       runner_(std::move(model), cfg.scheduler.num_blocks, cfg.scheduler.block_size), rng_(cfg.seed) {}
 
 EngineCore::~EngineCore() = default;

@@ -33,6 +33,7 @@ void profile_largest_step(const EngineConfig& cfg, Model& model, int max_model_l
     next_block += blocks_per_seq;
     in.query_start.push_back(in.query_start.back() + len);
     in.seq_lens.push_back(len);
+    if (model.num_state_slots() > 0) in.state_slots.push_back(s % model.num_state_slots());
     in.logits_indices.push_back(in.query_start.back() - 1);
   }
   KvCache kv = model.allocate_kv_cache(next_block, bs);

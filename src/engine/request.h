@@ -43,6 +43,8 @@ struct Request {
   std::vector<int32_t> block_ids;
   std::vector<uint64_t> block_hashes;
   int num_hashed_cached_blocks = 0;  // leading blocks already registered in the prefix cache
+  // Recurrent-state slot while running (models with Model::num_state_slots() > 0), else -1.
+  int32_t state_slot = -1;
 
   // Per-request RNG when params.seed is set (same seed, same tokens regardless of batching).
   std::optional<std::mt19937_64> generator;

@@ -7,7 +7,8 @@
 namespace vireo {
 
 Scheduler::Scheduler(const SchedulerConfig& cfg)
-    : cfg_(cfg), kv_(cfg.num_blocks, cfg.block_size, cfg.enable_prefix_caching),
+    : cfg_(cfg), kv_(cfg.num_blocks, cfg.block_size, cfg.enable_prefix_caching && cfg.num_state_slots == 0),
+      state_slots_(cfg.num_state_slots),
       eos_(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end()) {}
 
 void Scheduler::add_request(std::shared_ptr<Request> req) {
@@ -29,9 +30,16 @@ std::vector<std::string> Scheduler::unfinished_ids() const {
   return ids;
 }
 
+void Scheduler::release_resources(Request& req) {
+  kv_.free(req);
+  state_slots_.release(req.state_slot);
+  req.state_slot = -1;
+}
+
 void Scheduler::preempt(std::shared_ptr<Request> req) {
-  // Recompute: drop the KV, keep the generated tokens; prompt + output run again as a prefill.
-  kv_.free(*req);
+  // Recompute: drop the KV (and recurrent state), keep the generated tokens; prompt + output run
+  // again as a prefill.
+  release_resources(*req);
   req->num_computed_tokens = 0;
   req->status = RequestStatus::kPreempted;
   ++req->num_preemptions;
@@ -78,7 +86,11 @@ SchedulerOutput Scheduler::schedule() {
     if (req->num_computed_tokens == 0) computed = kv_.get_computed_blocks(*req);
     int num_new = std::min(req->num_tokens() - req->num_computed_tokens - computed.num_tokens, budget);
     if (num_new <= 0) throw Error("Scheduler: request '" + req->request_id + "' has nothing to compute");
+    // Recurrent-state models: a slot per running request (max_num_seqs of them, so one is free
+    // whenever running_ has room; checked anyway).
+    if (state_slots_.enabled() && state_slots_.num_free() == 0) break;
     if (!kv_.allocate_slots(*req, num_new, computed)) break;
+    if (state_slots_.enabled()) req->state_slot = state_slots_.acquire();
     waiting_.pop_front();
     if (req->num_cached_tokens < 0) {
       req->num_cached_tokens = std::min(computed.num_tokens, req->num_prompt_tokens());
@@ -173,7 +185,7 @@ std::shared_ptr<Request> Scheduler::finish_request(const std::string& id, Finish
   requests_.erase(it);
   if (auto r = std::find(running_.begin(), running_.end(), req); r != running_.end()) running_.erase(r);
   if (auto w = std::find(waiting_.begin(), waiting_.end(), req); w != waiting_.end()) waiting_.erase(w);
-  kv_.free(*req);
+  release_resources(*req);
   req->status = RequestStatus::kFinished;
   req->finish_reason = reason;
   return req;

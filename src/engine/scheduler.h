@@ -13,6 +13,7 @@
 
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
+#include "engine/state_slot_pool.h"
 
 namespace vireo {
 
@@ -23,6 +24,9 @@ struct SchedulerConfig {
   int block_size = 16;
   int num_blocks = 1024;  // including the null block 0
   bool enable_prefix_caching = true;
+  // Recurrent-state slots of the model (Model::num_state_slots()); > 0 gives every running request a
+  // slot and turns prefix caching off (a cached prefix has no saved recurrent state).
+  int num_state_slots = 0;
   std::vector<int32_t> eos_token_ids;  // stop the request unless ignore_eos
 };
 
@@ -77,10 +81,12 @@ class Scheduler {
 
  private:
   void preempt(std::shared_ptr<Request> req);
+  void release_resources(Request& req);  // KV blocks and state slot
   bool check_stop(Request& req) const;
 
   SchedulerConfig cfg_;
   KvCacheManager kv_;
+  StateSlotPool state_slots_;
   std::deque<std::shared_ptr<Request>> waiting_;
   std::vector<std::shared_ptr<Request>> running_;
   std::unordered_map<std::string, std::shared_ptr<Request>> requests_;

@@ -22,6 +22,13 @@ void start_step(const SchedulerOutput& out, StepInput& in) {
   in.block_tables.assign(static_cast<size_t>(num_seqs) * max_blocks, 0);
 }
 
+// Recurrent-state models give every running request a slot; a step mixing requests with and without
+// one would hand the model wrong slots.
+void check_state_slots(const StepInput& in) {
+  if (!in.state_slots.empty() && in.state_slots.size() + 1 != in.query_start.size())
+    throw Error("build_step_input: some scheduled requests have no recurrent-state slot");
+}
+
 }  // namespace
 
 BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
@@ -47,6 +54,7 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
     }
     in.query_start.push_back(static_cast<int>(in.token_ids.size()));
     in.seq_lens.push_back(end);
+    if (req.state_slot >= 0) in.state_slots.push_back(req.state_slot);
     std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
 
     // Prompt logprobs: position p scores prompt token p + 1, for p < num_prompt - 1.
@@ -62,6 +70,7 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
       b.rows.push_back({i, -1});
     }
   }
+  check_state_slots(in);
   return b;
 }
 
@@ -81,10 +90,12 @@ BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size) {
     in.slot_mapping.push_back(req.block_ids[pos / block_size] * block_size + pos % block_size);
     in.query_start.push_back(i + 1);
     in.seq_lens.push_back(pos + 1);
+    if (req.state_slot >= 0) in.state_slots.push_back(req.state_slot);
     std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
     in.logits_indices.push_back(i);
     b.rows.push_back({i, -1});
   }
+  check_state_slots(in);
   return b;
 }
 
