@@ -121,6 +121,21 @@ __device__ __forceinline__ int channel_col(const GdnArgs& a, int kh, int h, int 
   return 2 * a.Hk * a.dk + h * a.dv + (ch - 2 * a.dk);
 }
 
+// Shared-memory fills from global memory with kB loads a thread in flight: for i < n, sm[dst(i)] =
+// load(i) (a loop of one load a pass waits a whole round trip each pass). load(i) returns a float.
+template <int kB, typename Dst, typename Load>
+__device__ __forceinline__ void gather(float* sm, int n, Dst dst, Load load) {
+  for (int i0 = threadIdx.x; i0 < n; i0 += kB * kThreads) {
+    float v[kB];
+#pragma unroll
+    for (int b = 0; b < kB; ++b)
+      if (i0 + b * kThreads < n) v[b] = load(i0 + b * kThreads);
+#pragma unroll
+    for (int b = 0; b < kB; ++b)
+      if (i0 + b * kThreads < n) sm[dst(i0 + b * kThreads)] = v[b];
+  }
+}
+
 // kRpt: state rows a thread holds (>= a.rpt); kVec: dk % 4 == 0 and a.rpt % 4 == 0, so a thread's
 // rows of q / k are read from shared memory as float4.
 template <typename T, int kRpt, bool kVec>
@@ -159,11 +174,11 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
   float* Sg = a.ssm_state + ((static_cast<int64_t>(valid ? slot : 0) * a.Hv + h) * dk + row_lo) * dv + c;
 #pragma unroll
   for (int j = 0; j < kRpt; ++j) S[j] = valid && !restart && j < nrow ? Sg[static_cast<int64_t>(j) * dv] : 0.f;
-  for (int i = tid; i < nch * L; i += kThreads) {
-    const int ch = i / L, k = i % L;
-    wconv[i] = load_any(a.conv_w, a.conv_wt, static_cast<int64_t>(channel_col(a, kh, h, ch)) * L + k);
-  }
-  for (int i = tid; i < dv; i += kThreads) normw[i] = load_any(a.norm_w, a.norm_wt, i);
+  gather<4>(sm, nch * L + dv, [&](int i) { return i < nch * L ? L_.wconv + i : L_.normw + i - nch * L; },
+            [&](int i) {
+              if (i >= nch * L) return load_any(a.norm_w, a.norm_wt, i - nch * L);
+              return load_any(a.conv_w, a.conv_wt, static_cast<int64_t>(channel_col(a, kh, h, i / L)) * L + i % L);
+            });
   const float A = -expf(a.A_log[h]), dt_bias = a.dt_bias[h];
 
   pdl_enter();  // proj from the previous kernel; conv_state from the previous call's state kernel
@@ -177,26 +192,35 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
       out[(row0 + i / dv) * out_w + static_cast<int64_t>(h) * dv + i % dv] = from_f<T>(fill);
     return;
   }
-  // The window's first L-1 rows: the conv inputs of the L-1 positions before this step's first row.
   const T* cstate = static_cast<const T*>(a.conv_state) + static_cast<int64_t>(slot) * (L - 1) * a.C;
-  for (int i = tid; i < (L - 1) * nch; i += kThreads) {
-    const int r = i / nch, ch = i % nch;
-    win[i] = restart ? 0.f : to_f(cstate[static_cast<int64_t>(r) * a.C + channel_col(a, kh, h, ch)]);
-  }
   const int zoff = a.C + h * dv, boff = a.C + a.Hv * dv + h, aoff = a.C + a.Hv * dv + a.Hv + h;
 
   int par = 0;
   for (int j0 = 0; j0 < q_len; j0 += kTile) {
     const int nt = min(kTile, q_len - j0);
-    // 1. proj inputs of the tile into the window, then conv + SiLU.
-    for (int i = tid; i < nt * nch; i += kThreads) {
-      const int jj = i / nch, ch = i % nch;
-      win[(L - 1 + jj) * nch + ch] = to_f(proj[static_cast<int64_t>(row0 + j0 + jj) * a.P + channel_col(a, kh, h, ch)]);
-    }
-    for (int i = tid; i < nt * dv; i += kThreads)  // z, b, a now too: no global round trip later
-      zbuf[i] = to_f(proj[static_cast<int64_t>(row0 + j0 + i / dv) * a.P + zoff + i % dv]);
-    if (tid < 2 * nt)
-      sba[tid] = to_f(proj[static_cast<int64_t>(row0 + j0 + tid / 2) * a.P + (tid % 2 ? aoff : boff)]);
+    // 1. One gather (8 loads a thread in flight): on the first tile the window's first L-1 rows (the conv
+    // inputs of the L-1 positions before this step's first row: conv_state, zeros on a restart), then
+    // the tile's proj inputs of the block's channels into the window, its z, its b and a.
+    const int nwin = j0 == 0 ? (L - 1) * nch : 0, nx = nt * nch, nz = nt * dv;
+    gather<8>(
+        sm, nwin + nx + nz + 2 * nt,
+        [&](int i) {
+          if (i < nwin) return L_.win + i;
+          i -= nwin;
+          if (i < nx) return L_.win + (L - 1) * nch + i;
+          i -= nx;
+          return i < nz ? L_.z + i : L_.ba + i - nz;
+        },
+        [&](int i) -> float {
+          if (i < nwin)
+            return restart ? 0.f : to_f(cstate[static_cast<int64_t>(i / nch) * a.C + channel_col(a, kh, h, i % nch)]);
+          i -= nwin;
+          if (i < nx) return to_f(proj[static_cast<int64_t>(row0 + j0 + i / nch) * a.P + channel_col(a, kh, h, i % nch)]);
+          i -= nx;
+          if (i < nz) return to_f(proj[static_cast<int64_t>(row0 + j0 + i / dv) * a.P + zoff + i % dv]);
+          i -= nz;
+          return to_f(proj[static_cast<int64_t>(row0 + j0 + i / 2) * a.P + (i % 2 ? aoff : boff)]);
+        });
     __syncthreads();
     for (int i = tid; i < nt * nch; i += kThreads) {
       const int jj = i / nch, ch = i % nch;
@@ -306,7 +330,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnArgs a) {
 
 // conv_state[slot] = the conv inputs of the sequence's last L-1 positions, one thread per (sequence,
 // channel). In place: entry i takes position q_len - (L-1) + i, from proj when >= 0, else from old
-// entry q_len + i (> i: not yet overwritten, entries go in ascending order), or 0 on a restart.
+// entry q_len + i, or 0 on a restart; a thread reads all its entries before it writes any.
 template <typename T>
 __global__ void gdn_conv_state_kernel(GdnArgs a) {
   pdl_enter();  // the recurrent kernel has read the old state
@@ -317,12 +341,18 @@ __global__ void gdn_conv_state_kernel(GdnArgs a) {
   const bool restart = a.seq_lens[s] - q_len == 0;
   const T* proj = static_cast<const T*>(a.proj);
   T* st = static_cast<T*>(a.conv_state) + static_cast<int64_t>(slot) * (a.L - 1) * a.C + c;
-  for (int i = 0; i < a.L - 1; ++i) {
+  T v[kMaxConv - 1];  // all reads before the writes (one round trip)
+#pragma unroll
+  for (int i = 0; i < kMaxConv - 1; ++i) {
+    if (i >= a.L - 1) break;
     const int r = q_len - (a.L - 1) + i;
-    T v;
-    if (r >= 0) v = proj[static_cast<int64_t>(row0 + r) * a.P + c];
-    else v = restart ? from_f<T>(0.f) : st[static_cast<int64_t>(q_len + i) * a.C];
-    st[static_cast<int64_t>(i) * a.C] = v;
+    if (r >= 0) v[i] = proj[static_cast<int64_t>(row0 + r) * a.P + c];
+    else v[i] = restart ? from_f<T>(0.f) : st[static_cast<int64_t>(q_len + i) * a.C];
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxConv - 1; ++i) {
+    if (i >= a.L - 1) break;
+    st[static_cast<int64_t>(i) * a.C] = v[i];
   }
 }
 

@@ -146,15 +146,23 @@ __device__ __forceinline__ void route_select_warp(float* logit, int lane, const 
       if (lane == best_g) gs = -INFINITY;
     }
   }
+  // This lane's experts e = lane + 32 m, m < 32 (E <= 1024): bit m set when e's group is kept (no
+  // division in the rounds below); past 1024 experts the division stays.
+  unsigned lane_keep = 0xffffffffu;
+  if (a.n_group > 1 && num_experts <= 1024) {
+    lane_keep = 0;
+    for (int e = lane, m = 0; e < num_experts; e += 32, ++m) lane_keep |= ((keep >> (e / per)) & 1u) << m;
+  }
   float my_w = 0.f;  // lane j: pick j's unbiased score / probability
   int my_id = 0;
   float top_sum = 0.f;  // the picks in order, on every lane
   for (int j = 0; j < top_k; ++j) {
     float best = -INFINITY;
     int best_id = 0x7fffffff;
-    for (int e = lane; e < num_experts; e += 32) {
+    for (int e = lane, m = 0; e < num_experts; e += 32, ++m) {
       if (isnan(logit[e])) continue;  // picked earlier
-      const float c = (keep >> (e / per)) & 1u ? choice(e) : -INFINITY;
+      const bool kept = a.n_group == 1 || (num_experts <= 1024 ? (lane_keep >> m) & 1u : (keep >> (e / per)) & 1u);
+      const float c = kept ? choice(e) : -INFINITY;
       if (c > best || (c == best && e < best_id)) best = c, best_id = e;
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -223,11 +231,13 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
 //           warp_dot_block's (lane-strided vectors, in-vector order, the same butterfly), so the
 //           logits, and through route_select_warp the ids and weights, are bitwise the large-T path's.
 //   select: one warp per token: its E logits into shared memory, then route_select_warp.
-constexpr int kLogitWarps = 4, kLogitTokens = 8, kLogitChunk = 16;
+constexpr int kLogitWarps = 4, kLogitTokens = 8, kLogitChunk = 8;
 constexpr int kSelectWarps = 4;
 constexpr size_t kRouteSmem = 48 * 1024;
 
-template <typename T>
+// kTok: tokens a block at most (1, 2, 4 or 8: the unrolled code, and so the instruction fetches of a
+// kernel that runs once per layer, grow with it).
+template <typename T, int kTok>
 __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(const T* x, const T* router,
                                                                              int64_t tokens, int64_t hidden,
                                                                              int num_experts, int tpb, bool fp32,
@@ -274,9 +284,9 @@ __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(con
   }
   __syncthreads();
   if (e >= num_experts) return;
-  float acc[kLogitTokens];
+  float acc[kTok];
 #pragma unroll
-  for (int r = 0; r < kLogitTokens; ++r) acc[r] = 0.f;
+  for (int r = 0; r < kTok; ++r) acc[r] = 0.f;
   if (vec) {
     for (int64_t c0 = 0; c0 < nv; c0 += 32 * kLogitChunk) {
       if (c0 > 0) {
@@ -286,19 +296,20 @@ __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(con
           if (i < nv) wv[j].raw = __ldg(wv4 + i);
         }
       }
+      // Vector j outer, token r inner: the tokens' chains interleave (ILP); each acc[r] still sums its
+      // vectors in ascending order, as warp_dot_block does.
 #pragma unroll
-      for (int r = 0; r < kLogitTokens; ++r) {
-        if (r >= nr) break;
-        const uint4* xr = reinterpret_cast<const uint4*>(xs + r * hidden);
+      for (int j = 0; j < kLogitChunk; ++j) {
+        const int64_t i = c0 + lane + 32 * j;
+        if (i < nv) {
 #pragma unroll
-        for (int j = 0; j < kLogitChunk; ++j) {
-          const int64_t i = c0 + lane + 32 * j;
-          if (i < nv) {
-            Vec<T> av;
-            av.raw = xr[i];
+          for (int r = 0; r < kTok; ++r)
+            if (r < nr) {
+              Vec<T> av;
+              av.raw = reinterpret_cast<const uint4*>(xs + r * hidden)[i];
 #pragma unroll
-            for (int q = 0; q < kN; ++q) acc[r] += to_f(av.v[q]) * to_f(wv[j].v[q]);
-          }
+              for (int q = 0; q < kN; ++q) acc[r] += to_f(av.v[q]) * to_f(wv[j].v[q]);
+            }
         }
       }
     }
@@ -306,17 +317,17 @@ __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(con
     for (int64_t i = lane; i < hidden; i += 32) {
       const float wf = to_f(w[i]);
 #pragma unroll
-      for (int r = 0; r < kLogitTokens; ++r) {
+      for (int r = 0; r < kTok; ++r) {
         if (r >= nr) break;
         acc[r] += to_f(xs[r * hidden + i]) * wf;
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < kLogitTokens; ++r)
+  for (int r = 0; r < kTok; ++r)
     for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
 #pragma unroll
-  for (int r = 0; r < kLogitTokens; ++r)
+  for (int r = 0; r < kTok; ++r)
     if (r < nr && lane == r)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32
       logits[(t0 + r) * num_experts + e] = fp32 ? acc[r] : to_f(from_f<T>(acc[r]));
 }
@@ -403,8 +414,12 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
     const size_t xs_bytes = (static_cast<size_t>(tpb) * row_bytes + 15) / 16 * 16;
     const dim3 grid(static_cast<unsigned>((E + kLogitWarps - 1) / kLogitWarps),
                     static_cast<unsigned>((tokens + tpb - 1) / tpb));
-    launch_pdl(moe_router_logits_kernel<T>, grid, dim3(kLogitWarps * 32), xs_bytes, stream, x, p.router_w.ptr<T>(),
-               tokens, hidden, static_cast<int>(E), tpb, a.fp32, logits);
+    auto kernel = tpb == 1 ? moe_router_logits_kernel<T, 1>
+                  : tpb == 2 ? moe_router_logits_kernel<T, 2>
+                  : tpb <= 4 ? moe_router_logits_kernel<T, 4>
+                             : moe_router_logits_kernel<T, kLogitTokens>;
+    launch_pdl(kernel, grid, dim3(kLogitWarps * 32), xs_bytes, stream, x, p.router_w.ptr<T>(), tokens, hidden,
+               static_cast<int>(E), tpb, a.fp32, logits);
     check_launch("moe router logits");
     const int warps = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(kRouteSmem / (E * sizeof(float))), 1,
                                                            kSelectWarps));
