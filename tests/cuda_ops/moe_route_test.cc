@@ -33,15 +33,24 @@ class MoeRouteTest : public CudaOpsTest {
     cuda::set_moe_path(saved_path_);
     CudaOpsTest::TearDown();
   }
-  // False where the routing is within 1e-4 of a tie (the group cut or the k-th pick).
+  // False where the routing is within 1e-4 of a tie (the group cut or the k-th pick): absolute for
+  // sigmoid scores (O(1)), relative for softmax probabilities (~1 / E; group scores are sums of
+  // probabilities, so they are compared in probability space, not as logits).
   bool clear(const RouteCase& c, const std::vector<float>& x, const std::vector<float>& router,
              const std::vector<float>& bias, int t) {
     std::vector<double> ch(c.E);
     for (int e = 0; e < c.E; ++e) {
       double s = 0;
       for (int h = 0; h < c.hidden; ++h) s += double(x[size_t(t) * c.hidden + h]) * router[size_t(e) * c.hidden + h];
-      ch[e] = c.softmax ? s : 1 / (1 + std::exp(-s)) + bias[e];  // softmax is monotonic in the logits
+      ch[e] = c.softmax ? s : 1 / (1 + std::exp(-s)) + bias[e];
     }
+    if (c.softmax) {
+      const double mx = *std::max_element(ch.begin(), ch.end());
+      double z = 0;
+      for (double& v : ch) z += v = std::exp(v - mx);
+      for (double& v : ch) v /= z;
+    }
+    auto near = [&](double a, double b) { return a - b < 1e-4 * (c.softmax ? std::fabs(a) : 1.0); };
     const int per = c.E / c.G;
     std::vector<double> gs(c.G);
     for (int g = 0; g < c.G; ++g) {
@@ -52,12 +61,12 @@ class MoeRouteTest : public CudaOpsTest {
     std::vector<int> gi(c.G);
     std::iota(gi.begin(), gi.end(), 0);
     std::sort(gi.begin(), gi.end(), [&](int a, int b) { return gs[a] > gs[b]; });
-    if (c.topk_group < c.G && gs[gi[c.topk_group - 1]] - gs[gi[c.topk_group]] < 1e-4) return false;
+    if (c.topk_group < c.G && near(gs[gi[c.topk_group - 1]], gs[gi[c.topk_group]])) return false;
     std::vector<double> kept;
     for (int j = 0; j < c.topk_group; ++j)
       for (int e = gi[j] * per; e < (gi[j] + 1) * per; ++e) kept.push_back(ch[e]);
     std::sort(kept.begin(), kept.end(), std::greater<double>());
-    return int(kept.size()) == c.k || kept[c.k - 1] - kept[c.k] >= 1e-4;
+    return int(kept.size()) == c.k || !near(kept[c.k - 1], kept[c.k]);
   }
   MoePath saved_path_ = MoePath::kAuto;
 };
