@@ -179,6 +179,20 @@ TEST_F(KernelBench, B_DecodeAttention) {
   attention("decode attn 32 seqs x 4k, H16/16 D64", 32, 1, 4096, 16, 16, 64);
 }
 
+// Head dims the tensor-core kernels do not take: the CUDA-core flash-decoding kernel
+// (attention_decode_wide.cu). Qwen3.5-9B / Qwen3-Next shapes (D256, GQA 16/4, 16/2) and MLA (D192, no GQA).
+TEST_F(KernelBench, B_DecodeAttentionWide) {
+  attention("decode attn 1 seq x 1k, H16/4 D256", 1, 1, 1024, 16, 4, 256);
+  attention("decode attn 1 seq x 1k, H16/2 D256", 1, 1, 1024, 16, 2, 256);
+  attention("decode attn 1 seq x 4k, H16/4 D256", 1, 1, 4096, 16, 4, 256);
+  attention("decode attn 1 seq x 32k, H16/4 D256", 1, 1, 32768, 16, 4, 256);
+  attention("decode attn 8 seqs x 4k, H16/4 D256", 8, 1, 4096, 16, 4, 256);
+  attention("decode attn 32 seqs x 4k, H16/4 D256", 32, 1, 4096, 16, 4, 256);
+  attention("decode attn 1 seq x 1k, H16/16 D192", 1, 1, 1024, 16, 16, 192);
+  attention("decode attn 32 seqs x 4k, H16/16 D192", 32, 1, 4096, 16, 16, 192);
+  attention("chunk attn 512 rows on 4k ctx, H16/4 D256 wide", 1, 512, 4096, 16, 4, 256);
+}
+
 TEST_F(KernelBench, C_PrefillAttention) {
   // Through the backend (the default: the wgmma kernel on sm_90a), then the mma.sync shapes directly.
   attention("prefill attn 1 x 8k causal, H32/8 D128", 1, 8192, 8192, 32, 8, 128);

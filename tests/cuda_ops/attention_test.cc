@@ -1,6 +1,7 @@
 // paged_attention vs the CPU backend: decode at lengths 1..32k (split-K), GQA 1..16, head dims 64 and
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
-// mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints.
+// mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
+// 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests).
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
@@ -25,6 +26,8 @@ struct AttnCase {
   int graph = 0;  // 1: eager warm-up, then capture + 3 replays on the backend stream (in-kernel split merge);
                   // 2: capture first on a fresh stream (no split counters yet: the merge kernel is captured)
   int decode_cluster = -1;  // AttentionTuning::decode_cluster: 0 keeps small decode batches on the split kernel
+  bool wide = false;        // launch_paged_attention_decode_wide directly (any head dim it takes, 64/128 too)
+  int min_wide_splits = 0;  // > 0: the wide kernel's plan must have at least this many key splits (merge runs)
 };
 
 class AttentionTest : public CudaOpsTest {
@@ -67,7 +70,15 @@ class AttentionTest : public CudaOpsTest {
     if (own) cudaStreamDestroy(own);
   }
 
-  void attend(const AttentionParams& p, int prefill_m_tiles, int graph = 0, int decode_cluster = -1) {
+  void attend(const AttentionParams& p, int prefill_m_tiles, int graph = 0, int decode_cluster = -1,
+              bool wide = false) {
+    if (wide) {
+      cuda::DeviceInfo dev;
+      cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+      auto ws = [&](size_t bytes) { return gpu_own(gpu_->alloc({int64_t(bytes)}, DType::kU8)).data; };
+      cuda::launch_paged_attention_decode_wide(p, ws, dev, static_cast<cuda::CudaBackend*>(gpu_.get())->stream());
+      return;
+    }
     cuda::AttentionTuning tuning;
     tuning.decode_cluster = decode_cluster;
     if (graph != 0) {
@@ -92,7 +103,7 @@ class AttentionTest : public CudaOpsTest {
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                        " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " hint " +
                        std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " cluster " +
-                       std::to_string(c.decode_cluster) + " seqs";
+                       std::to_string(c.decode_cluster) + " wide " + std::to_string(c.wide) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -138,7 +149,13 @@ class AttentionTest : public CudaOpsTest {
     g.scale = 1.f / std::sqrt(float(c.d));
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
-    attend(g, c.prefill_m_tiles, c.graph, c.decode_cluster);
+    if (c.min_wide_splits > 0) {
+      cuda::DeviceInfo dev;
+      cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
+      ASSERT_TRUE(cuda::decode_wide_supported(g));
+      EXPECT_GE(cuda::decode_wide_splits(g, dev), c.min_wide_splits) << "the merge is not exercised";
+    }
+    attend(g, c.prefill_m_tiles, c.graph, c.decode_cluster, c.wide);
 
     AttentionParams r = g;
     r.q = cpu_f32(q, {T, c.h, c.d});
@@ -153,7 +170,7 @@ class AttentionTest : public CudaOpsTest {
     // A second run on the same inputs must agree bit for bit (no races, no stale workspace).
     std::vector<float> first = to_host(g.out);
     g.out = gpu_poisoned({T, c.h, c.d}, act);
-    attend(g, c.prefill_m_tiles, c.graph, c.decode_cluster);
+    attend(g, c.prefill_m_tiles, c.graph, c.decode_cluster, c.wide);
     EXPECT_EQ(first, to_host(g.out)) << "second run differs";
   }
 };
@@ -302,6 +319,108 @@ TEST_F(AttentionTest, SimplePathF32AndOddHeadDim) {
   run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 128}, DType::kF32);
   use_dtype(DType::kBF16);
   run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 96}, DType::kBF16);
+}
+
+// CUDA-core flash decoding (attention_decode_wide.cu): head dim 256 (Qwen3.5 / Qwen3-Next, GQA 16/4 and
+// 16/2, and 4/4) and 192 (DeepSeek MLA after mla_pack, no GQA), bf16 and f16, through the backend.
+// Batch-1 decode at lengths around the 16-token pages and the 4096 mark, and 8 sequences at once.
+const std::vector<std::tuple<int, int, int>> kWideShapes{{16, 4, 256}, {16, 2, 256}, {4, 4, 256}, {8, 8, 192}};
+
+TEST_F(AttentionTest, WideDecodeLengths) {
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (auto [h, hkv, d] : kWideShapes) {
+      for (int len : {1, 2, 15, 16, 17, 33, 63, 64, 65, 100, 129, 1000, 1024, 1025, 4095, 4096, 4097, 4100})
+        run({{{1, len}}, h, hkv, d}, act);
+      run({{{1, 1}, {1, 17}, {1, 64}, {1, 300}, {1, 1025}, {1, 2049}, {1, 4100}, {1, 4097}}, h, hkv, d}, act);
+      run({{{1, 4100}, {1, 3}, {1, 16}, {1, 999}, {1, 4096}, {1, 65}, {1, 2}, {1, 1}}, h, hkv, d, false}, act);
+    }
+  }
+}
+
+// One long sequence (16k): many key splits, so the partials and the merge kernel run; several
+// sequences of unequal length where most splits of the short ones are empty; no host hints.
+TEST_F(AttentionTest, WideDecodeLongSplits) {
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (auto [h, hkv, d] : kWideShapes) {
+      AttnCase c{{{1, 16384}}, h, hkv, d};
+      c.min_wide_splits = 8;
+      run(c, act);
+      c.seqs = {{1, 16001}};
+      run(c, act);
+      c.seqs = {{1, 20000}, {1, 5}, {1, 777}};
+      c.min_wide_splits = 2;
+      run(c, act);
+      AttnCase nh{{{1, 9000}}, h, hkv, d, true, false};  // no hints: plan from the table width
+      nh.min_wide_splits = 8;
+      run(nh, act);
+    }
+  }
+}
+
+// Prefill rows through the same kernel: a mixed batch (decode rows, prompts, chunks over a cached
+// prefix, 2-3 token rows), a chunk over a long prefix with few rows (key splits for prefill rows),
+// contiguous tables, 32-token pages.
+TEST_F(AttentionTest, WidePrefillAndMixed) {
+  const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {2, 300}, {3, 18}, {1, 2048}, {129, 2000}};
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (auto [h, hkv, d] : kWideShapes) run({mix, h, hkv, d}, act);
+    run({{{100, 700}}, 16, 4, 256}, act);  // chunked prefill over a cached prefix
+    run({{{300, 300}}, 8, 8, 192}, act);   // a whole prompt
+  }
+  use_dtype(DType::kBF16);
+  run({mix, 16, 4, 256, false}, DType::kBF16);             // contiguous block tables
+  run({mix, 16, 2, 256, true, true, 32}, DType::kBF16);    // 32-token pages
+  run({{{64, 4160}, {3, 50}}, 16, 2, 256}, DType::kBF16);  // chunk beside a short sequence
+  AttnCase few{{{8, 12000}}, 8, 8, 192};  // few rows over a long prefix: prefill rows split over keys
+  few.min_wide_splits = 2;
+  run(few, DType::kBF16);
+}
+
+// Group sizes that the kernel cuts into chunks of query heads (3: 1+1+1, 6: 2+2+2, 12: 4+4+4, 16: 8+8),
+// and head dims 64 / 128 launched on the wide kernel directly (the backend sends those to the
+// tensor-core kernels).
+TEST_F(AttentionTest, WideDecodeGroupsAndDims) {
+  use_dtype(DType::kBF16);
+  for (auto [h, hkv, d] : std::vector<std::tuple<int, int, int>>{
+           {12, 4, 256}, {12, 2, 192}, {24, 2, 256}, {32, 2, 256}, {16, 1, 256}, {6, 1, 192}, {2, 1, 256}})
+    run({{{1, 300}, {1, 47}, {1, 2049}, {3, 700}}, h, hkv, d}, DType::kBF16);
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (int d : {64, 128, 192, 256})
+      for (auto [h, hkv] : std::vector<std::pair<int, int>>{{8, 8}, {16, 4}, {32, 4}, {16, 2}}) {
+        AttnCase c{{{1, 300}, {1, 47}, {1, 2049}, {20, 700}}, h, hkv, d};
+        c.wide = true;
+        run(c, act);
+        c.seqs = {{1, 8000}};
+        run(c, act);
+      }
+  }
+}
+
+// Graph capture (the decode graphs plan from a fixed max_seq_len hint): contexts shorter and longer
+// than the hint; the kernel cuts each row's keys into the captured number of splits, the workspace
+// comes from the WorkspaceFn before the capture.
+TEST_F(AttentionTest, WideGraphHintSmallerOrLargerThanContext) {
+  use_dtype(DType::kBF16);
+  for (int mode : {1, 2}) {
+    for (auto [h, hkv, d] : kWideShapes)
+      for (int len : {1, 17, 1100, 4100, 16384})
+        for (int hint : {1024, 8192}) {
+          AttnCase c{{{1, len}}, h, hkv, d};
+          c.hint_kv = hint;
+          c.graph = mode;
+          run(c, DType::kBF16);
+        }
+    AttnCase c{{{1, 1100}, {1, 300}, {1, 20000}, {2, 5000}}, 16, 4, 256};  // batch of 4, 2-token row too
+    c.hint_kv = 8192;
+    c.graph = mode;
+    run(c, DType::kBF16);
+    c.hint_kv = 512;
+    run(c, DType::kBF16);
+  }
 }
 
 }  // namespace

@@ -538,7 +538,9 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
   check_attention(p);
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
   if (!mma_supported(p)) {
-    launch_paged_attention_simple(p, stream);
+    // Head dims 192 / 256 (bf16/f16): the CUDA-core flash-decoding kernel; F32 and other dims: simple.
+    if (decode_wide_supported(p)) launch_paged_attention_decode_wide(p, workspace, dev, stream);
+    else launch_paged_attention_simple(p, stream);
     return;
   }
   if (const int cluster = decode_cluster_size(p, dev, tuning.decode_cluster); cluster > 0) {

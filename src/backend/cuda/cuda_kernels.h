@@ -67,6 +67,16 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
 void launch_prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn, const WorkspaceFn& workspace,
                               const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning = {});
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
+// CUDA-core flash decoding (attention_decode_wide.cu) for the head dims the tensor-core kernels do not
+// take: bf16/f16, head_dim % 64 == 0 up to 256 (Qwen3.5 / Qwen3-Next 256, DeepSeek MLA 192). One block
+// per (row, KV head, query heads of the group) and key split, lanes reading K/V rows coalesced; decode
+// and prefill rows; split partials in `workspace`, merged by a second kernel. launch_paged_attention
+// takes it instead of the simple kernel where decode_wide_supported.
+bool decode_wide_supported(const AttentionParams& p);
+// The key splits (grid.y) the wide kernel plans for p on dev (1: no workspace, no merge).
+int decode_wide_splits(const AttentionParams& p, const DeviceInfo& dev);
+void launch_paged_attention_decode_wide(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
+                                        cudaStream_t stream);
 // Batch-invariant paged attention (attention_invariant.cu): every query row, prefill or decode, through
 // one kernel shape without key splits, key tiles from position 0, so a row's bits depend only on its
 // own q and its sequence's keys [0, position]. bf16/f16 with head dim 64/128; else the simple kernel
