@@ -18,66 +18,17 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "bench_fixture.h"
 #include "core/dtype.h"
 
 namespace vireo {
 namespace {
 
-class GdnBench : public ::testing::Test {
+class GdnBench : public bench::CudaBenchFixture {
  protected:
-  void SetUp() override {
-    const char* on = std::getenv("VIREO_KERNEL_BENCH");
-    if (!on || std::string(on) != "1") GTEST_SKIP() << "set VIREO_KERNEL_BENCH=1 to run the kernel benchmarks";
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-    be_ = create_backend("cuda", "bfloat16");
-    stream_ = static_cast<cuda::CudaBackend*>(be_.get())->stream();
-  }
-  void TearDown() override {
-    for (auto& t : owned_) be_->free(t);
-  }
-  Tensor rand_t(std::vector<int64_t> shape, float lo, float hi, DType dt) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::vector<float> h(n);
-    const uint32_t salt = 0x9e3779b9u * static_cast<uint32_t>(owned_.size() + 1);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t v = (static_cast<uint32_t>(i) ^ salt) * 2654435761u;
-      h[i] = lo + (hi - lo) * static_cast<float>(v >> 8) * (1.0f / 16777216.0f);
-    }
-    Tensor t = be_->upload(Tensor(h.data(), DType::kF32, shape), dt);
-    owned_.push_back(t);
-    return t;
-  }
-  Tensor ints(const std::vector<int>& v) {
-    Tensor t = be_->upload(Tensor(const_cast<int*>(v.data()), DType::kI32, {int64_t(v.size())}), DType::kI32);
-    owned_.push_back(t);
-    return t;
-  }
   double time_us(const std::function<void()>& f, int reps, int inner) {
-    for (int i = 0; i < 2; ++i) f();
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<double> ts;
-    for (int i = 0; i < reps; ++i) {
-      cudaEventRecord(a, stream_);
-      for (int j = 0; j < inner; ++j) f();
-      cudaEventRecord(b, stream_);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      ts.push_back(ms * 1e3 / inner);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    return bench::median_us(stream_, [&](int) { f(); }, reps, inner, 2);
   }
-
-  std::unique_ptr<Backend> be_;
-  cudaStream_t stream_ = nullptr;
-  std::vector<Tensor> owned_;
 };
 
 TEST_F(GdnBench, Qwen35LikeLayer) {

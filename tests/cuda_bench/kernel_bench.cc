@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "bench_fixture.h"
 
 namespace vireo {
 namespace {
@@ -33,60 +34,11 @@ std::vector<Row>& rows() {
 }
 double g_hbm_gbs = 4300, g_gemm_tflops = 790;
 
-class KernelBench : public ::testing::Test {
+class KernelBench : public bench::CudaBenchFixture {
  protected:
-  void SetUp() override {
-    const char* on = std::getenv("VIREO_KERNEL_BENCH");
-    if (!on || std::string(on) != "1") GTEST_SKIP() << "set VIREO_KERNEL_BENCH=1 to run the kernel benchmarks";
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-    be_ = create_backend("cuda", "bfloat16");
-    stream_ = static_cast<cuda::CudaBackend*>(be_.get())->stream();
-  }
-  void TearDown() override {
-    for (auto& t : owned_) be_->free(t);
-  }
-  // Random bf16 tensor filled on the device through upload (never zeros).
-  Tensor rand_t(std::vector<int64_t> shape, float lo = -1, float hi = 1, DType dt = DType::kBF16) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    // A multiplicative hash, not a full RNG: large tensors fill fast; values spread over [lo, hi).
-    std::vector<float> h(n);
-    uint32_t salt = 0x9e3779b9u * static_cast<uint32_t>(owned_.size() + 1);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t v = (static_cast<uint32_t>(i) ^ salt) * 2654435761u;
-      h[i] = lo + (hi - lo) * static_cast<float>(v >> 8) * (1.0f / 16777216.0f);
-    }
-    Tensor t = be_->upload(Tensor(h.data(), DType::kF32, shape), dt);
-    owned_.push_back(t);
-    return t;
-  }
-  Tensor ints(const std::vector<int>& v) {
-    Tensor t = be_->upload(Tensor(const_cast<int*>(v.data()), DType::kI32, {int64_t(v.size())}), DType::kI32);
-    owned_.push_back(t);
-    return t;
-  }
-  // Median over `reps` timings of `inner` back-to-back calls of f (after warm-up), per call, in
-  // microseconds. Several calls per event pair keep the host's launch latency out of short kernels.
+  // Median per-call time in microseconds (bench::median_us) after 3 warm-up calls; f gets the call's index.
   double time_us(const std::function<void(int)>& f, int reps = 15, int inner = 10) {
-    for (int i = 0; i < 3; ++i) f(i);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<double> ts;
-    for (int i = 0; i < reps; ++i) {
-      cudaEventRecord(a, stream_);
-      for (int j = 0; j < inner; ++j) f(i * inner + j);
-      cudaEventRecord(b, stream_);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      ts.push_back(ms * 1e3 / inner);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    return bench::median_us(stream_, f, reps, inner, 3);
   }
   void report_bw(const std::string& name, double us, double bytes) {
     rows().push_back({name, us, bytes / us / 1e3, g_hbm_gbs, "GB/s"});
@@ -149,10 +101,6 @@ class KernelBench : public ::testing::Test {
       report_flops(name, us, 4.0 * num_seqs * pairs * h * d);
     }
   }
-
-  std::unique_ptr<Backend> be_;
-  cudaStream_t stream_ = nullptr;
-  std::vector<Tensor> owned_;
 };
 
 TEST_F(KernelBench, A_Ceilings) {

@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/moe.h"
+#include "bench_fixture.h"
 #include "core/dtype.h"
 
 namespace vireo {
@@ -36,61 +37,30 @@ namespace {
 
 double g_hbm_gbs = 4300, g_gemm_tflops = 790;  // replaced by the measured ceilings
 
-class MoeBench : public ::testing::Test {
+class MoeBench : public bench::CudaBenchFixture {
  protected:
   void SetUp() override {
-    const char* on = std::getenv("VIREO_KERNEL_BENCH");
-    if (!on || std::string(on) != "1") GTEST_SKIP() << "set VIREO_KERNEL_BENCH=1 to run the kernel benchmarks";
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-    be_ = create_backend("cuda", "bfloat16");
-    stream_ = static_cast<cuda::CudaBackend*>(be_.get())->stream();
+    CudaBenchFixture::SetUp();
+    if (IsSkipped()) return;
     saved_ = cuda::moe_path();
   }
   void TearDown() override {
     if (be_) cuda::set_moe_path(saved_);
-    for (auto& t : owned_) be_->free(t);
+    CudaBenchFixture::TearDown();
   }
-  // bf16 values in [-a, a) from a multiplicative hash (fast for 400M elements); `host` keeps them.
+  // bf16 values in [-a, a) from the fixture's hash (fast for 400M elements); `host` keeps them.
   Tensor rand_t(std::vector<int64_t> shape, float a, std::vector<float>* host = nullptr) {
     int64_t n = 1;
     for (auto s : shape) n *= s;
-    std::vector<float> h(n);
-    const uint32_t salt = 0x9e3779b9u * static_cast<uint32_t>(owned_.size() + 1);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t v = (static_cast<uint32_t>(i) ^ salt) * 2654435761u;
-      h[i] = bf16_to_f32(f32_to_bf16(a * (2.f * static_cast<float>(v >> 8) * (1.0f / 16777216.0f) - 1.f)));
-    }
-    Tensor t = be_->upload(Tensor(h.data(), DType::kF32, shape), DType::kBF16);
-    owned_.push_back(t);
+    std::vector<float> h = hash_unit(n);
+    for (float& x : h) x = bf16_to_f32(f32_to_bf16(a * (2.f * x - 1.f)));
+    Tensor t = own(be_->upload(Tensor(h.data(), DType::kF32, shape), DType::kBF16));
     if (host) *host = std::move(h);
     return t;
   }
-  Tensor dev(std::vector<int64_t> shape, DType dt) {
-    Tensor t = be_->alloc(std::move(shape), dt);
-    owned_.push_back(t);
-    return t;
-  }
-  // Median over `reps` timings of `inner` back-to-back calls (after warm-up), per call, in us.
+  // Median per-call time in us (bench::median_us) after 2 warm-up calls.
   double time_us(const std::function<void()>& f, int reps, int inner) {
-    for (int i = 0; i < 2; ++i) f();
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<double> ts;
-    for (int i = 0; i < reps; ++i) {
-      cudaEventRecord(a, stream_);
-      for (int j = 0; j < inner; ++j) f();
-      cudaEventRecord(b, stream_);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      ts.push_back(ms * 1e3 / inner);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    return bench::median_us(stream_, [&](int) { f(); }, reps, inner, 2);
   }
   static void report(const std::string& name, double us, double bytes, double flops) {
     const double roof_us = std::max(bytes / g_hbm_gbs / 1e3, flops / g_gemm_tflops / 1e6);
@@ -98,9 +68,6 @@ class MoeBench : public ::testing::Test {
                 flops / us / 1e6, 100 * roof_us / us);
   }
 
-  std::unique_ptr<Backend> be_;
-  cudaStream_t stream_ = nullptr;
-  std::vector<Tensor> owned_;
   cuda::MoePath saved_ = cuda::MoePath::kAuto;
 };
 
