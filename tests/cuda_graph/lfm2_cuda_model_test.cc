@@ -3,12 +3,11 @@
 // graphs, with padding rows), against the CPU backend in fp32 and against enforce_eager in bf16.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "../model/lfm2_test_model.h"
 #include "backend/backend.h"
+#include "cuda_model_harness.h"
 
 namespace vireo {
 namespace {
@@ -16,91 +15,13 @@ namespace {
 #define REQUIRE_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU visible: LFM2 CUDA model tests skipped"
 
-constexpr int kBlock = 16;
-
-struct Seq {
-  std::vector<int32_t> blocks;
-  int len = 0;
-};
-
-// Steps of (sequence, tokens) pairs; logits of each sequence's last token.
-std::vector<std::vector<float>> drive(Model& m, const std::vector<std::vector<std::pair<int, std::vector<int32_t>>>>& steps) {
-  KvCache kv = m.allocate_kv_cache(1 + 4 * 8, kBlock);
-  std::vector<Seq> seqs(4);
-  for (int s = 0; s < 4; ++s)
-    for (int b = 0; b < 8; ++b) seqs[s].blocks.push_back(1 + s * 8 + (b * 5 + s) % 8);  // scattered
-  std::vector<std::vector<float>> out;
-  for (const auto& step : steps) {
-    StepInput in;
-    in.max_blocks_per_seq = 8;
-    in.query_start.push_back(0);
-    for (const auto& [s, toks] : step) {
-      Seq& q = seqs[s];
-      for (int32_t t : toks) {
-        in.token_ids.push_back(t);
-        in.positions.push_back(q.len);
-        in.slot_mapping.push_back(q.blocks[q.len / kBlock] * kBlock + q.len % kBlock);
-        ++q.len;
-      }
-      in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
-      in.seq_lens.push_back(q.len);
-      in.block_tables.insert(in.block_tables.end(), q.blocks.begin(), q.blocks.end());
-      in.logits_indices.push_back(in.query_start.back() - 1);
-    }
-    std::vector<float> lg;
-    m.forward(in, kv, lg);
-    out.push_back(lg);
-  }
-  m.free_kv_cache(kv);
-  return out;
-}
-
-// Prompts of 5-40 tokens in chunks (one crossing a block), a mixed step, then 12 decode steps of
-// 1-4 sequences (graph sizes 1, 2 and 4, padded from 3).
-std::vector<std::vector<std::pair<int, std::vector<int32_t>>>> schedule() {
-  std::vector<std::vector<std::pair<int, std::vector<int32_t>>>> steps;
-  auto toks = [](int n, int salt) {
-    std::vector<int32_t> v;
-    for (int i = 0; i < n; ++i) v.push_back((i * 37 + salt * 101 + 5) % 256);
-    return v;
-  };
-  steps.push_back({{0, toks(14, 0)}, {1, toks(5, 1)}});
-  steps.push_back({{0, toks(9, 2)}, {2, toks(40, 3)}});
-  steps.push_back({{1, toks(1, 4)}, {3, toks(17, 5)}, {0, toks(1, 6)}});
-  const std::vector<std::vector<int>> batches = {{0}, {1, 2, 3}, {0, 1}, {3, 2, 1, 0}, {2}, {0, 3, 1}};
-  for (int i = 0; i < 12; ++i) {
-    std::vector<std::pair<int, std::vector<int32_t>>> step;
-    for (int s : batches[i % batches.size()]) step.push_back({s, {static_cast<int32_t>((i * 13 + s * 7) % 256)}});
-    steps.push_back(step);
-  }
-  return steps;
-}
-
-double max_rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-  }
-  return diff / scale;
-}
-
-LoadOptions graph_opts(bool eager) {
-  LoadOptions o;
-  o.enforce_eager = eager;
-  o.max_graph_batch_size = 4;
-  o.max_model_len = 8 * kBlock;
-  return o;
-}
+using testing::graph_opts;
 
 TEST(Lfm2OnCuda, Fp32MatchesCpuWithGraphs) {
   REQUIRE_GPU();
   auto cpu = testing::tiny_lfm2(create_backend("cpu"), graph_opts(true));
   auto gpu = testing::tiny_lfm2(create_backend("cuda", "float32"), graph_opts(false));
-  const auto steps = schedule();
-  const auto want = drive(*cpu, steps), got = drive(*gpu, steps);
-  for (size_t i = 0; i < steps.size(); ++i) EXPECT_LT(max_rel_err(got[i], want[i]), 1e-3) << "step " << i;
+  testing::expect_fp32_matches_cpu(*cpu, *gpu);
   EXPECT_EQ(gpu->num_graphs(), 3);  // decode sizes 1, 2, 4
 }
 
@@ -109,18 +30,7 @@ TEST(Lfm2OnCuda, Bf16GraphsMatchEager) {
   auto eager = testing::tiny_lfm2(create_backend("cuda", "bfloat16"), graph_opts(true));
   auto graph = testing::tiny_lfm2(create_backend("cuda", "bfloat16"), graph_opts(false));
   auto cpu = testing::tiny_lfm2(create_backend("cpu"), graph_opts(true));
-  const auto steps = schedule();
-  const auto e = drive(*eager, steps), g = drive(*graph, steps), c = drive(*cpu, steps);
-  const int64_t V = cpu->config().vocab_size;
-  int same_argmax = 0, rows = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    EXPECT_LT(max_rel_err(g[i], e[i]), 2e-2) << "step " << i;
-    EXPECT_LT(max_rel_err(e[i], c[i]), 1e-1) << "step " << i;  // bf16 activations vs fp32
-    for (size_t r = 0; r * V < c[i].size(); ++r, ++rows)
-      same_argmax += std::max_element(e[i].begin() + r * V, e[i].begin() + (r + 1) * V) - e[i].begin() ==
-                     std::max_element(c[i].begin() + r * V, c[i].begin() + (r + 1) * V) - c[i].begin();
-  }
-  EXPECT_GE(same_argmax, rows * 3 / 4);
+  testing::expect_bf16_graphs_match_eager(*eager, *graph, *cpu, cpu->config().vocab_size);
   EXPECT_GT(graph->num_graphs(), 0);
   EXPECT_EQ(eager->num_graphs(), 0);
 }
