@@ -70,6 +70,12 @@ class Backend {
     qkv_prepare(prep);
     paged_attention(attn);
   }
+  // Every layer of a pre-norm dense decoder on a decode step (DecodeStackParams). The default runs the
+  // ops above in the model's order (backend/decode_stack.cc): the reference. decode_stack_supported says
+  // whether this backend has a faster form for p (CUDA: one persistent kernel); the model calls
+  // decode_stack only then, and its own op sequence otherwise.
+  virtual bool decode_stack_supported(const DecodeStackParams& p) const { (void)p; return false; }
+  virtual void decode_stack(const DecodeStackParams& p);
   // Sparse MoE MLP (MoeParams); backends without it refuse MoE models at the first step.
   virtual void moe(const MoeParams& p) { (void)p, throw Error(name() + ": moe is not implemented"); }
   // DeepSeek MLA's q / k_nope / k_pe / v rows packed into the qkv layout (MlaPackParams).

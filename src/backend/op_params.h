@@ -1,6 +1,8 @@
 // Parameter structs of the backend ops: raw views in, no model knowledge.
 // Shapes use T = tokens in the step, S = sequences, H = query heads, Hkv = KV heads, D = head dim.
 #pragma once
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace vireo {
@@ -230,6 +232,51 @@ struct SigmoidGateParams {
   Tensor gate;      // [N, C] or [N, 1] activation dtype
   Tensor residual;  // [N, C] or empty
   Tensor out;       // [N, C]
+};
+
+// ---- the decode stack ----
+// One pre-norm dense decoder layer's weights, as DecoderLayerWeights holds them (views, no copies).
+struct DecodeStackLayer {
+  Tensor input_norm;         // [hidden]
+  Tensor qkv_w, qkv_b;       // [(H + 2*Hkv) * D, hidden], bias [(H + 2*Hkv) * D] or empty
+  Tensor q_norm, k_norm;     // [D] (per-head q/k norm) or empty
+  Tensor o_w;                // [hidden, H * D]
+  Tensor post_attn_norm;     // [hidden]
+  Tensor gate_up_w;          // [2 * inter, hidden]: gate rows, then up rows
+  Tensor down_w;             // [hidden, inter]
+  Tensor k_cache, v_cache;   // [num_blocks, block_size, Hkv, D]
+};
+
+// All layers of a pre-norm dense decoder (Llama / Qwen2 / Qwen3 / HunYuan dense) on a decode step: every
+// sequence has exactly one query token (T == S, token s belongs to sequence s). Per layer, exactly the
+// model's fused op sequence (Backend::decode_stack's default, backend/decode_stack.cc):
+//   qkv = linear(x = residual, input_norm in the prologue, qkv_w, qkv_b)
+//   q, k = qkv_prepare(qkv) (per-head q/k norm, RoPE; k, v written at slot_mapping); attn = paged_attention
+//   residual = residual + round(attn @ o_w^T)
+//   act = silu(gate) * up of linear(residual, post_attn_norm in the prologue, gate_up_w)
+//   residual = residual + round(act @ down_w^T)
+// residual holds the embeddings on entry and the last layer's output on return (before the final norm).
+// qkv, q, attn and act are scratch the default implementation uses (a fused backend may not write them).
+struct DecodeStackParams {
+  std::vector<DecodeStackLayer> layers;
+  Tensor residual;      // [T, hidden] activation dtype, in/out
+  Tensor qkv;           // [T, (H + 2*Hkv) * D] scratch
+  Tensor q;             // [T, H, D] scratch
+  Tensor attn;          // [T, H, D] scratch
+  Tensor act;           // [T, inter] scratch
+  Tensor positions;     // [T] I32
+  Tensor slot_mapping;  // [T] I32
+  Tensor query_start;   // [T + 1] I32 (0, 1, ..., T)
+  Tensor seq_lens;      // [T] I32
+  Tensor block_tables;  // [T, max_blocks_per_seq] I32
+  Tensor rope_cos_sin;  // [max_positions, rotary_dim] F32
+  int rotary_dim = 0;
+  bool neox = true;
+  QkNorm qk_norm = QkNorm::kNone;  // kNone, kPerHeadBeforeRope or kPerHeadAfterRope
+  float norm_eps = 1e-6f;          // every RMSNorm of the layer (input, post-attention, q/k)
+  float scale = 1.0f;              // attention softmax scale
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16, max_blocks_per_seq = 0;
+  int max_seq_len = 0;             // host-side hint, as AttentionParams::max_seq_len
 };
 
 // ---- sampling ----

@@ -262,7 +262,8 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   const bool fused = kUseFusedLinear && !spec_.post_norm && T <= kFusedLinearMaxRows;
 
   be_->embedding({embed_, ids, residual});  // residual = embed_tokens(input_ids)
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+  const bool stacked = run_decode_stack(st, kv, ws);  // every layer in one backend op
+  for (int l = 0; l < cfg_.num_hidden_layers && !stacked; ++l) {
     const DecoderLayerWeights& w = layers_[l];
     const bool conv = !w.conv_w.empty();  // LFM2 short-conv layer instead of attention
     const bool mla = !w.kv_b_w.empty();   // DeepSeek MLA: its own projections, then the common attention
@@ -368,7 +369,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   if (M == 0) return;
   Tensor sel = rows(ws.rows, M, hidden);
   Tensor out = rows(ws.logits, M, V);
-  if (fused) {  // the residual stream is complete: gather the rows, model.norm in the lm_head prologue
+  if (fused || stacked) {  // the residual stream is complete: gather the rows, model.norm in the lm_head prologue
     if (st.logits_rows_are_tokens) {
       sel = residual;  // every token is a logits row, in order: no gather kernel on the decode path
     } else {

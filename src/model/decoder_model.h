@@ -162,6 +162,9 @@ class DecoderModel final : public Model {
   void free_workspace(DecoderWorkspace& ws);
   // Every op of a step after the inputs are on the device; logits rows end in ws.logits [M, V].
   void run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
+  // Every layer through Backend::decode_stack when the step is decode-only and the backend takes this
+  // model's layers in one go (decoder_stack.cc); false: run_ops runs the layers op by op.
+  bool run_decode_stack(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
   // The step's logits rows [M, V] on the device (a view into a workspace; empty when M = 0).
   // ids_from: when set, the step's token ids are copied from it on the device ([T] I32) instead.
   Tensor run_step(const StepInput& in, KvCache& kv, const Tensor* ids_from = nullptr);

@@ -27,15 +27,22 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   timer_ = std::make_unique<StepGpuTimer>();
   gemm_ = std::make_unique<CublasLtGemm>();
   staging_ = std::make_unique<HostStaging>();
+  VIREO_CUDA_CHECK(cudaMalloc(&stack_counters_, kStackCounters * sizeof(unsigned)));
+  VIREO_CUDA_CHECK(cudaMemset(stack_counters_, 0, kStackCounters * sizeof(unsigned)));
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  try {
+    report_decode_stack_profile(stream_);  // VIREO_STACK_PROFILE=1 only
+  } catch (...) {
+  }
   graphs_.abort(stream_);
   timer_.reset();
   gemm_.reset();
   if (ws_) alloc_.release(ws_);
   staging_.reset();
+  if (stack_counters_) cudaFree(stack_counters_);
   alloc_.empty_cache();
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -215,6 +222,17 @@ void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const Attentio
 void CudaBackend::add_logit_bias(const LogitBiasParams& p) {
   require_device(p.logits, "add_logit_bias", "logits");
   launch_logit_bias(p, stream_);
+}
+bool CudaBackend::decode_stack_supported(const DecodeStackParams& p) const {
+  // Batch-invariant mode keeps its fixed-order ops (the kernel's key splits follow the batch size).
+  return !batch_invariant_ && p.residual.device == DeviceKind::kCUDA && cuda::decode_stack_supported(p, info_);
+}
+void CudaBackend::decode_stack(const DecodeStackParams& p) {
+  if (!decode_stack_supported(p)) {
+    Backend::decode_stack(p);  // the op sequence
+    return;
+  }
+  launch_decode_stack(p, stack_counters_, kStackCounters, [this](size_t b) { return workspace(b); }, info_, stream_);
 }
 void CudaBackend::sample(const SampleParams& p) {
   require_device(p.logits, "sample", "logits");

@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
   void mla_pack(const MlaPackParams& p) override;
   void sample(const SampleParams& p) override;
   void add_logit_bias(const LogitBiasParams& p) override;
+  bool decode_stack_supported(const DecodeStackParams& p) const override;
+  void decode_stack(const DecodeStackParams& p) override;
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override;
@@ -82,6 +84,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies
   void* capture_scratch_ = nullptr;  // linear_scratch() of the graph being captured (owned by it)
   size_t capture_scratch_bytes_ = 0;
+  unsigned* stack_counters_ = nullptr;  // decode_stack's barrier / split counters, zero between launches
+  static constexpr size_t kStackCounters = 4096;
   CudaGraphSet graphs_{alloc_};  // after alloc_: graphs give their scratch back before it goes
 };
 

@@ -66,6 +66,15 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
 // H200 than the two ops, see attention_mma.cu).
 void launch_prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn, const WorkspaceFn& workspace,
                               const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning = {});
+// The persistent decode-stack kernel (decode_stack.cu): every layer of a dense pre-norm decoder on a
+// decode step of <= 8 tokens in one launch. supported: whether the kernel takes p (bf16, head dim 64 /
+// 128, GQA <= 8, ...). counters: num_counters zeroed words the kernel leaves zeroed (its grid barrier
+// and split arrivals); 2 + T * Hkv are used.
+bool decode_stack_supported(const DecodeStackParams& p, const DeviceInfo& dev);
+void launch_decode_stack(const DecodeStackParams& p, unsigned* counters, size_t num_counters,
+                         const WorkspaceFn& workspace, const DeviceInfo& dev, cudaStream_t stream);
+// VIREO_STACK_PROFILE=1 only: prints the last decode-stack launch's per-phase work and barrier times.
+void report_decode_stack_profile(cudaStream_t stream);
 void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream);
 // CUDA-core flash decoding (attention_decode_wide.cu) for the head dims the tensor-core kernels do not
 // take: bf16/f16, head_dim % 64 == 0 up to 256 (Qwen3.5 / Qwen3-Next 256, DeepSeek MLA 192). One block
