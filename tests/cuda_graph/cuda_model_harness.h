@@ -44,6 +44,7 @@ inline std::vector<std::vector<float>> drive(Model& m, const Schedule& steps) {
       }
       in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
       in.seq_lens.push_back(q.len);
+      in.state_slots.push_back(s);  // recurrent-state models (Gated DeltaNet): a slot per sequence
       in.block_tables.insert(in.block_tables.end(), q.blocks.begin(), q.blocks.end());
       in.logits_indices.push_back(in.query_start.back() - 1);
     }

@@ -13,43 +13,16 @@
 #include "model/decoder_model.h"
 #include "model_test_util.h"
 #include "qwen3_next_reference.h"
+#include "qwen3_next_test_model.h"
 
 namespace vireo {
 namespace {
 
 using nlohmann::json;
 using testing::SeqDriver;
+using testing::qwen3_next_source;
+using testing::text_json;
 constexpr double kTol = 2e-4;
-
-json text_json(const std::string& arch, bool moe) {
-  json j = {{"architectures", {arch}},
-            {"vocab_size", 128},
-            {"hidden_size", 64},
-            {"intermediate_size", 96},
-            {"num_hidden_layers", 4},
-            {"num_attention_heads", 4},
-            {"num_key_value_heads", 2},
-            {"head_dim", 16},
-            {"max_position_embeddings", 256},
-            {"rms_norm_eps", 1e-6},
-            {"tie_word_embeddings", !moe},
-            {"linear_num_key_heads", 2},
-            {"linear_num_value_heads", 4},
-            {"linear_key_head_dim", 8},
-            {"linear_value_head_dim", 8},
-            {"linear_conv_kernel_dim", 4},
-            {"layer_types", {"linear_attention", "full_attention", "linear_attention", "full_attention"}},
-            {"rope_parameters",
-             {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25},
-              {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}}}};
-  if (moe) {
-    j["num_experts"] = 8;
-    j["num_experts_per_tok"] = 2;
-    j["moe_intermediate_size"] = 32;
-    j["shared_expert_intermediate_size"] = 48;
-  }
-  return j;
-}
 
 // Qwen3-Next as its config.json has it: no layer_types (full_attention_interval), a dense layer 0.
 json next_json() {
@@ -72,37 +45,11 @@ json wrapper_json() {
           {"tie_word_embeddings", false}, {"text_config", t}, {"vision_config", {{"depth", 1}}}};
 }
 
-// Deterministic per name: zero-centred norms 0.2 r (the model adds 1), the DeltaNet's plain norm
-// 1 + 0.2 r, A_log / dt_bias 0.5 r, conv taps 0.4 r, matrices 0.1 r.
-class RandomWeights final : public WeightSource {
- public:
-  bool has(const std::string&) const override { return true; }
-  std::optional<Tensor> view(const std::string&, const std::vector<int64_t>&) const override { return std::nullopt; }
-  void read(const std::string& name, const std::vector<int64_t>& shape, DType dtype, void* dst) const override {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(name)));
-    std::normal_distribution<float> d(0.f, 1.f);
-    const bool gdn_norm = name.find("linear_attn.norm") != std::string::npos;
-    const bool norm = name.find("norm") != std::string::npos;
-    const bool ad = name.find("A_log") != std::string::npos || name.find("dt_bias") != std::string::npos;
-    const bool conv = name.find("conv1d") != std::string::npos;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = gdn_norm ? 1.f + 0.2f * d(rng) : norm ? 0.2f * d(rng) : ad ? 0.5f * d(rng) : conv ? 0.4f * d(rng) : 0.1f * d(rng);
-    store_f32_as(v.data(), n, dtype, dst);
-  }
-};
-
-std::unique_ptr<WeightSource> source(bool wrapper) {
-  std::unique_ptr<WeightSource> w = std::make_unique<RandomWeights>();
-  return wrapper ? with_model_prefix(std::move(w), "model.language_model.") : std::move(w);
-}
-
 std::unique_ptr<DecoderModel> make(const json& j, bool wrapper = false, int slots = 8) {
   ModelConfig c = ModelConfig::from_json(j, "tiny/config.json");
   LoadOptions o;
   o.max_graph_batch_size = slots;
-  return std::make_unique<DecoderModel>(c, find_arch_spec(c.architecture), create_backend("cpu"), source(wrapper), o);
+  return std::make_unique<DecoderModel>(c, find_arch_spec(c.architecture), create_backend("cpu"), qwen3_next_source(wrapper), o);
 }
 
 std::vector<int32_t> prompt(int n, int seed) {
@@ -166,7 +113,7 @@ TEST(Qwen3NextModel, MatchesNaiveReference) {
   for (const auto& v : variants()) {
     SCOPED_TRACE(v.name);
     auto m = make(v.j, v.wrapper);
-    const auto src = source(v.wrapper);
+    const auto src = qwen3_next_source(v.wrapper);
     testing::Qwen3NextReference ref(m->config(), *src, v.interleaved);
     const auto ids = prompt(12, 1);
     const auto want = ref.logits(ids), got = one_shot(*m, ids);
