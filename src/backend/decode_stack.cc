@@ -1,27 +1,13 @@
 // Backend::decode_stack's default: the model's fused decode-step op sequence, layer by layer. It is what
-// the CPU backend runs and the oracle of the CUDA persistent kernel (decode_stack_kernel.cuh).
+// the CPU backend runs and the oracle of the CUDA persistent kernel (cuda/decode_stack.cu).
 #include "backend/backend.h"
+#include "backend/decode_stack_qkv.h"
 
 namespace vireo {
 
 void Backend::decode_stack(const DecodeStackParams& p) {
   const int64_t T = p.residual.dim(0);
   const int64_t H = p.num_heads, D = p.head_dim;
-  QkvPrepareParams qp;
-  qp.qkv = p.qkv;
-  qp.positions = p.positions;
-  qp.rope_cos_sin = p.rope_cos_sin;
-  qp.rotary_dim = p.rotary_dim;
-  qp.neox = p.neox;
-  qp.qk_norm = p.qk_norm;
-  qp.norm_eps = p.norm_eps;
-  qp.q_out = p.q;
-  qp.slot_mapping = p.slot_mapping;
-  qp.num_heads = p.num_heads;
-  qp.num_kv_heads = p.num_kv_heads;
-  qp.head_dim = p.head_dim;
-  qp.block_size = p.block_size;
-
   AttentionParams ap;
   ap.q = p.q;
   ap.out = p.attn;
@@ -51,11 +37,9 @@ void Backend::decode_stack(const DecodeStackParams& p) {
     qkv.bias = l.qkv_b;
     qkv.input_norm = l.input_norm;
     this->linear(qkv);
-    qp.q_norm = l.q_norm;
-    qp.k_norm = l.k_norm;
-    qp.k_cache = ap.k_cache = l.k_cache;
-    qp.v_cache = ap.v_cache = l.v_cache;
-    prepare_attention(qp, ap);
+    ap.k_cache = l.k_cache;
+    ap.v_cache = l.v_cache;
+    prepare_attention(decode_stack_qkv_params(p, l), ap);
     LinearParams o = linear(p.attn.view({T, H * D}), l.o_w, p.residual);  // h += o_proj(attn)
     o.residual = p.residual;
     this->linear(o);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/decode_stack_qkv.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/decode_stack_attention.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -351,25 +352,7 @@ void launch_decode_stack(const DecodeStackParams& p, unsigned* counters, size_t 
   a.counters = counters;
   a.seq_lens = p.seq_lens.ptr<int>();
   a.block_tables = p.block_tables.ptr<int>();
-  QkvPrepareParams qp;  // make_qkv_args checks the q/k path's shapes and dtypes
-  qp.qkv = p.qkv;
-  qp.positions = p.positions;
-  qp.rope_cos_sin = p.rope_cos_sin;
-  qp.rotary_dim = p.rotary_dim;
-  qp.neox = p.neox;
-  qp.qk_norm = p.qk_norm;
-  qp.q_norm = p.layers[0].q_norm;
-  qp.k_norm = p.layers[0].k_norm;
-  qp.norm_eps = p.norm_eps;
-  qp.q_out = p.q;
-  qp.k_cache = p.layers[0].k_cache;
-  qp.v_cache = p.layers[0].v_cache;
-  qp.slot_mapping = p.slot_mapping;
-  qp.num_heads = H;
-  qp.num_kv_heads = Hkv;
-  qp.head_dim = D;
-  qp.block_size = p.block_size;
-  a.qa = make_qkv_args(qp);
+  a.qa = make_qkv_args(decode_stack_qkv_params(p, p.layers[0]));  // checks the q/k path's shapes and dtypes
   a.max_blocks_per_seq = p.max_blocks_per_seq;
   a.block_size = p.block_size;
   a.T = T;
