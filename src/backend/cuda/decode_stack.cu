@@ -365,9 +365,9 @@ void launch_decode_stack(const DecodeStackParams& p, unsigned* counters, size_t 
   a.eps = p.norm_eps;
   a.scale = p.scale;
   a.stages = plan.stages;
-  a.gate_attention = [] {  // default on; VIREO_STACK_GATE=0 lets the weights stream through attention
+  a.gate_attention = [] {  // VIREO_STACK_GATE=1 holds the weights back during attention (measured slower)
     const char* e = std::getenv("VIREO_STACK_GATE");
-    return e == nullptr || e[0] != '0';
+    return e != nullptr && e[0] == '1';
   }();
   if (profile_enabled()) {
     StackProfile& pr = stack_profile();
