@@ -75,6 +75,9 @@ class Backend {
   // whether this backend has a faster form for p (CUDA: one persistent kernel); the model calls
   // decode_stack only then, and its own op sequence otherwise.
   virtual bool decode_stack_supported(const DecodeStackParams& p) const { (void)p; return false; }
+  // Whether decode_stack_supported can say yes at all (cheap): the model skips building the layer
+  // table on every decode step when it cannot.
+  virtual bool offers_decode_stack() const { return false; }
   virtual void decode_stack(const DecodeStackParams& p);
   // Sparse MoE MLP (MoeParams); backends without it refuse MoE models at the first step.
   virtual void moe(const MoeParams& p) { (void)p, throw Error(name() + ": moe is not implemented"); }

@@ -162,6 +162,12 @@ struct AttentionParams {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
+  // Optional host-side hint: the sequences with more than one query token (prompts, prefill chunks),
+  // in order, [num_prefill_seqs] I32; num_prefill_seqs < 0: not given. A backend may plan its prefill
+  // work over these alone: in a serving step hundreds of decode sequences sit beside one or two
+  // prefill chunks, and a grid over every (sequence, KV head) is then almost all empty work items.
+  Tensor prefill_seqs;
+  int num_prefill_seqs = -1;
 };
 
 // LFM2's gated short convolution (Lfm2ShortConv after in_proj), its state kept like a KV cache: the

@@ -68,7 +68,11 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
-  ints.reserve(3 * T + 3 * S + 1 + in.block_tables.size() + M);
+  // The sequences with more than one query token (prompts, prefill chunks) for attention planning.
+  std::vector<int32_t> prefill_seqs;
+  for (int s = 0; s < S; ++s)
+    if (in.query_start[s + 1] - in.query_start[s] > 1) prefill_seqs.push_back(s);
+  ints.reserve(3 * T + 4 * S + 1 + in.block_tables.size() + M);
   auto append = [&](const std::vector<int32_t>& v) {
     const int64_t off = static_cast<int64_t>(ints.size());
     ints.insert(ints.end(), v.begin(), v.end());
@@ -78,6 +82,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
   const int64_t o_qs = append(in.query_start), o_lens = append(in.seq_lens), o_tab = append(in.block_tables);
   const int64_t o_li = append(in.logits_indices);
   const int64_t o_ss = append(state_slots);
+  const int64_t o_ps = append(prefill_seqs);
   ensure_workspace(ws_, T, std::max<int64_t>(M, 1), static_cast<int64_t>(ints.size()));
   Tensor all_ints = ws_.ints.view({static_cast<int64_t>(ints.size())});
   be_->copy_from_host(ints.data(), all_ints);
@@ -94,6 +99,8 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
   st.block_tables = iv(o_tab, static_cast<int64_t>(in.block_tables.size()));
   st.logits_idx = iv(o_li, M);
   st.state_slots = iv(o_ss, S);
+  st.prefill_seqs = iv(o_ps, static_cast<int64_t>(prefill_seqs.size()));
+  st.num_prefill_seqs = static_cast<int>(prefill_seqs.size());
   st.T = T;
   st.M = M;
   st.S = S;
@@ -141,6 +148,8 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   ap.scale = cfg_.attention_scale > 0 ? cfg_.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
   ap.max_query_len = st.max_query_len;
   ap.max_seq_len = st.max_seq_len;
+  ap.prefill_seqs = st.prefill_seqs;
+  ap.num_prefill_seqs = st.num_prefill_seqs;
 
   ShortConvParams cp;  // LFM2's conv layers: state pages addressed like the attention layers' K/V
   cp.bcx = bcx;

@@ -84,6 +84,8 @@ struct StepTensors {
   Tensor block_tables;                 // [S, max_blocks_per_seq]
   Tensor logits_idx;                   // [M]
   Tensor state_slots;                  // [S] recurrent state slot per sequence (< 0: padding)
+  Tensor prefill_seqs;                 // [num_prefill_seqs] the sequences with > 1 query token
+  int num_prefill_seqs = -1;           // < 0: not listed (AttentionParams::prefill_seqs)
   int64_t T = 0, M = 0;
   int S = 0, max_blocks_per_seq = 0;
   int max_query_len = 0, max_seq_len = 0;  // attention planning hints

@@ -28,6 +28,7 @@ struct AttnCase {
   int decode_cluster = -1;  // AttentionTuning::decode_cluster: 0 keeps small decode batches on the split kernel
   bool wide = false;        // launch_paged_attention_decode_wide directly (any head dim it takes, 64/128 too)
   int min_wide_splits = 0;  // > 0: the wide kernel's plan must have at least this many key splits (merge runs)
+  bool list_prefill = false;  // give AttentionParams::prefill_seqs (the sequences with q_len > 1)
 };
 
 class AttentionTest : public CudaOpsTest {
@@ -43,7 +44,7 @@ class AttentionTest : public CudaOpsTest {
       ASSERT_EQ(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), cudaSuccess);
       st = own;
     }
-    const size_t ws_cap = size_t{16} << 20;  // allocated before the capture, never during it
+    const size_t ws_cap = size_t{64} << 20;  // allocated before the capture, never during it
     void* ws_ptr = gpu_own(gpu_->alloc({int64_t(ws_cap)}, DType::kU8)).data;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     auto ws = [&](size_t bytes) -> void* {
@@ -149,6 +150,13 @@ class AttentionTest : public CudaOpsTest {
     g.scale = 1.f / std::sqrt(float(c.d));
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
+    if (c.list_prefill) {
+      std::vector<int> listed;
+      for (int s = 0; s < S; ++s)
+        if (c.seqs[s].q_len > 1) listed.push_back(s);
+      g.num_prefill_seqs = static_cast<int>(listed.size());
+      if (!listed.empty()) g.prefill_seqs = gpu_i32(listed, {g.num_prefill_seqs});
+    }
     if (c.min_wide_splits > 0) {
       cuda::DeviceInfo dev;
       cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
@@ -288,6 +296,48 @@ TEST_F(AttentionTest, MixedBatch) {
   run({mix, 32, 4, 64}, DType::kBF16);
   run({mix, 8, 8, 128, false}, DType::kBF16);  // contiguous block tables
   run({mix, 16, 2, 128, true, true, 32}, DType::kBF16);  // 32-token pages
+}
+
+// The host's list of prefill sequences (AttentionParams::prefill_seqs): the warp-specialised prefill
+// kernel's grid runs over those alone. Serving-step shapes: many decode rows beside a chunk or two,
+// and the degenerate lists (none, every sequence).
+TEST_F(AttentionTest, MixedBatchListedPrefills) {
+  use_dtype(DType::kBF16);
+  const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {2, 300}, {3, 18}, {1, 2048}, {129, 2000}};
+  for (auto [h, hkv, d] : {std::tuple{32, 8, 128}, std::tuple{16, 8, 128}, std::tuple{32, 4, 64}}) {
+    AttnCase c{mix, h, hkv, d};
+    c.list_prefill = true;
+    run(c, DType::kBF16);
+  }
+  std::vector<Seq> serving;
+  for (int i = 0; i < 150; ++i) serving.push_back({1, 900 + (i * 37) % 300});
+  serving.insert(serving.begin() + 60, Seq{700, 1500});  // a chunk over a cached prefix, mid-batch
+  serving.push_back({40, 40});                           // a short prompt last
+  for (bool listed : {true, false}) {
+    AttnCase c{serving, 16, 8, 128};
+    c.list_prefill = listed;
+    run(c, DType::kBF16);
+  }
+  std::vector<Seq> decodes(40, Seq{1, 700});
+  AttnCase c{decodes, 32, 8, 128};
+  c.list_prefill = true;  // an empty list
+  run(c, DType::kBF16);
+  c = {{{300, 300}, {129, 2000}, {17, 17}}, 32, 8, 128};
+  c.list_prefill = true;  // every sequence listed
+  run(c, DType::kBF16);
+}
+
+// Many decode sequences planned for the decode graphs' 4096-key hint while their contexts are ~1k
+// (the split plan of a 256-sequence serving step), eager and captured.
+TEST_F(AttentionTest, LargeDecodeBatchUnderGraphHint) {
+  use_dtype(DType::kBF16);
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 256; ++i) seqs.push_back({1, 1000 + (i * 13) % 90});
+  AttnCase c{seqs, 16, 8, 128};
+  c.hint_kv = 4096;
+  run(c, DType::kBF16);
+  c.graph = 1;
+  run(c, DType::kBF16);
 }
 
 TEST_F(AttentionTest, BothPrefillShapes) {

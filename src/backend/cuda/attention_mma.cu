@@ -413,6 +413,46 @@ unsigned* split_counters(cudaStream_t stream, int64_t pairs) {
   return static_cast<unsigned*>(p);
 }
 
+// VIREO_PREFILL_SEQ_LIST=0: the prefill grid of a mixed step over every sequence, not just the
+// listed prefill sequences (AttentionParams::prefill_seqs), for same-call A/B runs.
+bool prefill_list_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_PREFILL_SEQ_LIST");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
+// VIREO_ATTN_LEGACY_SPLITS=1: decode key splits by waves alone (choose_splits), for same-call A/B runs.
+bool legacy_decode_splits() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_ATTN_LEGACY_SPLITS");
+    return v && v[0] == '1';
+  }();
+  return on;
+}
+
+// Decode key splits for `base` (seq, kv head) pairs on `slots` resident blocks, contexts up to max_kv:
+// the least time in tile units, waves x (tiles a split + a block's fixed cost). The fixed cost (block
+// start, the first tile's latency, q rows; with splits the partial write and the merge) is what the
+// waves-only model (choose_splits) leaves out: at 256 sequences planned for the decode graphs' 4096-key
+// hint it chose 13 splits, so a 1k context ran as 9 blocks of 128 keys, each mostly ramp and merge.
+int choose_decode_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap) {
+  const int limit = static_cast<int>(std::clamp<int64_t>((max_kv + min_keys - 1) / min_keys, 1, cap));
+  int best = 1;
+  double best_cost = 1e30;
+  for (int s = 1; s <= limit; ++s) {
+    const double waves = static_cast<double>((base * s + slots - 1) / slots);
+    const double tiles = static_cast<double>((max_kv + int64_t{s} * kBN - 1) / (int64_t{s} * kBN));
+    const double cost = waves * (tiles + (s > 1 ? 2.0 : 1.0));
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
 // Key splits for `base` blocks of work on `slots` resident blocks: the fewest waves per unit of work,
 // each split at least `min_keys` long, a small charge per split for the merge (ties: fewer splits).
 int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap) {
@@ -442,10 +482,14 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   const int g = a.group;
   const int max_q = p.max_query_len > 0 ? p.max_query_len : static_cast<int>(num_tokens);
   const int max_kv = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
-  const bool any_prefill = static_cast<int64_t>(max_q) * g > 16;
+  // The prefill sequences, when the host listed them (the warp-specialised kernel's grid then runs
+  // over just those: a serving step's decode sequences would otherwise be ~99% of its work items).
+  const bool listed = prefill_list_enabled() && p.num_prefill_seqs >= 0 && wgmma && ws_config().on;
+  const bool any_prefill = static_cast<int64_t>(max_q) * g > 16 && !(listed && p.num_prefill_seqs == 0);
   const bool any_decode = !(p.num_seqs == 1 && any_prefill);
   auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const int64_t sh = int64_t{p.num_seqs} * p.num_kv_heads;
+  const int64_t sh_pre = listed ? int64_t{p.num_prefill_seqs} * p.num_kv_heads : sh;
   int dec_splits = 1, pre_splits = 1;
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
@@ -453,8 +497,9 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
   // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
   const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
-  if (any_decode && (!any_prefill || int64_t{row_tiles} * sh < dec_slots))
-    dec_splits = choose_splits(sh, dec_slots, max_kv, dec_min_keys, kMaxDecodeSplits);
+  if (any_decode && (!any_prefill || int64_t{row_tiles} * sh_pre < dec_slots))
+    dec_splits = legacy_decode_splits() ? choose_splits(sh, dec_slots, max_kv, dec_min_keys, kMaxDecodeSplits)
+                                        : choose_decode_splits(sh, dec_slots, max_kv, dec_min_keys, kMaxDecodeSplits);
   const int64_t per_split_bytes = num_tokens * p.num_heads * (int64_t{D} * 4 + 8);
   if (any_prefill) {
     // The warp-specialised wgmma kernel (attention_wgmma_ws.cuh) runs one block an SM.
@@ -462,8 +507,8 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
                              : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
     // wgmma: one block per SM; a grid that fills the chip is not split (the waves model ignores that
     // causal row tiles differ in length; splits there only add partial traffic and the merge).
-    if (!wgmma || int64_t{row_tiles} * sh < int64_t{dev.num_sms} * per_sm)
-      pre_splits = choose_splits(int64_t{row_tiles} * sh, int64_t{dev.num_sms} * per_sm, max_kv, 512, 128);
+    if (!wgmma || int64_t{row_tiles} * sh_pre < int64_t{dev.num_sms} * per_sm)
+      pre_splits = choose_splits(int64_t{row_tiles} * sh_pre, int64_t{dev.num_sms} * per_sm, max_kv, 512, 128);
     while (pre_splits > 1 && per_split_bytes * pre_splits > (int64_t{512} << 20)) --pre_splits;
   }
   const int dec_len = static_cast<int>(ceil_div(ceil_div(max_kv, dec_splits), kBN) * kBN);
@@ -487,7 +532,10 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
     if (wgmma && ws_config().on) {
-      launch_prefill_ws<T, D>(a, grid, dev.num_sms, p.k_cache.numel() / (int64_t{p.num_kv_heads} * D), stream);
+      MmaArgs pa = a;
+      if (listed) pa.prefill_seqs = p.prefill_seqs.ptr<int>();
+      launch_prefill_ws<T, D>(pa, dim3(row_tiles, static_cast<unsigned>(sh_pre), pre_splits), dev.num_sms,
+                              p.k_cache.numel() / (int64_t{p.num_kv_heads} * D), stream);
     } else if (wgmma) {
       launch_prefill_wgmma<T, D>(a, grid, stream);
     } else if (wide) {

@@ -37,6 +37,9 @@ struct MmaArgs {
   // rotates its rows' q heads into shared memory, and the one block per (seq, kv head) whose key range
   // holds a new key (>= seq_len - q_len) writes that token's k and v into the cache.
   QkvArgs prep;
+  // Prefill launches of the warp-specialised kernel: grid y runs over (prefill_seqs[i], kv head) pairs
+  // (AttentionParams::prefill_seqs) instead of every sequence; nullptr: y / num_kv_heads is the sequence.
+  const int* prefill_seqs;
 };
 
 // The kernel arguments every tensor-core launch shares (splits, workspace and counters are the caller's).

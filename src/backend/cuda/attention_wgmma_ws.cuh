@@ -41,7 +41,8 @@ constexpr int kWsProdRegs = 56;
 constexpr int kWsMathRegs = 224;
 constexpr int kWsPingPong = 1, kWsPersistent = 2;  // WsGrid::flags
 
-// Work-item grid: x row tiles of 128 rows, y = seqs * kv heads, z key splits.
+// Work-item grid: x row tiles of 128 rows, y = seqs * kv heads (or listed prefill seqs * kv heads,
+// MmaArgs::prefill_seqs), z key splits.
 struct WsGrid {
   int x, y, z, flags;
 };
@@ -117,7 +118,7 @@ __device__ __forceinline__ WsItem ws_item(const MmaArgs& a, const WsGrid& gr, in
   WsItem it{};
   const int yz = gr.y * gr.z;
   const int x = gr.x - 1 - r / yz, y = (r % yz) / gr.z, z = r % gr.z;
-  it.s = y / a.num_kv_heads;
+  it.s = a.prefill_seqs ? a.prefill_seqs[y / a.num_kv_heads] : y / a.num_kv_heads;
   it.hk = y % a.num_kv_heads;
   it.q0 = a.query_start[it.s];
   it.q_len = a.query_start[it.s + 1] - it.q0;

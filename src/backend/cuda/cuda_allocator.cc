@@ -30,7 +30,7 @@ void* CudaAllocator::allocate(size_t bytes) {
     cached_bytes_ -= n;
   } else {
     cudaError_t e = cudaMalloc(&p, n);
-    if (e != cudaSuccess) {  // give the cache back to the driver and try once more
+    if (e != cudaSuccess && !capturing_) {  // give the cache back to the driver and try once more
       cudaGetLastError();
       empty_cache();
       e = cudaMalloc(&p, n);
@@ -50,6 +50,15 @@ void CudaAllocator::release(void* p) {
   if (it == live_.end()) throw Error("cuda free: pointer was not allocated by this backend");
   free_[it->second].push_back(p);
   cached_bytes_ += it->second;
+  live_bytes_ -= it->second;
+  live_.erase(it);
+}
+
+void CudaAllocator::release_to_driver(void* p) {
+  auto it = live_.find(p);
+  if (it == live_.end()) throw Error("cuda free: pointer was not allocated by this backend");
+  cudaDeviceSynchronize();  // queued kernels may still use it
+  cudaFree(p);
   live_bytes_ -= it->second;
   live_.erase(it);
 }

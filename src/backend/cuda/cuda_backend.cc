@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_factory.h"
@@ -78,9 +79,6 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
 
 void CudaBackend::begin_capture() {
   graphs_.begin(stream_);
-
-  capture_scratch_ = nullptr;  // the next graph allocates its own
-  capture_scratch_bytes_ = 0;
 }
 int CudaBackend::end_capture() { return graphs_.end(stream_); }
 void CudaBackend::abort_capture() { graphs_.abort(stream_); }
@@ -140,25 +138,23 @@ size_t CudaBackend::free_memory_bytes() const {
   return free_b + alloc_.cached_bytes();
 }
 
-// Scratch of the unfused fallback of the fused linear forms (N > 4). While capturing, one buffer per
-// graph serves all its linears: they run in stream order, and with PDL each kernel waits for the
-// previous one before touching memory, so reuse is safe (a buffer per op would hold N * 10 KiB per
-// layer per captured size).
-void* CudaBackend::linear_scratch(size_t bytes) {
-  if (!graphs_.capturing()) return workspace(bytes);
-  if (bytes > capture_scratch_bytes_) {
-    capture_scratch_ = graphs_.scratch(bytes);
-    capture_scratch_bytes_ = bytes;
-  }
-  return capture_scratch_;
-}
+// Scratch of the unfused fallback of the fused linear forms (N > 4): the op workspace.
+void* CudaBackend::linear_scratch(size_t bytes) { return workspace(bytes); }
 
+// One buffer serves every op in turn (stream order; with PDL each kernel waits for its predecessor
+// before touching memory); while capturing, the graphs' shared scratch (CudaGraphSet::scratch).
 void* CudaBackend::workspace(size_t bytes) {
-  if (graphs_.capturing()) return graphs_.scratch(bytes);  // a graph keeps its own scratch
+  if (graphs_.capturing()) return graphs_.scratch(bytes);
   if (bytes > ws_bytes_) {
-    if (ws_) alloc_.release(ws_);
-    ws_ = alloc_.allocate(bytes);
-    ws_bytes_ = CudaAllocator::round_size(bytes);
+    // Grow by half at least, and hand the old buffer back to the driver: serving steps ask for slowly
+    // growing sizes (attention partials scale with the step's tokens), and each smaller buffer left in
+    // the allocator's exact-size cache was stranded there (Qwen3-8B at 256 sequences filled the GPU's
+    // headroom that way until a decode graph's capture could not allocate).
+    if (ws_) alloc_.release_to_driver(ws_);
+    ws_ = nullptr;
+    const size_t n = std::max(bytes, ws_bytes_ + ws_bytes_ / 2);
+    ws_ = alloc_.allocate(n);
+    ws_bytes_ = CudaAllocator::round_size(n);
   }
   return ws_;
 }
@@ -227,6 +223,7 @@ bool CudaBackend::decode_stack_supported(const DecodeStackParams& p) const {
   // Batch-invariant mode keeps its fixed-order ops (the kernel's key splits follow the batch size).
   return !batch_invariant_ && p.residual.device == DeviceKind::kCUDA && cuda::decode_stack_supported(p, info_);
 }
+bool CudaBackend::offers_decode_stack() const { return !batch_invariant_ && cuda::decode_stack_enabled(); }
 void CudaBackend::decode_stack(const DecodeStackParams& p) {
   if (!decode_stack_supported(p)) {
     Backend::decode_stack(p);  // the op sequence

@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
   void sample(const SampleParams& p) override;
   void add_logit_bias(const LogitBiasParams& p) override;
   bool decode_stack_supported(const DecodeStackParams& p) const override;
+  bool offers_decode_stack() const override;
   void decode_stack(const DecodeStackParams& p) override;
 
   bool supports_graphs() const override { return true; }
@@ -82,8 +83,6 @@ class CudaBackend final : public Backend {
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies
-  void* capture_scratch_ = nullptr;  // linear_scratch() of the graph being captured (owned by it)
-  size_t capture_scratch_bytes_ = 0;
   unsigned* stack_counters_ = nullptr;  // decode_stack's barrier / split counters, zero between launches
   static constexpr size_t kStackCounters = 4096;
   CudaGraphSet graphs_{alloc_};  // after alloc_: graphs give their scratch back before it goes

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_graph.h"
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
@@ -8,28 +9,27 @@ namespace vireo::cuda {
 
 CudaGraphSet::~CudaGraphSet() {
   for (auto& [id, g] : graphs_) release(g);
-  for (void* p : pending_scratch_) alloc_.release(p);
+  for (void* p : scratch_) alloc_.release(p);
 }
 
 void CudaGraphSet::release(Graph& g) {
   if (g.exec) cudaGraphExecDestroy(g.exec);
   g.exec = nullptr;
-  for (void* p : g.scratch) alloc_.release(p);
-  g.scratch.clear();
 }
 
 void CudaGraphSet::begin(cudaStream_t stream) {
   if (capturing_) throw Error("cuda graph: begin_capture while already capturing");
   VIREO_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   capturing_ = true;
+  alloc_.set_capturing(true);
 }
 
 int CudaGraphSet::end(cudaStream_t stream) {
   if (!capturing_) throw Error("cuda graph: end_capture without begin_capture");
   capturing_ = false;
+  alloc_.set_capturing(false);
   cudaGraph_t graph = nullptr;
   Graph g;
-  g.scratch.swap(pending_scratch_);
   cudaError_t e = cudaStreamEndCapture(stream, &graph);
   if (e == cudaSuccess) e = cudaGraphInstantiate(&g.exec, graph, 0);
   if (graph) cudaGraphDestroy(graph);  // the executable graph keeps what it needs
@@ -46,12 +46,11 @@ int CudaGraphSet::end(cudaStream_t stream) {
 void CudaGraphSet::abort(cudaStream_t stream) {
   if (!capturing_) return;
   capturing_ = false;
+  alloc_.set_capturing(false);
   cudaGraph_t graph = nullptr;
   cudaStreamEndCapture(stream, &graph);
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // the capture is invalidated on error; clear the sticky-free error state
-  for (void* p : pending_scratch_) alloc_.release(p);
-  pending_scratch_.clear();
 }
 
 void CudaGraphSet::replay(int id, cudaStream_t stream) {
@@ -68,9 +67,12 @@ void CudaGraphSet::destroy(int id) {
 }
 
 void* CudaGraphSet::scratch(size_t bytes) {
-  void* p = alloc_.allocate(bytes);
-  pending_scratch_.push_back(p);
-  return p;
+  if (bytes > scratch_bytes_ || scratch_.empty()) {
+    const size_t n = std::max({bytes, 2 * scratch_bytes_, size_t{1} << 20});
+    scratch_.push_back(alloc_.allocate(n));
+    scratch_bytes_ = n;
+  }
+  return scratch_.back();
 }
 
 }  // namespace vireo::cuda

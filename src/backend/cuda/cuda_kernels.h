@@ -71,6 +71,7 @@ void launch_prepare_attention(const QkvPrepareParams& prep, const AttentionParam
 // 128, GQA <= 8, ...). counters: num_counters zeroed words the kernel leaves zeroed (its grid barrier
 // and split arrivals); 2 + T * Hkv are used.
 bool decode_stack_supported(const DecodeStackParams& p, const DeviceInfo& dev);
+bool decode_stack_enabled();  // VIREO_DECODE_STACK=1 (opt-in)
 void launch_decode_stack(const DecodeStackParams& p, unsigned* counters, size_t num_counters,
                          const WorkspaceFn& workspace, const DeviceInfo& dev, cudaStream_t stream);
 // VIREO_STACK_PROFILE=1 only: prints the last decode-stack launch's per-phase work and barrier times.

@@ -160,15 +160,6 @@ __global__ void __launch_bounds__(kStackThreads, 1) decode_stack_kernel(const __
   }
 }
 
-bool stack_enabled() {
-  // Opt-in (VIREO_DECODE_STACK=1) until it beats the op-by-op path end to end (docs/cuda_kernels.md).
-  static const bool on = [] {
-    const char* e = std::getenv("VIREO_DECODE_STACK");
-    return e != nullptr && e[0] == '1';
-  }();
-  return on;
-}
-
 bool is_act(const Tensor& t, DType dt, int64_t numel) { return t.dtype == dt && t.numel() == numel && t.data != nullptr; }
 
 // The plan for p on dev, or false when the kernel does not take p (the model then runs its ops).
@@ -178,7 +169,7 @@ struct StackPlan {
 };
 
 bool plan_stack(const DecodeStackParams& p, const DeviceInfo& dev, StackPlan* plan) {
-  if (!stack_enabled() || p.layers.empty() || static_cast<int>(p.layers.size()) > kStackMaxLayers) return false;
+  if (!decode_stack_enabled() || p.layers.empty() || static_cast<int>(p.layers.size()) > kStackMaxLayers) return false;
   const DType dt = p.residual.dtype;
   if (dt != DType::kBF16 || p.residual.ndim() != 2) return false;
   const int64_t T = p.residual.dim(0), hidden = p.residual.dim(1);
@@ -325,6 +316,15 @@ void report_decode_stack_profile(cudaStream_t stream) {
     total += (work[ph] + wait[ph]) / used / 1e3;
   }
   std::fprintf(stderr, "decode_stack profile: ~%.2f us a layer, %d blocks, %d layers\n", total, pr.blocks, pr.layers);
+}
+
+bool decode_stack_enabled() {
+  // Opt-in (VIREO_DECODE_STACK=1) until it beats the op-by-op path end to end (docs/cuda_kernels.md).
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_DECODE_STACK");
+    return e != nullptr && e[0] == '1';
+  }();
+  return on;
 }
 
 bool decode_stack_supported(const DecodeStackParams& p, const DeviceInfo& dev) {
