@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/attention_mma_common.cuh"
+#include "backend/cuda/attention_split_plan.h"
 #include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_prefill_wide.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
@@ -30,6 +31,7 @@
 namespace vireo::cuda {
 namespace {
 
+static_assert(kSplitPlanTileKeys == kBN, "the split planner counts tiles of kBN keys");
 constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
 
 // The fused prepare_attention is opt-in (VIREO_FUSED_ATTENTION=1): on the H200 it is bitwise equal
@@ -430,45 +432,6 @@ bool legacy_decode_splits() {
     return v && v[0] == '1';
   }();
   return on;
-}
-
-// The split count in [1, limit] of least cost(s) (ties: fewer splits); limit: each split at least
-// min_keys long, at most cap splits.
-template <typename Cost>
-int least_cost_splits(int max_kv, int min_keys, int cap, Cost cost) {
-  const int limit = static_cast<int>(std::clamp<int64_t>((max_kv + min_keys - 1) / min_keys, 1, cap));
-  int best = 1;
-  double best_cost = 1e30;
-  for (int s = 1; s <= limit; ++s) {
-    const double c = cost(s);
-    if (c < best_cost - 1e-9) {
-      best_cost = c;
-      best = s;
-    }
-  }
-  return best;
-}
-
-// Decode key splits for `base` (seq, kv head) pairs on `slots` resident blocks, contexts up to max_kv:
-// the least time in tile units, waves x (tiles a split + a block's fixed cost). The fixed cost (block
-// start, the first tile's latency, q rows; with splits the partial write and the merge) is what the
-// waves-only model (choose_splits) leaves out: at 256 sequences planned for the decode graphs' 4096-key
-// hint it chose 13 splits, so a 1k context ran as 9 blocks of 128 keys, each mostly ramp and merge.
-int choose_decode_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap) {
-  return least_cost_splits(max_kv, min_keys, cap, [&](int s) {
-    const double waves = static_cast<double>((base * s + slots - 1) / slots);
-    const double tiles = static_cast<double>((max_kv + int64_t{s} * kBN - 1) / (int64_t{s} * kBN));
-    return waves * (tiles + (s > 1 ? 2.0 : 1.0));
-  });
-}
-
-// Key splits for `base` blocks of work on `slots` resident blocks: the fewest waves per unit of work,
-// each split at least `min_keys` long, a small charge per split for the merge (ties: fewer splits).
-int choose_splits(int64_t base, int64_t slots, int max_kv, int min_keys, int cap) {
-  return least_cost_splits(max_kv, min_keys, cap, [&](int s) {
-    const double waves = static_cast<double>((base * s + slots - 1) / slots);
-    return waves / s + (s > 1 ? 0.0005 * s : 0.0);
-  });
 }
 
 template <typename T, int D>
