@@ -90,10 +90,11 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 
 nlohmann::json latency_summary_json(const std::vector<LatencyIteration>& iters, int batch_size, int input_len,
                                     int output_len) {
-  std::vector<double> lat, pre, step, tps;
+  std::vector<double> lat, pre, step, tps, out_tps;
   for (const auto& it : iters) {
     lat.push_back(it.latency);
     pre.push_back(it.prefill);
+    if (it.latency > 0) out_tps.push_back(static_cast<double>(batch_size) * output_len / it.latency);
     if (it.decode_steps > 0 && it.decode > 0) {
       step.push_back(it.decode / it.decode_steps);
       tps.push_back(batch_size * it.decode_steps / it.decode);
@@ -120,6 +121,7 @@ nlohmann::json latency_summary_json(const std::vector<LatencyIteration>& iters, 
   add("prefill_time_ms", pre, 1000.0);
   add("decode_step_ms", step, 1000.0);
   add("decode_tokens_per_s", tps, 1.0);
+  add("output_tokens_per_s", out_tps, 1.0);  // end to end: every output token over the whole latency
   return j;
 }
 
@@ -165,6 +167,14 @@ int run_bench_latency(const LatencyArgs& a) {
               j["median_decode_step_ms"].get<double>(), j["p99_decode_step_ms"].get<double>());
   std::printf("Decode throughput (tok/s): mean %.2f, median %.2f\n", j["mean_decode_tokens_per_s"].get<double>(),
               j["median_decode_tokens_per_s"].get<double>());
+  std::printf("Output throughput, end to end (tok/s): mean %.2f, median %.2f\n",
+              j["mean_output_tokens_per_s"].get<double>(), j["median_output_tokens_per_s"].get<double>());
+  // With chunked prefill over several steps the first requests decode beside later prompts' chunks, so
+  // the "decode" phase (after the last first token) runs steps of fewer rows than the batch.
+  if (static_cast<int64_t>(a.batch_size) * a.input_len > cfg.max_num_batched_tokens)
+    std::printf("Note: the prompts took several steps (%d x %d tokens > --max-num-batched-tokens %d): the decode "
+                "figures are those of the steps after the last first token, not of full-batch decode steps\n",
+                a.batch_size, a.input_len, cfg.max_num_batched_tokens);
   if (!a.output_json.empty()) write_json(a.output_json, j);
   engine.shutdown(std::chrono::milliseconds(1000));
   return 0;

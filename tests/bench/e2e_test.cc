@@ -167,8 +167,11 @@ TEST(BenchE2E, BenchThroughputAndLatencyInProcess) {
   EXPECT_EQ(l["latencies"].size(), 3u);
   EXPECT_EQ(l["prefill_time_ms_list"].size(), 3u);
   for (const char* k : {"avg_latency", "mean_prefill_time_ms", "mean_decode_step_ms", "mean_decode_tokens_per_s",
-                        "percentiles"})
+                        "mean_output_tokens_per_s", "percentiles"})
     EXPECT_TRUE(l.contains(k)) << k;
+  // End to end: batch x output tokens over the mean latency (one value per iteration, same mean here).
+  EXPECT_NEAR(l["mean_output_tokens_per_s"].get<double>() * l["avg_latency"].get<double>(), 2 * 4,
+              0.5 * 2 * 4);
   for (size_t i = 0; i < 3; ++i) {
     double lat_ms = l["latencies"][i].get<double>() * 1000;
     double pre_ms = l["prefill_time_ms_list"][i].get<double>();
