@@ -38,39 +38,32 @@ LatencyIteration run_latency_iteration(AsyncEngine& engine, const std::vector<st
   std::vector<bool> first(n, false), done(n, false);
   size_t num_first = 0, num_done = 0;
   double prefill = 0;
+  // Request i's next delta, waiting up to `wait`; false when none came.
+  auto take = [&](size_t i, std::chrono::milliseconds wait) {
+    auto d = streams[i]->next(wait);
+    if (!d) return false;
+    if (!d->token_ids.empty() && !first[i]) {
+      first[i] = true;
+      if (++num_first == n) prefill = seconds_since(t0);
+    }
+    if (d->finished) {
+      if (d->finish_reason == "error") throw Error("bench latency: request failed: " + d->error);
+      done[i] = true;
+      ++num_done;
+    }
+    return true;
+  };
   while (num_done < n) {
     // Block briefly on one unfinished stream, then drain all: every stream of the batch gets
     // its delta in the same step, so timestamps are off by at most the 1 ms wait.
     for (size_t i = 0; i < n; ++i) {
       if (done[i]) continue;
-      if (auto d = streams[i]->next(std::chrono::milliseconds(1))) {
-        if (!d->token_ids.empty() && !first[i]) {
-          first[i] = true;
-          if (++num_first == n) prefill = seconds_since(t0);
-        }
-        if (d->finished) {
-          if (d->finish_reason == "error") throw Error("bench latency: request failed: " + d->error);
-          done[i] = true;
-          ++num_done;
-        }
-      }
+      take(i, std::chrono::milliseconds(1));
       break;
     }
-    for (size_t i = 0; i < n; ++i) {
-      while (!done[i]) {
-        auto d = streams[i]->next(std::chrono::milliseconds(0));
-        if (!d) break;
-        if (!d->token_ids.empty() && !first[i]) {
-          first[i] = true;
-          if (++num_first == n) prefill = seconds_since(t0);
-        }
-        if (d->finished) {
-          if (d->finish_reason == "error") throw Error("bench latency: request failed: " + d->error);
-          done[i] = true;
-          ++num_done;
-        }
+    for (size_t i = 0; i < n; ++i)
+      while (!done[i] && take(i, std::chrono::milliseconds(0))) {
       }
-    }
   }
   LatencyIteration it;
   it.latency = seconds_since(t0);
