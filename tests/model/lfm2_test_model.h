@@ -11,6 +11,7 @@
 
 #include "model/decoder_model.h"
 #include "model/weight_source.h"
+#include "named_random_weights.h"
 
 namespace vireo::testing {
 
@@ -35,29 +36,21 @@ inline nlohmann::json tiny_lfm2_json() {
           {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
 }
 
-// Values depend only on (name, index): a hash of the name seeds the stream.
-class RandomWeights final : public WeightSource {
- public:
-  bool has(const std::string&) const override { return true; }
-  std::optional<Tensor> view(const std::string&, const std::vector<int64_t>&) const override { return std::nullopt; }
-  void read(const std::string& name, const std::vector<int64_t>& shape, DType dtype, void* dst) const override {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(name)));
-    std::normal_distribution<float> d(0.f, 1.f);
-    const bool norm = name.find("norm") != std::string::npos, bias = name.find(".bias") != std::string::npos;
+// Norms 1 + 0.2 r, conv taps 0.4 r, biases and matrices 0.1 r (named_random_weights.h).
+inline std::unique_ptr<WeightSource> lfm2_random_weights() {
+  return std::make_unique<NamedRandomWeights>([](const std::string& name) {
+    if (name.find("norm") != std::string::npos) return std::pair{1.f, 0.2f};
+    const bool bias = name.find(".bias") != std::string::npos;
     const bool conv = name.find("conv.conv.weight") != std::string::npos;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = norm ? 1.f + 0.2f * d(rng) : (bias ? 0.1f : conv ? 0.4f : 0.1f) * d(rng);
-    store_f32_as(v.data(), n, dtype, dst);
-  }
-};
+    return std::pair{0.f, bias ? 0.1f : conv ? 0.4f : 0.1f};
+  });
+}
 
 inline std::unique_ptr<DecoderModel> tiny_lfm2(std::unique_ptr<Backend> be, const LoadOptions& opts = {},
                                                nlohmann::json j = tiny_lfm2_json()) {
   ModelConfig c = ModelConfig::from_json(j, "tiny-lfm2/config.json");
   return std::make_unique<DecoderModel>(c, find_arch_spec(c.architecture), std::move(be),
-                                        std::make_unique<RandomWeights>(), opts);
+                                        lfm2_random_weights(), opts);
 }
 
 }  // namespace vireo::testing

@@ -10,6 +10,7 @@
 
 #include "model/decoder_model.h"
 #include "model/weight_source.h"
+#include "named_random_weights.h"
 
 namespace vireo::testing {
 
@@ -45,29 +46,20 @@ inline nlohmann::json text_json(const std::string& arch, bool moe) {
   return j;
 }
 
-// Deterministic per name: zero-centred norms 0.2 r (the model adds 1), the DeltaNet's plain norm
-// 1 + 0.2 r, A_log / dt_bias 0.5 r, conv taps 0.4 r, matrices 0.1 r.
-class Qwen3NextRandomWeights final : public WeightSource {
- public:
-  bool has(const std::string&) const override { return true; }
-  std::optional<Tensor> view(const std::string&, const std::vector<int64_t>&) const override { return std::nullopt; }
-  void read(const std::string& name, const std::vector<int64_t>& shape, DType dtype, void* dst) const override {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(name)));
-    std::normal_distribution<float> d(0.f, 1.f);
-    const bool gdn_norm = name.find("linear_attn.norm") != std::string::npos;
-    const bool norm = name.find("norm") != std::string::npos;
-    const bool ad = name.find("A_log") != std::string::npos || name.find("dt_bias") != std::string::npos;
-    const bool conv = name.find("conv1d") != std::string::npos;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = gdn_norm ? 1.f + 0.2f * d(rng) : norm ? 0.2f * d(rng) : ad ? 0.5f * d(rng) : conv ? 0.4f * d(rng) : 0.1f * d(rng);
-    store_f32_as(v.data(), n, dtype, dst);
-  }
-};
+// Zero-centred norms 0.2 r (the model adds 1), the DeltaNet's plain norm 1 + 0.2 r, A_log / dt_bias
+// 0.5 r, conv taps 0.4 r, matrices 0.1 r (named_random_weights.h).
+inline std::unique_ptr<WeightSource> qwen3_next_random_weights() {
+  return std::make_unique<NamedRandomWeights>([](const std::string& name) {
+    auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    if (has("linear_attn.norm")) return std::pair{1.f, 0.2f};
+    if (has("norm")) return std::pair{0.f, 0.2f};
+    if (has("A_log") || has("dt_bias")) return std::pair{0.f, 0.5f};
+    return std::pair{0.f, has("conv1d") ? 0.4f : 0.1f};
+  });
+}
 
 inline std::unique_ptr<WeightSource> qwen3_next_source(bool wrapper) {
-  std::unique_ptr<WeightSource> w = std::make_unique<Qwen3NextRandomWeights>();
+  std::unique_ptr<WeightSource> w = qwen3_next_random_weights();
   return wrapper ? with_model_prefix(std::move(w), "model.language_model.") : std::move(w);
 }
 
