@@ -325,6 +325,12 @@ TEST_F(AttentionTest, MixedBatchListedPrefills) {
   c = {{{300, 300}, {129, 2000}, {17, 17}}, 32, 8, 128};
   c.list_prefill = true;  // every sequence listed
   run(c, DType::kBF16);
+  // A short chunk's few prefill tiles get key splits (and the merge kernel) beside split decode rows.
+  std::vector<Seq> short_chunk(100, Seq{1, 1000});
+  short_chunk.push_back({20, 3000});
+  c = {short_chunk, 32, 8, 128};
+  c.list_prefill = true;
+  run(c, DType::kBF16);
 }
 
 // Many decode sequences planned for the decode graphs' 4096-key hint while their contexts are ~1k
