@@ -138,9 +138,6 @@ size_t CudaBackend::free_memory_bytes() const {
   return free_b + alloc_.cached_bytes();
 }
 
-// Scratch of the unfused fallback of the fused linear forms (N > 4): the op workspace.
-void* CudaBackend::linear_scratch(size_t bytes) { return workspace(bytes); }
-
 // One buffer serves every op in turn (stream order; with PDL each kernel waits for its predecessor
 // before touching memory); while capturing, the graphs' shared scratch (CudaGraphSet::scratch).
 void* CudaBackend::workspace(size_t bytes) {
@@ -169,12 +166,12 @@ void CudaBackend::rms_norm(const RmsNormParams& p) {
 }
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
-  run_linear(*gemm_, p, [this](size_t b) { return linear_scratch(b); }, stream_, batch_invariant_);
+  run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
 }
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
 void CudaBackend::moe(const MoeParams& p) {
   require_device(p.gate_up_w, "moe", "gate_up_w");
-  launch_moe(p, [this](size_t b) { return linear_scratch(b); }, stream_);
+  launch_moe(p, [this](size_t b) { return workspace(b); }, stream_);
 }
 void CudaBackend::short_conv(const ShortConvParams& p) {
   require_device(p.state, "short_conv", "state");

@@ -70,7 +70,6 @@ class CudaBackend final : public Backend {
 
  private:
   void* workspace(size_t bytes);
-  void* linear_scratch(size_t bytes);
 
   DType act_;
   int device_;
