@@ -1,0 +1,95 @@
+#include "structured/grammar_builder.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace vireo::structured {
+
+int32_t GrammarBuilder::new_rule(std::string name) {
+  names_.push_back(std::move(name));
+  alts_.emplace_back();
+  return static_cast<int32_t>(alts_.size()) - 1;
+}
+
+void GrammarBuilder::add_alt(int32_t rule, std::vector<Symbol> seq) {
+  num_symbols_ += seq.size() + 1;
+  alts_.at(rule).push_back(std::move(seq));
+}
+
+Symbol GrammarBuilder::bytes(const ByteSet& set) {
+  auto it = set_ids_.find(set);
+  if (it != set_ids_.end()) return {false, it->second};
+  const int32_t id = static_cast<int32_t>(sets_.size());
+  sets_.push_back(set);
+  set_ids_.emplace(set, id);
+  return {false, id};
+}
+
+Symbol GrammarBuilder::byte(uint8_t b) { return range(b, b); }
+
+Symbol GrammarBuilder::range(uint8_t lo, uint8_t hi) {
+  ByteSet s{};
+  for (int b = lo; b <= hi; ++b) s[b >> 6] |= uint64_t{1} << (b & 63);
+  return bytes(s);
+}
+
+void GrammarBuilder::append_literal(std::vector<Symbol>& seq, std::string_view s) {
+  for (unsigned char c : s) seq.push_back(byte(c));
+}
+
+int32_t GrammarBuilder::literal_set_rule(std::string name, std::vector<std::string> words) {
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  const int32_t rule = new_rule(name);
+  size_t i = 0;
+  if (!words.empty() && words[0].empty()) {
+    add_alt(rule, {});
+    i = 1;
+  }
+  while (i < words.size()) {
+    size_t j = i;
+    while (j < words.size() && words[j][0] == words[i][0]) ++j;
+    std::vector<Symbol> seq;
+    if (j - i == 1) {  // one word left with this first byte: spell it out
+      append_literal(seq, words[i]);
+    } else {
+      std::vector<std::string> rest;
+      for (size_t k = i; k < j; ++k) rest.push_back(words[k].substr(1));
+      seq.push_back(byte(static_cast<uint8_t>(words[i][0])));
+      seq.push_back(ref(literal_set_rule(name, std::move(rest))));
+    }
+    add_alt(rule, std::move(seq));
+    i = j;
+  }
+  return rule;
+}
+
+void GrammarBuilder::end_prelude(std::string key) {
+  prelude_rules_ = num_rules();
+  prelude_key_ = std::move(key);
+}
+
+Grammar GrammarBuilder::build(int32_t root) const {
+  Grammar g;
+  g.byte_sets = sets_;
+  g.rule_names = names_;
+  g.root_rule = root;
+  g.prelude_key = prelude_key_;
+  g.rule_alts.resize(alts_.size());
+  g.elements.reserve(num_symbols_);
+  // Rules in id order, so the prelude's rules (declared first) take the same positions in every grammar.
+  for (size_t r = 0; r < alts_.size(); ++r) {
+    if (alts_[r].empty()) throw Error("structured output: grammar rule '" + names_[r] + "' matches nothing");
+    for (const auto& seq : alts_[r]) {
+      g.rule_alts[r].push_back(static_cast<int32_t>(g.elements.size()));
+      for (const Symbol& s : seq)
+        g.elements.push_back({s.is_rule ? GrammarElement::kRule : GrammarElement::kBytes, s.id});
+      g.elements.push_back({GrammarElement::kEnd, 0});
+    }
+    if (static_cast<int32_t>(r) + 1 == prelude_rules_) g.num_prelude_elements = static_cast<int32_t>(g.elements.size());
+  }
+  return g;
+}
+
+}  // namespace vireo::structured

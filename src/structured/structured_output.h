@@ -1,0 +1,23 @@
+// What a request asks its output to be (vLLM's structured_outputs / OpenAI's response_format),
+// and its compilation to a grammar, done once per request by the server.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "structured/grammar.h"
+
+namespace vireo::structured {
+
+struct StructuredOutputSpec {
+  enum class Kind { kJsonObject, kJsonSchema, kChoice };
+  Kind kind = Kind::kJsonObject;
+  nlohmann::ordered_json schema;     // kJsonSchema
+  std::vector<std::string> choices;  // kChoice: the output is exactly one of these strings
+};
+
+// Throws SchemaError (json_schema_compiler.h) or vireo::Error for a spec that cannot be compiled.
+std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputSpec& spec);
+
+}  // namespace vireo::structured
