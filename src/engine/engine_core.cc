@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/sampling_batch.h"
 #include "engine/step_input_builder.h"
+#include "structured/tokenizer_vocab.h"
 
 namespace vireo {
 
@@ -49,11 +50,37 @@ EngineCore::EngineCore(std::unique_ptr<Model> model, const Tokenizer* tok, const
 
 EngineCore::~EngineCore() = default;
 
+std::unique_ptr<structured::GrammarMatcher> EngineCore::make_matcher(const Request& req) {
+  if (!tok_) throw Error("structured output needs a tokenizer");
+  if (!vocab_index_) {
+    const double t0 = monotonic_seconds();
+    vocab_index_ = std::make_shared<const structured::VocabIndex>(structured::token_byte_strings(*tok_));
+    log_info("structured output: vocabulary index of {} tokens built in {:.0f} ms", vocab_index_->vocab_size(),
+             (monotonic_seconds() - t0) * 1e3);
+  }
+  return std::make_unique<structured::GrammarMatcher>(req.params.grammar, vocab_index_,
+                                                      scheduler_.config().eos_token_ids);
+}
+
 void EngineCore::add_request(std::shared_ptr<Request> req) {
   const std::string id = req->request_id;
   auto state = std::make_unique<RequestOutputState>(tok_, *req);
-  scheduler_.add_request(std::move(req));
+  std::string error;
+  if (req->params.grammar) {
+    try {
+      req->matcher = make_matcher(*req);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  scheduler_.add_request(req);
   states_[id] = std::move(state);
+  if (!error.empty()) {  // this request fails alone, as a failed step would
+    req->error = error;
+    scheduler_.finish_request(id, FinishReason::kError);
+    on_finished(*req, monotonic_seconds());
+    pending_outputs_.push_back(final_output_without_tokens(*req));
+  }
 }
 
 RequestOutput EngineCore::final_output_without_tokens(const Request& req) {
@@ -122,7 +149,8 @@ void EngineCore::launch_continuation(const LaunchedStep& cur) {
   LaunchedStep step;
   step.built = build_continuation_input(*next, scheduler_.config().block_size);
   const SamplingBatch batch =
-      build_sampling_batch(*next, step.built, scheduler_.config().eos_token_ids, rng_, /*pending_tokens=*/1);
+      build_sampling_batch(*next, step.built, scheduler_.config().eos_token_ids, rng_, /*pending_tokens=*/1,
+                           runner_.model().config().vocab_size);
   step.ticket = runner_.launch(step.built, batch, /*tokens_from_last=*/true);
   step.sched = std::move(*next);
   inflight_ = std::move(step);
@@ -146,7 +174,8 @@ std::vector<RequestOutput> EngineCore::step() {
     profile_.mark(StepProfile::kSchedule);
     cur.built = build_step_input(sched, scheduler_.config().block_size);
     const auto& eos = scheduler_.config().eos_token_ids;
-    const SamplingBatch batch = build_sampling_batch(sched, cur.built, eos, rng_);
+    const SamplingBatch batch =
+        build_sampling_batch(sched, cur.built, eos, rng_, /*pending_tokens=*/0, runner_.model().config().vocab_size);
     cur.sched = std::move(sched);
     profile_.mark(StepProfile::kBuild);
     try {

@@ -16,6 +16,7 @@
 #include "engine/scheduler.h"
 #include "engine/step_input_builder.h"
 #include "engine/step_profile.h"
+#include "structured/vocab_index.h"
 
 namespace vireo {
 
@@ -75,6 +76,8 @@ class EngineCore {
   void fail_step(const SchedulerOutput& sched, const std::exception& e, std::vector<RequestOutput>& outputs);
   void launch_continuation(const LaunchedStep& cur);
   RequestOutput final_output_without_tokens(const Request& req);
+  // The request's grammar matcher over the tokenizer's vocabulary (built on first use).
+  std::unique_ptr<structured::GrammarMatcher> make_matcher(const Request& req);
 
   EngineCoreConfig cfg_;
   const Tokenizer* tok_;
@@ -88,6 +91,7 @@ class EngineCore {
   std::optional<LaunchedStep> inflight_;  // async scheduling: the step launched ahead
   uint64_t num_launched_ahead_ = 0;
   StepProfile profile_;
+  std::shared_ptr<const structured::VocabIndex> vocab_index_;  // structured outputs, built on first use
 };
 
 double monotonic_seconds();

@@ -28,7 +28,9 @@ RequestOutput RequestOutputState::process(const Request& req, const std::vector<
   if (detok_ && !stop_string_) {
     // A stop token (EOS or stop_token_ids) is not part of the text unless asked.
     size_t n = new_ids.size();
-    if (finished && req.finish_reason == FinishReason::kStop && n > 0 && !p.include_stop_str_in_output) --n;
+    if (finished && req.finish_reason == FinishReason::kStop && n > 0 && !p.include_stop_str_in_output &&
+        !req.stopped_by_grammar)
+      --n;
     for (size_t i = 0; i < n; ++i) text_ += detok_->add(new_ids[i]);
     if (finished) text_ += detok_->flush();
     if (!p.stop.empty()) {

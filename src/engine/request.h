@@ -2,6 +2,7 @@
 // Owned by the Scheduler (shared_ptr so the core can keep a finished one until it is reported).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -10,6 +11,7 @@
 #include "engine/penalty_entries.h"
 #include "engine/request_output.h"
 #include "engine/sampling_params.h"
+#include "structured/grammar_matcher.h"
 
 namespace vireo {
 
@@ -52,6 +54,14 @@ struct Request {
   // (id, output count) entries for repetition/presence/frequency penalties, synced by the sampling
   // batch builder only for requests with penalties (engine/sampling_batch.cc).
   PenaltyEntries penalty_entries;
+
+  // Structured outputs: where the output tokens so far leave params.grammar (made by
+  // EngineCore::add_request, advanced with every output token by Scheduler::update_from_output;
+  // preemption keeps the output tokens, so it keeps this state too).
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  // Finished ("stop") because its last output token completed the grammar: that token is text, not
+  // a stop token to leave out of the output.
+  bool stopped_by_grammar = false;
 
   // Prompt logprobs, filled as prefill chunks run; emitted once, with the first output.
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;

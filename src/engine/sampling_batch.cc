@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
+
 namespace vireo {
 namespace {
 
@@ -17,8 +19,9 @@ bool has_penalties(const SamplingParams& p) {
 
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
-                                   int pending_tokens) {
+                                   int pending_tokens, int32_t logits_width) {
   SamplingBatch b;
+  const size_t bitmask_words = (static_cast<size_t>(std::max(logits_width, 0)) + 31) / 32;
   b.rows.resize(built.rows.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
     const LogitsRowInfo& info = built.rows[r];
@@ -56,6 +59,13 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       int32_t bits = 0;
       std::memcpy(&bits, &bias, sizeof(bits));
       b.bias_entries.insert(b.bias_entries.end(), {static_cast<int32_t>(r), id, bits});
+    }
+    if (req.matcher) {
+      if (bitmask_words == 0) throw Error("build_sampling_batch: a structured-output row needs the logits width");
+      b.bitmask_rows.push_back(static_cast<int32_t>(r));
+      b.token_bitmask.resize(b.bitmask_rows.size() * bitmask_words);
+      req.matcher->fill_next_token_bitmask(
+          std::span<uint32_t>(b.token_bitmask.data() + (b.bitmask_rows.size() - 1) * bitmask_words, bitmask_words));
     }
     if (p.temperature >= kGreedyEps) {
       std::uniform_real_distribution<double> unif(0.0, 1.0);

@@ -16,10 +16,12 @@ namespace vireo {
 // seed gives the same tokens as the host sampler did. Prompt-logprob rows force the next prompt
 // token. Penalty entries cover prompt + output ids of rows with penalties; mask entries are the
 // EOS and stop-token ids while a row is below min_tokens. Bias entries are the sampling rows' logit_bias.
+// Rows of requests with a grammar (Request::matcher) get a token bitmask row of ceil(logits_width / 32)
+// words: the tokens the grammar allows next (only the stop tokens once it is complete).
 // pending_tokens: outputs already sampled by a step still running (async scheduling), counted for min_tokens.
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
-                                   int pending_tokens = 0);
+                                   int pending_tokens = 0, int32_t logits_width = 0);
 
 // Row r of `s` as a TokenLogprob with the request's top_n (<= s.num_top_logprobs) alternatives.
 TokenLogprob sampled_logprob(const SampledRows& s, size_t r, int top_n);

@@ -1,10 +1,13 @@
 // Per-request generation settings, with vLLM's names and defaults.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "structured/grammar.h"
 
 namespace vireo {
 
@@ -31,6 +34,9 @@ struct SamplingParams {
   std::optional<int> prompt_logprobs;  // top-N logprobs per prompt token (echo)
   bool skip_special_tokens = true;
   bool detokenize = true;
+  // Structured outputs (guided decoding): the grammar every output token must follow, compiled once
+  // by the server (structured/structured_output.h) and shared by the request's n choices; null = free text.
+  std::shared_ptr<const structured::Grammar> grammar;
 };
 
 }  // namespace vireo

@@ -117,8 +117,9 @@ std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerO
     if (prev.scheduled[i].req != running_[i] || req.is_finished() || prev.scheduled[i].num_new_tokens != 1 ||
         req.num_computed_tokens + 1 != req.num_tokens())
       return std::nullopt;
+    // A grammar's mask needs the previous token, which a step issued ahead does not have yet.
     if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
-        (p.prompt_logprobs && !req.prompt_logprobs_sent))
+        (p.prompt_logprobs && !req.prompt_logprobs_sent) || req.matcher)
       return std::nullopt;
     // After prev the request holds num_tokens() + 1 tokens and num_output_tokens() + 1 outputs.
     if (req.num_output_tokens() + 1 >= p.max_tokens || req.num_tokens() + 1 >= cfg_.max_model_len)
@@ -132,6 +133,12 @@ std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerO
   }
   out.total_num_scheduled_tokens = static_cast<int>(out.scheduled.size());
   return out;
+}
+
+Scheduler::GrammarVerdict Scheduler::advance_grammar(Request& req, int32_t token) const {
+  if (!req.matcher) return GrammarVerdict::kContinue;
+  if (!req.matcher->accept_token(token)) return GrammarVerdict::kRejected;
+  return req.matcher->is_terminated() ? GrammarVerdict::kDone : GrammarVerdict::kContinue;
 }
 
 // vLLM v1's order: the length cap first (a final EOS at max_tokens reports "length"), then EOS
@@ -169,8 +176,16 @@ std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& 
     if (req.num_computed_tokens < req.num_tokens() || !sampled[i]) continue;  // chunked prefill
     req.append_output_token(*sampled[i]);
     RequestUpdate u{s.req, {*sampled[i]}, false};
+    const GrammarVerdict grammar = advance_grammar(req, *sampled[i]);
     if (check_stop(req)) {
       finish_request(req.request_id, req.finish_reason);
+      u.finished = true;
+    } else if (grammar != GrammarVerdict::kContinue) {
+      // Complete (nothing but EOS may follow; with ignore_eos too) or, were the mask not applied, broken.
+      if (grammar == GrammarVerdict::kRejected)
+        req.error = "structured output: token " + std::to_string(*sampled[i]) + " is not allowed by the grammar";
+      req.stopped_by_grammar = grammar == GrammarVerdict::kDone && !eos_.count(*sampled[i]);
+      finish_request(req.request_id, grammar == GrammarVerdict::kDone ? FinishReason::kStop : FinishReason::kError);
       u.finished = true;
     }
     updates.push_back(std::move(u));

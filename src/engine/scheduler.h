@@ -60,7 +60,7 @@ class Scheduler {
   // batch: every running request is in `prev` with one token that samples its next one, none waits
   // that could be admitted (running < max_num_seqs),
   // none can stop by length after `prev`, none needs its output history on the device (penalties) or
-  // prompt logprobs, and a KV slot for one more position is free without preempting. nullopt otherwise.
+  // prompt logprobs or has a grammar (its mask needs the token `prev` samples), and a KV slot for one more position is free without preempting. nullopt otherwise.
   std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev);
   // sampled[i]: the token sampled for out.scheduled[i], or nullopt if its prefill is not done.
   std::vector<RequestUpdate> update_from_output(const SchedulerOutput& out,
@@ -83,6 +83,9 @@ class Scheduler {
   void preempt(std::shared_ptr<Request> req);
   void release_resources(Request& req);  // KV blocks and state slot
   bool check_stop(Request& req) const;
+  // Moves the request's grammar (if any) past its new output token.
+  enum class GrammarVerdict { kContinue, kDone, kRejected };
+  GrammarVerdict advance_grammar(Request& req, int32_t token) const;
 
   SchedulerConfig cfg_;
   KvCacheManager kv_;
