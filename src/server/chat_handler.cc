@@ -59,7 +59,7 @@ class ChatStreamFormatter : public StreamFormatter {
     if (delta.empty() && !out.finished && logprobs.is_null()) return {};
     Json choice = {{"index", c.index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (out.finished) {
-      choice["finish_reason"] = p.num_calls > 0 ? "tool_calls" : c.finish_reason;
+      choice["finish_reason"] = parsing_.finish_reason(p.num_calls > 0, c.finish_reason);
       choice["stop_reason"] = stop_reason_json(c);
     }
     return {chunk({choice}, c)};
@@ -110,7 +110,7 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
     choices.push_back({{"index", c.index},
                        {"message", chat_message_json(parsed, parsing.active())},
                        {"logprobs", logprobs},
-                       {"finish_reason", parsed.calls.empty() ? c.finish_reason : "tool_calls"},
+                       {"finish_reason", parsing.finish_reason(!parsed.calls.empty(), c.finish_reason)},
                        {"stop_reason", stop_reason_json(c)}});
   }
   Json prompt_logprobs = nullptr;  // every choice saw the same prompt

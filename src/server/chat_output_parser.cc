@@ -1,5 +1,6 @@
 #include "server/chat_output_parser.h"
 
+#include "server/forced_tool_parser.h"
 #include "server/openai_errors.h"
 
 namespace vireo::server {
@@ -41,8 +42,11 @@ ChatDelta ChatOutputParser::parse_all(std::string_view text) {
 }
 
 std::unique_ptr<ChatOutputParser> ChatParsing::make() const {
+  std::unique_ptr<ToolParser> tools;
+  if (!forced_tool_choice.empty()) tools = make_forced_tool_parser(forced_tool_choice, forced_function);
+  else if (!tool_parser.empty()) tools = make_tool_parser(tool_parser);
   return std::make_unique<ChatOutputParser>(reasoning_parser.empty() ? nullptr : make_reasoning_parser(reasoning_parser),
-                                            tool_parser.empty() ? nullptr : make_tool_parser(tool_parser));
+                                            std::move(tools));
 }
 
 ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req) {
@@ -53,6 +57,10 @@ ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req) 
       throw bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
                         "tool_choice");
     if (!req.tools.is_null()) p.tool_parser = opts.tool_call_parser;
+  }
+  if (req.tool_choice == "required" || req.tool_choice == "named") {
+    p.forced_tool_choice = req.tool_choice;
+    p.forced_function = req.tool_choice_function;
   }
   return p;
 }

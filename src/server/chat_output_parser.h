@@ -40,12 +40,20 @@ class ChatOutputParser {
 struct ChatParsing {
   std::string reasoning_parser;  // "" = none
   std::string tool_parser;       // "" = no tool-call parsing for this request
-  bool active() const { return !reasoning_parser.empty() || !tool_parser.empty(); }
+  // tool_choice "required" / "named" (the output is the grammar's JSON, forced_tool_parser.h).
+  std::string forced_tool_choice;
+  std::string forced_function;
+  bool active() const { return !reasoning_parser.empty() || !tool_parser.empty() || !forced_tool_choice.empty(); }
   std::unique_ptr<ChatOutputParser> make() const;
+  // The choice's finish_reason: "tool_calls" when calls were found, except for a named function,
+  // whose finish_reason stays the engine's (vLLM).
+  std::string finish_reason(bool has_calls, const std::string& engine_reason) const {
+    return has_calls && forced_tool_choice != "named" ? "tool_calls" : engine_reason;
+  }
 };
 
 // The server's --reasoning-parser, and its --tool-call-parser when the request's tool_choice is
-// "auto" and it has tools. tool_choice "auto" without --enable-auto-tool-choice and
+// "auto" and it has tools; "required" and named functions read the constrained JSON instead. tool_choice "auto" without --enable-auto-tool-choice and
 // --tool-call-parser is a 400, as in vLLM.
 ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req);
 

@@ -52,7 +52,8 @@ struct ChatRequest {
   std::string model;
   nlohmann::ordered_json messages;          // content flattened to strings
   nlohmann::ordered_json tools;             // null or a non-empty list
-  std::string tool_choice = "none";         // "none" or "auto" (tool_choice.h)
+  std::string tool_choice = "none";         // "none" | "auto" | "required" | "named" (tool_choice.h)
+  std::string tool_choice_function;         // "named": the function's name
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // the prompt ends inside the final (assistant) message

@@ -221,7 +221,16 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     }
     if (!tools->empty()) r.tools = *tools;
   }
-  r.tool_choice = parse_tool_choice(body);
+  const ToolChoice tool_choice = parse_tool_choice(body);
+  r.tool_choice = tool_choice.mode;
+  r.tool_choice_function = tool_choice.function;
+  if (auto g = tool_choice_grammar(tool_choice, r.tools)) {
+    if (r.params.grammar)
+      throw bad_request("tool_choice \"required\" or a named function cannot be combined with another structured "
+                        "outputs constraint (response_format, structured_outputs, guided_*)",
+                        "tool_choice");
+    r.params.grammar = std::move(g);
+  }
   get_bool(body, "parallel_tool_calls");  // accepted and type-checked, as vLLM; the calls found are not limited
   // OpenAI's deprecated function calling: vLLM's request model lacks these fields and drops them with
   // a warning, so the model never sees the functions; here, as for every unsupported feature, a 400.

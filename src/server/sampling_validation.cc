@@ -9,6 +9,7 @@
 #include <string>
 
 #include "server/openai_errors.h"
+#include "server/structured_output_params.h"
 
 namespace vireo::server {
 namespace {
@@ -125,6 +126,7 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
     p.min_tokens = static_cast<int>(*v);
   }
   get_string(body, "user");  // accepted, type-checked, unused
+  p.grammar = parse_structured_outputs(body);
   return p;
 }
 
@@ -163,16 +165,6 @@ void reject_unsupported(const Json& body) {
     const Json& s = body["suffix"];
     if (!s.is_string()) throw bad_request("'suffix' must be a string", "suffix");
     if (!s.get<std::string>().empty()) throw bad_request("suffix is not supported", "suffix");
-  }
-  if (present("response_format")) {
-    const Json& rf = body["response_format"];
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
-    if (rf["type"] != "text")
-      throw bad_request("response_format type '" + rf["type"].get<std::string>() + "' is not supported", "response_format");
-  }
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
-    if (present(key)) throw bad_request(std::string(key) + " is not supported", key);
   }
 }
 

@@ -20,7 +20,8 @@ StreamFlags parse_stream_flags(const Json& body);
 // max_logprobs; -1 (the whole vocabulary) is over that cap; not with stream (vLLM: only 0 is).
 std::optional<int> parse_prompt_logprobs(const Json& body, bool stream, const ValidationLimits& limits);
 
-// Rejects fields whose feature Vireo does not implement rather than silently ignoring them.
+// Rejects fields whose feature Vireo does not implement rather than silently ignoring them
+// (structured-output fields are checked by parse_sampling_params: structured_output_params.h).
 void reject_unsupported(const Json& body);
 
 }  // namespace vireo::server

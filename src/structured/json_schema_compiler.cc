@@ -225,6 +225,7 @@ class Compiler {
 
   int32_t compile_object(const SchemaJson& s, const std::string& path) {
     std::vector<std::pair<std::string, const SchemaJson*>> props;
+    const bool has_properties = s.contains("properties");
     if (auto it = s.find("properties"); it != s.end()) {
       if (!it->is_object()) fail("'properties' must be an object", path + "/properties");
       for (const auto& [name, sub] : it->items()) props.emplace_back(name, &sub);
@@ -237,9 +238,9 @@ class Compiler {
         required.insert(r.get<std::string>());
       }
     }
-    // additionalProperties: absent next to properties -> none (xgrammar); absent alone -> any.
+    // additionalProperties: absent next to properties (even empty ones) -> none (xgrammar); absent alone -> any.
     static const SchemaJson kAny = true;
-    const SchemaJson* extra = props.empty() ? &kAny : nullptr;
+    const SchemaJson* extra = has_properties ? nullptr : &kAny;
     if (auto it = s.find("additionalProperties"); it != s.end()) {
       if (it->is_boolean()) extra = it->get<bool>() ? &kAny : nullptr;
       else if (it->is_object()) extra = &*it;

@@ -17,10 +17,13 @@ const std::string kTools = "<think>Need the weather.</think>\n\n<tool_call>\n" +
                            "\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
 const std::string kBroken = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {oops}\n</tool_call>";
 
+const std::string kRequired = R"([{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_time", "parameters": {}}])";
+const std::string kNamed = R"({"city": "Paris"})";
+
 FakeEngineOptions scripted() {
   FakeEngineOptions e;
   e.token_delay = std::chrono::milliseconds(0);
-  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"BROKEN", kBroken}};
+  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"BROKEN", kBroken}, {"REQUIRED", kRequired}, {"NAMED", kNamed}};
   return e;
 }
 
@@ -190,9 +193,10 @@ TEST(ChatParsing, ToolChoiceErrors) {
   EXPECT_EQ(ok->status, 200) << ok->body;
   LiveServer srv(with_parsers(), scripted());
   auto c2 = srv.client();
-  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", "required"}}), "guided decoding");
-  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}}),
-             "guided decoding");
+  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}),
+             "has not been passed");
+  expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}),
+             "cannot be combined");
   expect_400(c2, chat("x", {{"tools", kToolDefs}, {"tool_choice", 1}}), "Invalid value");
   expect_400(c2, chat("x", {{"tool_choice", "auto"}}), "`tools` must be set");
   EXPECT_EQ(srv.engine().num_added(), 0u);  // refused before any engine work
@@ -226,4 +230,42 @@ TEST(ChatParsing, CompletionsAreNotParsed) {
   auto r = post_json(cli, "/v1/completions", {{"prompt", "WEATHER"}, {"max_tokens", 200}});
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], kTools);
+}
+
+// tool_choice "required" / named: the (grammar-constrained) output is read as JSON, as vLLM does;
+// here the fake engine plays the constrained model's output.
+TEST(ChatParsing, RequiredAndNamedToolChoice) {
+  LiveServer srv(with_parsers(false), scripted());
+  auto cli = srv.client();
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"},
+                                      {"properties", {{"city", {{"type", "string"}}}}}, {"required", {"city"}}}}}}},
+                                  {{"type", "function"}, {"function", {{"name", "get_time"}}}}});
+  const json named_choice = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  auto r = post_json(cli, "/v1/chat/completions", chat("REQUIRED", {{"tools", tools}, {"tool_choice", "required"}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  json ch = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "tool_calls");
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 2u);
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(ch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(ch["message"]["tool_calls"][1]["function"]["arguments"], "{}");
+  r = post_json(cli, "/v1/chat/completions", chat("NAMED", {{"tools", tools}, {"tool_choice", named_choice}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  ch = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "stop");
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["arguments"], kNamed);
+  EXPECT_TRUE(ch["message"]["content"].is_null());
+
+  auto s = run_stream(cli, chat("REQUIRED", {{"tools", tools}, {"tool_choice", "required"}}));
+  EXPECT_EQ(s[0].finish, "tool_calls");
+  ASSERT_EQ(s[0].calls.size(), 2u);
+  EXPECT_EQ(s[0].calls[1]["index"], 1);
+  EXPECT_EQ(s[0].calls[1]["function"]["name"], "get_time");
+  EXPECT_EQ(s[0].content, "");
+  s = run_stream(cli, chat("NAMED", {{"tools", tools}, {"tool_choice", named_choice}}));
+  EXPECT_EQ(s[0].finish, "stop");
+  ASSERT_EQ(s[0].calls.size(), 1u);
+  EXPECT_EQ(s[0].calls[0]["function"]["arguments"], kNamed);
 }

@@ -113,12 +113,16 @@ TEST(ChatOutputParser, ReasoningFirstThenToolCalls) {
 TEST(ToolChoice, DefaultsAndRefusals) {
   using J = Json;
   J tools = J::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
-  EXPECT_EQ(parse_tool_choice(J::object()), "none");
-  EXPECT_EQ(parse_tool_choice({{"tools", tools}}), "auto");
-  EXPECT_EQ(parse_tool_choice({{"tools", J::array()}}), "none");
-  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "none"}}), "none");
-  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", nullptr}}), "auto");
-  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "auto"}}), "auto");
+  EXPECT_EQ(parse_tool_choice(J::object()).mode, "none");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}}).mode, "auto");
+  EXPECT_EQ(parse_tool_choice({{"tools", J::array()}}).mode, "none");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "none"}}).mode, "none");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", nullptr}}).mode, "auto");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "auto"}}).mode, "auto");
+  EXPECT_EQ(parse_tool_choice({{"tools", tools}, {"tool_choice", "required"}}).mode, "required");
+  const ToolChoice named = parse_tool_choice({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}});
+  EXPECT_EQ(named.mode, "named");
+  EXPECT_EQ(named.function, "f");
   auto refused = [&](J body, const std::string& words) {
     try {
       parse_tool_choice(body);
@@ -129,13 +133,52 @@ TEST(ToolChoice, DefaultsAndRefusals) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
-  refused({{"tools", tools}, {"tool_choice", "required"}}, "guided decoding");
-  refused({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "guided decoding");
   refused({{"tools", tools}, {"tool_choice", {{"type", "function"}}}}, "Invalid value");
   refused({{"tools", tools}, {"tool_choice", "always"}}, "Invalid value");
   refused({{"tools", tools}, {"tool_choice", 5}}, "Invalid value");
   refused({{"tools", tools}, {"tool_choice", J::array()}}, "Invalid value");
   refused({{"tool_choice", "auto"}}, "`tools` must be set");
+}
+
+TEST(ToolChoice, ForcedChoicesCompileGrammars) {
+  using J = Json;
+  J tools = J::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
+                         {"properties", {{"x", {{"$ref", "#/$defs/X"}}}}}, {"$defs", {{"X", {{"type", "integer"}}}}}}}}}},
+                      {{"type", "function"}, {"function", {{"name", "g"}}}}});
+  EXPECT_EQ(tool_choice_grammar({"auto", ""}, tools), nullptr);
+  EXPECT_NE(tool_choice_grammar({"required", ""}, tools), nullptr);
+  EXPECT_NE(tool_choice_grammar({"named", "g"}, tools), nullptr);
+  EXPECT_NE(tool_choice_grammar({"named", "f"}, tools), nullptr);
+  try {
+    tool_choice_grammar({"named", "h"}, tools);
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tool_choice");
+    EXPECT_NE(std::string(e.what()).find("has not been passed"), std::string::npos);
+  }
+  J bad = J::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
+                       {"properties", {{"x", {{"type", "string"}, {"pattern", "a+"}}}}}}}}}}});
+  EXPECT_THROW(tool_choice_grammar({"required", ""}, bad), ApiError);
+}
+
+TEST(ForcedToolParser, NamedAndRequired) {
+  ChatParsing named;
+  named.forced_tool_choice = "named";
+  named.forced_function = "get_weather";
+  ChatDelta d = named.make()->parse_all(R"({"city": "Paris"})");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0], (ToolCall{"get_weather", R"({"city": "Paris"})"}));
+  EXPECT_EQ(named.finish_reason(true, "stop"), "stop");
+  ChatParsing required;
+  required.forced_tool_choice = "required";
+  d = required.make()->parse_all(R"([{"name": "a", "parameters": {"x": 1}}, {"name": "b", "parameters": {}}])");
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0], (ToolCall{"a", R"({"x":1})"}));
+  EXPECT_EQ(d.calls[1], (ToolCall{"b", "{}"}));
+  EXPECT_EQ(required.finish_reason(true, "stop"), "tool_calls");
+  d = required.make()->parse_all(R"([{"name": "a", "param)");  // cut short by max_tokens
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, R"([{"name": "a", "param)");
 }
 
 TEST(ToolChoice, AutoNeedsTheServerFlags) {

@@ -56,7 +56,7 @@ inline bool validate_type(const Js& v, const std::string& t, const Js& s, const 
     const Js props = s.value("properties", Js::object());
     for (const auto& r : s.value("required", Js::array()))
       if (!v.contains(r.get<std::string>())) return false;
-    const Js extra = s.contains("additionalProperties") ? s["additionalProperties"] : Js(props.empty());
+    const Js extra = s.contains("additionalProperties") ? s["additionalProperties"] : Js(!s.contains("properties"));
     for (const auto& [k, x] : v.items()) {
       if (props.contains(k)) {
         if (!validate(x, props[k], root)) return false;
