@@ -91,6 +91,9 @@ class Backend {
   virtual void sigmoid_gate(const SigmoidGateParams& p) { (void)p, throw Error(name() + ": sigmoid_gate is not implemented"); }
   virtual void sample(const SampleParams& p) { throw Error(name() + ": sample is not implemented"); }
   virtual void add_logit_bias(const LogitBiasParams& p) { throw Error(name() + ": add_logit_bias is not implemented"); }
+  virtual void apply_token_bitmask(const TokenBitmaskParams& p) {
+    (void)p, throw Error(name() + ": apply_token_bitmask is not implemented");
+  }
 
   // ---- graphs (CUDA graphs; a backend without them keeps these defaults) ----
   // Ops issued between begin_capture() and end_capture() are recorded, not run; end_capture()

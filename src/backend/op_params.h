@@ -316,6 +316,14 @@ struct LogitBiasParams {
                    // entries outside [0, M) x [0, V) are errors on the CPU and skipped on devices
 };
 
+// Structured outputs: logits[rows[g], v] = -inf for every token v whose bit is clear in bitmask row g
+// (bit v % 32 of word v / 32), in place, before logit_bias and the sample op.
+struct TokenBitmaskParams {
+  Tensor logits;   // [M, V] F32/BF16/F16
+  Tensor rows;     // [G] I32: distinct logits rows in [0, M)
+  Tensor bitmask;  // [G, W] I32 words, W = ceil(V / 32)
+};
+
 // Token selection over M logits rows, so only ids and a few logprobs leave the device.
 struct SampleParams {
   Tensor logits;          // [M, V] F32/BF16/F16, not modified

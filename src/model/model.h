@@ -57,6 +57,12 @@ struct SamplingBatch {
   std::vector<int32_t> mask_tokens;      // [E2]
   std::vector<int32_t> bias_entries;     // [E3, 3] (row, token id, bias bits): logit_bias, added first
   int num_top_logprobs = 0;              // N, the largest any row asks for
+  // Structured outputs: bitmask_rows[g] is the sampling row whose next token is limited to the set
+  // bits of token_bitmask row g (bit v % 32 of word v / 32 set = token v allowed). A row has
+  // bitmask_words = ceil(V / 32) words, V the logits width (the model's vocab_size). Applied before
+  // logit_bias and the penalties: a token outside the mask gets -inf (never sampled, logprob -inf).
+  std::vector<int32_t> bitmask_rows;     // [G], distinct, ascending
+  std::vector<uint32_t> token_bitmask;   // [G, bitmask_words]
 };
 
 // What comes back to the host per logits row: the token and N + 1 logprobs.

@@ -45,16 +45,28 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   if (logits.dim(0) < M) throw Error("sampling: fewer logits rows than sampling rows");
 
   if (batch.bias_entries.size() % 3 != 0) throw Error("sampling: bias_entries holds (row, id, bias) triples");
-  // Inputs: [rows M*14][penalties E*2][masks E2][logit bias E3*3].
+  const int64_t V = logits.dim(1);
+  const int64_t G = static_cast<int64_t>(batch.bitmask_rows.size()), W = (V + 31) / 32;
+  if (static_cast<int64_t>(batch.token_bitmask.size()) != G * W)
+    throw Error("sampling: token_bitmask must hold ceil(vocab / 32) words for each of bitmask_rows");
+  for (size_t g = 0; g < batch.bitmask_rows.size(); ++g) {
+    const int32_t r = batch.bitmask_rows[g];
+    if (r < 0 || r >= M || (g > 0 && r <= batch.bitmask_rows[g - 1]))
+      throw Error("sampling: bitmask_rows must be ascending sampling rows");
+  }
+  // Inputs: [rows M*14][penalties E*2][masks E2][logit bias E3*3][bitmask rows G][bitmask G*W].
   const int64_t E = static_cast<int64_t>(batch.penalty_tokens.size());
   const int64_t E2 = static_cast<int64_t>(batch.mask_tokens.size());
   const int64_t E3 = static_cast<int64_t>(batch.bias_entries.size());
-  const int64_t n_in = M * kRowWords + E + E2 + E3;
+  const int64_t bias_off = M * kRowWords + E + E2, bitmask_off = bias_off + E3;
+  const int64_t n_in = bitmask_off + G + G * W;
   ws.host_in.resize(n_in);
   std::memcpy(ws.host_in.data(), batch.rows.data(), M * sizeof(SamplingRow));
   std::copy(batch.penalty_tokens.begin(), batch.penalty_tokens.end(), ws.host_in.begin() + M * kRowWords);
   std::copy(batch.mask_tokens.begin(), batch.mask_tokens.end(), ws.host_in.begin() + M * kRowWords + E);
-  std::copy(batch.bias_entries.begin(), batch.bias_entries.end(), ws.host_in.begin() + M * kRowWords + E + E2);
+  std::copy(batch.bias_entries.begin(), batch.bias_entries.end(), ws.host_in.begin() + bias_off);
+  std::copy(batch.bitmask_rows.begin(), batch.bitmask_rows.end(), ws.host_in.begin() + bitmask_off);
+  if (G > 0) std::memcpy(ws.host_in.data() + bitmask_off + G, batch.token_bitmask.data(), G * W * sizeof(uint32_t));
   ensure(be, ws.in, ws.in_cap, n_in);
   Tensor up = ws.in.view({n_in});
   be.copy_from_host(ws.host_in.data(), up);
@@ -63,7 +75,9 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   const int64_t n_out = M + M * (1 + N) + M * N;
   ensure(be, ws.out, ws.out_cap, n_out);
 
-  if (E3 > 0) be.add_logit_bias({logits.view({M, logits.dim(1)}), i32_view(ws.in, M * kRowWords + E + E2, {E3 / 3, 3})});
+  const Tensor rows_logits = logits.view({M, V});
+  if (G > 0) be.apply_token_bitmask({rows_logits, i32_view(ws.in, bitmask_off, {G}), i32_view(ws.in, bitmask_off + G, {G, W})});
+  if (E3 > 0) be.add_logit_bias({rows_logits, i32_view(ws.in, bias_off, {E3 / 3, 3})});
 
   SampleParams p;
   p.logits = logits.view({M, logits.dim(1)});

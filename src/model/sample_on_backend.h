@@ -1,6 +1,7 @@
 // Runs the backend's sample op over a step's logits rows: one packed upload of the sampling
-// rows, penalties, masks and logit-bias entries, the bias op (in place on the logits) when any row has
-// one, the sample op, one packed download of tokens and logprobs.
+// rows, penalties, masks, logit-bias entries and structured-output token bitmasks, the bitmask and
+// bias ops (in place on the logits) when any row has one, the sample op, one packed download of
+// tokens and logprobs.
 #pragma once
 #include <deque>
 #include <vector>

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_sampling.h"
 #include "core/error.h"
+#include "model/sample_on_backend.h"
 
 namespace vireo {
 namespace {
@@ -205,6 +206,78 @@ TEST_F(SampleOp, BadRangesThrow) {
   EXPECT_THROW(be->sample(p), Error);
   p.num_top_logprobs = 21;
   EXPECT_THROW(be->sample(p), Error);
+}
+
+}  // namespace
+}  // namespace vireo
+
+namespace vireo {
+namespace {
+
+// Structured outputs: SamplingBatch::token_bitmask through sample_on_backend on the CPU backend. Rows
+// with a mask only ever sample allowed ids (greedy: the best allowed one); their logprobs are those of
+// the masked distribution; rows without a mask are untouched.
+TEST(TokenBitmask, LimitsTheMaskedRowsOnly) {
+  auto be = create_backend("cpu");
+  const int m = 4, v = 100, words = (v + 31) / 32;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> logits(m * v);
+    for (auto& x : logits) x = nd(rng);
+    SamplingBatch b;
+    b.rows.resize(m);
+    for (int r = 0; r < m; ++r) {
+      b.rows[r].temperature = (trial + r) % 2 ? 0.9f : 0.0f;
+      b.rows[r].uniform = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
+    }
+    b.num_top_logprobs = 3;
+    std::vector<std::set<int32_t>> allowed(m);
+    allowed[1] = {5, 70, 99};  // ids in the first, third and last (partial) word
+    const int best3 = cpu::argmax(std::span<const float>(&logits[3 * v], v));
+    for (int32_t t = 0; t < v; ++t)
+      if (t != best3) allowed[3].insert(t);
+    b.bitmask_rows = {1, 3};
+    b.token_bitmask.assign(2 * words, 0u);
+    for (int g = 0; g < 2; ++g)
+      for (int32_t t : allowed[b.bitmask_rows[g]]) b.token_bitmask[g * words + t / 32] |= 1u << (t % 32);
+    b.token_bitmask[1 * words + words - 1] |= 0xF0000000u;  // bits past the vocabulary are ignored
+    std::vector<float> copy = logits;
+    SampledRows out;
+    SamplingWorkspace ws;
+    sample_on_backend(*be, Tensor(copy.data(), DType::kF32, {m, v}), b, out, ws);
+    free_sampling_workspace(*be, ws);
+    for (int r = 0; r < m; ++r) {
+      SCOPED_TRACE("trial " + std::to_string(trial) + " row " + std::to_string(r));
+      std::vector<float> masked(logits.begin() + r * v, logits.begin() + (r + 1) * v);
+      if (!allowed[r].empty())
+        for (int32_t t = 0; t < v; ++t)
+          if (!allowed[r].count(t)) masked[t] = kNegInf;
+      const int32_t tok = out.tokens[r];
+      if (!allowed[r].empty()) EXPECT_TRUE(allowed[r].count(tok));
+      if (b.rows[r].temperature == 0.0f) EXPECT_EQ(tok, cpu::argmax(std::span<const float>(masked)));
+      EXPECT_NEAR(out.logprobs[r * 4], masked[tok] - cpu::log_sum_exp(masked), 1e-5);
+      if (r == 1) EXPECT_TRUE(allowed[1].count(out.top_ids[r * 3 + 2]));  // all three allowed ids
+    }
+  }
+}
+
+TEST(TokenBitmask, BadShapesThrow) {
+  auto be = create_backend("cpu");
+  std::vector<float> logits(2 * 40, 0.0f);
+  SamplingBatch b;
+  b.rows.resize(2);
+  b.bitmask_rows = {1};
+  b.token_bitmask = {~0u};  // 40 ids need two words
+  SampledRows out;
+  SamplingWorkspace ws;
+  EXPECT_THROW(sample_on_backend(*be, Tensor(logits.data(), DType::kF32, {2, 40}), b, out, ws), Error);
+  b.token_bitmask = {~0u, ~0u, ~0u, ~0u};
+  b.bitmask_rows = {1, 0};  // not ascending
+  EXPECT_THROW(sample_on_backend(*be, Tensor(logits.data(), DType::kF32, {2, 40}), b, out, ws), Error);
+  b.bitmask_rows = {0, 2};  // row 2 does not exist
+  EXPECT_THROW(sample_on_backend(*be, Tensor(logits.data(), DType::kF32, {2, 40}), b, out, ws), Error);
+  free_sampling_workspace(*be, ws);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_sampling.h"
 #include "cuda_test_util.h"
+#include "model/sample_on_backend.h"
 
 namespace vireo::testing {
 namespace {
@@ -448,6 +449,100 @@ TEST_F(LogitBiasTest, MatchesCpu) {
     gpu_->copy_from_host(with_bad.data(), ge);
     gpu_->add_logit_bias({g, ge});
     expect_close(to_host(g), want, tol_for(dt), "logit bias");
+  }
+}
+
+}  // namespace
+}  // namespace vireo::testing
+
+namespace vireo::testing {
+namespace {
+
+// Structured outputs: apply_token_bitmask on the GPU vs the CPU op, every element (masked ones must be
+// -inf on both sides, the others unchanged), over words that are full, empty and random, rows with and
+// without a mask, a vocabulary that is and one that is not a multiple of 32. Then the whole
+// sample_on_backend path with masks: greedy rows pick the CPU's token, sampled rows an allowed one.
+class TokenBitmaskTest : public CudaOpsTest {
+ protected:
+  std::vector<uint32_t> random_mask(int64_t groups, int64_t words) {
+    std::vector<uint32_t> bits(groups * words);
+    for (auto& w : bits) {
+      const int kind = rand_int(0, 3);
+      w = kind == 0 ? 0u : kind == 1 ? ~0u : static_cast<uint32_t>(rng_());
+    }
+    return bits;
+  }
+};
+
+TEST_F(TokenBitmaskTest, MatchesCpu) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
+    for (int64_t vocab : {int64_t(1003), int64_t(151936)}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " vocab " + std::to_string(vocab));
+      use_dtype(dt);
+      const int64_t m = 6, words = (vocab + 31) / 32;
+      std::vector<int32_t> rows{0, 2, 5};
+      const int64_t g = static_cast<int64_t>(rows.size());
+      auto logits = rand_vec(size_t(m * vocab), -8.f, 8.f, dt);
+      auto bits = random_mask(g, words);
+      std::vector<float> want = logits;
+      std::vector<int32_t> bits_i32(bits.begin(), bits.end());
+      cpu_->apply_token_bitmask({Tensor(want.data(), DType::kF32, {m, vocab}), Tensor(rows.data(), DType::kI32, {g}),
+                                 Tensor(bits_i32.data(), DType::kI32, {g, words})});
+      Tensor gl = gpu_from(logits, {m, vocab}, dt);
+      Tensor gr = gpu_own(gpu_->alloc({g}, DType::kI32));
+      gpu_->copy_from_host(rows.data(), gr);
+      Tensor gb = gpu_own(gpu_->alloc({g, words}, DType::kI32));
+      gpu_->copy_from_host(bits_i32.data(), gb);
+      gpu_->apply_token_bitmask({gl, gr, gb});
+      const auto got = to_host(gl);
+      int64_t bad = 0, masked = 0;
+      for (int64_t i = 0; i < m * vocab; ++i) {
+        masked += std::isinf(want[i]);
+        const bool same = std::isinf(want[i]) ? (std::isinf(got[i]) && got[i] < 0) : got[i] == want[i];
+        if (!same && bad++ < 5) ADD_FAILURE() << "element " << i << ": got " << got[i] << " want " << want[i];
+      }
+      EXPECT_EQ(bad, 0);
+      EXPECT_GT(masked, 0);
+    }
+}
+
+TEST_F(TokenBitmaskTest, SampleOnBackendPicksAllowedTokens) {
+  use_dtype(DType::kBF16);
+  const int64_t m = 8, vocab = 151936, words = (vocab + 31) / 32;
+  auto logits = rand_vec(size_t(m * vocab), -8.f, 8.f, DType::kBF16);
+  SamplingBatch b;
+  b.rows.resize(m);
+  for (int64_t r = 0; r < m; ++r) {
+    b.rows[r].temperature = r % 2 ? 0.8f : 0.0f;
+    b.rows[r].uniform = std::uniform_real_distribution<float>(0.f, 1.f)(rng_);
+    if (r == 3) b.rows[r].top_k = 5;
+  }
+  b.num_top_logprobs = 2;
+  b.bitmask_rows = {1, 2, 3, 6};
+  b.token_bitmask.assign(b.bitmask_rows.size() * words, 0u);
+  std::vector<std::vector<int32_t>> allowed(m);
+  for (size_t gi = 0; gi < b.bitmask_rows.size(); ++gi) {
+    const int n = gi == 0 ? 1 : gi == 1 ? 40 : 3000;  // one id, a few, many
+    for (int i = 0; i < n; ++i) {
+      const int32_t t = rand_int(0, int(vocab) - 1);
+      allowed[b.bitmask_rows[gi]].push_back(t);
+      b.token_bitmask[gi * words + t / 32] |= 1u << (t % 32);
+    }
+  }
+  Tensor gl = gpu_from(logits, {m, vocab}, DType::kBF16);
+  SampledRows got, want;
+  SamplingWorkspace ws, cws;
+  sample_on_backend(*gpu_, gl, b, got, ws);
+  free_sampling_workspace(*gpu_, ws);
+  std::vector<float> host = logits;
+  sample_on_backend(*cpu_, Tensor(host.data(), DType::kF32, {m, vocab}), b, want, cws);
+  for (int64_t r = 0; r < m; ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    const int32_t t = got.tokens[r];
+    if (!allowed[r].empty())
+      EXPECT_NE(std::find(allowed[r].begin(), allowed[r].end(), t), allowed[r].end());
+    if (b.rows[r].temperature == 0.0f) EXPECT_EQ(t, want.tokens[r]);
+    EXPECT_TRUE(std::isfinite(got.logprobs[r * 3]));
   }
 }
 

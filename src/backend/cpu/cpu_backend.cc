@@ -113,6 +113,7 @@ class CpuBackend final : public Backend {
   void paged_attention(const AttentionParams& p) override { cpu::paged_attention(pool_, p); }
   void sample(const SampleParams& p) override { cpu::sample(pool_, p); }
   void add_logit_bias(const LogitBiasParams& p) override { cpu::add_logit_bias(p); }
+  void apply_token_bitmask(const TokenBitmaskParams& p) override { cpu::apply_token_bitmask(p); }
 
  private:
   std::string dtype_name_;  // --dtype as given

@@ -229,4 +229,21 @@ void add_logit_bias(const LogitBiasParams& p) {
   }
 }
 
+void apply_token_bitmask(const TokenBitmaskParams& p) {
+  if (p.rows.empty()) return;
+  if (p.logits.dtype != DType::kF32 || p.logits.ndim() != 2) throw Error("apply_token_bitmask: logits must be F32 [M, V]");
+  const int64_t m = p.logits.dim(0), v = p.logits.dim(1), words = (v + 31) / 32, g = p.rows.numel();
+  if (p.rows.dtype != DType::kI32 || p.bitmask.dtype != DType::kI32 || p.bitmask.numel() != g * words)
+    throw Error("apply_token_bitmask: rows must be I32 [G] and bitmask I32 [G, ceil(V / 32)]");
+  const int32_t* rows = p.rows.ptr<int32_t>();
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(p.bitmask.ptr<int32_t>());
+  for (int64_t i = 0; i < g; ++i) {
+    if (rows[i] < 0 || rows[i] >= m) throw Error("apply_token_bitmask: row " + std::to_string(rows[i]) + " outside the logits");
+    float* x = p.logits.ptr<float>() + rows[i] * v;
+    const uint32_t* w = bits + i * words;
+    for (int64_t t = 0; t < v; ++t)
+      if (!((w[t >> 5] >> (t & 31)) & 1u)) x[t] = -std::numeric_limits<float>::infinity();
+  }
+}
+
 }  // namespace vireo::cpu

@@ -38,5 +38,6 @@ void top_logprobs(std::span<const float> logits, float lse, int n, int32_t* ids,
 // The op: rows in parallel on the pool. Validates shapes and row ranges (throws vireo::Error).
 void sample(ThreadPool& pool, const SampleParams& p);
 void add_logit_bias(const LogitBiasParams& p);
+void apply_token_bitmask(const TokenBitmaskParams& p);
 
 }  // namespace vireo::cpu

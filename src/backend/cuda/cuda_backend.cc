@@ -216,6 +216,10 @@ void CudaBackend::add_logit_bias(const LogitBiasParams& p) {
   require_device(p.logits, "add_logit_bias", "logits");
   launch_logit_bias(p, stream_);
 }
+void CudaBackend::apply_token_bitmask(const TokenBitmaskParams& p) {
+  require_device(p.logits, "apply_token_bitmask", "logits");
+  launch_token_bitmask(p, stream_);
+}
 bool CudaBackend::decode_stack_supported(const DecodeStackParams& p) const {
   // Batch-invariant mode keeps its fixed-order ops (the kernel's key splits follow the batch size).
   return !batch_invariant_ && p.residual.device == DeviceKind::kCUDA && cuda::decode_stack_supported(p, info_);

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   void mla_pack(const MlaPackParams& p) override;
   void sample(const SampleParams& p) override;
   void add_logit_bias(const LogitBiasParams& p) override;
+  void apply_token_bitmask(const TokenBitmaskParams& p) override;
   bool decode_stack_supported(const DecodeStackParams& p) const override;
   bool offers_decode_stack() const override;
   void decode_stack(const DecodeStackParams& p) override;

@@ -98,6 +98,7 @@ void launch_paged_attention_invariant(const AttentionParams& p, cudaStream_t str
 // and draws do not depend on the batch.
 // logits[row, token] += bias per entry (logit_bias.cu); entries outside the logits are skipped.
 void launch_logit_bias(const LogitBiasParams& p, cudaStream_t stream);
+void launch_token_bitmask(const TokenBitmaskParams& p, cudaStream_t stream);
 void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStream_t stream,
                    bool batch_invariant = false);
 
