@@ -54,6 +54,9 @@ class Backend {
   virtual void wait_copy(int /*ticket*/) {}
   // Free bytes left on the device (CPU: a large number); used to size the KV cache.
   virtual size_t free_memory_bytes() const = 0;
+  // The device's whole memory, 0 where that has no meaning (the CPU); picks vLLM's size-dependent
+  // defaults (--max-num-batched-tokens).
+  virtual size_t total_memory_bytes() const { return 0; }
 
   // ---- ops (shapes in op_params.h) ----
   virtual void embedding(const EmbeddingParams& p) = 0;

@@ -164,10 +164,11 @@ int run_bench_latency(const LatencyArgs& a) {
               j["mean_output_tokens_per_s"].get<double>(), j["median_output_tokens_per_s"].get<double>());
   // With chunked prefill over several steps the first requests decode beside later prompts' chunks, so
   // the "decode" phase (after the last first token) runs steps of fewer rows than the batch.
-  if (static_cast<int64_t>(a.batch_size) * a.input_len > cfg.max_num_batched_tokens)
+  const int budget = engine.config().max_num_batched_tokens;
+  if (static_cast<int64_t>(a.batch_size) * a.input_len > budget)
     std::printf("Note: the prompts took several steps (%d x %d tokens > --max-num-batched-tokens %d): the decode "
                 "figures are those of the steps after the last first token, not of full-batch decode steps\n",
-                a.batch_size, a.input_len, cfg.max_num_batched_tokens);
+                a.batch_size, a.input_len, budget);
   if (!a.output_json.empty()) write_json(a.output_json, j);
   engine.shutdown(std::chrono::milliseconds(1000));
   return 0;

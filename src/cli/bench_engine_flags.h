@@ -15,7 +15,8 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--seed", c.seed)->capture_default_str();
   app.add_option("--max-model-len", c.max_model_len)->capture_default_str();
   app.add_option("--max-num-seqs", c.max_num_seqs)->capture_default_str();
-  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                 "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");
   app.add_option("--kv-cache-memory-bytes", *kv_bytes, "KV cache size in bytes (default: from memory utilization)");
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");

@@ -208,7 +208,8 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--device", e.device, "auto | cpu | cuda");
   app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's)");
   app.add_option("--max-num-seqs", e.max_num_seqs, "Maximum sequences per step (batch size)");
-  app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per step");
+  app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
+                 "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");
   app.add_option("--block-size", e.block_size, "KV cache block size (tokens)");
   app.add_option("--gpu-memory-utilization", e.gpu_memory_utilization, "Fraction of device memory for the engine");
   app.add_option("--kv-cache-memory-bytes", o->kv_cache_memory_bytes, "KV cache size in bytes (overrides the fraction)");

@@ -169,7 +169,8 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--port", s.port, "Port to listen on (0 = any free port)")->capture_default_str();
   app.add_option("--max-model-len", c.max_model_len, "Context length (default: from the model config)");
   app.add_option("--max-num-seqs", c.max_num_seqs)->capture_default_str();
-  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
+                 "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");
   app.add_option("--block-size", c.block_size)->capture_default_str();
   app.add_option("--seed", c.seed)->capture_default_str();
   app.add_option("--served-model-name", s.served_model_name, "Model name in the API (default: the model path)");

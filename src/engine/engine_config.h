@@ -1,5 +1,6 @@
 // Engine settings; the CLI maps vLLM's flag names onto these fields one to one.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,7 +16,9 @@ struct EngineConfig {
   uint64_t seed = 0;
   int max_model_len = 0;             // 0 = from config (max_position_embeddings)
   int max_num_seqs = 256;
-  int max_num_batched_tokens = 2048;
+  // 0 = auto, vLLM's API-server default for the device: 8192 on a GPU with >= 70 GiB (H100, H200),
+  // else 2048 (AsyncEngine::create resolves it; config() then holds the number).
+  int max_num_batched_tokens = 0;
   int block_size = 16;
   bool enable_prefix_caching = true;
   std::optional<size_t> kv_cache_memory_bytes;
@@ -33,5 +36,8 @@ struct EngineConfig {
   // and holds '{', '}' or a newline is the template); "" = the tokenizer's chat_template.
   std::string chat_template;
 };
+
+// The auto value of EngineConfig::max_num_batched_tokens on a device of this much memory (0: the CPU).
+int default_max_num_batched_tokens(size_t device_memory_bytes);
 
 }  // namespace vireo

@@ -51,6 +51,16 @@ RequestOutput drain(RequestStream& s, int* num_deltas = nullptr) {
   return agg;
 }
 
+// --max-num-batched-tokens 0 (the default) follows vLLM serve: 8192 on GPUs of >= 70 GiB, else 2048.
+TEST(AsyncEngine, DefaultTokenBudgetFollowsDeviceMemory) {
+  constexpr size_t kGiB = size_t{1} << 30;
+  EXPECT_EQ(default_max_num_batched_tokens(0), 2048);  // the CPU
+  EXPECT_EQ(default_max_num_batched_tokens(40 * kGiB), 2048);
+  EXPECT_EQ(default_max_num_batched_tokens(70 * kGiB), 8192);
+  EXPECT_EQ(default_max_num_batched_tokens(141 * kGiB), 8192);  // H200
+  EXPECT_EQ(EngineConfig{}.max_num_batched_tokens, 0);
+}
+
 TEST(AsyncEngine, ConcurrentStreamsFromManyThreads) {
   auto eng = make_engine();
   std::vector<std::thread> threads;

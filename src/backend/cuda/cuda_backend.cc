@@ -137,6 +137,11 @@ size_t CudaBackend::free_memory_bytes() const {
   VIREO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
   return free_b + alloc_.cached_bytes();
 }
+size_t CudaBackend::total_memory_bytes() const {
+  size_t free_b = 0, total = 0;
+  VIREO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return total;
+}
 
 // One buffer serves every op in turn (stream order; with PDL each kernel waits for its predecessor
 // before touching memory); while capturing, the graphs' shared scratch (CudaGraphSet::scratch).

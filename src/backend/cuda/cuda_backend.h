@@ -38,6 +38,7 @@ class CudaBackend final : public Backend {
   void wait_copy(int ticket) override;
   void synchronize() override;
   size_t free_memory_bytes() const override;
+  size_t total_memory_bytes() const override;
 
   void embedding(const EmbeddingParams& p) override;
   void rms_norm(const RmsNormParams& p) override;
