@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/sampling_batch.h"
 #include "engine/step_input_builder.h"
+#include "structured/structured_output.h"
 #include "structured/tokenizer_vocab.h"
 
 namespace vireo {
@@ -55,8 +56,9 @@ std::unique_ptr<structured::GrammarMatcher> EngineCore::make_matcher(const Reque
   if (!vocab_index_) {
     const double t0 = monotonic_seconds();
     vocab_index_ = std::make_shared<const structured::VocabIndex>(structured::token_byte_strings(*tok_));
-    log_info("structured output: vocabulary index of {} tokens built in {:.0f} ms", vocab_index_->vocab_size(),
-             (monotonic_seconds() - t0) * 1e3);
+    structured::warm_up_json_masks(vocab_index_);
+    log_info("structured output: vocabulary index of {} tokens built and warmed up in {:.0f} ms",
+             vocab_index_->vocab_size(), (monotonic_seconds() - t0) * 1e3);
   }
   return std::make_unique<structured::GrammarMatcher>(req.params.grammar, vocab_index_,
                                                       scheduler_.config().eos_token_ids);

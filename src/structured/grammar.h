@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace vireo::structured {
@@ -20,6 +21,13 @@ struct GrammarElement {
   int32_t arg = 0;  // kBytes: index into byte_sets; kRule: rule id
 };
 
+// A string's character budget at a rule of a minLength/maxLength chain (json_schema_compiler.cc):
+// how many more characters must / may follow once the rule starts.
+struct StringBudget {
+  int32_t min_more = 0;
+  int32_t max_more = 0;
+};
+
 struct Grammar {
   std::vector<GrammarElement> elements;
   std::vector<ByteSet> byte_sets;
@@ -31,6 +39,13 @@ struct Grammar {
   // cached once per vocabulary instead of once per request.
   int32_t num_prelude_elements = 0;
   std::string prelude_key;
+  // The prelude's string rules (json_prelude.h), -1 without a prelude, and the budgets of bounded
+  // strings' chain rules by rule id: what string_budget_classifier.h needs to classify a bounded
+  // string's characters without a trie walk per position.
+  int32_t char_rule = -1;
+  int32_t chars_rule = -1;
+  int32_t string_rule = -1;
+  std::unordered_map<int32_t, StringBudget> string_budgets;
 };
 
 }  // namespace vireo::structured

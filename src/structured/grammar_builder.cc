@@ -76,6 +76,10 @@ Grammar GrammarBuilder::build(int32_t root) const {
   g.rule_names = names_;
   g.root_rule = root;
   g.prelude_key = prelude_key_;
+  g.char_rule = string_rules_[0];
+  g.chars_rule = string_rules_[1];
+  g.string_rule = string_rules_[2];
+  g.string_budgets = budgets_;
   g.rule_alts.resize(alts_.size());
   g.elements.reserve(num_symbols_);
   // Rules in id order, so the prelude's rules (declared first) take the same positions in every grammar.

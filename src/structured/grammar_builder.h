@@ -2,7 +2,9 @@
 // themselves), alternatives added as sequences of symbols, then flattened by build().
 #pragma once
 #include <cstdint>
+#include <array>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +37,9 @@ class GrammarBuilder {
   void end_prelude(std::string key);
   // Throws vireo::Error when a rule has no alternative.
   Grammar build(int32_t root) const;
+  // Metadata copied into the built grammar (grammar.h).
+  void set_string_rules(int32_t chr, int32_t chars, int32_t string) { string_rules_ = {chr, chars, string}; }
+  void set_string_budget(int32_t rule, StringBudget b) { budgets_[rule] = b; }
 
  private:
   std::vector<std::string> names_;
@@ -44,6 +49,8 @@ class GrammarBuilder {
   size_t num_symbols_ = 0;
   int32_t prelude_rules_ = 0;
   std::string prelude_key_;
+  std::array<int32_t, 3> string_rules_{-1, -1, -1};
+  std::unordered_map<int32_t, StringBudget> budgets_;
 };
 
 }  // namespace vireo::structured

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "structured/string_budget_classifier.h"
 #include "structured/token_classifier.h"
 
 namespace vireo::structured {
@@ -127,7 +128,8 @@ std::shared_ptr<const TokenClassification> GrammarMatcher::classification(const 
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) parent = stack_.push(*it, parent);
   std::vector<StackTop> start = group;
   for (StackTop& t : start) t.parent = parent;
-  auto c = std::make_shared<const TokenClassification>(classify_tokens(stack_, start, *vocab_));
+  std::optional<TokenClassification> bounded = classify_bounded_string(stack_, group, *vocab_);
+  auto c = std::make_shared<const TokenClassification>(bounded ? std::move(*bounded) : classify_tokens(stack_, start, *vocab_));
   stack_.rollback(mark);
   if (prelude) {
     vocab_->store_prelude(key, c);

@@ -111,6 +111,7 @@ JsonPrelude add_json_prelude(GrammarBuilder& b) {
   b.add_alt(p.array, {b.byte('['), R(p.ws), R(arr_body)});
   for (int32_t r : {p.object, p.array, p.string, p.number, p.boolean, p.null}) b.add_alt(p.value, {R(r)});
 
+  b.set_string_rules(p.chr, p.chars, p.string);
   b.end_prelude("json-v1-ws" + std::to_string(kMaxJsonWhitespace));
   return p;
 }

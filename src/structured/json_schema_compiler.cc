@@ -1,6 +1,7 @@
 #include "structured/json_schema_compiler.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -173,7 +174,11 @@ class Compiler {
     // c[k]: k characters written so far.
     const int64_t n = hi ? *hi : lo;
     std::vector<int32_t> c(n + 1);
-    for (int64_t k = 0; k <= n; ++k) c[k] = b_.new_rule("string_len");
+    for (int64_t k = 0; k <= n; ++k) {
+      c[k] = b_.new_rule("string_len");
+      const int32_t max_more = hi ? static_cast<int32_t>(*hi - k) : INT32_MAX;
+      b_.set_string_budget(c[k], {static_cast<int32_t>(std::max<int64_t>(lo - k, 0)), max_more});
+    }
     for (int64_t k = 0; k <= n; ++k) {
       if (k == n && !hi) {
         b_.add_alt(c[k], {GrammarBuilder::ref(pre_.chars)});

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "structured/grammar_builder.h"
+#include "structured/grammar_matcher.h"
 #include "structured/json_schema_compiler.h"
 
 namespace vireo::structured {
@@ -20,6 +21,17 @@ std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputS
     }
   }
   throw Error("structured output: unknown kind");
+}
+
+void warm_up_json_masks(const std::shared_ptr<const VocabIndex>& vocab) {
+  auto g = std::make_shared<const Grammar>(compile_json_schema(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "maxLength": 2}}})")));
+  std::vector<uint32_t> mask((vocab->vocab_size() + 31) / 32);
+  GrammarMatcher m(g, vocab, {});
+  for (const char* text : {"{\"a\": \"", "x\", \"b\": \""}) {
+    if (!m.accept_bytes(text)) throw Error("structured output: warm-up grammar rejected its own text");
+    m.fill_next_token_bitmask(mask);
+  }
 }
 
 }  // namespace vireo::structured

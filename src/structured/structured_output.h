@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "structured/grammar.h"
+#include "structured/vocab_index.h"
 
 namespace vireo::structured {
 
@@ -19,5 +20,10 @@ struct StructuredOutputSpec {
 
 // Throws SchemaError (json_schema_compiler.h) or vireo::Error for a spec that cannot be compiled.
 std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputSpec& spec);
+
+// Fills the vocabulary's shared caches that every JSON grammar uses (the string-content
+// classification, the bounded-string token profiles: ~130 ms on Qwen3's 151k tokens), so the first
+// constrained request does not pay for them in the middle of its output.
+void warm_up_json_masks(const std::shared_ptr<const VocabIndex>& vocab);
 
 }  // namespace vireo::structured

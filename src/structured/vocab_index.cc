@@ -57,4 +57,12 @@ void VocabIndex::store_prelude(const std::string& key, std::shared_ptr<const Tok
   prelude_cache_.emplace(key, std::move(c));
 }
 
+std::shared_ptr<const void> VocabIndex::memo(const std::string& key,
+                                             const std::function<std::shared_ptr<const void>()>& make) const {
+  std::lock_guard lock(mu_);
+  auto& slot = memo_[key];
+  if (!slot) slot = make();
+  return slot;
+}
+
 }  // namespace vireo::structured

@@ -4,6 +4,7 @@
 // it also holds the token classifications of the JSON prelude, which every grammar shares.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,8 @@ class VocabIndex {
   // Classifications of prelude-only stacks, keyed by the grammar's prelude_key and the stack's key.
   std::shared_ptr<const TokenClassification> find_prelude(const std::string& key) const;
   void store_prelude(const std::string& key, std::shared_ptr<const TokenClassification> c) const;
+  // Any other value computed once per vocabulary under `key` (made by `make` on first use).
+  std::shared_ptr<const void> memo(const std::string& key, const std::function<std::shared_ptr<const void>()>& make) const;
 
  private:
   std::vector<std::string> token_bytes_;
@@ -52,6 +55,7 @@ class VocabIndex {
   int32_t max_depth_ = 0;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const TokenClassification>> prelude_cache_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const void>> memo_;
 };
 
 }  // namespace vireo::structured
