@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <random>
 
 #include "structured/grammar_matcher.h"
 #include "structured/json_schema_compiler.h"
@@ -96,6 +97,44 @@ TEST(TokenMask, EqualsBruteForceOnQwen3) {
            {"\"", "maxLength 40, 0 written"}, {"abc", "maxLength 40, 3 written"}, {"defghijklmnopqrstuvwxyzABCDEFGHIJ", "maxLength 40, 36 written"}}) {
     ASSERT_TRUE(b.accept_bytes(text)) << what;
     check_state(b, what, words);
+  }
+}
+
+// Along random walks (allowed tokens only), every mask equals the brute-force check.
+TEST(TokenMask, EqualsBruteForceAlongRandomWalks) {
+  const Qwen3& q = qwen3();
+  const int32_t words = (q.vocab->vocab_size() + 31) / 32;
+  const char* schemas[] = {
+      R"({"type":"string","minLength":3,"maxLength":5})",
+      R"({"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":4},"e":{"enum":["ab","abc",1]},
+          "x":{"anyOf":[{"type":"array","items":{"type":"integer"},"maxItems":2},{"type":"object","additionalProperties":{"type":"null"}}]}},
+          "required":["s","e","x"]})",
+      R"({"type":"array","prefixItems":[{"type":"number"},{"type":"boolean"}],"minItems":2,"items":{"type":"string","maxLength":1}})"};
+  std::mt19937 rng(7);
+  for (const char* text : schemas) {
+    auto g = std::make_shared<const Grammar>(compile_json_schema(Js::parse(text)));
+    GrammarMatcher m(g, q.vocab, {q.eos});
+    std::vector<uint32_t> mask(words);
+    for (int step = 0; step < 12 && !m.is_terminated(); ++step) {
+      m.fill_next_token_bitmask(mask);
+      std::vector<int32_t> allowed;
+      int wrong = 0;
+      for (int32_t id = 0; id < words * 32; ++id) {
+        const bool bit = (mask[id >> 5] >> (id & 31)) & 1;
+        if (bit) allowed.push_back(id);
+        if (bit != m.is_allowed(id) && ++wrong <= 3) ADD_FAILURE() << text << " step " << step << ": token " << id;
+      }
+      ASSERT_FALSE(allowed.empty());
+      // Prefer short tokens half the time, so walks reach the structure's later states.
+      int32_t pick = allowed[rng() % allowed.size()];
+      if (rng() % 2)
+        for (int k = 0; k < 8; ++k) {
+          const int32_t c = allowed[rng() % allowed.size()];
+          if (c != q.eos && q.vocab->token_bytes(c).size() < q.vocab->token_bytes(pick).size()) pick = c;
+        }
+      if (pick == q.eos) break;
+      ASSERT_TRUE(m.accept_token(pick));
+    }
   }
 }
 
