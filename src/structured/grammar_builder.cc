@@ -70,6 +70,60 @@ void GrammarBuilder::end_prelude(std::string key) {
   prelude_key_ = std::move(key);
 }
 
+namespace {
+
+// A rule that can call itself before consuming a byte (`a ::= a "x"`, or a schema whose $ref points
+// at itself) would send the matcher's expansion round forever: refused when the grammar is built.
+void check_left_recursion(const Grammar& g) {
+  const size_t n = g.rule_alts.size();
+  // Nullable rules, to a fixed point.
+  std::vector<char> nullable(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (nullable[r]) continue;
+      for (int32_t pos : g.rule_alts[r]) {
+        while (g.elements[pos].kind == GrammarElement::kRule && nullable[g.elements[pos].arg]) ++pos;
+        if (g.elements[pos].kind == GrammarElement::kEnd) {
+          nullable[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  // Rules reachable at the left edge, searched depth-first for a cycle (0 new, 1 on the path, 2 done).
+  std::vector<std::vector<int32_t>> left(n);
+  for (size_t r = 0; r < n; ++r)
+    for (int32_t pos : g.rule_alts[r])
+      for (; g.elements[pos].kind == GrammarElement::kRule; ++pos) {
+        left[r].push_back(g.elements[pos].arg);
+        if (!nullable[g.elements[pos].arg]) break;
+      }
+  std::vector<char> state(n, 0);
+  std::vector<std::pair<int32_t, size_t>> path;
+  for (size_t start = 0; start < n; ++start) {
+    if (state[start]) continue;
+    path.push_back({static_cast<int32_t>(start), 0});
+    state[start] = 1;
+    while (!path.empty()) {
+      auto& [r, next] = path.back();
+      if (next == left[r].size()) {
+        state[r] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int32_t callee = left[r][next++];
+      if (state[callee] == 1) throw Error("structured output: grammar rule '" + g.rule_names[callee] + "' is left-recursive");
+      if (state[callee] == 0) {
+        state[callee] = 1;
+        path.push_back({callee, 0});
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Grammar GrammarBuilder::build(int32_t root) const {
   Grammar g;
   g.byte_sets = sets_;
@@ -93,6 +147,7 @@ Grammar GrammarBuilder::build(int32_t root) const {
     }
     if (static_cast<int32_t>(r) + 1 == prelude_rules_) g.num_prelude_elements = static_cast<int32_t>(g.elements.size());
   }
+  check_left_recursion(g);
   return g;
 }
 

@@ -178,7 +178,10 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
       stack_.rollback(mark);
     }
   }
-  if (accept_)
+  // A state no token can continue (a character the vocabulary cannot spell) ends the output rather
+  // than sampling from nothing.
+  const bool none = std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; });
+  if (accept_ || none)
     for (int32_t id : stop_ids_) set_bit(id);
   if (recent_masks_.size() >= kMaxRecentMasks) recent_masks_.pop_front();
   recent_masks_.emplace_back(key, std::vector<uint32_t>(words.begin(), words.end()));

@@ -27,7 +27,13 @@ class Compiler {
 
   Grammar run() {
     const int32_t top = compile(root_, "");
-    return b_.build(top);
+    try {
+      return b_.build(top);
+    } catch (const SchemaError&) {
+      throw;
+    } catch (const Error& e) {  // e.g. a $ref cycle that consumes nothing
+      throw SchemaError(std::string("the schema cannot be generated: ") + e.what(), "");
+    }
   }
 
  private:

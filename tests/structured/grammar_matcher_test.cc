@@ -155,7 +155,8 @@ TEST(GrammarMatcher, RefusedSchemas) {
                           R"({"allOf":[{"type":"string"},{"minLength":1}]})", R"({"$ref":"#/$defs/missing"})",
                           R"({"$ref":"http://x/y.json"})", R"({"type":"array","uniqueItems":true})", "false", "3",
                           R"({"type":"object","properties":{"a":{}},"required":["b"]})",
-                          R"({"type":"integer","minimum":5,"maximum":1})"}) {
+                          R"({"type":"integer","minimum":5,"maximum":1})", R"({"$ref":"#"})",
+                          R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"})"}) {
     EXPECT_THROW(compile_json_schema(Js::parse(bad)), SchemaError) << bad;
   }
   // Annotations are ignored.
