@@ -6,6 +6,7 @@
 
 #include "server/openai_errors.h"
 #include "structured/json_schema_compiler.h"
+#include "structured/regex_compiler.h"
 
 namespace vireo::server {
 namespace {
@@ -51,8 +52,15 @@ StructuredOutputSpec choice_spec(const Json& v, const std::string& param) {
 }
 
 [[noreturn]] void refuse(const std::string& what, const std::string& param) {
-  throw bad_request(what + " is not supported by Vireo's structured outputs (JSON schema, json_object and choice are)",
+  throw bad_request(what + " is not supported by Vireo's structured outputs (JSON schema, json_object, choice and regex are)",
                     param);
+}
+
+StructuredOutputSpec regex_spec(const Json& v, const std::string& param) {
+  if (!v.is_string()) throw bad_request("'" + param + "' must be a string (a regular expression)", param);
+  StructuredOutputSpec s{Kind::kRegex, {}, {}};
+  s.regex = v.get<std::string>();
+  return s;
 }
 
 std::optional<Found> from_response_format(const Json& body) {
@@ -90,7 +98,7 @@ void add_structured_outputs(const Json& body, std::vector<Found>& found) {
     if (!so["json_object"].is_boolean()) throw bad_request("'structured_outputs.json_object' must be a boolean", param);
     if (so["json_object"].get<bool>()) found.push_back({{Kind::kJsonObject, {}, {}}, param});
   }
-  if (present(so, "regex")) refuse("structured_outputs.regex", param);
+  if (present(so, "regex")) found.push_back({regex_spec(so["regex"], param), param});
   if (present(so, "grammar")) refuse("structured_outputs.grammar (EBNF)", param);
   if (present(so, "structural_tag")) refuse("structured_outputs.structural_tag", param);
 }
@@ -102,6 +110,8 @@ std::shared_ptr<const structured::Grammar> compile_for_request(const StructuredO
     return structured::compile_structured_output(spec);
   } catch (const structured::SchemaError& e) {
     throw bad_request(std::string("Invalid JSON schema: ") + e.what(), param);
+  } catch (const structured::RegexError& e) {
+    throw bad_request(std::string("Invalid regular expression: ") + e.what(), param);
   } catch (const std::exception& e) {
     throw bad_request(std::string("Cannot compile the structured output: ") + e.what(), param);
   }
@@ -113,7 +123,7 @@ std::shared_ptr<const structured::Grammar> parse_structured_outputs(const Json& 
   add_structured_outputs(body, found);
   if (present(body, "guided_json")) found.push_back({schema_spec(body["guided_json"], "guided_json"), "guided_json"});
   if (present(body, "guided_choice")) found.push_back({choice_spec(body["guided_choice"], "guided_choice"), "guided_choice"});
-  if (present(body, "guided_regex")) refuse("guided_regex", "guided_regex");
+  if (present(body, "guided_regex")) found.push_back({regex_spec(body["guided_regex"], "guided_regex"), "guided_regex"});
   if (present(body, "guided_grammar")) refuse("guided_grammar (EBNF)", "guided_grammar");
   if (present(body, "guided_json_object") && body["guided_json_object"] == true)
     found.push_back({{Kind::kJsonObject, {}, {}}, "guided_json_object"});

@@ -1,8 +1,8 @@
 // The request fields that ask for structured outputs (guided decoding), as vLLM accepts them:
 // OpenAI's response_format (json_object, json_schema), vLLM's structured_outputs {json, choice,
 // json_object, regex, grammar, ...} and the legacy guided_json / guided_choice / guided_regex /
-// guided_grammar. At most one constraint per request; regex, grammar and structural tags are
-// refused (400), as is a schema the compiler cannot honour.
+// guided_grammar. At most one constraint per request; EBNF grammars and structural tags are refused
+// (400), as is a schema or regex the compilers cannot honour.
 #pragma once
 #include <memory>
 

@@ -14,7 +14,8 @@ namespace {
 // need the real stack.
 constexpr int kContextDepth = 2;
 constexpr size_t kMaxRecentMasks = 8;
-constexpr size_t kMaxClassifications = 4096;
+// Dense classifications are ~19 KB on a 151k vocabulary; bounded strings make one per character.
+constexpr size_t kMaxClassifications = 256;
 
 void append_int(std::string& key, int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
 

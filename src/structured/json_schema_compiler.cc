@@ -9,6 +9,7 @@
 
 #include "structured/grammar_builder.h"
 #include "structured/json_prelude.h"
+#include "structured/regex_compiler.h"
 
 namespace vireo::structured {
 namespace {
@@ -70,7 +71,7 @@ class Compiler {
   }
 
   void reject_unsupported(const SchemaJson& s, const std::string& path) const {
-    static const char* kRefused[] = {"pattern", "patternProperties", "not", "if", "then", "else",
+    static const char* kRefused[] = {"patternProperties", "not", "if", "then", "else",
                                      "dependentRequired", "dependentSchemas", "dependencies", "contains",
                                      "minContains", "maxContains", "propertyNames", "unevaluatedProperties",
                                      "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef"};
@@ -171,6 +172,19 @@ class Compiler {
   }
 
   int32_t compile_string(const SchemaJson& s, const std::string& path) {
+    if (auto it = s.find("pattern"); it != s.end()) {
+      if (!it->is_string()) fail("'pattern' must be a string", path);
+      if (s.contains("minLength") || s.contains("maxLength")) fail("'pattern' with minLength / maxLength is not supported", path);
+      int32_t body = 0;
+      try {
+        body = add_regex_rule(b_, it->get<std::string>(), /*json_string=*/true);
+      } catch (const RegexError& e) {
+        fail(e.what(), path + "/pattern");
+      }
+      const int32_t r = b_.new_rule("string_pattern");
+      b_.add_alt(r, {b_.byte('"'), GrammarBuilder::ref(body), b_.byte('"')});
+      return r;
+    }
     const int64_t lo = int_keyword(s, "minLength", path).value_or(0);
     const std::optional<int64_t> hi = int_keyword(s, "maxLength", path);
     if (lo == 0 && !hi) return pre_.string;

@@ -2,10 +2,11 @@
 // leaves a choice): type (one or a list), properties in schema order (required ones always,
 // optional ones may be skipped), required, additionalProperties (absent next to `properties`:
 // none generated), items, prefixItems, minItems / maxItems, enum, const, anyOf / oneOf, allOf of
-// one schema, $ref into the same document, minLength / maxLength, integer ranges (exact when
-// small, otherwise only their sign), and the sign of number bounds. Annotations (title,
+// one schema, $ref into the same document, minLength / maxLength, pattern (regex_compiler.h: the
+// whole string, without characters that would need escaping), integer ranges (exact when small,
+// otherwise only their sign), and the sign of number bounds. Annotations (title,
 // description, format, default, examples, ...) are ignored; keywords that would constrain the
-// output in ways not implemented (pattern, not, uniqueItems, ...) are refused with SchemaError.
+// output in ways not implemented (not, uniqueItems, patternProperties, ...) are refused with SchemaError.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -4,6 +4,7 @@
 #include "structured/grammar_builder.h"
 #include "structured/grammar_matcher.h"
 #include "structured/json_schema_compiler.h"
+#include "structured/regex_compiler.h"
 
 namespace vireo::structured {
 
@@ -13,6 +14,11 @@ std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputS
       return std::make_shared<const Grammar>(json_object_grammar());
     case StructuredOutputSpec::Kind::kJsonSchema:
       return std::make_shared<const Grammar>(compile_json_schema(spec.schema));
+    case StructuredOutputSpec::Kind::kRegex: {
+      GrammarBuilder b;
+      const int32_t root = add_regex_rule(b, spec.regex);
+      return std::make_shared<const Grammar>(b.build(root));
+    }
     case StructuredOutputSpec::Kind::kChoice: {
       if (spec.choices.empty()) throw Error("structured output: the choice list is empty");
       GrammarBuilder b;

@@ -12,13 +12,15 @@
 namespace vireo::structured {
 
 struct StructuredOutputSpec {
-  enum class Kind { kJsonObject, kJsonSchema, kChoice };
+  enum class Kind { kJsonObject, kJsonSchema, kChoice, kRegex };
   Kind kind = Kind::kJsonObject;
   nlohmann::ordered_json schema;     // kJsonSchema
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these strings
+  std::string regex;                 // kRegex: the whole output matches it (regex_compiler.h)
 };
 
-// Throws SchemaError (json_schema_compiler.h) or vireo::Error for a spec that cannot be compiled.
+// Throws SchemaError (json_schema_compiler.h), RegexError (regex_compiler.h) or vireo::Error for a
+// spec that cannot be compiled.
 std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputSpec& spec);
 
 // Fills the vocabulary's shared caches that every JSON grammar uses (the string-content

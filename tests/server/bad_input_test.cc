@@ -163,15 +163,17 @@ std::vector<BadCase> bad_cases() {
   cmpl("response_format_bad_schema_type",
        with(p, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "strin"}}}}}}), "response_format");
   cmpl("response_format_unsupported_keyword",
-       with(p, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}), "response_format");
+       with(p, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "array"}, {"uniqueItems", true}}}}}}), "response_format");
   cmpl("guided_json_not_json", with(p, "guided_json", "{oops"), "guided_json");
   cmpl("guided_json_bad_ref", with(p, "guided_json", {{"$ref", "#/$defs/nope"}}), "guided_json");
   cmpl("guided_choice_empty", with(p, "guided_choice", json::array()), "guided_choice");
   cmpl("guided_choice_numbers", with(p, "guided_choice", {1, 2}), "guided_choice");
-  cmpl("guided_regex_unsupported", with(p, "guided_regex", "a+"), "guided_regex");
+  cmpl("guided_regex_lookahead", with(p, "guided_regex", "a(?=b)"), "guided_regex");
+  cmpl("guided_regex_backreference", with(p, "guided_regex", "(a)\\1"), "guided_regex");
+  cmpl("guided_regex_not_string", with(p, "guided_regex", 5), "guided_regex");
   cmpl("guided_grammar_unsupported", with(p, "guided_grammar", "root ::= \"a\""), "guided_grammar");
   cmpl("structured_outputs_grammar", with(p, "structured_outputs", {{"grammar", "root ::= \"a\""}}), "structured_outputs");
-  cmpl("structured_outputs_regex", with(p, "structured_outputs", {{"regex", "a+"}}), "structured_outputs");
+  cmpl("structured_outputs_regex_unbalanced", with(p, "structured_outputs", {{"regex", "(a"}}), "structured_outputs");
   cmpl("structured_outputs_not_object", with(p, "structured_outputs", "json"), "structured_outputs");
   cmpl("structured_outputs_two_kinds", with(p, "structured_outputs", {{"choice", {"a"}}, {"json_object", true}}), "structured_outputs");
   cmpl("guided_json_and_choice", with(with(p, "guided_json", {{"type", "object"}}), "guided_choice", {"a"}), "guided_choice");

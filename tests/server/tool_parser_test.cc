@@ -157,7 +157,7 @@ TEST(ToolChoice, ForcedChoicesCompileGrammars) {
     EXPECT_NE(std::string(e.what()).find("has not been passed"), std::string::npos);
   }
   J bad = J::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
-                       {"properties", {{"x", {{"type", "string"}, {"pattern", "a+"}}}}}}}}}}});
+                       {"properties", {{"x", {{"type", "string"}, {"not", {{"const", "a"}}}}}}}}}}}}});
   EXPECT_THROW(tool_choice_grammar({"required", ""}, bad), ApiError);
 }
 

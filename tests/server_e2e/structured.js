@@ -96,6 +96,20 @@ test('completions: guided_json (string) and structured_outputs.json with ignore_
   }
 });
 
+test('completions: guided_regex, structured_outputs.regex and a schema pattern', async () => {
+  const re = /^[0-9]{3}-[a-z]{2}(!|\?)?$/;
+  for (const extra of [{ guided_regex: '[0-9]{3}-[a-z]{2}(!|\\?)?' }, { structured_outputs: { regex: '\\d{3}-[a-z]{2}(!|\\?)?' } }]) {
+    const r = await client.completions.create({ model: MODEL, prompt: 'Code:', max_tokens: 20, temperature: 1, seed: 8, n: 2, ...extra });
+    for (const c of r.choices) {
+      assert(re.test(c.text), 'matches: ' + JSON.stringify(c.text));
+      assertEq(c.finish_reason, 'stop', 'finish_reason');
+    }
+  }
+  const schema = { type: 'object', properties: { id: { type: 'string', pattern: '^[A-Z]{2}-[0-9]{1,3}$' } }, required: ['id'] };
+  const r = await client.completions.create({ model: MODEL, prompt: 'JSON:', max_tokens: 60, temperature: 1, seed: 8, guided_json: schema });
+  assert(/^[A-Z]{2}-[0-9]{1,3}$/.test(JSON.parse(r.choices[0].text).id), 'pattern: ' + r.choices[0].text);
+});
+
 test('chat: tool_choice named returns that function with valid arguments', async () => {
   const r = await client.chat.completions.create({ model: MODEL, messages, tools: [WEATHER, TIME], temperature: 1, seed: 4, max_tokens: 200,
     tool_choice: { type: 'function', function: { name: 'get_weather' } } });
@@ -144,9 +158,9 @@ test('refusals are OpenAI 400s and the server stays healthy', async () => {
     throw new Error('no error for ' + JSON.stringify(params));
   };
   await expect400({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'strin' } } } }, 'response_format');
-  await expect400({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a' } } } }, 'response_format');
+  await expect400({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } } }, 'response_format');
   await expect400({ guided_grammar: 'root ::= "a"' }, 'guided_grammar');
-  await expect400({ guided_regex: '[a-z]+' }, 'guided_regex');
+  await expect400({ guided_regex: '(a)\\1' }, 'guided_regex');
   await expect400({ structured_outputs: { grammar: 'root ::= "a"' } }, 'structured_outputs');
   await expect400({ tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice');
   const ok = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 3, temperature: 0 });

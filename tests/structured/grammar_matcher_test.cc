@@ -3,6 +3,7 @@
 
 #include "structured/grammar_matcher.h"
 #include "structured/json_schema_compiler.h"
+#include "structured/regex_compiler.h"
 #include "structured/structured_output.h"
 
 namespace vireo::structured {
@@ -151,7 +152,7 @@ TEST(GrammarMatcher, ChoiceIsRawText) {
 }
 
 TEST(GrammarMatcher, RefusedSchemas) {
-  for (const char* bad : {R"({"type":"string","pattern":"a+"})", R"({"type":"strin"})", R"({"not":{}})",
+  for (const char* bad : {R"x({"type":"string","pattern":"a(?!b)"})x", R"({"type":"strin"})", R"({"not":{}})",
                           R"({"allOf":[{"type":"string"},{"minLength":1}]})", R"({"$ref":"#/$defs/missing"})",
                           R"({"$ref":"http://x/y.json"})", R"({"type":"array","uniqueItems":true})", "false", "3",
                           R"({"type":"object","properties":{"a":{}},"required":["b"]})",
@@ -162,6 +163,46 @@ TEST(GrammarMatcher, RefusedSchemas) {
   // Annotations are ignored.
   EXPECT_NO_THROW(compile_json_schema(Js::parse(
       R"({"title":"T","description":"d","type":"string","format":"date","default":"x","examples":["y"]})")));
+}
+
+std::shared_ptr<const Grammar> regex(const char* pattern) {
+  return compile_structured_output({StructuredOutputSpec::Kind::kRegex, {}, {}, pattern});
+}
+
+TEST(GrammarMatcher, RegexSubset) {
+  struct Case {
+    const char* pattern;
+    std::vector<std::string> ok, bad;
+  };
+  const Case cases[] = {
+      {"[a-z]+@[a-z]+\\.(com|org)", {"bob@example.com", "a@b.org"}, {"bob@example.net", "@a.com", "Bob@a.com"}},
+      {"^\\d{3}-\\d{2,4}$", {"123-45", "123-4567"}, {"12-45", "123-4", "123-45678", "abc-12"}},
+      {"(ab)*c?", {"", "ab", "ababc", "c"}, {"a", "abab cc", "cc"}},
+      {"colou?r|gr[ae]y", {"color", "colour", "gray", "grey"}, {"colouur", "grby"}},
+      {"[^0-9]{2}", {"ab", "\xC3\xA9!", "  "}, {"a1", "abc", "a"}},
+      {"\\w+\\s\\S", {"hi x", "a_1\tZ"}, {"hi  x", "hi"}},
+      {".{1,3}", {"a", "\xE2\x82\xAC\xE2\x82\xAC", "abc"}, {"", "abcd", "\n"}},
+      {"caf\xC3\xA9|na\\u00efve", {"caf\xC3\xA9", "na\xC3\xAFve"}, {"cafe", "naive"}},
+      {"[\\-+]?\\d+(\\.\\d+)?", {"-1.5", "+3", "42"}, {"1.", "--1"}},
+  };
+  for (const Case& c : cases) {
+    auto g = regex(c.pattern);
+    for (const auto& s : c.ok) EXPECT_TRUE(matches(g, s)) << c.pattern << " should match " << s;
+    for (const auto& s : c.bad) EXPECT_FALSE(matches(g, s)) << c.pattern << " should not match " << s;
+  }
+  for (const char* bad : {"a(?=b)", "(a)\\1", "\\bword", "a{2,1}", "(a", "a)", "*a", "[z-a]", "[\xC3\xA0-\xC3\xBF]", "a^b", "a{1001}"})
+    EXPECT_THROW(regex(bad), RegexError) << bad;
+  EXPECT_THROW(regex("(a*)*"), Error);  // a star of something empty loops without consuming
+}
+
+TEST(GrammarMatcher, SchemaPatternIsAWholeJsonString) {
+  auto g = schema(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[A-Z]{2}-\\d+$"}},"required":["id"]})");
+  EXPECT_TRUE(matches(g, R"({"id":"AB-12"})"));
+  EXPECT_FALSE(matches(g, R"({"id":"ab-12"})"));
+  EXPECT_FALSE(matches(g, R"({"id":"AB-"})"));
+  auto any = schema(R"({"type":"string","pattern":".*"})");
+  EXPECT_TRUE(matches(any, R"("x y")"));
+  EXPECT_FALSE(matches(any, R"("x"y")"));  // characters needing escapes are left out
 }
 
 TEST(GrammarMatcher, RejectedBytesLeaveTheStateUnchanged) {

@@ -110,9 +110,12 @@ TEST(TokenMask, EqualsBruteForceAlongRandomWalks) {
           "x":{"anyOf":[{"type":"array","items":{"type":"integer"},"maxItems":2},{"type":"object","additionalProperties":{"type":"null"}}]}},
           "required":["s","e","x"]})",
       R"({"type":"array","prefixItems":[{"type":"number"},{"type":"boolean"}],"minItems":2,"items":{"type":"string","maxLength":1}})"};
+  std::vector<std::pair<std::string, std::shared_ptr<const Grammar>>> grammars;
+  for (const char* text : schemas) grammars.emplace_back(text, std::make_shared<const Grammar>(compile_json_schema(Js::parse(text))));
+  for (const char* re : {"[a-z]{2,5}(-[0-9]+)*\\.?", "(\\w+ ?){1,3}|\"[^\"]*\""})
+    grammars.emplace_back(re, compile_structured_output({StructuredOutputSpec::Kind::kRegex, {}, {}, re}));
   std::mt19937 rng(7);
-  for (const char* text : schemas) {
-    auto g = std::make_shared<const Grammar>(compile_json_schema(Js::parse(text)));
+  for (const auto& [text, g] : grammars) {
     GrammarMatcher m(g, q.vocab, {q.eos});
     std::vector<uint32_t> mask(words);
     for (int step = 0; step < 12 && !m.is_terminated(); ++step) {
