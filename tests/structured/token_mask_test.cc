@@ -141,6 +141,17 @@ TEST(TokenMask, EqualsBruteForceAlongRandomWalks) {
   }
 }
 
+// SentencePiece (Llama-2): a word piece keeps its leading space, a byte-fallback piece is its byte.
+TEST(TokenMask, SentencePieceTokenBytes) {
+  auto tok = Tokenizer::from_dir(std::string(VIREO_SOURCE_DIR) + "/models/llama2");
+  const std::vector<std::string> bytes = token_byte_strings(*tok);
+  EXPECT_EQ(bytes.at(tok->token_to_id("<0xE2>").value()), "\xE2");
+  EXPECT_EQ(bytes.at(tok->token_to_id("<0x0A>").value()), "\n");
+  EXPECT_EQ(bytes.at(tok->token_to_id("\xE2\x96\x81the").value()), " the");
+  EXPECT_EQ(bytes.at(tok->token_to_id("the").value()), "the");
+  EXPECT_EQ(bytes.at(tok->bos_token_id().value()), "");  // special
+}
+
 TEST(TokenMask, AcceptTokenFollowsTheMask) {
   const Qwen3& q = qwen3();
   auto g = compile_structured_output({StructuredOutputSpec::Kind::kChoice, {}, {"positive", "negative"}});
