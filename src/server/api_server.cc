@@ -14,6 +14,7 @@
 #include "server/http_util.h"
 #include "server/info_handlers.h"
 #include "server/request_framing.h"
+#include "server/responses_handler.h"
 
 namespace vireo::server {
 namespace {
@@ -31,6 +32,7 @@ struct Route {
 const Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, true, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
+    {"POST", "/v1/responses", handle_responses, true, true},
     {"GET", "/v1/models", handle_models, true, false},
     {"POST", "/tokenize", handle_tokenize, true, false},
     {"POST", "/detokenize", handle_detokenize, true, false},

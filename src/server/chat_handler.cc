@@ -4,12 +4,12 @@
 
 #include "core/error.h"
 #include "server/chat_output_json.h"
+#include "server/chat_prompt.h"
 #include "server/completion_handler.h"
 #include "server/http_util.h"
 #include "server/logprobs_format.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
-#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::server {
@@ -123,23 +123,6 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
 
 }  // namespace
 
-// Shared with /tokenize: renders messages with the engine's template.
-std::string render_chat(const AsyncEngine& engine, const ChatRequest& r) {
-  const ChatTemplate* tpl = engine.chat_template();
-  if (!tpl)
-    throw bad_request("This model's tokenizer has no chat template, so chat requests cannot be rendered", "messages");
-  ChatTemplateOptions opts;
-  opts.add_generation_prompt = r.add_generation_prompt;
-  opts.continue_final_message = r.continue_final_message;
-  opts.tools = r.tools;
-  opts.extra_context = r.chat_template_kwargs.is_object() ? r.chat_template_kwargs : Json::object();
-  try {
-    return tpl->apply(r.messages, opts);
-  } catch (const Error& e) {
-    throw bad_request(std::string("Chat template error: ") + e.what(), "messages");
-  }
-}
-
 void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   ActiveJob active(ctx);
   StartingGuard starting(ctx);
@@ -148,14 +131,9 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   Json body = parse_json_body(req);
   ChatRequest r = parse_chat_request(body, info, ctx.options().limits);
   ChatParsing parsing = chat_parsing_for(ctx.options(), r);
-  std::string prompt = render_chat(*engine, r);
+  std::vector<int32_t> ids = prepare_chat_prompt(*engine, r, info);
   const Tokenizer& tok = engine->tokenizer();
-  std::vector<int32_t> ids = tok.encode(prompt, r.add_special_tokens);
-  if (ids.empty()) throw bad_request("The rendered prompt is empty", "messages");
   int num_prompt = static_cast<int>(ids.size());
-  check_context_length(num_prompt, r.max_tokens, info.max_model_len, "messages");
-  r.params.max_tokens = r.max_tokens.value_or(info.max_model_len - num_prompt);
-  if (r.params.min_tokens > r.params.max_tokens) r.params.min_tokens = r.params.max_tokens;
 
   std::string id = ctx.new_id("chatcmpl");
   int64_t created = unix_now();

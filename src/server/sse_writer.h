@@ -19,12 +19,13 @@ class SseWriter {
   bool send(const Json& chunk) { return raw(sse_event(chunk)); }
   bool done() { return raw(sse_done()); }
   bool ok() const { return ok_; }
-
- private:
+  // An event already framed (StreamFormatter::sse).
   bool raw(const std::string& s) {
     if (ok_ && !write_(s.data(), s.size())) ok_ = false;
     return ok_;
   }
+
+ private:
   WriteFn write_;
   bool ok_ = true;
 };

@@ -39,12 +39,14 @@ namespace {
 bool run_stream(StreamJob& job, httplib::DataSink& sink) {
   job.mark_started();
   SseWriter w(sink.write);
+  StreamFormatter& fmt = *job.formatter;
+  auto send = [&](const Json& chunk) { return w.raw(fmt.sse(chunk)); };
   auto fail = [&] {
     job.group->abort_unfinished();
     return false;
   };
-  for (const Json& c : job.formatter->start(*job.group))
-    if (!w.send(c)) return fail();
+  for (const Json& c : fmt.start(*job.group))
+    if (!send(c)) return fail();
   while (!job.group->all_finished()) {
     auto out = job.group->next(100ms);
     if (!out) {
@@ -55,17 +57,17 @@ bool run_stream(StreamJob& job, httplib::DataSink& sink) {
     if (auto err = choice_failure(job.ctx, c)) {
       // vLLM: an error event, then [DONE]; the other choices stop too.
       job.group->abort_unfinished();
-      w.send(error_json(*err));
-      w.done();
+      for (const Json& e : fmt.on_error(*err)) send(e);
+      if (fmt.ends_with_done()) w.done();
       sink.done();
       return true;
     }
-    for (const Json& chunk : job.formatter->on_output(c, out->second))
-      if (!w.send(chunk)) return fail();
+    for (const Json& chunk : fmt.on_output(c, out->second))
+      if (!send(chunk)) return fail();
   }
-  if (auto last = job.formatter->final_chunk(*job.group))
-    if (!w.send(*last)) return fail();
-  if (!w.done()) return fail();
+  if (auto last = fmt.final_chunk(*job.group))
+    if (!send(*last)) return fail();
+  if (fmt.ends_with_done() && !w.done()) return fail();
   sink.done();
   return true;
 }

@@ -13,6 +13,7 @@
 #include "server/connection_probe.h"
 #include "server/json_fields.h"
 #include "server/openai_errors.h"
+#include "server/sse_writer.h"
 
 namespace vireo::server {
 
@@ -64,6 +65,12 @@ class StreamFormatter {
   virtual std::vector<Json> start(const ChoiceGroup& group) { return {}; }
   virtual std::vector<Json> on_output(const ChoiceState& choice, const RequestOutput& out) = 0;
   virtual std::optional<Json> final_chunk(const ChoiceGroup& group) = 0;  // usage, when asked for
+  // SSE framing: completions and chat send "data: {json}" only; the Responses API also names each
+  // event ("event: <type>") and does not end with [DONE].
+  virtual std::string sse(const Json& chunk) const { return sse_event(chunk); }
+  virtual bool ends_with_done() const { return true; }
+  // What a stream sends when a choice fails mid-way (chat: the error envelope).
+  virtual std::vector<Json> on_error(const ApiError& err) { return {error_json(err)}; }
 };
 
 // Non-streaming: waits until every choice finished. Returns false if the client went away
