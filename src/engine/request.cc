@@ -1,5 +1,7 @@
 #include "engine/request.h"
 
+#include <algorithm>
+
 namespace vireo {
 
 const char* finish_reason_name(FinishReason r) {
@@ -20,6 +22,9 @@ Request::Request(std::string id, std::vector<int32_t> prompt, SamplingParams sp,
       arrival_time(arrival) {
   all_token_ids = prompt_token_ids;
   if (params.seed) generator.emplace(*params.seed);
+  if (params.grammar_start_token)
+    grammar_active = std::find(prompt_token_ids.begin(), prompt_token_ids.end(), *params.grammar_start_token) !=
+                     prompt_token_ids.end();
 }
 
 }  // namespace vireo

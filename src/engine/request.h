@@ -62,6 +62,8 @@ struct Request {
   // Finished ("stop") because its last output token completed the grammar: that token is text, not
   // a stop token to leave out of the output.
   bool stopped_by_grammar = false;
+  // False while the output is still reasoning (params.grammar_start_token not seen yet): no mask.
+  bool grammar_active = true;
 
   // Prompt logprobs, filled as prefill chunks run; emitted once, with the first output.
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;

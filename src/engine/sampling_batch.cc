@@ -97,7 +97,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       std::memcpy(&bits, &bias, sizeof(bits));
       b.bias_entries.insert(b.bias_entries.end(), {static_cast<int32_t>(r), id, bits});
     }
-    if (req.matcher) {
+    if (req.matcher && req.grammar_active) {
       if (bitmask_words == 0) throw Error("build_sampling_batch: a structured-output row needs the logits width");
       b.bitmask_rows.push_back(static_cast<int32_t>(r));
       matchers.push_back(req.matcher.get());

@@ -37,6 +37,9 @@ struct SamplingParams {
   // Structured outputs (guided decoding): the grammar every output token must follow, compiled once
   // by the server (structured/structured_output.h) and shared by the request's n choices; null = free text.
   std::shared_ptr<const structured::Grammar> grammar;
+  // With a reasoning parser (vLLM's reasoning-gated structured outputs): the grammar applies only
+  // after this token (the end of reasoning, "</think>"), from the start if the prompt holds it.
+  std::optional<int32_t> grammar_start_token;
 };
 
 }  // namespace vireo

@@ -137,6 +137,10 @@ std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerO
 
 Scheduler::GrammarVerdict Scheduler::advance_grammar(Request& req, int32_t token) const {
   if (!req.matcher) return GrammarVerdict::kContinue;
+  if (!req.grammar_active) {  // still reasoning: the grammar starts after its end token
+    req.grammar_active = token == req.params.grammar_start_token;
+    return GrammarVerdict::kContinue;
+  }
   if (!req.matcher->accept_token(token)) return GrammarVerdict::kRejected;
   return req.matcher->is_terminated() ? GrammarVerdict::kDone : GrammarVerdict::kContinue;
 }

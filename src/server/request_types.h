@@ -31,6 +31,9 @@ struct ModelInfo {
   // generation_config.json defaults (vLLM --generation-config auto); used when a request omits them.
   std::optional<float> temperature, top_p, min_p, repetition_penalty;
   std::optional<int> top_k;
+  // The end-of-reasoning token when the server has --reasoning-parser ("</think>" as one token):
+  // chat structured outputs start after it, as vLLM's do.
+  std::optional<int32_t> reasoning_end_token;
 };
 
 struct PromptInput {

@@ -231,6 +231,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
                         "tool_choice");
     r.params.grammar = std::move(g);
   }
+  if (r.params.grammar) r.params.grammar_start_token = model.reasoning_end_token;
   get_bool(body, "parallel_tool_calls");  // accepted and type-checked, as vLLM; the calls found are not limited
   // OpenAI's deprecated function calling: vLLM's request model lacks these fields and drops them with
   // a warning, so the model never sees the functions; here, as for every unsupported feature, a 400.

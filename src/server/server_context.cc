@@ -24,6 +24,7 @@ void ServerContext::set_engine(std::shared_ptr<AsyncEngine> engine) {
   info.top_k = gen.top_k;
   info.min_p = gen.min_p;
   info.repetition_penalty = gen.repetition_penalty;
+  if (!options_.reasoning_parser.empty()) info.reasoning_end_token = engine->tokenizer().token_to_id("</think>");
   std::lock_guard<std::mutex> lock(mu_);
   engine_ = std::move(engine);
   model_info_ = std::move(info);

@@ -139,6 +139,34 @@ TEST(StructuredOutput, ATokenOutsideTheGrammarFailsTheRequest) {
   EXPECT_NE(r->error.find("not allowed by the grammar"), std::string::npos);
 }
 
+TEST(StructuredOutput, ReasoningGatedGrammarStartsAfterItsToken) {
+  Sched t;
+  SamplingParams p;
+  p.max_tokens = 50;
+  p.grammar = choice({"ab"});
+  p.grammar_start_token = 52;  // ' ' plays "</think>"
+  auto r = std::make_shared<Request>("gated", std::vector<int32_t>{1, 2, 3}, p, 0.0);
+  r->matcher = std::make_unique<structured::GrammarMatcher>(p.grammar, fake_vocab(), t.cfg.eos_token_ids);
+  EXPECT_FALSE(r->grammar_active);
+  t.s->add_request(r);
+  SchedulerOutput prefill = t.s->schedule();
+  BuiltStep built;
+  built.rows = {{0, -1}};
+  std::mt19937_64 rng(1);
+  EXPECT_TRUE(build_sampling_batch(prefill, built, t.cfg.eos_token_ids, rng, 0, 64).bitmask_rows.empty());
+  t.s->update_from_output(prefill, {7});  // free text while reasoning
+  EXPECT_FALSE(t.step(9).finished);
+  EXPECT_FALSE(t.step(52).finished);      // the end of reasoning
+  EXPECT_TRUE(r->grammar_active);
+  SchedulerOutput next = t.s->schedule();
+  EXPECT_EQ(build_sampling_batch(next, built, t.cfg.eos_token_ids, rng, 0, 64).token_bitmask.at(0), 1u);  // 'a'
+  t.s->update_from_output(next, {0});
+  EXPECT_TRUE(t.step(1).finished);
+  EXPECT_EQ(r->finish_reason, FinishReason::kStop);
+  // The end token in the prompt (e.g. enable_thinking false): constrained from the start.
+  EXPECT_TRUE(Request("p", {1, 52, 3}, p, 0.0).grammar_active);
+}
+
 TEST(StructuredOutput, AsyncContinuationSkipsConstrainedRequests) {
   Sched t;
   t.add(choice({"abcdefgh"}), false);

@@ -7,6 +7,7 @@
 
 #include "engine/async_engine_impl.h"
 #include "server/openai_errors.h"
+#include "server/request_validation.h"
 #include "server/sampling_validation.h"
 
 using namespace vireo;
@@ -80,4 +81,19 @@ TEST(SamplingValidation, OutOfRangeErrorsQuoteTheValueSent) {
     EXPECT_EQ(e.param, c.field);
     EXPECT_NE(std::string(e.what()).find(c.quoted), std::string::npos) << e.what();
   }
+}
+
+// With --reasoning-parser the model info carries "</think>"'s id: chat grammars start after it.
+TEST(SamplingValidation, ChatGrammarsWaitForTheEndOfReasoning) {
+  ModelInfo info = kModel;
+  info.reasoning_end_token = 42;
+  const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  ChatRequest r = parse_chat_request({{"messages", messages}, {"response_format", {{"type", "json_object"}}}}, info, {});
+  ASSERT_NE(r.params.grammar, nullptr);
+  EXPECT_EQ(r.params.grammar_start_token, 42);
+  r = parse_chat_request({{"messages", messages}}, info, {});
+  EXPECT_EQ(r.params.grammar, nullptr);
+  EXPECT_FALSE(r.params.grammar_start_token.has_value());
+  r = parse_chat_request({{"messages", messages}, {"guided_choice", {"a"}}}, kModel, {});
+  EXPECT_FALSE(r.params.grammar_start_token.has_value());
 }
