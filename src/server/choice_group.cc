@@ -71,6 +71,7 @@ std::optional<std::pair<size_t, RequestOutput>> ChoiceGroup::next(std::chrono::m
     if (!out.prompt_logprobs.empty()) c.prompt_logprobs = out.prompt_logprobs;
     if (out.num_prompt_tokens > 0) c.num_prompt_tokens = out.num_prompt_tokens;
     c.num_output_tokens = std::max(c.num_output_tokens, out.num_output_tokens);
+    c.num_cached_tokens = std::max(c.num_cached_tokens, out.num_cached_tokens);
     if (c.num_output_tokens < static_cast<int>(c.token_ids.size())) c.num_output_tokens = static_cast<int>(c.token_ids.size());
     if (out.finished) {
       c.stop_string = out.stop_string;

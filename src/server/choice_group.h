@@ -29,6 +29,7 @@ struct ChoiceState {
   std::optional<int32_t> stop_token_id;
   int num_prompt_tokens = 0;
   int num_output_tokens = 0;
+  int num_cached_tokens = 0;  // prompt tokens served from the prefix cache
   std::string error;
 };
 

@@ -24,7 +24,7 @@ Json plain_response(const Tokenizer& tok, const ResponsesRequest& r, const ChatP
   const bool incomplete = c.finish_reason == "length";
   return response_object(r, id, created_at, incomplete ? "incomplete" : "completed",
                          responses_output_items(parsed, logprobs, incomplete),
-                         responses_usage_json(num_prompt_tokens, c.num_output_tokens));
+                         responses_usage_json(num_prompt_tokens, c.num_output_tokens, c.num_cached_tokens));
 }
 
 }  // namespace

@@ -60,9 +60,9 @@ Json responses_output_items(const ChatDelta& parsed, const Json& logprobs, bool 
   return items;
 }
 
-Json responses_usage_json(int64_t input_tokens, int64_t output_tokens) {
+Json responses_usage_json(int64_t input_tokens, int64_t output_tokens, int64_t cached_tokens) {
   return {{"input_tokens", input_tokens},
-          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"input_tokens_details", {{"cached_tokens", cached_tokens}}},
           {"output_tokens", output_tokens},
           {"output_tokens_details", {{"reasoning_tokens", 0}}},
           {"total_tokens", input_tokens + output_tokens}};

@@ -27,7 +27,7 @@ bool blank_text(const std::string& text);
 // (max_output_tokens) marks the last reasoning / message item incomplete when there are no calls.
 Json responses_output_items(const ChatDelta& parsed, const Json& logprobs, bool incomplete);
 
-Json responses_usage_json(int64_t input_tokens, int64_t output_tokens);
+Json responses_usage_json(int64_t input_tokens, int64_t output_tokens, int64_t cached_tokens);
 
 // status: "in_progress" | "completed" | "incomplete" (the output hit max_output_tokens).
 Json response_object(const ResponsesRequest& r, const std::string& id, int64_t created_at, const std::string& status,

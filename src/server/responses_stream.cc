@@ -29,14 +29,14 @@ std::vector<Json> ResponsesStreamFormatter::on_error(const ApiError& err) {
                           {"param", err.param ? Json(*err.param) : Json(nullptr)}})};
 }
 
-Json ResponsesStreamFormatter::response(const std::string& status, int num_output_tokens) {
-  Json usage = status == "in_progress" ? Json(nullptr) : responses_usage_json(num_prompt_tokens_, num_output_tokens);
+Json ResponsesStreamFormatter::response(const std::string& status, const ChoiceState* c) {
+  Json usage = c ? responses_usage_json(num_prompt_tokens_, c->num_output_tokens, c->num_cached_tokens) : Json(nullptr);
   return response_object(req_, id_, created_at_, status, output_, std::move(usage));
 }
 
 std::vector<Json> ResponsesStreamFormatter::start(const ChoiceGroup&) {
-  return {event("response.created", {{"response", response("in_progress", 0)}}),
-          event("response.in_progress", {{"response", response("in_progress", 0)}})};
+  return {event("response.created", {{"response", response("in_progress", nullptr)}}),
+          event("response.in_progress", {{"response", response("in_progress", nullptr)}})};
 }
 
 std::vector<Json> ResponsesStreamFormatter::on_output(const ChoiceState& c, const RequestOutput& out) {
@@ -59,7 +59,7 @@ std::vector<Json> ResponsesStreamFormatter::on_output(const ChoiceState& c, cons
     if (incomplete) item_status_ = "incomplete";
     close_all(events);
     events.push_back(event("response.completed",
-                           {{"response", response(incomplete ? "incomplete" : "completed", c.num_output_tokens)}}));
+                           {{"response", response(incomplete ? "incomplete" : "completed", &c)}}));
   }
   return events;
 }

@@ -46,7 +46,7 @@ class ResponsesStreamFormatter : public StreamFormatter {
   void close_reasoning(std::vector<Json>& out);
   void close_message(std::vector<Json>& out);
   void close_all(std::vector<Json>& out);
-  Json response(const std::string& status, int num_output_tokens);
+  Json response(const std::string& status, const ChoiceState* finished);  // usage from `finished`
 
   const Tokenizer& tok_;
   ResponsesRequest req_;
