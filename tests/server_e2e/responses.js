@@ -38,6 +38,15 @@ test('plain: shape, usage, max_output_tokens -> incomplete', async () => {
   assertEq(r.usage.output_tokens_details.reasoning_tokens, 0, 'reasoning_tokens');
 });
 
+test('usage: cached_tokens counts the prefix-cache hits of a repeated prompt', async () => {
+  const params = { model: MODEL, instructions: 'You are a helpful assistant. Answer in one short sentence, please.',
+    input: 'Which river flows through Paris, and into which sea does it flow?', max_output_tokens: 2 };
+  const first = await client.responses.create(params);
+  assert(first.usage.input_tokens > 32, 'a prompt over two blocks: ' + first.usage.input_tokens);
+  const again = await client.responses.create(params);
+  assert(again.usage.input_tokens_details.cached_tokens >= 16, 'cached_tokens ' + JSON.stringify(again.usage));
+});
+
 test('streaming: event order, deltas concatenate to the final text', async () => {
   const params = { model: MODEL, input: [{ role: 'user', content: [{ type: 'input_text', text: 'Count:' }] }],
     max_output_tokens: 8, temperature: 0, ignore_eos: true };
