@@ -188,6 +188,9 @@ CommandRunner setup_serve(CLI::App& app) {
                  "Seconds to let in-flight requests finish on SIGTERM/SIGINT before aborting them")
       ->capture_default_str();
   app.add_option("--max-request-body-bytes", s.max_body_bytes, "Larger request bodies get 413")->capture_default_str();
+  app.add_option("--responses-store-bytes", s.responses_store_bytes,
+                 "Memory for finished /v1/responses kept for previous_response_id (0 = none)")
+      ->capture_default_str();
   app.add_option("--reasoning-parser", s.reasoning_parser,
                  "Split <think>...</think> into message.reasoning_content (chat)")
       ->check(CLI::IsMember(server::reasoning_parser_names()));

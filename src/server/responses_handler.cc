@@ -6,6 +6,7 @@
 #include "server/logprobs_format.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/responses_store.h"
 #include "server/responses_stream.h"
 #include "server/stream_job.h"
 #include "tokenizer/tokenizer.h"
@@ -34,7 +35,11 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   StartingGuard starting(ctx);
   auto engine = ctx.engine();
   ModelInfo info = ctx.model_info();
-  ResponsesRequest r = parse_responses_request(parse_json_body(req), info, ctx.options().limits);
+  Json body = parse_json_body(req);
+  ResponsesStore& store = ctx.responses_store();
+  Json previous_id = continue_previous_response(store, body);
+  ResponsesRequest r = parse_responses_request(body, info, ctx.options().limits);
+  r.previous_response_id = previous_id;
   std::vector<int32_t> ids;
   ChatParsing parsing;
   try {
@@ -52,14 +57,24 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   group->add_prompt(0, ids, r.chat.params);
   ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
   const Tokenizer& tok = engine->tokenizer();
+  // Stored (unless store: false) once finished: the conversation so far as input items, then the output.
+  std::function<void(const Json&)> remember;
+  if (store.enabled() && get_bool(body, "store").value_or(true))
+    remember = [&store, id, history = input_items(body["input"])](const Json& output) {
+      Json items = history;
+      for (const auto& item : output) items.push_back(item);
+      store.put(id, std::move(items));
+    };
   if (r.chat.stream) {
-    auto fmt = std::make_unique<ResponsesStreamFormatter>(tok, r, parsing, id, created_at, num_prompt);
+    auto fmt = std::make_unique<ResponsesStreamFormatter>(tok, r, parsing, id, created_at, num_prompt, std::move(remember));
     install_stream(res, std::make_shared<StreamJob>(ctx, engine, std::move(group), std::move(fmt), std::move(probe)), starting);
     return;
   }
   starting.finish_now();  // a plain response is not cut short by the listener stopping
   if (!collect_all(ctx, *group, probe)) return;
-  send_json(res, 200, plain_response(tok, r, parsing, group->choices().at(0), id, created_at, num_prompt));
+  Json response = plain_response(tok, r, parsing, group->choices().at(0), id, created_at, num_prompt);
+  if (remember) remember(response["output"]);
+  send_json(res, 200, response);
 }
 
 }  // namespace vireo::server

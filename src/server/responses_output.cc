@@ -87,7 +87,7 @@ Json response_object(const ResponsesRequest& r, const std::string& id, int64_t c
           {"model", r.chat.model},
           {"output", std::move(output)},
           {"parallel_tool_calls", r.parallel_tool_calls},
-          {"previous_response_id", nullptr},
+          {"previous_response_id", r.previous_response_id},
           {"reasoning", r.reasoning},
           {"service_tier", r.service_tier},
           {"temperature", temperature},

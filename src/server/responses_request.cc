@@ -18,7 +18,7 @@ bool present(const Json& j, const char* key) {
 // refused (400) rather than ignored, as the chat endpoint does.
 void refuse_unsupported(const Json& body) {
   if (present(body, "previous_response_id"))
-    throw bad_request("previous_response_id is not supported: responses are not stored; send the earlier turns in 'input'",
+    throw bad_request("previous_response_id is resolved against the stored responses first (responses_store.h)",
                       "previous_response_id");
   if (present(body, "conversation"))
     throw bad_request("conversation is not supported: responses are not stored; send the earlier turns in 'input'", "conversation");

@@ -25,6 +25,7 @@ struct ResponsesRequest {
   Json tool_choice = "auto";
   Json text = Json{{"format", {{"type", "text"}}}};
   Json service_tier = "auto";
+  Json previous_response_id = nullptr;  // set by the handler (responses_store.h)
   bool parallel_tool_calls = true;
   bool output_logprobs = false;  // include: ["message.output_text.logprobs"]
   int top_logprobs = 0;

@@ -8,9 +8,10 @@
 namespace vireo::server {
 
 ResponsesStreamFormatter::ResponsesStreamFormatter(const Tokenizer& tok, ResponsesRequest req, ChatParsing parsing,
-                                                   std::string id, int64_t created_at, int num_prompt_tokens)
+                                                   std::string id, int64_t created_at, int num_prompt_tokens,
+                                                   std::function<void(const Json&)> on_complete)
     : tok_(tok), req_(std::move(req)), parsing_(std::move(parsing)), id_(std::move(id)), created_at_(created_at),
-      num_prompt_tokens_(num_prompt_tokens) {
+      num_prompt_tokens_(num_prompt_tokens), on_complete_(std::move(on_complete)) {
   if (parsing_.active()) parser_ = parsing_.make();
 }
 
@@ -60,6 +61,7 @@ std::vector<Json> ResponsesStreamFormatter::on_output(const ChoiceState& c, cons
     close_all(events);
     events.push_back(event("response.completed",
                            {{"response", response(incomplete ? "incomplete" : "completed", &c)}}));
+    if (on_complete_) on_complete_(output_);
   }
   return events;
 }

@@ -5,6 +5,7 @@
 // before the next one opens; response.completed carries the whole response object. The text goes
 // through the same reasoning / tool-call parsers as chat, so the items equal the plain response's.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,8 +21,9 @@ namespace vireo::server {
 
 class ResponsesStreamFormatter : public StreamFormatter {
  public:
+  // on_complete gets the output items once the response finished (to store it).
   ResponsesStreamFormatter(const Tokenizer& tok, ResponsesRequest req, ChatParsing parsing, std::string id,
-                           int64_t created_at, int num_prompt_tokens);
+                           int64_t created_at, int num_prompt_tokens, std::function<void(const Json&)> on_complete);
 
   std::vector<Json> start(const ChoiceGroup& group) override;
   std::vector<Json> on_output(const ChoiceState& choice, const RequestOutput& out) override;
@@ -64,6 +66,7 @@ class ResponsesStreamFormatter : public StreamFormatter {
   Json message_logprobs_ = Json::array();
   bool has_calls_ = false;
   Json output_ = Json::array();       // closed items, in output_index order
+  std::function<void(const Json&)> on_complete_;
 };
 
 }  // namespace vireo::server

@@ -15,6 +15,7 @@
 #include "server/cors.h"
 #include "server/metrics_renderer.h"
 #include "server/request_types.h"
+#include "server/responses_store.h"
 
 namespace vireo::server {
 
@@ -33,11 +34,13 @@ struct ServerOptions {
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
   CorsOptions cors;  // --allowed-origins / --allowed-methods / --allowed-headers / --allowed-credentials
+  size_t responses_store_bytes = 64u << 20;  // stored /v1/responses for previous_response_id; 0 = none
 };
 
 class ServerContext {
  public:
-  explicit ServerContext(ServerOptions options) : options_(std::move(options)) {}
+  explicit ServerContext(ServerOptions options)
+      : options_(std::move(options)), responses_store_(options_.responses_store_bytes) {}
 
   const ServerOptions& options() const { return options_; }
 
@@ -58,6 +61,8 @@ class ServerContext {
   bool wait_drained(std::chrono::steady_clock::time_point deadline);
   void abort_all_in_flight();
 
+  ResponsesStore& responses_store() { return responses_store_; }
+
   void count_finish(const std::string& reason);
   FinishCounts finish_counts() const;
 
@@ -71,6 +76,7 @@ class ServerContext {
 
  private:
   ServerOptions options_;
+  ResponsesStore responses_store_;
   mutable std::mutex mu_;
   std::condition_variable drained_cv_;
   std::shared_ptr<AsyncEngine> engine_;

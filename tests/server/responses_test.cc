@@ -5,6 +5,7 @@
 
 #include "server/openai_errors.h"
 #include "server/responses_request.h"
+#include "server/responses_store.h"
 #include "server_fixture.h"
 
 using namespace vireo;
@@ -332,4 +333,67 @@ TEST(ResponsesApi, ReasoningAndToolCallItems) {
   r = json::parse(post_json(cli2, "/v1/responses", {{"input", "JSON"}, {"text", {{"format", {{"type", "json_object"}}}}}})->body);
   EXPECT_EQ(json::parse(r["output"][0]["content"][0]["text"].get<std::string>()), json({{"a", 1}}));
   EXPECT_EQ(r["text"]["format"]["type"], "json_object");
+}
+
+TEST(ResponsesStore, KeepsWholeConversationsAndDropsTheOldestPastItsBytes) {
+  server::ResponsesStore store(200);
+  Json items = Json::array({{{"role", "user"}, {"content", std::string(60, 'a')}}});
+  store.put("resp_1", items);
+  store.put("resp_2", items);
+  EXPECT_EQ(store.get("resp_1"), items);
+  store.put("resp_3", items);  // over 200 bytes with three: resp_1 goes
+  EXPECT_FALSE(store.get("resp_1"));
+  EXPECT_TRUE(store.get("resp_2") && store.get("resp_3"));
+  store.put("big", Json::array({std::string(300, 'b')}));  // larger than the store: not kept
+  EXPECT_FALSE(store.get("big"));
+  EXPECT_EQ(store.num_entries(), 2u);
+
+  Json body = {{"previous_response_id", "resp_3"}, {"input", "next"}};
+  EXPECT_EQ(server::continue_previous_response(store, body), "resp_3");
+  EXPECT_FALSE(body.contains("previous_response_id"));
+  ASSERT_EQ(body["input"].size(), 2u);
+  EXPECT_EQ(body["input"][1], Json({{"type", "message"}, {"role", "user"}, {"content", "next"}}));
+  body = {{"previous_response_id", "resp_1"}, {"input", "next"}};
+  try {
+    server::continue_previous_response(store, body);
+    ADD_FAILURE() << "no 404";
+  } catch (const server::ApiError& e) {
+    EXPECT_EQ(e.status, 404);
+  }
+  server::ResponsesStore off(0);
+  body = {{"previous_response_id", "resp_3"}, {"input", "next"}};
+  EXPECT_THROW(server::continue_previous_response(off, body), server::ApiError);
+}
+
+TEST(ResponsesApi, PreviousResponseIdContinuesTheStoredConversation) {
+  LiveServer srv;
+  auto cli = srv.client();
+  json first = json::parse(post_json(cli, "/v1/responses", {{"input", "Hello"}, {"instructions", "Hi."}, {"max_output_tokens", 4}})->body);
+  const std::string id = first["id"];
+  // Instructions are not carried over; the stored input and output are.
+  auto r = post_json(cli, "/v1/responses", {{"input", "More"}, {"previous_response_id", id}, {"max_output_tokens", 4}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json second = json::parse(r->body);
+  EXPECT_EQ(second["previous_response_id"], id);
+  // "<user>Hello\n<assistant><4 tokens>\n<user>More\n<assistant>"
+  EXPECT_EQ(second["usage"]["input_tokens"], 12 + 11 + 4 + 1 + 11 + 11);
+  // A streamed continuation is stored too, and can be continued.
+  auto events = stream(cli, {{"input", "Again"}, {"previous_response_id", second["id"]}, {"max_output_tokens", 2}});
+  const std::string third = events.back().data["response"]["id"];
+  r = post_json(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", third}, {"max_output_tokens", 1}});
+  EXPECT_EQ(r->status, 200) << r->body;
+
+  r = post_json(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_nope"}});
+  ASSERT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "previous_response_id");
+  json unstored = json::parse(post_json(cli, "/v1/responses", {{"input", "x"}, {"store", false}, {"max_output_tokens", 1}})->body);
+  r = post_json(cli, "/v1/responses", {{"input", "x"}, {"previous_response_id", unstored["id"]}});
+  EXPECT_EQ(r->status, 404);
+
+  server::ServerOptions off;
+  off.responses_store_bytes = 0;
+  LiveServer srv_off(off);
+  auto cli_off = srv_off.client();
+  r = post_json(cli_off, "/v1/responses", {{"input", "x"}, {"previous_response_id", id}});
+  EXPECT_EQ(r->status, 400);
 }

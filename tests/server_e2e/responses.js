@@ -104,6 +104,21 @@ test('function tool with tool_choice required -> function_call items, then a rou
   assertEq(next.output[0].type, 'message', 'the answer after the tool output');
 });
 
+test('previous_response_id continues the stored conversation; unknown ids are 404', async () => {
+  const first = await client.responses.create({ model: MODEL, input: 'My name is Ada.', max_output_tokens: 3, temperature: 0 });
+  const second = await client.responses.create({ model: MODEL, input: 'What is my name?', previous_response_id: first.id,
+    max_output_tokens: 3, temperature: 0 });
+  assertEq(second.previous_response_id, first.id, 'echoed');
+  assert(second.usage.input_tokens > first.usage.input_tokens + 3, 'the earlier turn is in the prompt: ' +
+    second.usage.input_tokens + ' vs ' + first.usage.input_tokens);
+  try {
+    await client.responses.create({ model: MODEL, input: 'x', previous_response_id: 'resp_unknown' });
+    throw new Error('no error');
+  } catch (e) {
+    assert(e instanceof OpenAI.NotFoundError, 'NotFoundError, got ' + e);
+  }
+});
+
 test('bad requests are OpenAI 400s', async () => {
   const expect400 = async (params, param) => {
     try {
@@ -119,7 +134,7 @@ test('bad requests are OpenAI 400s', async () => {
     throw new Error('no error for ' + JSON.stringify(params));
   };
   await expect400({ tools: [{ type: 'web_search_preview' }] }, 'tools');
-  await expect400({ previous_response_id: 'resp_123' }, 'previous_response_id');
+  await expect400({ conversation: 'conv_123' }, 'conversation');
   await expect400({ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'http://x/y.png' }] }] }, 'input');
   await expect400({ text: { format: { type: 'json_schema', name: 'x', schema: { type: 'strin' } } } }, 'text');
 });
