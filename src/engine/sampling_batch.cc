@@ -31,7 +31,10 @@ void fill_bitmasks(const std::vector<structured::GrammarMatcher*>& matchers, std
       matchers[g]->fill_next_token_bitmask(std::span<uint32_t>(words.data() + g * row_words, row_words));
   };
   const size_t n = matchers.size();
-  const size_t threads = std::min<size_t>({n, kMaxBitmaskThreads, std::max(1u, std::thread::hardware_concurrency())});
+  if (n <= 1) return fill(0, n);  // every step passes here: no system call on this path
+  // hardware_concurrency() reads /sys on each call: once per process.
+  static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min({n, kMaxBitmaskThreads, cores});
   if (threads <= 1) return fill(0, n);
   std::vector<std::future<void>> parts;
   for (size_t t = 1; t < threads; ++t) parts.push_back(std::async(std::launch::async, fill, n * t / threads, n * (t + 1) / threads));
