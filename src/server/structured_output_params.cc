@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "server/openai_errors.h"
+#include "structured/grammar_cache.h"
 #include "structured/json_schema_compiler.h"
 #include "structured/regex_compiler.h"
 
@@ -107,7 +108,7 @@ void add_structured_outputs(const Json& body, std::vector<Found>& found) {
 
 std::shared_ptr<const structured::Grammar> compile_for_request(const StructuredOutputSpec& spec, const std::string& param) {
   try {
-    return structured::compile_structured_output(spec);
+    return structured::GrammarCache::global().get(spec);  // a response format seen before: no compilation
   } catch (const structured::SchemaError& e) {
     throw bad_request(std::string("Invalid JSON schema: ") + e.what(), param);
   } catch (const structured::RegexError& e) {

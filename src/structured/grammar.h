@@ -4,11 +4,14 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace vireo::structured {
+
+class ClassificationCache;
 
 // 256 bits: byte b is in the set when bit b % 64 of word b / 64 is set.
 using ByteSet = std::array<uint64_t, 4>;
@@ -46,6 +49,10 @@ struct Grammar {
   int32_t chars_rule = -1;
   int32_t string_rule = -1;
   std::unordered_map<int32_t, StringBudget> string_budgets;
+  // The token classifications of this grammar's positions, filled by its matchers as they go and
+  // shared by all of them (classification_cache.h); made by GrammarBuilder::build, null only in a
+  // Grammar assembled by hand (its matchers then keep their own).
+  std::shared_ptr<ClassificationCache> classifications;
 };
 
 }  // namespace vireo::structured

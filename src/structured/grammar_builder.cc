@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "structured/classification_cache.h"
 
 namespace vireo::structured {
 
@@ -148,6 +149,7 @@ Grammar GrammarBuilder::build(int32_t root) const {
     if (static_cast<int32_t>(r) + 1 == prelude_rules_) g.num_prelude_elements = static_cast<int32_t>(g.elements.size());
   }
   check_left_recursion(g);
+  g.classifications = std::make_shared<ClassificationCache>();
   return g;
 }
 

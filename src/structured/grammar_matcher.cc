@@ -14,8 +14,6 @@ namespace {
 // need the real stack.
 constexpr int kContextDepth = 2;
 constexpr size_t kMaxRecentMasks = 8;
-// Dense classifications are ~19 KB on a 151k vocabulary; bounded strings make one per character.
-constexpr size_t kMaxClassifications = 256;
 
 void append_int(std::string& key, int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
 
@@ -23,7 +21,8 @@ void append_int(std::string& key, int32_t v) { key.append(reinterpret_cast<const
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const VocabIndex> vocab,
                                std::vector<int32_t> stop_token_ids)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), stop_ids_(std::move(stop_token_ids)), stack_(*grammar_) {
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)), stop_ids_(std::move(stop_token_ids)), stack_(*grammar_),
+      classes_(grammar_->classifications ? grammar_->classifications : std::make_shared<ClassificationCache>()) {
   ExpandFlags flags;
   for (int32_t start : grammar_->rule_alts[grammar_->root_rule]) stack_.expand(start, kRootParent, tops_, flags);
   accept_ = flags.accept;
@@ -121,8 +120,10 @@ std::shared_ptr<const TokenClassification> GrammarMatcher::classification(const 
   if (prelude) {
     key = grammar_->prelude_key + '\0' + key;
     if (auto c = vocab_->find_prelude(key)) return c;
-  } else if (auto it = classes_.find(key); it != classes_.end()) {
-    return it->second;
+  } else {
+    const uint64_t vocab_id = vocab_->id();
+    key.insert(0, reinterpret_cast<const char*>(&vocab_id), sizeof(vocab_id));
+    if (auto c = classes_->find(key)) return c;
   }
   const size_t mark = stack_.mark();
   int32_t parent = exact ? kRootParent : kBaseParent;
@@ -134,11 +135,9 @@ std::shared_ptr<const TokenClassification> GrammarMatcher::classification(const 
   stack_.rollback(mark);
   if (prelude) {
     vocab_->store_prelude(key, c);
-  } else {
-    if (classes_.size() >= kMaxClassifications) classes_.clear();
-    classes_.emplace(key, c);
+    return c;
   }
-  return c;
+  return classes_->insert(key, std::move(c));
 }
 
 void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {

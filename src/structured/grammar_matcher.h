@@ -1,8 +1,9 @@
 // One request's position in its grammar: which tokens may come next (a bitmask over the model's
 // vocabulary) and the move past each sampled token. Masks come from token classifications of the
-// state's top frames (token_classifier.h), cached per grammar position, plus a direct check of the
-// few tokens whose acceptance depends on the frames further down; whole masks of recurring states
-// (inside a long string) are kept in a small cache.
+// state's top frames (token_classifier.h), cached per grammar position and shared by every matcher
+// of the grammar (classification_cache.h), plus a direct check of the few tokens whose acceptance
+// depends on the frames further down; whole masks of recurring states (inside a long string) are
+// kept in a small cache of the matcher's own.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "structured/classification_cache.h"
 #include "structured/grammar.h"
 #include "structured/grammar_stack.h"
 #include "structured/vocab_index.h"
@@ -53,8 +55,8 @@ class GrammarMatcher {
   bool accept_ = false;
   bool terminated_ = false;
   std::vector<StackTop> scratch_a_, scratch_b_;
-  // Classifications of non-prelude groups, by group key.
-  std::unordered_map<std::string, std::shared_ptr<const TokenClassification>> classes_;
+  // Classifications of non-prelude groups, by vocabulary id and group key: the grammar's shared ones.
+  std::shared_ptr<ClassificationCache> classes_;
   // Whole masks of recent states, by state key (oldest first).
   std::deque<std::pair<std::string, std::vector<uint32_t>>> recent_masks_;
 };

@@ -1,11 +1,14 @@
 #include "structured/vocab_index.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 namespace vireo::structured {
 
 VocabIndex::VocabIndex(std::vector<std::string> token_bytes) : token_bytes_(std::move(token_bytes)) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1);
   std::vector<int32_t> ids;
   for (int32_t id = 0; id < vocab_size(); ++id)
     if (!token_bytes_[id].empty()) ids.push_back(id);

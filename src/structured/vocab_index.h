@@ -38,6 +38,9 @@ class VocabIndex {
   int32_t tok_begin(int32_t i) const { return tok_off_[i]; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int32_t max_depth() const { return max_depth_; }
+  // Unique in the process (unlike an address, never reused): grammars' shared classification
+  // caches key their entries by it, so one grammar can serve several vocabularies.
+  uint64_t id() const { return id_; }
 
   // Classifications of prelude-only stacks, keyed by the grammar's prelude_key and the stack's key.
   std::shared_ptr<const TokenClassification> find_prelude(const std::string& key) const;
@@ -53,6 +56,7 @@ class VocabIndex {
   std::vector<int32_t> tok_off_;  // [num_nodes + 1]
   std::vector<int32_t> tokens_;
   int32_t max_depth_ = 0;
+  uint64_t id_ = 0;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const TokenClassification>> prelude_cache_;
   mutable std::unordered_map<std::string, std::shared_ptr<const void>> memo_;
