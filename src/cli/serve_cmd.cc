@@ -53,6 +53,7 @@ struct ServeArgs {
   server::ServerOptions server;
   std::string api_key;
   std::string kv_cache_memory;
+  std::vector<std::string> served_model_names;  // vLLM's nargs="+": the first is the main name
   VllmCompatFlags compat;
 };
 
@@ -107,11 +108,17 @@ int run_serve(ServeArgs& a) {
   if (key.empty())
     if (const char* k = std::getenv("VIREO_API_KEY"); k && *k) key = k;
   if (!key.empty()) a.server.api_key = key;
+  if (!a.served_model_names.empty()) {
+    a.server.served_model_name = a.served_model_names.front();
+    a.server.served_model_aliases.assign(a.served_model_names.begin() + 1, a.served_model_names.end());
+  }
   if (a.server.served_model_name.empty()) a.server.served_model_name = a.engine.served_model_name;
   if (a.server.served_model_name.empty()) a.server.served_model_name = a.engine.model.empty() ? "default" : a.engine.model;
   a.engine.served_model_name = a.server.served_model_name;
-  // A stream holds a pool thread for its whole life: room for every running and waiting sequence.
-  a.server.num_threads = std::max(64, 2 * a.engine.max_num_seqs + 16);
+  // A stream holds a pool thread for its whole life: room for every running and waiting sequence (the
+  // server starts before the engine resolves an auto max_num_seqs: its largest value then).
+  const int max_seqs = a.engine.max_num_seqs > 0 ? a.engine.max_num_seqs : 1024;
+  a.server.num_threads = std::max(64, 2 * max_seqs + 16);
   if (a.server.shutdown_timeout_s < 0) throw Error("--shutdown-timeout must be >= 0");
   if (a.server.enable_auto_tool_choice && a.server.tool_call_parser.empty())
     throw Error("--enable-auto-tool-choice requires --tool-call-parser");  // as vLLM
@@ -168,12 +175,16 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--host", s.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", s.port, "Port to listen on (0 = any free port)")->capture_default_str();
   app.add_option("--max-model-len", c.max_model_len, "Context length (default: from the model config)");
-  app.add_option("--max-num-seqs", c.max_num_seqs)->capture_default_str();
+  app.add_option("--max-num-seqs", c.max_num_seqs,
+                 "Most sequences per step (default 0 = auto: 1024 on a GPU with >= 70 GiB, else 256, as vLLM serve; "
+                 "at most 256 for models with recurrent state)");
   app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
                  "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");
   app.add_option("--block-size", c.block_size)->capture_default_str();
   app.add_option("--seed", c.seed)->capture_default_str();
-  app.add_option("--served-model-name", s.served_model_name, "Model name in the API (default: the model path)");
+  app.add_option("--served-model-name", a->served_model_names,
+                 "Model name(s) in the API; responses carry the first (default: the model path)")
+      ->expected(1, -1);
   app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>' on /v1 routes (also VLLM_API_KEY / VIREO_API_KEY)");
   app.add_option("--generation-config", c.generation_config, "auto | vllm | a folder")->capture_default_str();
   app.add_option("--kv-cache-memory-bytes", a->kv_cache_memory, "KV cache size (bytes, or with K/M/G/KiB/MiB/GiB)");

@@ -36,6 +36,12 @@ class ChatStreamFormatter : public StreamFormatter {
                      {"finish_reason", nullptr}};
       out.push_back(chunk({choice}, c));
     }
+    if (!req_.echo_text.empty())  // vLLM sends the echo as one content delta after the role
+      for (const auto& c : group.choices()) {
+        Json choice = {{"index", c.index}, {"delta", {{"content", req_.echo_text}}}, {"logprobs", nullptr},
+                       {"finish_reason", nullptr}};
+        out.push_back(chunk({choice}, c));
+      }
     return out;
   }
 
@@ -107,6 +113,7 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
     ChatDelta parsed;
     if (parsing.active()) parsed = parsing.make()->parse_all(c.text);
     else parsed.content = c.text;
+    if (!req.echo_text.empty()) parsed.content = req.echo_text + parsed.content;
     choices.push_back({{"index", c.index},
                        {"message", chat_message_json(parsed, parsing.active())},
                        {"logprobs", logprobs},

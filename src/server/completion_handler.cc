@@ -46,9 +46,10 @@ class CompletionStreamFormatter : public StreamFormatter {
         if (st.lp) add_prompt_logprobs(*st.lp, p, c);
       }
     }
-    text += out.text;
-    if (st.lp) {
-      for (size_t k = 0; k < out.logprobs.size(); ++k) st.lp->add(out.logprobs[k].token_id, &out.logprobs[k]);
+    if (!req_.echo_only) {  // echo with max_tokens 0: the generated token is dropped
+      text += out.text;
+      if (st.lp)
+        for (size_t k = 0; k < out.logprobs.size(); ++k) st.lp->add(out.logprobs[k].token_id, &out.logprobs[k]);
     }
     if (text.empty() && !out.finished && (!st.lp || st.lp->empty())) return {};
     Json choice = {{"index", c.index}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
@@ -105,12 +106,14 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
     if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens;
     seen[c.prompt_index] = true;
     completion += c.num_output_tokens;
-    std::string text = req.echo ? echo_text(tok, p) + c.text : c.text;
+    std::string text = req.echo ? echo_text(tok, p) : "";
+    if (!req.echo_only) text += c.text;  // echo with max_tokens 0: the generated token is dropped
     Json logprobs = nullptr;
     if (req.params.logprobs) {
       CompletionLogprobs lp(tok, *req.params.logprobs, 0);
       if (req.echo) add_prompt_logprobs(lp, p, c);
-      for (const auto& e : c.logprobs) lp.add(e.token_id, &e);
+      if (!req.echo_only)
+        for (const auto& e : c.logprobs) lp.add(e.token_id, &e);
       logprobs = lp.take();
     }
     Json prompt_logprobs = nullptr;  // vLLM fills it under echo + logprobs too

@@ -64,10 +64,16 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
   auto engine = ctx.engine();
   ModelInfo info = ctx.model_info();
   std::string root = engine->config().model.empty() ? info.served_model_name : engine->config().model;
-  Json model = {{"id", info.served_model_name}, {"object", "model"},     {"created", unix_now()},
-                {"owned_by", "vireo"},           {"root", root},         {"parent", nullptr},
-                {"max_model_len", info.max_model_len}};
-  send_json(res, 200, {{"object", "list"}, {"data", {model}}});
+  // One card per served name, as vLLM (all with the same root).
+  std::vector<std::string> names = {info.served_model_name};
+  names.insert(names.end(), info.served_model_aliases.begin(), info.served_model_aliases.end());
+  Json data = Json::array();
+  const int64_t created = unix_now();
+  for (const auto& name : names)
+    data.push_back({{"id", name},     {"object", "model"}, {"created", created},
+                    {"owned_by", "vireo"}, {"root", root},    {"parent", nullptr},
+                    {"max_model_len", info.max_model_len}});
+  send_json(res, 200, {{"object", "list"}, {"data", data}});
 }
 
 void handle_version(ServerContext&, const httplib::Request&, httplib::Response& res) {

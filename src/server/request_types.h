@@ -25,7 +25,7 @@ struct ValidationLimits {
 
 // What validation needs to know about the served model.
 struct ModelInfo {
-  std::string served_model_name;
+  std::string served_model_name;  // the first served name: what responses carry
   int max_model_len = 0;
   int32_t vocab_size = 0;
   // generation_config.json defaults (vLLM --generation-config auto); used when a request omits them.
@@ -34,6 +34,7 @@ struct ModelInfo {
   // The end-of-reasoning token when the server has --reasoning-parser ("</think>" as one token):
   // chat structured outputs start after it, as vLLM's do.
   std::optional<int32_t> reasoning_end_token;
+  std::vector<std::string> served_model_aliases;  // the other served names requests may use
 };
 
 struct PromptInput {
@@ -49,6 +50,9 @@ struct CompletionRequest {
   bool include_usage = false;       // stream_options.include_usage
   bool continuous_usage = false;    // stream_options.continuous_usage_stats (vLLM)
   bool echo = false;
+  // echo with max_tokens 0 (vLLM; lm-eval-harness scores prompts this way): one token is generated
+  // and dropped, the choice is the prompt alone (text and logprobs).
+  bool echo_only = false;
 };
 
 struct ChatRequest {
@@ -68,6 +72,9 @@ struct ChatRequest {
   bool continuous_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
+  // echo (vLLM): the last message's content, put before each choice's content when that message is
+  // the one being answered or continued (the assistant's, or any without a generation prompt).
+  std::string echo_text;
 };
 
 }  // namespace vireo::server

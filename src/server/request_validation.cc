@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "server/openai_errors.h"
 #include "server/sampling_validation.h"
 #include "server/tool_choice.h"
@@ -112,9 +114,12 @@ Json parse_messages(const Json& body, const ValidationLimits& limits) {
 }  // namespace
 
 std::string check_model_name(const Json& body, const ModelInfo& model) {
+  // As vLLM: an absent, null or empty model means the served one; responses name the first
+  // served name whichever one the request used.
   auto name = get_string(body, "model");
-  if (name && *name != model.served_model_name)
-    throw not_found("The model `" + *name + "` does not exist.");
+  if (name && !name->empty() && *name != model.served_model_name &&
+      std::find(model.served_model_aliases.begin(), model.served_model_aliases.end(), *name) == model.served_model_aliases.end())
+    throw ApiError(404, "NotFoundError", "The model `" + *name + "` does not exist.", "model");
   return model.served_model_name;
 }
 
@@ -127,11 +132,11 @@ void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const 
 void check_context_length(int num_prompt_tokens, std::optional<int> max_tokens, int max_model_len, const char* prompt_param) {
   if (num_prompt_tokens >= max_model_len)
     throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
-                                  "tokens. Please reduce the length of the input.",
+                                  "tokens. Please reduce the length of the input messages.",
                                   max_model_len, num_prompt_tokens),
                       prompt_param);
   if (max_tokens && static_cast<int64_t>(num_prompt_tokens) + *max_tokens > max_model_len)
-    throw bad_request(fmt::format("'max_tokens' is too large: {}. This model's maximum context length is {} tokens and "
+    throw bad_request(fmt::format("'max_tokens' or 'max_completion_tokens' is too large: {}. This model's maximum context length is {} tokens and "
                                   "your request has {} input tokens ({} > {} - {}).",
                                   *max_tokens, max_model_len, num_prompt_tokens, *max_tokens, max_model_len, num_prompt_tokens),
                       "max_tokens");
@@ -147,6 +152,11 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
   if (static_cast<int64_t>(r.prompts.size()) * r.params.n > limits.max_choices)
     throw bad_request(fmt::format("at most {} choices (prompts x n) are allowed", limits.max_choices), "n");
   int64_t max_tokens = get_int(body, "max_tokens").value_or(16);  // OpenAI's completions default
+  if (auto echo = get_bool(body, "echo")) r.echo = *echo;
+  if (max_tokens == 0 && r.echo) {
+    r.echo_only = true;  // vLLM generates one token and returns the prompt alone
+    max_tokens = 1;
+  }
   if (max_tokens < 1) throw bad_request(fmt::format("max_tokens must be at least 1, got {}", max_tokens), "max_tokens");
   if (max_tokens > (1 << 30)) throw bad_request(fmt::format("max_tokens is too large: {}", max_tokens), "max_tokens");
   r.params.max_tokens = static_cast<int>(max_tokens);
@@ -158,7 +168,6 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
       throw bad_request(fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}", *lp, limits.max_logprobs), "logprobs");
     r.params.logprobs = static_cast<int>(*lp);
   }
-  if (auto echo = get_bool(body, "echo")) r.echo = *echo;
   StreamFlags f = parse_stream_flags(body);
   r.stream = f.stream;
   r.include_usage = f.include_usage;
@@ -262,7 +271,12 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     r.add_generation_prompt = *add_generation_prompt;
   }
   if (auto v = get_bool(body, "add_special_tokens")) r.add_special_tokens = *v;
-  if (auto v = get_bool(body, "echo"); v && *v) throw bad_request("echo is not supported for chat completions", "echo");
+  if (auto v = get_bool(body, "echo"); v && *v) {
+    // vLLM echoes the last message when its role is the response's: "assistant" under a generation
+    // prompt, else the last message's own role.
+    const Json& last = r.messages.back();
+    if (!r.add_generation_prompt || last["role"] == "assistant") r.echo_text = last["content"].get<std::string>();
+  }
   StreamFlags f = parse_stream_flags(body);
   r.stream = f.stream;
   r.include_usage = f.include_usage;

@@ -16,6 +16,8 @@ void ServerContext::set_engine(std::shared_ptr<AsyncEngine> engine) {
   if (info.served_model_name.empty()) info.served_model_name = cfg.served_model_name;
   if (info.served_model_name.empty()) info.served_model_name = cfg.model;
   if (info.served_model_name.empty()) info.served_model_name = "default";
+  for (const auto& alias : options_.served_model_aliases)
+    if (alias != info.served_model_name) info.served_model_aliases.push_back(alias);
   info.max_model_len = engine->max_model_len();
   info.vocab_size = engine->tokenizer().vocab_size();
   const GenerationConfig& gen = engine->generation_config();

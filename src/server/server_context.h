@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "engine/async_engine.h"
 #include "server/cors.h"
@@ -24,6 +25,9 @@ struct ServerOptions {
   int port = 8000;               // 0 = any free port
   std::optional<std::string> api_key;
   std::string served_model_name;  // "" = the engine config's served_model_name, else its model path
+  // More names the model answers to (vLLM's `--served-model-name a b c`: every name is listed and
+  // accepted; responses carry the first).
+  std::vector<std::string> served_model_aliases;
   size_t max_body_bytes = 32u << 20;  // larger bodies get 413
   int num_threads = 64;               // connections served at once (a stream holds one)
   double shutdown_timeout_s = 30.0;   // drain time for in-flight requests on SIGTERM/SIGINT

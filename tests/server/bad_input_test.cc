@@ -84,7 +84,7 @@ std::vector<BadCase> bad_cases() {
   cmpl("prompt_ids_too_long", {{"prompt", std::vector<int>(256, 7)}}, "prompt");
   cmpl("prompt_plus_max_tokens_too_long", with(p, "max_tokens", 1000), "max_tokens");
   // model
-  cmpl("unknown_model", with(p, "model", "nope"), "", 404, "NotFoundError");
+  cmpl("unknown_model", with(p, "model", "nope"), "model", 404, "NotFoundError");
   cmpl("model_not_string", with(p, "model", 5), "model");
   // max_tokens
   cmpl("max_tokens_zero", with(p, "max_tokens", 0), "max_tokens");
@@ -214,10 +214,10 @@ std::vector<BadCase> bad_cases() {
   chat("legacy_function_call_named", with(m, "function_call", {{"name", "f"}}), "function_call");
   chat("parallel_tool_calls_string", with(m, "parallel_tool_calls", "yes"), "parallel_tool_calls");
   chat("chat_template_kwargs_list", with(m, "chat_template_kwargs", json::array()), "chat_template_kwargs");
-  chat("chat_unknown_model", with(m, "model", "gpt-4"), "", 404, "NotFoundError");
+  chat("chat_unknown_model", with(m, "model", "gpt-4"), "model", 404, "NotFoundError");
   chat("chat_temperature_negative", with(m, "temperature", -1), "temperature");
   chat("chat_n_zero", with(m, "n", 0), "n");
-  chat("chat_echo_unsupported", with(m, "echo", true), "echo");
+  chat("chat_echo_string", with(m, "echo", "yes"), "echo");
   chat("chat_stream_options_without_stream", with(m, "stream_options", {{"include_usage", true}}), "stream_options");
   chat("add_generation_prompt_string", with(m, "add_generation_prompt", "yes"), "add_generation_prompt");
   chat("per_request_chat_template", with(m, "chat_template", "{{x}}"), "chat_template");
@@ -254,7 +254,7 @@ std::vector<BadCase> bad_cases() {
   c.push_back({"tokenize_prompt_number", "POST", "/tokenize", j({{"prompt", 5}}), kJson, 400, "BadRequestError", "prompt"});
   c.push_back({"tokenize_both", "POST", "/tokenize", j({{"prompt", "a"}, {"messages", msgs}}), kJson, 400, "BadRequestError", "prompt"});
   c.push_back({"tokenize_bad_role", "POST", "/tokenize", j({{"messages", {{{"role", "x"}, {"content", "a"}}}}}), kJson, 400, "BadRequestError", "messages"});
-  c.push_back({"tokenize_unknown_model", "POST", "/tokenize", j({{"prompt", "a"}, {"model", "x"}}), kJson, 404, "NotFoundError", ""});
+  c.push_back({"tokenize_unknown_model", "POST", "/tokenize", j({{"prompt", "a"}, {"model", "x"}}), kJson, 404, "NotFoundError", "model"});
   c.push_back({"detokenize_oov", "POST", "/detokenize", j({{"tokens", {999}}}), kJson, 400, "BadRequestError", "tokens"});
   c.push_back({"detokenize_string", "POST", "/detokenize", j({{"tokens", "x"}}), kJson, 400, "BadRequestError", "tokens"});
   c.push_back({"detokenize_missing", "POST", "/detokenize", "{}", kJson, 400, "BadRequestError", "tokens"});

@@ -1,0 +1,106 @@
+// Behaviour that real clients rely on and vLLM has: several served model names, echo without
+// generation (lm-eval-harness' prompt scoring), chat echo.
+#include <gtest/gtest.h>
+
+#include "server_fixture.h"
+
+using namespace vireo;
+using namespace vireo::testing;
+using nlohmann::json;
+
+namespace {
+
+json user_msg(const std::string& text) { return json::array({{{"role", "user"}, {"content", text}}}); }
+
+std::string stream_text(const std::string& body, const char* field) {
+  bool done = false;
+  std::string text;
+  for (const auto& c : parse_sse(body, &done))
+    for (const auto& ch : c["choices"]) {
+      if (std::string(field) == "text") text += ch["text"].get<std::string>();
+      else if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+    }
+  EXPECT_TRUE(done);
+  return text;
+}
+
+}  // namespace
+
+TEST(VllmParity, EveryServedModelNameIsListedAndAccepted) {
+  server::ServerOptions opts;
+  opts.served_model_name = "main";
+  opts.served_model_aliases = {"alias-a", "alias-b"};
+  LiveServer srv(opts);
+  auto cli = srv.client();
+  json models = json::parse(cli.Get("/v1/models")->body);
+  ASSERT_EQ(models["data"].size(), 3u) << models;
+  EXPECT_EQ(models["data"][0]["id"], "main");
+  EXPECT_EQ(models["data"][2]["id"], "alias-b");
+  EXPECT_EQ(models["data"][1]["root"], models["data"][0]["root"]);
+  // Any name is accepted; responses carry the first, as vLLM's model_name().
+  for (const char* name : {"main", "alias-a", "alias-b", ""}) {
+    SCOPED_TRACE(name);
+    auto r = post_json(cli, "/v1/completions", {{"model", name}, {"prompt", "ab"}, {"max_tokens", 2}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["model"], "main");
+  }
+  auto r = post_json(cli, "/v1/chat/completions", {{"model", "alias-b"}, {"messages", user_msg("hi")}, {"max_tokens", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["model"], "main");
+  // An unknown one: vLLM's 404, naming the parameter.
+  r = post_json(cli, "/v1/completions", {{"model", "gpt-4"}, {"prompt", "ab"}});
+  ASSERT_EQ(r->status, 404);
+  json e = json::parse(r->body)["error"];
+  EXPECT_EQ(e["message"], "The model `gpt-4` does not exist.");
+  EXPECT_EQ(e["type"], "NotFoundError");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_EQ(e["code"], 404);
+}
+
+TEST(VllmParity, EchoWithMaxTokensZeroReturnsThePromptAlone) {
+  LiveServer srv;
+  auto cli = srv.client();
+  // lm-eval-harness' loglikelihood request: the prompt's own logprobs, nothing generated.
+  auto r = post_json(cli, "/v1/completions",
+                     {{"prompt", "hello"}, {"max_tokens", 0}, {"echo", true}, {"logprobs", 1}, {"temperature", 0}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json c = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(c["text"], "hello");
+  // <bos> + 5 bytes: one entry per prompt token, the first without a logprob.
+  json lp = c["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u) << lp;
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_EQ(lp["token_logprobs"][1], -1.0);
+  EXPECT_EQ(lp["tokens"][5], "o");
+  EXPECT_EQ(c["finish_reason"], "length");
+  // Streamed: one chunk with the prompt.
+  r = post_json(cli, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 0}, {"echo", true}, {"stream", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(stream_text(r->body, "text"), "hello");
+  // Without echo, max_tokens 0 stays a 400 (vLLM's SamplingParams check).
+  r = post_json(cli, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 0}});
+  ASSERT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "max_tokens");
+}
+
+TEST(VllmParity, ChatEchoPrependsTheMessageBeingContinued) {
+  LiveServer srv;
+  auto cli = srv.client();
+  json msgs = user_msg("hi");
+  msgs.push_back({{"role", "assistant"}, {"content", "Sure, "}});
+  json body = {{"messages", msgs}, {"max_tokens", 3}, {"temperature", 0}, {"echo", true}, {"continue_final_message", true},
+               {"add_generation_prompt", false}};
+  auto r = post_json(cli, "/v1/chat/completions", body);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string content = json::parse(r->body)["choices"][0]["message"]["content"];
+  ASSERT_EQ(content.rfind("Sure, ", 0), 0u) << content;
+  EXPECT_EQ(content.size(), 6u + 3u);  // the echo, then 3 one-byte tokens
+  body["stream"] = true;
+  r = post_json(cli, "/v1/chat/completions", body);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(stream_text(r->body, "content"), content);
+  // Under a generation prompt only an assistant message is echoed (the answer is the assistant's).
+  r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"max_tokens", 3}, {"temperature", 0}, {"echo", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size(), 3u);
+}
