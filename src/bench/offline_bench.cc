@@ -122,7 +122,7 @@ int run_bench_latency(const LatencyArgs& a) {
   if (a.batch_size <= 0 || a.input_len <= 0 || a.output_len <= 0 || a.num_iters <= 0)
     throw Error("--batch-size, --input-len, --output-len and --num-iters must be > 0");
   EngineConfig cfg = a.engine;
-  cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.batch_size);
+  if (cfg.max_num_seqs > 0) cfg.max_num_seqs = std::max(cfg.max_num_seqs, a.batch_size);  // 0: auto (>= 256)
   LLM llm(AsyncEngine::create(cfg));
   AsyncEngine& engine = llm.engine();
   if (a.input_len + a.output_len > engine.max_model_len())

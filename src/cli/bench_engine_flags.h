@@ -14,7 +14,9 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   app.add_option("--seed", c.seed)->capture_default_str();
   app.add_option("--max-model-len", c.max_model_len)->capture_default_str();
-  app.add_option("--max-num-seqs", c.max_num_seqs)->capture_default_str();
+  app.add_option("--max-num-seqs", c.max_num_seqs,
+                 "Most sequences per step (default 0 = auto: 1024 on a GPU with >= 70 GiB, else 256, as vLLM serve; "
+                 "at most 256 for models with recurrent state)");
   app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens,
                  "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");
   app.add_option("--kv-cache-memory-bytes", *kv_bytes, "KV cache size in bytes (default: from memory utilization)");

@@ -207,7 +207,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--dtype", e.dtype, "auto | bfloat16 | float16 | float32");
   app.add_option("--device", e.device, "auto | cpu | cuda");
   app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's)");
-  app.add_option("--max-num-seqs", e.max_num_seqs, "Maximum sequences per step (batch size)");
+  app.add_option("--max-num-seqs", e.max_num_seqs, "Maximum sequences per step (default 0 = auto, as serve)");
   app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
                  "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");
   app.add_option("--block-size", e.block_size, "KV cache block size (tokens)");

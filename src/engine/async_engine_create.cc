@@ -2,6 +2,7 @@
 // size the KV cache, and start the engine.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string_view>
@@ -26,15 +27,7 @@ std::string builtin_name(const std::string& m) {
   return is_default_model(m) ? "default" : m.substr(kBuiltinPrefix.size());
 }
 
-std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
-  LoadOptions opts;
-  opts.load_format = cfg.load_format;
-  opts.seed = cfg.seed;
-  opts.dtype = cfg.dtype;
-  // CUDA graphs for decode-only steps up to max_num_seqs rows (vLLM's capture sizes).
-  opts.enforce_eager = cfg.enforce_eager;
-  opts.max_graph_batch_size = cfg.max_num_seqs;
-  opts.max_model_len = cfg.max_model_len;
+std::unique_ptr<Backend> create_engine_backend(const EngineConfig& cfg) {
   const char* env = std::getenv("VIREO_BATCH_INVARIANT");
   const bool batch_invariant = cfg.batch_invariant || (env != nullptr && std::string_view(env) == "1");
   auto backend = create_backend(cfg.device, cfg.dtype, batch_invariant);
@@ -42,6 +35,20 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg) {
     log_info("batch-invariant mode: on (fixed-order GEMM for every linear, one attention shape without key "
              "splits, fixed sampling chunks: each row's result is independent of its batch; slower than the "
              "default kernels)");
+  return backend;
+}
+
+// cfg.max_num_seqs is resolved (> 0); `state_slots`: the recurrent-state slots a hybrid model allocates.
+std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_ptr<Backend> backend, int state_slots) {
+  LoadOptions opts;
+  opts.load_format = cfg.load_format;
+  opts.seed = cfg.seed;
+  opts.dtype = cfg.dtype;
+  // CUDA graphs for decode-only steps up to max_num_seqs rows, at most 512 (vLLM's capture sizes).
+  opts.enforce_eager = cfg.enforce_eager;
+  opts.max_graph_batch_size = std::min(cfg.max_num_seqs, kMaxGraphBatchSize);
+  opts.max_num_seqs = state_slots;
+  opts.max_model_len = cfg.max_model_len;
   if (is_builtin_model(cfg.model)) {
     // Built-in shapes have no checkpoint: dummy (seeded random) weights.
     opts.load_format = "dummy";
@@ -72,6 +79,13 @@ GenerationConfig load_generation_config(const EngineConfig& cfg) {
 
 }  // namespace
 
+int default_max_num_seqs(size_t device_memory_bytes) {
+  // vLLM (EngineArgs.get_batch_defaults, API server): 1024 on GPUs of >= 70 GiB, 256 elsewhere. Past 256
+  // running requests a decode step is bound by reading their KV cache, so more sequences add little
+  // throughput; what they change is that clients beyond 256 run instead of queueing (TTFT).
+  return device_memory_bytes >= (size_t{70} << 30) ? 1024 : 256;
+}
+
 int default_max_num_batched_tokens(size_t device_memory_bytes) {
   // vLLM (EngineArgs.get_batch_defaults, API server): 8192 on GPUs of >= 70 GiB, 2048 elsewhere. On the
   // H200 8192 measured +2% output tok/s and a 4x lower median TTFT than 2048 at 256 concurrent requests
@@ -83,7 +97,7 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   EngineParts parts;
   parts.config = config;
   if (parts.config.block_size <= 0) throw Error("--block-size must be positive");
-  if (parts.config.max_num_seqs <= 0) throw Error("--max-num-seqs must be positive");
+  if (parts.config.max_num_seqs < 0) throw Error("--max-num-seqs must be positive (0: auto)");
   if (parts.config.max_num_batched_tokens < 0) throw Error("--max-num-batched-tokens must be positive (0: auto)");
 
   parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
@@ -101,7 +115,13 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   }
   parts.generation_config = load_generation_config(config);
 
-  parts.model = load_engine_model(config);
+  auto backend = create_engine_backend(config);
+  const bool auto_seqs = parts.config.max_num_seqs == 0;
+  if (auto_seqs) parts.config.max_num_seqs = default_max_num_seqs(backend->total_memory_bytes());
+  const int state_slots = auto_seqs ? std::min(parts.config.max_num_seqs, kAutoStateSlots) : parts.config.max_num_seqs;
+  parts.model = load_engine_model(parts.config, std::move(backend), state_slots);
+  if (auto_seqs && parts.model->num_state_slots() > 0)
+    parts.config.max_num_seqs = std::min(parts.config.max_num_seqs, parts.model->num_state_slots());
   const ModelConfig& mc = parts.model->config();
   int derived_len = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 2048;
   if (mc.sliding_window > 0 && mc.sliding_window < derived_len) {
@@ -150,6 +170,8 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
            kv_tokens, parts.num_kv_blocks - 1, parts.config.block_size,
            static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib, parts.max_model_len,
            static_cast<double>(kv_tokens) / parts.max_model_len);
+  log_info("Scheduler: max_num_seqs {}, max_num_batched_tokens {}{}", parts.config.max_num_seqs,
+           parts.config.max_num_batched_tokens, config.max_num_seqs == 0 ? " (max_num_seqs auto)" : "");
   return std::make_unique<AsyncEngineImpl>(std::move(parts));
 }
 

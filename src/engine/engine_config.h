@@ -15,7 +15,10 @@ struct EngineConfig {
   std::string device = "auto";       // auto | cpu | cuda
   uint64_t seed = 0;
   int max_model_len = 0;             // 0 = from config (max_position_embeddings)
-  int max_num_seqs = 256;
+  // 0 = auto, vLLM's API-server default for the device: 1024 on a GPU with >= 70 GiB (H100, H200), else
+  // 256; at most kAutoStateSlots for models with per-sequence recurrent state (AsyncEngine::create
+  // resolves it; config() then holds the number).
+  int max_num_seqs = 0;
   // 0 = auto, vLLM's API-server default for the device: 8192 on a GPU with >= 70 GiB (H100, H200),
   // else 2048 (AsyncEngine::create resolves it; config() then holds the number).
   int max_num_batched_tokens = 0;
@@ -39,5 +42,13 @@ struct EngineConfig {
 
 // The auto value of EngineConfig::max_num_batched_tokens on a device of this much memory (0: the CPU).
 int default_max_num_batched_tokens(size_t device_memory_bytes);
+// The auto value of EngineConfig::max_num_seqs on a device of this much memory (0: the CPU).
+int default_max_num_seqs(size_t device_memory_bytes);
+// Auto max_num_seqs for models that hold a recurrent-state slot per sequence (Gated DeltaNet: tens of
+// MB a slot), allocated at load.
+inline constexpr int kAutoStateSlots = 256;
+// The largest decode batch captured as a CUDA graph (vLLM's max_cudagraph_capture_size default);
+// larger decode steps run eagerly.
+inline constexpr int kMaxGraphBatchSize = 512;
 
 }  // namespace vireo

@@ -130,7 +130,7 @@ void DecoderModel::load_gated_delta_net(const std::string& p, DecoderLayerWeight
 void DecoderModel::allocate_gdn_states() {
   const ModelConfig::LinearAttn& c = cfg_.linear_attn;
   const int64_t C = 2 * c.num_k_heads * c.head_k_dim + c.num_v_heads * c.head_v_dim;
-  state_slots_ = std::max(1, opts_.max_graph_batch_size);
+  state_slots_ = std::max(1, opts_.max_num_seqs);
   gdn_states_.assign(layers_.size(), GdnLayerState{});
   std::vector<uint8_t> zeros;
   auto zeroed = [&](std::vector<int64_t> shape, DType dt) {

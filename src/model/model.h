@@ -46,7 +46,8 @@ struct LoadOptions {
   // batches up to max_graph_batch_size are padded to the next capture size (1, 2, 4, 8, 16, 24, ...)
   // and replayed. enforce_eager (vLLM --enforce-eager) keeps every step eager.
   bool enforce_eager = false;
-  int max_graph_batch_size = 256;  // vLLM: --max-num-seqs
+  int max_graph_batch_size = 256;  // min(--max-num-seqs, 512), as vLLM's capture sizes
+  int max_num_seqs = 256;          // --max-num-seqs: the recurrent-state slots of hybrid models
   int max_model_len = 0;           // block-table width of the graphs; 0: max_position_embeddings
 };
 

@@ -92,6 +92,7 @@ inline LoadOptions graph_opts(bool eager) {
   LoadOptions o;
   o.enforce_eager = eager;
   o.max_graph_batch_size = 4;
+  o.max_num_seqs = 4;
   o.max_model_len = 8 * kBlock;
   return o;
 }

@@ -61,6 +61,17 @@ TEST(AsyncEngine, DefaultTokenBudgetFollowsDeviceMemory) {
   EXPECT_EQ(EngineConfig{}.max_num_batched_tokens, 0);
 }
 
+// --max-num-seqs 0 (the default) follows vLLM serve: 1024 on GPUs of >= 70 GiB, else 256.
+TEST(AsyncEngine, DefaultMaxNumSeqsFollowsDeviceMemory) {
+  constexpr size_t kGiB = size_t{1} << 30;
+  EXPECT_EQ(default_max_num_seqs(0), 256);  // the CPU
+  EXPECT_EQ(default_max_num_seqs(40 * kGiB), 256);
+  EXPECT_EQ(default_max_num_seqs(80 * kGiB), 1024);
+  EXPECT_EQ(default_max_num_seqs(141 * kGiB), 1024);  // H200
+  EXPECT_EQ(EngineConfig{}.max_num_seqs, 0);
+  EXPECT_LE(kMaxGraphBatchSize, 512);
+}
+
 TEST(AsyncEngine, ConcurrentStreamsFromManyThreads) {
   auto eng = make_engine();
   std::vector<std::thread> threads;

@@ -171,5 +171,18 @@ TEST(EndToEndDefaultModel, ChatTemplateOverride) {
   EXPECT_THROW(AsyncEngine::create(c), Error);
 }
 
+// The auto scheduler limits resolve at creation (the CPU: vLLM's 256 sequences, 2048 tokens a step).
+TEST(EndToEndDefaultModel, AutoLimitsResolve) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  EngineConfig c = base_config();
+  c.max_num_seqs = 0;
+  c.max_num_batched_tokens = 0;
+  auto eng = AsyncEngine::create(c);
+  EXPECT_EQ(eng->config().max_num_seqs, 256);
+  EXPECT_EQ(eng->config().max_num_batched_tokens, 2048);
+  c.max_num_seqs = -1;
+  EXPECT_THROW(AsyncEngine::create(c), Error);
+}
+
 }  // namespace
 }  // namespace vireo

@@ -16,6 +16,7 @@ std::string fixture() { return std::string(VIREO_SOURCE_DIR) + "/tests/fixtures/
 std::unique_ptr<Model> engine_model(int max_seqs) {
   LoadOptions opts;
   opts.max_graph_batch_size = max_seqs;
+  opts.max_num_seqs = max_seqs;
   return load_model(fixture(), create_backend("cpu"), opts);
 }
 

@@ -49,6 +49,7 @@ std::unique_ptr<DecoderModel> make(const json& j, bool wrapper = false, int slot
   ModelConfig c = ModelConfig::from_json(j, "tiny/config.json");
   LoadOptions o;
   o.max_graph_batch_size = slots;
+  o.max_num_seqs = slots;
   return std::make_unique<DecoderModel>(c, find_arch_spec(c.architecture), create_backend("cpu"), qwen3_next_source(wrapper), o);
 }
 
@@ -220,6 +221,7 @@ TEST(Qwen3NextModel, DummyWeightsLoad) {
     o.load_format = "dummy";
     o.seed = 3;
     o.max_graph_batch_size = 4;
+    o.max_num_seqs = 4;
     auto m = load_model(ModelConfig::from_json(j, "x/config.json"), "", create_backend("cpu"), o);
     EXPECT_EQ(m->num_state_slots(), 4);
     KvCache kv = m->allocate_kv_cache(8, 4);
