@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "qwen3_vocab.h"
 #include "structured/grammar_matcher.h"
 #include "structured/json_schema_compiler.h"
 #include "structured/structured_output.h"
@@ -17,23 +18,6 @@ namespace vireo::structured {
 namespace {
 
 using Js = nlohmann::ordered_json;
-
-struct Qwen3 {
-  std::unique_ptr<Tokenizer> tok;
-  std::shared_ptr<const VocabIndex> vocab;
-  int32_t eos = 0;
-};
-
-const Qwen3& qwen3() {
-  static Qwen3 q = [] {
-    Qwen3 q;
-    q.tok = Tokenizer::from_dir(std::string(VIREO_SOURCE_DIR) + "/models/qwen3");
-    q.vocab = std::make_shared<const VocabIndex>(token_byte_strings(*q.tok));
-    q.eos = q.tok->token_to_id("<|im_end|>").value();
-    return q;
-  }();
-  return q;
-}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
