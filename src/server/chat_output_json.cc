@@ -30,8 +30,11 @@ Json chat_message_json(const ChatDelta& all, bool parsing_active) {
   Json reasoning = all.reasoning.empty() ? Json(nullptr) : Json(all.reasoning);
   Json calls = Json::array();
   for (const auto& c : all.calls) calls.push_back(call_json(c));
-  return {{"role", "assistant"}, {"content", content}, {"reasoning_content", reasoning}, {"reasoning", reasoning},
-          {"tool_calls", calls}};
+  Json message = {{"role", "assistant"}, {"content", content}, {"reasoning_content", reasoning}, {"reasoning", reasoning}};
+  // As OpenAI and vLLM (ChatMessage's serializer): no tool_calls key without calls. An empty list
+  // makes clients that test for the key take a turn without calls for a tool-call turn.
+  if (!calls.empty()) message["tool_calls"] = std::move(calls);
+  return message;
 }
 
 Json chat_delta_json(const ChatDelta& d, int& num_calls_sent) {

@@ -111,6 +111,19 @@ Json parse_messages(const Json& body, const ValidationLimits& limits) {
   return out;
 }
 
+// reasoning_effort (OpenAI's, vLLM's values) reaches the template as a variable, and turns thinking off
+// ("none") or on for templates that read enable_thinking (Qwen3), unless chat_template_kwargs says.
+void apply_reasoning_effort(const Json& body, Json& kwargs) {
+  auto effort = get_string(body, "reasoning_effort");
+  if (!effort) return;
+  static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+  if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts))
+    throw bad_request("reasoning_effort must be one of none, minimal, low, medium, high, xhigh, max; got '" + *effort + "'",
+                      "reasoning_effort");
+  if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+  if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = *effort != "none";
+}
+
 }  // namespace
 
 std::string check_model_name(const Json& body, const ModelInfo& model) {
@@ -207,7 +220,8 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     if (*top < 0) throw bad_request(fmt::format("top_logprobs must be non-negative, got {}", *top), "top_logprobs");
     if (*top > limits.max_logprobs)
       throw bad_request(fmt::format("top_logprobs must be at most {}, got {}", limits.max_logprobs, *top), "top_logprobs");
-    if (!r.logprobs) throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+    // vLLM: only a positive top_logprobs needs logprobs (0 is the field's default).
+    if (*top > 0 && !r.logprobs) throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
     r.top_logprobs = static_cast<int>(*top);
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
@@ -254,6 +268,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     if (!kwargs->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     r.chat_template_kwargs = *kwargs;
   }
+  apply_reasoning_effort(body, r.chat_template_kwargs);
   if (get_string(body, "chat_template")) throw bad_request("a per-request chat_template is not supported", "chat_template");
   auto add_generation_prompt = get_bool(body, "add_generation_prompt");
   if (auto v = get_bool(body, "continue_final_message")) r.continue_final_message = *v;

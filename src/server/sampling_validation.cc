@@ -136,7 +136,9 @@ StreamFlags parse_stream_flags(const Json& body) {
   auto it = body.find("stream_options");
   if (it != body.end() && !it->is_null()) {
     if (!it->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
-    if (!f.stream) throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
+    // vLLM refuses them without stream only when non-empty ({} is falsy there).
+    if (!f.stream && !it->empty())
+      throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
     if (auto v = get_bool(*it, "include_usage")) f.include_usage = *v;
     if (auto v = get_bool(*it, "continuous_usage_stats")) f.continuous_usage = *v;
   }

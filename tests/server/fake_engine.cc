@@ -74,10 +74,11 @@ FakeEngine::FakeEngine(FakeEngineOptions opts) : opts_(opts) {
   config_.served_model_name = "fake-model";
   model_config_.vocab_size = tok_.vocab_size();
   if (opts_.with_chat_template) {
-    chat_template_ = std::make_unique<ChatTemplate>(
-        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}",
-        "<bos>", "<eos>");
+    std::string source = opts_.chat_template;
+    if (source.empty())
+      source = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+               "{% if add_generation_prompt %}<assistant>{% endif %}";
+    chat_template_ = std::make_unique<ChatTemplate>(source, "<bos>", "<eos>");
   }
 }
 

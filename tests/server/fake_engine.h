@@ -45,6 +45,7 @@ struct FakeEngineOptions {
   int max_model_len = 256;
   std::chrono::milliseconds token_delay{1};
   bool with_chat_template = true;
+  std::string chat_template;  // "" = the default "<role>content\n...<assistant>" template
   std::vector<std::pair<std::string, std::string>> scripts;  // prompt substring -> output text (non-empty)
 };
 

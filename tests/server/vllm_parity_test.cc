@@ -104,3 +104,55 @@ TEST(VllmParity, ChatEchoPrependsTheMessageBeingContinued) {
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size(), 3u);
 }
+
+// Fields clients send with their default values must not be refused where vLLM accepts them.
+TEST(VllmParity, DefaultValuedFieldsAreAccepted) {
+  LiveServer srv;
+  auto cli = srv.client();
+  // top_logprobs 0 is the field's default: vLLM needs logprobs only for a positive value.
+  auto r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"max_tokens", 2}, {"top_logprobs", 0}});
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"max_tokens", 2}, {"top_logprobs", 1}});
+  EXPECT_EQ(r->status, 400) << r->body;
+  // An empty stream_options without stream (falsy in vLLM's check); a non-empty one stays a 400.
+  r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"stream_options", json::object()}});
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"max_tokens", 2}, {"stream_options", {{"include_usage", false}}}});
+  EXPECT_EQ(r->status, 400) << r->body;
+  // No tool calls: no tool_calls key (OpenAI's and vLLM's message), so clients testing for the key
+  // do not take a plain answer for a tool-call turn.
+  r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"max_tokens", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_FALSE(json::parse(r->body)["choices"][0]["message"].contains("tool_calls")) << r->body;
+}
+
+// reasoning_effort reaches the template, and "none" turns thinking off unless chat_template_kwargs
+// says otherwise (vLLM's build_chat_params); other values are a 400.
+TEST(VllmParity, ReasoningEffortSetsEnableThinking) {
+  FakeEngineOptions eopts;
+  eopts.chat_template =
+      "{% for m in messages %}{{ m.content }}{% endfor %}["
+      "{% if enable_thinking is defined %}{% if enable_thinking %}on{% else %}off{% endif %}{% else %}unset{% endif %}|"
+      "{{ reasoning_effort if reasoning_effort is defined else 'unset' }}]";
+  LiveServer srv({}, eopts);
+  auto cli = srv.client();
+  auto prompt = [&](json extra) {
+    json body = {{"messages", user_msg("hi")}};
+    body.update(extra);
+    auto r = post_json(cli, "/tokenize", body);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body)["tokens"];
+  };
+  auto text = [&](json tokens) {
+    std::string s;
+    for (int t : tokens) s += static_cast<char>(t);
+    return s;
+  };
+  EXPECT_EQ(text(prompt(json::object())), "hi[unset|unset]");
+  EXPECT_EQ(text(prompt({{"reasoning_effort", "none"}})), "hi[off|none]");
+  EXPECT_EQ(text(prompt({{"reasoning_effort", "high"}})), "hi[on|high]");
+  EXPECT_EQ(text(prompt({{"reasoning_effort", "none"}, {"chat_template_kwargs", {{"enable_thinking", true}}}})), "hi[on|none]");
+  auto r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"reasoning_effort", "extreme"}});
+  ASSERT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "reasoning_effort");
+}
