@@ -14,7 +14,8 @@ namespace vireo::server {
 // The compiled grammar, or null when the request asks for free text. Throws ApiError 400.
 std::shared_ptr<const structured::Grammar> parse_structured_outputs(const Json& body);
 
-// Compiles `spec`; a schema the compiler refuses is a 400 naming `param`.
+// Compiles `spec` or takes it from the process's grammar cache (src/structured/grammar_cache.h); a
+// schema the compiler refuses is a 400 naming `param`.
 std::shared_ptr<const structured::Grammar> compile_for_request(const structured::StructuredOutputSpec& spec,
                                                               const std::string& param);
 
