@@ -65,6 +65,15 @@ test('chat: response_format json_schema, n=3 sampled choices all valid', async (
   }
 });
 
+test('chat: the same json_schema on 6 concurrent requests (one cached grammar, shared classifications) all valid', async () => {
+  const rs = await Promise.all([0, 1, 2, 3, 4, 5].map((seed) => client.chat.completions.create({ model: MODEL, messages, seed,
+    temperature: 1, max_tokens: 300, response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: SCHEMA } } })));
+  for (const r of rs) {
+    assertEq(r.choices[0].finish_reason, 'stop', 'finish_reason');
+    assert(valid(JSON.parse(r.choices[0].message.content), SCHEMA), 'valid: ' + r.choices[0].message.content);
+  }
+});
+
 test('chat: response_format json_object (streamed) is one object', async () => {
   // The biases favour '"' (id 1) and '}' (id 92) wherever the grammar allows them, so objects close soon.
   const stream = await client.chat.completions.create({ model: MODEL, messages, seed: 3, temperature: 1, max_tokens: 300,
