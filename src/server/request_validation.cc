@@ -93,9 +93,10 @@ Json parse_messages(const Json& body, const ValidationLimits& limits) {
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       throw bad_request(fmt::format("messages[{}].role must be a string", i), "messages");
+    // Any role reaches the template, as vLLM's CustomChatCompletionMessageParam allows (Llama 3's
+    // "ipython" tool results, the legacy "function"); the template decides what it renders or refuses.
     const std::string& r = role->get_ref<const std::string&>();
-    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
-      throw bad_request(fmt::format("messages[{}].role '{}' is not one of system, user, assistant, tool, developer", i, r), "messages");
+    if (r.empty()) throw bad_request(fmt::format("messages[{}].role must not be empty", i), "messages");
     Json msg = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {

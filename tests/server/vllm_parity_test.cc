@@ -156,3 +156,20 @@ TEST(VllmParity, ReasoningEffortSetsEnableThinking) {
   ASSERT_EQ(r->status, 400);
   EXPECT_EQ(json::parse(r->body)["error"]["param"], "reasoning_effort");
 }
+
+// vLLM takes any message role (CustomChatCompletionMessageParam) and leaves it to the template:
+// Llama 3's tool results come back as "ipython".
+TEST(VllmParity, CustomRolesReachTheTemplate) {
+  LiveServer srv;
+  auto cli = srv.client();
+  json msgs = user_msg("hi");
+  msgs.push_back({{"role", "ipython"}, {"content", "42"}});
+  auto r = post_json(cli, "/tokenize", {{"messages", msgs}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json tokens = json::parse(r->body)["tokens"];
+  std::string text;
+  for (int t : tokens) text += static_cast<char>(t);
+  EXPECT_EQ(text, "<user>hi\n<ipython>42\n<assistant>");
+  r = post_json(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 2}});
+  EXPECT_EQ(r->status, 200) << r->body;
+}
