@@ -224,6 +224,14 @@ TEST(ServerE2E, ResponsesApi) {
   EXPECT_EQ(srv.terminate(60s), 0);
 }
 
+TEST(ServerE2E, RealClientHabits) {
+  if (!have_node()) GTEST_SKIP() << "node + tools/npm/node_modules/openai needed (no Python stand-in for these checks)";
+  ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "16", "--served-model-name", "main", "alias"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
+  EXPECT_EQ(run_node("clients.js", srv.url()), 0);
+  EXPECT_EQ(srv.terminate(60s), 0);
+}
+
 TEST(ServerE2E, SmallKvCacheForcesPreemptionWithIdenticalOutputs) {
   const bool node = have_node();
   if (!node && !have_python()) GTEST_SKIP() << "neither node + tools/npm/node_modules/openai nor python3";
