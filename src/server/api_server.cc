@@ -27,6 +27,7 @@ struct Route {
   Handler handler;
   bool needs_engine;
   bool generates;  // refused while draining
+  bool json_body = true;  // a POST needs a JSON body (vLLM's validate_json_request)
 };
 
 const Route kRoutes[] = {
@@ -39,12 +40,24 @@ const Route kRoutes[] = {
     {"GET", "/version", handle_version, false, false},
     {"GET", "/metrics", handle_metrics, false, false},
     {"GET", "/health", nullptr, false, false},
+    // SageMaker's health check, which vLLM answers on GET and POST (no body needed).
+    {"GET", "/ping", nullptr, false, false},
+    {"POST", "/ping", nullptr, false, false, false},
 };
 
-const Route* find_route(const std::string& path) {
-  for (const auto& r : kRoutes)
-    if (path == r.path) return &r;
-  return nullptr;
+bool method_matches(const std::string& method, const Route& r) {
+  return method == r.method || (method == "HEAD" && std::string(r.method) == "GET");
+}
+
+// The route for (method, path); `allow` gets the path's methods, empty when the path is unknown.
+const Route* find_route(const std::string& method, const std::string& path, std::string& allow) {
+  const Route* found = nullptr;
+  for (const auto& r : kRoutes) {
+    if (path != r.path) continue;
+    allow += (allow.empty() ? "" : ", ") + std::string(r.method);
+    if (!found && method_matches(method, r)) found = &r;
+  }
+  return found;
 }
 
 void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, httplib::Response& res) {
@@ -68,11 +81,11 @@ void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, htt
 // 404 / 405 (with Allow) / 401 / 503 from the route table and the server's state.
 std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto error = [](int status, const std::string& message) { return ApiError(status, error_type_for_status(status), message); };
-  const Route* route = find_route(req.path);
-  if (!route) return error(404, "Not Found: " + req.path);
-  bool method_ok = req.method == route->method || (req.method == "HEAD" && std::string(route->method) == "GET");
-  if (!method_ok) {
-    res.set_header("Allow", route->method);
+  std::string allow;
+  const Route* route = find_route(req.method, req.path, allow);
+  if (allow.empty()) return error(404, "Not Found: " + req.path);
+  if (!route) {
+    res.set_header("Allow", allow);
     return error(405, "Method Not Allowed: " + req.method + " " + req.path);
   }
   const auto& key = ctx.options().api_key;
@@ -83,7 +96,7 @@ std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& 
     return error(503, err ? "The model failed to load: " + *err : "The model is still loading");
   }
   if (route->generates && ctx.draining) return error(503, "The server is shutting down");
-  if (std::string(route->method) == "POST") return check_json_body_headers(req);
+  if (std::string(route->method) == "POST" && route->json_body) return check_json_body_headers(req);
   return std::nullopt;
 }
 
@@ -142,7 +155,7 @@ void ApiServer::install_routes() {
     if (route.handler) {
       Handler h = route.handler;
       fn = [&ctx, h](const httplib::Request& req, httplib::Response& res) { run_guarded(ctx, h, req, res); };
-    } else {  // /health: 200 once the engine is up (vLLM answers with an empty body)
+    } else {  // /health, /ping: 200 once the engine is up (vLLM answers with an empty body)
       fn = [&ctx](const httplib::Request&, httplib::Response& res) {
         if (ctx.engine()) {
           res.status = 200;

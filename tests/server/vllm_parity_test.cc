@@ -173,3 +173,23 @@ TEST(VllmParity, CustomRolesReachTheTemplate) {
   r = post_json(cli, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 2}});
   EXPECT_EQ(r->status, 200) << r->body;
 }
+
+// SageMaker's health check: vLLM answers /ping on GET and POST like /health.
+TEST(VllmParity, PingAnswersGetAndPost) {
+  LiveServer srv({}, {}, /*load_engine=*/false);
+  auto cli = srv.client();
+  EXPECT_EQ(cli.Get("/ping")->status, 503);  // loading, as /health
+  srv.load();
+  EXPECT_EQ(cli.Get("/ping")->status, 200);
+  EXPECT_EQ(cli.Head("/ping")->status, 200);
+  auto r = cli.Post("/ping");  // no body, no Content-Type
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = cli.Post("/ping", "{}", "application/json");
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = cli.Put("/ping", "", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, POST");
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "MethodNotAllowedError");
+}
