@@ -43,7 +43,11 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
     p.n = static_cast<int>(*n);
   }
   if (auto best_of = get_int(body, "best_of")) {
-    if (*best_of != p.n) throw bad_request("best_of is not supported (it must equal n when set)", "best_of");
+    // Choosing the best of more sequences than n is not supported (vLLM V1 refuses it too); best_of <= n
+    // asks for nothing more and is ignored as V1 does (LangChain may send best_of 1 with n 2).
+    if (*best_of < 1) throw bad_request(fmt::format("best_of must be at least 1, got {}", *best_of), "best_of");
+    if (*best_of > p.n)
+      throw bad_request(fmt::format("best_of > n is not supported (best_of {}, n {})", *best_of, p.n), "best_of");
   }
   if (auto t = get_number(body, "temperature")) {
     if (*t < 0.0) throw bad_request(fmt::format("temperature must be non-negative, got {}", *t), "temperature");

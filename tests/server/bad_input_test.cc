@@ -128,6 +128,7 @@ std::vector<BadCase> bad_cases() {
   cmpl("logprobs_bool", with(p, "logprobs", true), "logprobs");
   cmpl("logprobs_string", with(p, "logprobs", "5"), "logprobs");
   cmpl("best_of_unsupported", with(p, "best_of", 3), "best_of");
+  cmpl("best_of_zero", with(with(p, "n", 2), "best_of", 0), "best_of");
   cmpl("prompt_logprobs_above_cap", with(p, "prompt_logprobs", 21), "prompt_logprobs");
   cmpl("prompt_logprobs_whole_vocab", with(p, "prompt_logprobs", -1), "prompt_logprobs");
   cmpl("prompt_logprobs_negative", with(p, "prompt_logprobs", -2), "prompt_logprobs");

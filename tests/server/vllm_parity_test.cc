@@ -114,6 +114,10 @@ TEST(VllmParity, DefaultValuedFieldsAreAccepted) {
   EXPECT_EQ(r->status, 200) << r->body;
   r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"max_tokens", 2}, {"top_logprobs", 1}});
   EXPECT_EQ(r->status, 400) << r->body;
+  // best_of <= n asks for nothing more (LangChain's OpenAI LLM may send best_of 1 with n 2): ignored.
+  r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"n", 2}, {"best_of", 1}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"].size(), 2u);
   // An empty stream_options without stream (falsy in vLLM's check); a non-empty one stays a 400.
   r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"stream_options", json::object()}});
   EXPECT_EQ(r->status, 200) << r->body;
