@@ -64,17 +64,32 @@ Json flatten_content(const Json& content, size_t index) {
   if (!content.is_array()) throw bad_request(where + " must be a string or a list of content parts", "messages");
   std::string text;
   bool first = true;
+  auto add = [&](const std::string& piece) {
+    if (!first) text += "\n";  // vLLM's "string" content format joins text parts with newlines
+    text += piece;
+    first = false;
+  };
   for (const auto& part : content) {
+    if (part.is_string()) {  // vLLM takes bare strings as text parts
+      add(part.get<std::string>());
+      continue;
+    }
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       throw bad_request(where + ": each content part must be an object with a string 'type'", "messages");
     const std::string& type = part["type"].get_ref<const std::string&>();
-    if (type != "text")
+    // vLLM's text-like parts and the field holding their text (Responses-style input_text /
+    // output_text, an assistant turn's refusal, thinking).
+    const char* field = type == "text" || type == "input_text" || type == "output_text" ? "text"
+                        : type == "refusal"                                            ? "refusal"
+                        : type == "thinking"                                           ? "thinking"
+                                                                                       : nullptr;
+    if (!field)
       throw bad_request(where + ": content part type '" + type + "' is not supported (text only)", "messages");
-    if (!part.contains("text") || !part["text"].is_string())
-      throw bad_request(where + ": a text part needs a string 'text'", "messages");
-    if (!first) text += "\n";  // vLLM's "string" content format joins text parts with newlines
-    text += part["text"].get<std::string>();
-    first = false;
+    auto value = part.find(field);
+    if (value == part.end() || value->is_null()) continue;  // vLLM skips a part without its text
+    if (!value->is_string())
+      throw bad_request(where + ": a " + type + " part needs a string '" + field + "'", "messages");
+    add(value->get<std::string>());
   }
   return text;
 }

@@ -192,7 +192,7 @@ std::vector<BadCase> bad_cases() {
   chat("message_role_number", {{"messages", {{{"role", 5}, {"content", "x"}}}}}, "messages");
   chat("message_content_number", {{"messages", {{{"role", "user"}, {"content", 5}}}}}, "messages");
   chat("message_image_part", {{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "http://x"}}}}}}}}}}, "messages");
-  chat("message_text_part_without_text", {{"messages", {{{"role", "user"}, {"content", {{{"type", "text"}}}}}}}}, "messages");
+  chat("message_text_part_text_number", {{"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", 5}}}}}}}}, "messages");
   chat("message_part_not_object", {{"messages", {{{"role", "user"}, {"content", {5}}}}}}, "messages");
   chat("user_content_null", {{"messages", {{{"role", "user"}, {"content", nullptr}}}}}, "messages");
   chat("chat_max_tokens_zero", with(m, "max_tokens", 0), "max_tokens");

@@ -138,3 +138,16 @@ TEST(Validation, ChatFlattensTextParts) {
   EXPECT_EQ(r.params.logprobs, 3);
   EXPECT_EQ(r.max_tokens, 5);
 }
+
+// vLLM's text-like content parts: bare strings, input_text / output_text, refusal, thinking; a part
+// without its text is skipped; other types stay a 400.
+TEST(Validation, ChatTakesVllmTextLikeParts) {
+  ModelInfo m{"m", 100, 260};
+  Json parts = Json::array({"plain", {{"type", "input_text"}, {"text", "in"}}, {{"type", "output_text"}, {"text", "out"}},
+                            {{"type", "refusal"}, {"refusal", "no"}}, {{"type", "thinking"}, {"thinking", "hm"}},
+                            {{"type", "text"}}, {{"type", "text"}, {"text", nullptr}}});
+  auto r = parse_chat_request(Json{{"messages", {{{"role", "assistant"}, {"content", parts}}}}}, m, {});
+  EXPECT_EQ(r.messages[0]["content"], "plain\nin\nout\nno\nhm");
+  EXPECT_THROW(parse_chat_request(Json{{"messages", {{{"role", "user"}, {"content", {{{"type", "input_image"}}}}}}}}, m, {}),
+               server::ApiError);
+}
