@@ -20,24 +20,6 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   send_json(res, status, error_json(status, error_type_for_status(status), message));
 }
 
-namespace {
-
-// Deepest array / object nesting of j, without recursion (the checks themselves must not overflow).
-size_t json_depth(const Json& j, size_t limit) {
-  std::vector<std::pair<const Json*, size_t>> stack{{&j, 1}};
-  size_t deepest = 0;
-  while (!stack.empty()) {
-    auto [v, d] = stack.back();
-    stack.pop_back();
-    if (!v->is_structured()) continue;
-    deepest = std::max(deepest, d);
-    if (deepest > limit) return deepest;
-    for (const auto& child : *v) stack.push_back({&child, d + 1});
-  }
-  return deepest;
-}
-
-}  // namespace
 
 Json parse_json_body(const httplib::Request& req) {
   if (!is_json_media_type(req.get_header_value("Content-Type")))

@@ -15,8 +15,6 @@ void send_error(httplib::Response& res, int status, const std::string& message);
 
 // Checks Content-Type is application/json (415 otherwise, as vLLM) and parses the body
 // (400 on malformed JSON or invalid UTF-8; the body must be an object).
-// Nesting limit of request bodies (arrays / objects), far above any real request (tool schemas).
-constexpr size_t kMaxJsonDepth = 128;
 Json parse_json_body(const httplib::Request& req);
 
 inline int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "server/openai_errors.h"
 
@@ -91,6 +93,20 @@ std::optional<std::vector<int64_t>> get_int_list(const Json& body, const char* k
     out.push_back(as_int64(e));
   }
   return out;
+}
+
+size_t json_depth(const Json& j, size_t limit) {
+  std::vector<std::pair<const Json*, size_t>> stack{{&j, 1}};
+  size_t deepest = 0;
+  while (!stack.empty()) {
+    auto [v, d] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    deepest = std::max(deepest, d);
+    if (deepest > limit) return deepest;
+    for (const auto& child : *v) stack.push_back({&child, d + 1});
+  }
+  return deepest;
 }
 
 std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }

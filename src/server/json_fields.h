@@ -25,6 +25,12 @@ std::optional<std::vector<int64_t>> get_int_list(const Json& body, const char* k
 bool is_integral(const Json& v);
 int64_t as_int64(const Json& v);  // requires is_integral(v)
 
+// Nesting limit of request bodies (arrays / objects), far above any real request (tool schemas):
+// request handling copies and converts JSON recursively (chat template values, tool schemas).
+constexpr size_t kMaxJsonDepth = 128;
+// Deepest array / object nesting of j, counted without recursion; stops early past `limit`.
+size_t json_depth(const Json& j, size_t limit);
+
 // Serializes with invalid UTF-8 replaced (token pieces can be partial byte sequences).
 std::string dump_json(const Json& j);
 

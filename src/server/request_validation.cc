@@ -94,6 +94,42 @@ Json flatten_content(const Json& content, size_t index) {
   return text;
 }
 
+// What vLLM's chat_utils does to an assistant turn before the template sees it: tool-call arguments
+// (JSON text in the OpenAI format) become objects, as templates expect (Llama 3 writes them with tojson,
+// Qwen3-Coder iterates their items; empty or null: {}); an empty tool_calls list is dropped; reasoning and
+// reasoning_content both carry the turn's reasoning, whichever the client sent.
+void normalize_assistant_turn(Json& msg, size_t index) {
+  if (auto calls = msg.find("tool_calls"); calls != msg.end() && calls->is_array() && calls->empty()) {
+    msg.erase(calls);
+  } else if (calls != msg.end() && calls->is_array()) {
+    for (size_t k = 0; k < calls->size(); ++k) {
+      Json& call = (*calls)[k];
+      const std::string where = fmt::format("messages[{}].tool_calls[{}]", index, k);
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+        throw bad_request(where + " must be an object with a 'function' object", "messages");
+      Json& fn = call["function"];
+      Json& args = fn["arguments"];  // created as null when missing
+      if (args.is_null() || (args.is_string() && args.get_ref<const std::string&>().empty())) {
+        args = Json::object();
+      } else if (args.is_string()) {
+        Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
+        if (parsed.is_discarded()) throw bad_request(where + ".function.arguments is not valid JSON", "messages");
+        if (json_depth(parsed, kMaxJsonDepth) > kMaxJsonDepth)  // as the body: templates convert it recursively
+          throw bad_request(where + ".function.arguments is nested too deeply", "messages");
+        args = std::move(parsed);
+      }
+    }
+  }
+  auto text_of = [&](const char* key) -> const Json* {
+    auto it = msg.find(key);
+    return it != msg.end() && it->is_string() ? &*it : nullptr;
+  };
+  if (const Json* reasoning = text_of("reasoning"); reasoning && !text_of("reasoning_content"))
+    msg["reasoning_content"] = *reasoning;
+  else if (const Json* content = text_of("reasoning_content"); content && !text_of("reasoning"))
+    msg["reasoning"] = *content;
+}
+
 Json parse_messages(const Json& body, const ValidationLimits& limits) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) throw bad_request("'messages' is required", "messages");
@@ -122,6 +158,7 @@ Json parse_messages(const Json& body, const ValidationLimits& limits) {
     }
     if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].is_array())
       throw bad_request(fmt::format("messages[{}].tool_calls must be a list", i), "messages");
+    if (r == "assistant") normalize_assistant_turn(msg, i);
     out.push_back(std::move(msg));
   }
   return out;

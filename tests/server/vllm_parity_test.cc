@@ -197,3 +197,37 @@ TEST(VllmParity, PingAnswersGetAndPost) {
   EXPECT_EQ(r->get_header_value("Allow"), "GET, POST");
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "MethodNotAllowedError");
 }
+
+// vLLM's chat_utils turns an assistant turn's tool-call arguments (JSON text) into objects before the
+// template renders them (empty: {}), drops an empty tool_calls list and fills reasoning_content from
+// reasoning; arguments that are not JSON are a 400.
+TEST(VllmParity, AssistantToolCallArgumentsReachTheTemplateAsObjects) {
+  FakeEngineOptions eopts;
+  eopts.chat_template =
+      "{% for m in messages %}{{ m.role }}:{{ m.content }}"
+      "{% if m.tool_calls is defined %}{% for c in m.tool_calls %}"
+      "[{{ 'obj' if c.function.arguments is mapping else 'str' }} {{ c.function.arguments | tojson }}]"
+      "{% endfor %}{% endif %}"
+      "{% if m.reasoning_content is defined %}<r:{{ m.reasoning_content }}>{% endif %};{% endfor %}";
+  LiveServer srv({}, eopts);
+  auto cli = srv.client();
+  auto render = [&](json assistant) -> std::pair<int, std::string> {
+    json msgs = user_msg("w?");
+    msgs.push_back(assistant);
+    auto r = post_json(cli, "/tokenize", {{"messages", msgs}});
+    if (r->status != 200) return {r->status, r->body};
+    const json tokens = json::parse(r->body)["tokens"];
+    std::string text;
+    for (int t : tokens) text += static_cast<char>(t);
+    return {200, text};
+  };
+  auto call = [](json args) { return json{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", args}}}}; };
+  auto [status, text] = render({{"role", "assistant"}, {"content", nullptr},
+                                {"tool_calls", {call("{\"city\": \"Paris\", \"n\": 2}"), call(""), call(nullptr)}}});
+  ASSERT_EQ(status, 200) << text;
+  EXPECT_EQ(text, "user:w?;assistant:[obj {\"city\": \"Paris\", \"n\": 2}][obj {}][obj {}];");
+  std::tie(status, text) = render({{"role", "assistant"}, {"content", "hi"}, {"tool_calls", json::array()}, {"reasoning", "hmm"}});
+  EXPECT_EQ(text, "user:w?;assistant:hi<r:hmm>;");
+  std::tie(status, text) = render({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call("{oops")}}});
+  EXPECT_EQ(status, 400) << text;
+}
