@@ -55,7 +55,7 @@ std::shared_ptr<const Grammar> GrammarCache::get(const StructuredOutputSpec& spe
     ++misses_;
   }
   std::shared_ptr<const Grammar> g = compile_structured_output(spec);
-  const size_t own = 2 * key.capacity() + grammar_bytes(*g) + 128;  // the key is also in the index's node
+  const size_t own = key.capacity() + grammar_bytes(*g) + 128;  // the index holds a view of the key, not a copy
   if (own > max_bytes_) return g;
   std::lock_guard lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) return it->second->grammar;  // another thread was first
