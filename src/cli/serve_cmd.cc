@@ -51,7 +51,7 @@ struct ServeArgs {
   std::string model_positional;
   EngineConfig engine;
   server::ServerOptions server;
-  std::string api_key;
+  std::vector<std::string> api_keys;  // vLLM's nargs="+": any one is accepted
   std::string kv_cache_memory;
   std::vector<std::string> served_model_names;  // vLLM's nargs="+": the first is the main name
   VllmCompatFlags compat;
@@ -102,7 +102,8 @@ int run_serve(ServeArgs& a) {
     a.engine.model = a.model_positional;
   }
   if (!a.kv_cache_memory.empty()) a.engine.kv_cache_memory_bytes = parse_bytes(a.kv_cache_memory);
-  std::string key = a.api_key;
+  std::string key = a.api_keys.empty() ? "" : a.api_keys.front();
+  if (a.api_keys.size() > 1) a.server.more_api_keys.assign(a.api_keys.begin() + 1, a.api_keys.end());
   if (key.empty())
     if (const char* k = std::getenv("VLLM_API_KEY"); k && *k) key = k;
   if (key.empty())
@@ -185,7 +186,9 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--served-model-name", a->served_model_names,
                  "Model name(s) in the API; responses carry the first (default: the model path)")
       ->expected(1, -1);
-  app.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer <key>' on /v1 routes (also VLLM_API_KEY / VIREO_API_KEY)");
+  app.add_option("--api-key", a->api_keys,
+                 "Require 'Authorization: Bearer <key>' with one of these keys on /v1 routes (also VLLM_API_KEY / VIREO_API_KEY)")
+      ->expected(1, -1);
   app.add_option("--generation-config", c.generation_config, "auto | vllm | a folder")->capture_default_str();
   app.add_option("--kv-cache-memory-bytes", a->kv_cache_memory, "KV cache size (bytes, or with K/M/G/KiB/MiB/GiB)");
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();

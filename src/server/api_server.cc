@@ -89,8 +89,12 @@ std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& 
     return error(405, "Method Not Allowed: " + req.method + " " + req.path);
   }
   const auto& key = ctx.options().api_key;
-  if (key && route_needs_auth(req.path) && !bearer_matches(req.get_header_value("Authorization"), *key))
-    return error(401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
+  if (key && route_needs_auth(req.path)) {
+    const std::string header = req.get_header_value("Authorization");
+    bool ok = bearer_matches(header, *key);
+    for (const auto& more : ctx.options().more_api_keys) ok = bearer_matches(header, more) || ok;  // all compared
+    if (!ok) return error(401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
+  }
   if (route->needs_engine && !ctx.engine()) {
     auto err = ctx.load_error();
     return error(503, err ? "The model failed to load: " + *err : "The model is still loading");

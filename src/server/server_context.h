@@ -24,6 +24,7 @@ struct ServerOptions {
   std::string host = "0.0.0.0";  // vLLM/uvicorn listen on all interfaces by default
   int port = 8000;               // 0 = any free port
   std::optional<std::string> api_key;
+  std::vector<std::string> more_api_keys;  // vLLM's `--api-key a b`: any one of them is accepted
   std::string served_model_name;  // "" = the engine config's served_model_name, else its model path
   // More names the model answers to (vLLM's `--served-model-name a b c`: every name is listed and
   // accepted; responses carry the first).

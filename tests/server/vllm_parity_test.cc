@@ -231,3 +231,20 @@ TEST(VllmParity, AssistantToolCallArgumentsReachTheTemplateAsObjects) {
   std::tie(status, text) = render({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call("{oops")}}});
   EXPECT_EQ(status, 400) << text;
 }
+
+// vLLM's `--api-key a b`: any one of the keys is accepted.
+TEST(VllmParity, SeveralApiKeys) {
+  server::ServerOptions opts;
+  opts.api_key = "sk-one";
+  opts.more_api_keys = {"sk-two"};
+  LiveServer srv(opts);
+  auto cli = srv.client();
+  for (const char* key : {"sk-one", "sk-two"}) {
+    httplib::Headers h = {{"Authorization", std::string("Bearer ") + key}};
+    EXPECT_EQ(cli.Get("/v1/models", h)->status, 200) << key;
+  }
+  httplib::Headers bad = {{"Authorization", "Bearer sk-three"}};
+  auto r = cli.Get("/v1/models", bad);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "AuthenticationError");
+}
