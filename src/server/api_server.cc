@@ -107,10 +107,30 @@ std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& 
 // Everything decided before cpp-httplib reads the body (request_framing.h): body framing first
 // (the connection's byte stream depends on it), then the route. An answer here leaves a declared
 // body unread, so its connection is closed.
+// /health, /ping: 200 once the engine is up (vLLM answers with an empty body).
+void answer_health(ServerContext& ctx, httplib::Response& res) {
+  if (ctx.engine()) {
+    res.status = 200;
+  } else {
+    auto err = ctx.load_error();
+    send_error(res, 503, err ? "The model failed to load: " + *err : "The model is still loading");
+  }
+}
+
 bool answer_early(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   std::optional<ApiError> err = check_body_framing(req, ctx.options().max_body_bytes);
   if (!err) err = route_error(ctx, req, res);
-  if (!err) return false;
+  if (!err) {
+    // A POST without Content-Length or chunking has no body (RFC 9112), but cpp-httplib would read
+    // one until the peer closes: a body-less route (POST /ping, SageMaker's) is answered here.
+    std::string allow;
+    const Route* route = find_route(req.method, req.path, allow);
+    if (route && !route->handler && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      answer_health(ctx, res);
+      return true;
+    }
+    return false;
+  }
   if (declares_body(req) || req.has_header("Expect")) send_error_and_close(req, res, *err);
   else send_error(res, *err);
   return true;
@@ -159,15 +179,8 @@ void ApiServer::install_routes() {
     if (route.handler) {
       Handler h = route.handler;
       fn = [&ctx, h](const httplib::Request& req, httplib::Response& res) { run_guarded(ctx, h, req, res); };
-    } else {  // /health, /ping: 200 once the engine is up (vLLM answers with an empty body)
-      fn = [&ctx](const httplib::Request&, httplib::Response& res) {
-        if (ctx.engine()) {
-          res.status = 200;
-        } else {
-          auto err = ctx.load_error();
-          send_error(res, 503, err ? "The model failed to load: " + *err : "The model is still loading");
-        }
-      };
+    } else {
+      fn = [&ctx](const httplib::Request&, httplib::Response& res) { answer_health(ctx, res); };
     }
     if (std::string(route.method) == "GET") svr_->Get(route.path, fn);
     else svr_->Post(route.path, fn);
