@@ -47,6 +47,7 @@ class ApiServer {
   std::unique_ptr<ServerContext> ctx_;
   std::unique_ptr<httplib::Server> svr_;
   int port_ = -1;
+  int listen_fd_ = -1;  // the socket cpp-httplib listens on (seen by its socket-options hook)
   std::once_flag shutdown_once_;
 };
 
