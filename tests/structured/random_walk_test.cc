@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "qwen3_vocab.h"
 #include "schema_validator.h"
 #include "structured/grammar_matcher.h"
 #include "structured/json_schema_compiler.h"
@@ -16,29 +17,12 @@ namespace {
 
 using Js = nlohmann::ordered_json;
 
-struct Vocab {
-  std::unique_ptr<Tokenizer> tok;
-  std::shared_ptr<const VocabIndex> index;
-  int32_t eos = 0;
-};
-
-const Vocab& vocab() {
-  static Vocab v = [] {
-    Vocab v;
-    v.tok = Tokenizer::from_dir(std::string(VIREO_SOURCE_DIR) + "/models/qwen3");
-    v.index = std::make_shared<const VocabIndex>(token_byte_strings(*v.tok));
-    v.eos = v.tok->token_to_id("<|im_end|>").value();
-    return v;
-  }();
-  return v;
-}
-
 // One walk; returns the output, or nullopt when it ran out of steps. Half the time the walk picks,
 // of a few allowed tokens, the one with most closing characters, so that walks end.
 std::optional<std::string> walk(const std::shared_ptr<const Grammar>& g, std::mt19937& rng, int max_steps) {
-  const Vocab& v = vocab();
-  GrammarMatcher m(g, v.index, {v.eos});
-  std::vector<uint32_t> mask((v.index->vocab_size() + 31) / 32);
+  const Qwen3& v = qwen3();
+  GrammarMatcher m(g, v.vocab, {v.eos});
+  std::vector<uint32_t> mask((v.vocab->vocab_size() + 31) / 32);
   std::string out;
   std::vector<int32_t> allowed;
   for (int step = 0; step < max_steps; ++step) {
@@ -57,12 +41,12 @@ std::optional<std::string> walk(const std::shared_ptr<const Grammar>& g, std::mt
         const int32_t c = allowed[rng() % allowed.size()];
         if (c == v.eos) continue;
         int score = 0;
-        for (char ch : v.index->token_bytes(c)) score += ch == '"' || ch == '}' || ch == ']';
+        for (char ch : v.vocab->token_bytes(c)) score += ch == '"' || ch == '}' || ch == ']';
         if (score > best) best = score, pick = c;
       }
     }
     EXPECT_TRUE(m.accept_token(pick)) << "token " << pick << " was in the mask";
-    if (pick != v.eos) out += v.index->token_bytes(pick);
+    if (pick != v.eos) out += v.vocab->token_bytes(pick);
   }
   return m.is_terminated() ? std::optional(out) : std::nullopt;
 }
