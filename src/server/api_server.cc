@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "core/error.h"
@@ -26,7 +28,7 @@ using Handler = void (*)(ServerContext&, const httplib::Request&, httplib::Respo
 
 struct Route {
   const char* method;
-  const char* path;
+  const char* path;  // a regular expression (cpp-httplib's route pattern); groups reach the handler
   Handler handler;
   bool needs_engine;
   bool generates;  // refused while draining
@@ -37,6 +39,7 @@ const Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, true, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
     {"POST", "/v1/responses", handle_responses, true, true},
+    {"GET", "/v1/responses/([A-Za-z0-9_.-]+)", handle_get_response, false, false},
     {"GET", "/v1/models", handle_models, true, false},
     {"POST", "/tokenize", handle_tokenize, true, false},
     {"POST", "/detokenize", handle_detokenize, true, false},
@@ -54,9 +57,15 @@ bool method_matches(const std::string& method, const Route& r) {
 
 // The route for (method, path); `allow` gets the path's methods, empty when the path is unknown.
 const Route* find_route(const std::string& method, const std::string& path, std::string& allow) {
+  static const std::vector<std::regex> patterns = [] {
+    std::vector<std::regex> v;
+    for (const auto& r : kRoutes) v.emplace_back(r.path);
+    return v;
+  }();
   const Route* found = nullptr;
-  for (const auto& r : kRoutes) {
-    if (path != r.path) continue;
+  for (size_t i = 0; i < std::size(kRoutes); ++i) {
+    const Route& r = kRoutes[i];
+    if (!std::regex_match(path, patterns[i])) continue;
     allow += (allow.empty() ? "" : ", ") + std::string(r.method);
     if (!found && method_matches(method, r)) found = &r;
   }

@@ -57,13 +57,14 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   group->add_prompt(0, ids, r.chat.params);
   ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
   const Tokenizer& tok = engine->tokenizer();
-  // Stored (unless store: false) once finished: the conversation so far as input items, then the output.
+  // Stored (unless store: false) once finished: the conversation so far as input items, then the
+  // output; and the Response object itself, for GET /v1/responses/{id}.
   std::function<void(const Json&)> remember;
   if (store.enabled() && get_bool(body, "store").value_or(true))
-    remember = [&store, id, history = input_items(body["input"])](const Json& output) {
+    remember = [&store, id, history = input_items(body["input"])](const Json& response) {
       Json items = history;
-      for (const auto& item : output) items.push_back(item);
-      store.put(id, std::move(items));
+      for (const auto& item : response.value("output", Json::array())) items.push_back(item);
+      store.put(id, std::move(items), response);
     };
   if (r.chat.stream) {
     auto fmt = std::make_unique<ResponsesStreamFormatter>(tok, r, parsing, id, created_at, num_prompt, std::move(remember));
@@ -73,8 +74,15 @@ void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::
   starting.finish_now();  // a plain response is not cut short by the listener stopping
   if (!collect_all(ctx, *group, probe)) return;
   Json response = plain_response(tok, r, parsing, group->choices().at(0), id, created_at, num_prompt);
-  if (remember) remember(response["output"]);
+  if (remember) remember(response);
   send_json(res, 200, response);
+}
+
+void handle_get_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  std::optional<Json> response = ctx.responses_store().get_response(id);
+  if (!response) throw ApiError(404, "NotFoundError", "Response with id '" + id + "' not found.", "response_id");
+  send_json(res, 200, *response);
 }
 
 }  // namespace vireo::server

@@ -9,5 +9,7 @@
 namespace vireo::server {
 
 void handle_responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// GET /v1/responses/{id}: a stored response (store not false, not yet evicted), else 404.
+void handle_get_response(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace vireo::server

@@ -4,8 +4,8 @@
 
 namespace vireo::server {
 
-void ResponsesStore::put(const std::string& id, Json items) {
-  const size_t bytes = dump_json(items).size();
+void ResponsesStore::put(const std::string& id, Json items, Json response) {
+  const size_t bytes = dump_json(items).size() + dump_json(response).size();
   if (bytes > max_bytes_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.count(id)) return;  // ids are unique; never replace
@@ -15,7 +15,7 @@ void ResponsesStore::put(const std::string& id, Json items) {
     entries_.erase(it);
     order_.pop_front();
   }
-  entries_[id] = {std::move(items), bytes};
+  entries_[id] = {std::move(items), std::move(response), bytes};
   order_.push_back(id);
   bytes_ += bytes;
 }
@@ -25,6 +25,13 @@ std::optional<Json> ResponsesStore::get(const std::string& id) const {
   auto it = entries_.find(id);
   if (it == entries_.end()) return std::nullopt;
   return it->second.items;
+}
+
+std::optional<Json> ResponsesStore::get_response(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.response.is_null()) return std::nullopt;
+  return it->second.response;
 }
 
 size_t ResponsesStore::num_entries() const {

@@ -20,14 +20,17 @@ class ResponsesStore {
  public:
   explicit ResponsesStore(size_t max_bytes) : max_bytes_(max_bytes) {}
   bool enabled() const { return max_bytes_ > 0; }
-  // An entry larger than the whole store is not kept.
-  void put(const std::string& id, Json items);
+  // `items`: the conversation as input items; `response`: the Response object as sent (GET
+  // /v1/responses/{id}). An entry larger than the whole store is not kept.
+  void put(const std::string& id, Json items, Json response = nullptr);
   std::optional<Json> get(const std::string& id) const;
+  std::optional<Json> get_response(const std::string& id) const;
   size_t num_entries() const;
 
  private:
   struct Entry {
     Json items;
+    Json response;
     size_t bytes = 0;
   };
   const size_t max_bytes_;

@@ -59,9 +59,9 @@ std::vector<Json> ResponsesStreamFormatter::on_output(const ChoiceState& c, cons
     const bool incomplete = c.finish_reason == "length";
     if (incomplete) item_status_ = "incomplete";
     close_all(events);
-    events.push_back(event("response.completed",
-                           {{"response", response(incomplete ? "incomplete" : "completed", &c)}}));
-    if (on_complete_) on_complete_(output_);
+    Json final_response = response(incomplete ? "incomplete" : "completed", &c);
+    if (on_complete_) on_complete_(final_response);
+    events.push_back(event("response.completed", {{"response", std::move(final_response)}}));
   }
   return events;
 }

@@ -365,6 +365,38 @@ TEST(ResponsesStore, KeepsWholeConversationsAndDropsTheOldestPastItsBytes) {
   EXPECT_THROW(server::continue_previous_response(off, body), server::ApiError);
 }
 
+// GET /v1/responses/{id} (OpenAI's responses.retrieve, vLLM's route): the stored Response object as
+// it was sent, plain or streamed; 404 for unknown, unstored or unroutable ids.
+TEST(ResponsesApi, RetrieveStoredResponse) {
+  LiveServer srv;
+  auto cli = srv.client();
+  json first = json::parse(post_json(cli, "/v1/responses", {{"input", "Hello"}, {"max_output_tokens", 3}})->body);
+  const std::string id = first["id"];
+  auto r = cli.Get(("/v1/responses/" + id).c_str());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body), first);
+
+  auto events = stream(cli, {{"input", "Again"}, {"max_output_tokens", 2}});
+  const json streamed = events.back().data["response"];
+  r = cli.Get(("/v1/responses/" + streamed["id"].get<std::string>()).c_str());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body), streamed);
+
+  json unstored = json::parse(post_json(cli, "/v1/responses", {{"input", "x"}, {"store", false}, {"max_output_tokens", 1}})->body);
+  for (const std::string& bad : std::vector<std::string>{"resp_nope", unstored["id"].get<std::string>()}) {
+    r = cli.Get(("/v1/responses/" + bad).c_str());
+    ASSERT_EQ(r->status, 404) << bad;
+    json e = json::parse(r->body);
+    EXPECT_EQ(e["error"]["type"], "NotFoundError");
+    EXPECT_EQ(e["error"]["param"], "response_id");
+  }
+  r = cli.Get("/v1/responses/a/b");
+  EXPECT_EQ(r->status, 404);
+  r = cli.Delete(("/v1/responses/" + id).c_str());
+  EXPECT_EQ(r->status, 405);  // the path exists for GET only
+}
+
 TEST(ResponsesApi, PreviousResponseIdContinuesTheStoredConversation) {
   LiveServer srv;
   auto cli = srv.client();
