@@ -90,22 +90,23 @@ void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, htt
   }
 }
 
-// 404 / 405 (with Allow) / 401 / 503 from the route table and the server's state.
+// 401 / 404 / 405 (with Allow) / 503 from the API key, the route table and the server's state.
 std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   auto error = [](int status, const std::string& message) { return ApiError(status, error_type_for_status(status), message); };
-  std::string allow;
-  const Route* route = find_route(req.method, req.path, allow);
-  if (allow.empty()) return error(404, "Not Found: " + req.path);
-  if (!route) {
-    res.set_header("Allow", allow);
-    return error(405, "Method Not Allowed: " + req.method + " " + req.path);
-  }
+  // The key first, as vLLM's middleware: without it a client learns nothing about /v1 paths and methods.
   const auto& key = ctx.options().api_key;
   if (key && route_needs_auth(req.path)) {
     const std::string header = req.get_header_value("Authorization");
     bool ok = bearer_matches(header, *key);
     for (const auto& more : ctx.options().more_api_keys) ok = bearer_matches(header, more) || ok;  // all compared
     if (!ok) return error(401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
+  }
+  std::string allow;
+  const Route* route = find_route(req.method, req.path, allow);
+  if (allow.empty()) return error(404, "Not Found: " + req.path);
+  if (!route) {
+    res.set_header("Allow", allow);
+    return error(405, "Method Not Allowed: " + req.method + " " + req.path);
   }
   if (route->needs_engine && !ctx.engine()) {
     auto err = ctx.load_error();

@@ -248,6 +248,12 @@ TEST(Api, ApiKeyGuardsV1Routes) {
   EXPECT_EQ(cli.Post("/v1/completions", good, json({{"prompt", "a"}, {"max_tokens", 1}}).dump(), "application/json")->status, 200);
   EXPECT_EQ(cli.Get("/health")->status, 200);
   EXPECT_EQ(cli.Get("/metrics")->status, 200);
+  // The key is checked before routing, as vLLM's middleware: unknown /v1 paths and methods are 401s.
+  EXPECT_EQ(cli.Get("/v1/nope")->status, 401);
+  EXPECT_EQ(cli.Delete("/v1/models")->status, 401);
+  EXPECT_EQ(cli.Get("/v1/nope", good)->status, 404);
+  EXPECT_EQ(cli.Delete("/v1/models", good)->status, 405);
+  EXPECT_EQ(cli.Get("/nope")->status, 404);  // outside /v1: no key needed to be told
 }
 
 TEST(Api, MetricsCountFinishReasons) {
