@@ -8,6 +8,7 @@
 #include <iterator>
 #include <optional>
 #include <regex>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -57,15 +58,19 @@ bool method_matches(const std::string& method, const Route& r) {
 
 // The route for (method, path); `allow` gets the path's methods, empty when the path is unknown.
 const Route* find_route(const std::string& method, const std::string& path, std::string& allow) {
-  static const std::vector<std::regex> patterns = [] {
-    std::vector<std::regex> v;
-    for (const auto& r : kRoutes) v.emplace_back(r.path);
+  // Every request comes here (twice): plain paths compare as strings, only pattern routes (a group)
+  // pay for a regex.
+  static const std::vector<std::optional<std::regex>> patterns = [] {
+    std::vector<std::optional<std::regex>> v;
+    for (const auto& r : kRoutes)
+      v.push_back(std::string_view(r.path).find('(') == std::string_view::npos ? std::nullopt
+                                                                              : std::optional<std::regex>(r.path));
     return v;
   }();
   const Route* found = nullptr;
   for (size_t i = 0; i < std::size(kRoutes); ++i) {
     const Route& r = kRoutes[i];
-    if (!std::regex_match(path, patterns[i])) continue;
+    if (patterns[i] ? !std::regex_match(path, *patterns[i]) : path != r.path) continue;
     allow += (allow.empty() ? "" : ", ") + std::string(r.method);
     if (!found && method_matches(method, r)) found = &r;
   }
