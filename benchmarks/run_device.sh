@@ -58,7 +58,7 @@ if has async; then
   L="$V bench latency --load-format dummy --device cuda --num-iters-warmup 1 --num-iters 3 --input-len 1024 --output-len 128"
   for m in qwen3-0.6b qwen3-8b; do
     for bs in 1 8; do
-      for a in "" --async-scheduling; do
+      for a in --no-async-scheduling --async-scheduling; do
         r=$($L --model builtin:$m --batch-size $bs $a 2>&1 | grep "Decode throughput")
         echo "$m batch $bs ${a:-synchronous}: $r"
       done

@@ -6,6 +6,14 @@
 
 namespace vireo {
 
+// --async-scheduling / --no-async-scheduling (vLLM's pair); neither: auto (EngineConfig::async_scheduling).
+inline void add_async_scheduling_flags(CLI::App& app, int& value) {
+  app.add_flag_callback("--async-scheduling", [&value] { value = 1; },
+                        "Issue each decode step before the previous one's tokens are back on the host (its tokens "
+                        "are taken on the device); default: on for CUDA, off for the CPU");
+  app.add_flag_callback("--no-async-scheduling", [&value] { value = 0; }, "Turn async scheduling off");
+}
+
 inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_ptr<size_t> kv_bytes) {
   app.add_option("--model", c.model, "HF model folder or .gguf file (\"\" = the built-in default model)");
   app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder (default: the model's)");
@@ -22,7 +30,7 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--kv-cache-memory-bytes", *kv_bytes, "KV cache size in bytes (default: from memory utilization)");
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
-  app.add_flag("--async-scheduling", c.async_scheduling, "Issue each decode step before the previous one's tokens are back on the host (its tokens are taken on the device)");
+  add_async_scheduling_flags(app, c.async_scheduling);
   app.add_flag("--batch-invariant", c.batch_invariant,
                "Batch-invariant kernels: a request's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

@@ -14,6 +14,7 @@
 
 #include "cli/command_registry.h"
 #include "core/error.h"
+#include "cli/bench_engine_flags.h"
 #include "engine/async_engine.h"
 #include "engine/llm.h"
 #include "model/model_config.h"
@@ -217,8 +218,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--generation-config", e.generation_config, "auto | vllm | a folder");
   app.add_option("--engine-seed", e.seed, "Engine seed (dummy weights, unseeded sampling)");
   app.add_flag("--enforce-eager", e.enforce_eager, "No CUDA graphs");
-  app.add_flag("--async-scheduling", e.async_scheduling,
-               "Issue each decode step before the previous one's tokens are back on the host");
+  add_async_scheduling_flags(app, e.async_scheduling);
   app.add_flag("--batch-invariant", e.batch_invariant,
                "Batch-invariant kernels: a prompt's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

@@ -19,6 +19,7 @@
 #include "cli/vllm_compat_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "cli/bench_engine_flags.h"
 #include "engine/async_engine.h"
 #include "server/api_server.h"
 #include "server/reasoning_parser.h"
@@ -194,7 +195,7 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
-  app.add_flag("--async-scheduling", c.async_scheduling, "Issue each decode step before the previous one's tokens are back on the host (its tokens are taken on the device)");
+  add_async_scheduling_flags(app, c.async_scheduling);
   app.add_flag("--batch-invariant", c.batch_invariant,
                "Batch-invariant kernels: a request's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

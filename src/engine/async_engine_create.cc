@@ -170,8 +170,11 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
            kv_tokens, parts.num_kv_blocks - 1, parts.config.block_size,
            static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib, parts.max_model_len,
            static_cast<double>(kv_tokens) / parts.max_model_len);
-  log_info("Scheduler: max_num_seqs {}, max_num_batched_tokens {}{}", parts.config.max_num_seqs,
-           parts.config.max_num_batched_tokens, config.max_num_seqs == 0 ? " (max_num_seqs auto)" : "");
+  if (parts.config.async_scheduling < 0)
+    parts.config.async_scheduling = parts.model->backend().kind() == DeviceKind::kCPU ? 0 : 1;
+  log_info("Scheduler: max_num_seqs {}, max_num_batched_tokens {}{}, async scheduling {}", parts.config.max_num_seqs,
+           parts.config.max_num_batched_tokens, config.max_num_seqs == 0 ? " (max_num_seqs auto)" : "",
+           parts.config.async_scheduling ? "on" : "off");
   return std::make_unique<AsyncEngineImpl>(std::move(parts));
 }
 

@@ -48,7 +48,7 @@ AsyncEngineImpl::AsyncEngineImpl(EngineParts parts)
   model_config_ = parts.model->config();
   EngineCoreConfig cc;
   cc.seed = config_.seed;
-  cc.async_scheduling = config_.async_scheduling;
+  cc.async_scheduling = config_.async_scheduling > 0;
   cc.scheduler.max_num_seqs = config_.max_num_seqs;
   cc.scheduler.max_num_batched_tokens = config_.max_num_batched_tokens;
   cc.scheduler.max_model_len = max_model_len_;

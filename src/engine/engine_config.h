@@ -28,9 +28,11 @@ struct EngineConfig {
   double gpu_memory_utilization = 0.9;
   std::string generation_config = "auto";  // auto | vllm | a folder
   bool enforce_eager = false;
-  // --async-scheduling (vLLM's flag): decode steps issued one step ahead of their inputs
-  // (EngineCoreConfig::async_scheduling).
-  bool async_scheduling = false;
+  // --async-scheduling / --no-async-scheduling (vLLM's flags): decode steps issued one step ahead of their
+  // inputs (EngineCoreConfig::async_scheduling). -1 = auto: on for a GPU backend (where the host's work
+  // between steps otherwise leaves the GPU idle: +15% output tok/s serving the Qwen3-0.6B shape at 256
+  // clients on the H200), off on the CPU, whose steps run synchronously inside the launch.
+  int async_scheduling = -1;
   // --batch-invariant (or VIREO_BATCH_INVARIANT=1): each row's logits independent of the batch it runs in
   // and of prefill vs decode (Backend::batch_invariant); slower kernels, CUDA only.
   bool batch_invariant = false;

@@ -177,7 +177,8 @@ std::vector<RequestOutput> EngineCore::step() {
     cur.built = build_step_input(sched, scheduler_.config().block_size);
     const auto& eos = scheduler_.config().eos_token_ids;
     const SamplingBatch batch =
-        build_sampling_batch(sched, cur.built, eos, rng_, /*pending_tokens=*/0, runner_.model().config().vocab_size);
+        build_sampling_batch(sched, cur.built, eos, rng_, /*pending_tokens=*/0, runner_.model().config().vocab_size,
+                             /*defer_masks=*/true);
     cur.sched = std::move(sched);
     profile_.mark(StepProfile::kBuild);
     try {

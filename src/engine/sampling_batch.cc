@@ -24,11 +24,10 @@ bool has_penalties(const SamplingParams& p) {
 // (a new string or number position on a 150k vocabulary), so a step with many constrained rows spreads
 // them over threads: matchers are independent (their shared vocabulary caches take a lock). On the H200
 // host at 128 constrained requests the serial fill was ~40 ms a step.
-void fill_bitmasks(const std::vector<structured::GrammarMatcher*>& matchers, std::vector<uint32_t>& words,
-                   size_t row_words) {
+void fill_bitmasks(const std::vector<structured::GrammarMatcher*>& matchers, uint32_t* words, size_t row_words) {
   auto fill = [&](size_t begin, size_t end) {
     for (size_t g = begin; g < end; ++g)
-      matchers[g]->fill_next_token_bitmask(std::span<uint32_t>(words.data() + g * row_words, row_words));
+      matchers[g]->fill_next_token_bitmask(std::span<uint32_t>(words + g * row_words, row_words));
   };
   const size_t n = matchers.size();
   if (n <= 1) return fill(0, n);  // every step passes here: no system call on this path
@@ -58,7 +57,7 @@ void fill_bitmasks(const std::vector<structured::GrammarMatcher*>& matchers, std
 
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
-                                   int pending_tokens, int32_t logits_width) {
+                                   int pending_tokens, int32_t logits_width, bool defer_masks) {
   SamplingBatch b;
   std::vector<structured::GrammarMatcher*> matchers;  // of b.bitmask_rows, in order
   const size_t bitmask_words = (static_cast<size_t>(std::max(logits_width, 0)) + 31) / 32;
@@ -110,8 +109,15 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       row.uniform = static_cast<float>(unif(req.generator ? *req.generator : engine_rng));
     }
   }
+  if (matchers.empty()) return b;
+  if (defer_masks) {
+    b.fill_token_bitmask = [matchers = std::move(matchers), bitmask_words](uint32_t* words) {
+      fill_bitmasks(matchers, words, bitmask_words);
+    };
+    return b;
+  }
   b.token_bitmask.resize(matchers.size() * bitmask_words);
-  fill_bitmasks(matchers, b.token_bitmask, bitmask_words);
+  fill_bitmasks(matchers, b.token_bitmask.data(), bitmask_words);
   return b;
 }
 

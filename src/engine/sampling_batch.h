@@ -19,9 +19,11 @@ namespace vireo {
 // Rows of requests with a grammar (Request::matcher) get a token bitmask row of ceil(logits_width / 32)
 // words: the tokens the grammar allows next (only the stop tokens once it is complete).
 // pending_tokens: outputs already sampled by a step still running (async scheduling), counted for min_tokens.
+// defer_masks: the bitmask rows are left to SamplingBatch::fill_token_bitmask, which the sampling launch
+// calls after issuing the forward (the matchers must outlive that launch: the engine's step holds them).
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
-                                   int pending_tokens = 0, int32_t logits_width = 0);
+                                   int pending_tokens = 0, int32_t logits_width = 0, bool defer_masks = false);
 
 // Row r of `s` as a TokenLogprob with the request's top_n (<= s.num_top_logprobs) alternatives.
 TokenLogprob sampled_logprob(const SampledRows& s, size_t r, int top_n);

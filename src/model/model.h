@@ -1,6 +1,7 @@
 // What the engine sees of a model: a config, a paged KV cache, and forward(step) -> logits.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,9 @@ struct SamplingBatch {
   // logit_bias and the penalties: a token outside the mask gets -inf (never sampled, logprob -inf).
   std::vector<int32_t> bitmask_rows;     // [G], distinct, ascending
   std::vector<uint32_t> token_bitmask;   // [G, bitmask_words]
+  // Or, when set (token_bitmask then empty), the rows are written by this into [G, bitmask_words] words
+  // once the step's forward has been issued: the host computes the masks while the device runs it.
+  std::function<void(uint32_t* words)> fill_token_bitmask;
 };
 
 // What comes back to the host per logits row: the token and N + 1 logprobs.

@@ -47,7 +47,7 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   if (batch.bias_entries.size() % 3 != 0) throw Error("sampling: bias_entries holds (row, id, bias) triples");
   const int64_t V = logits.dim(1);
   const int64_t G = static_cast<int64_t>(batch.bitmask_rows.size()), W = (V + 31) / 32;
-  if (static_cast<int64_t>(batch.token_bitmask.size()) != G * W)
+  if (!batch.fill_token_bitmask && static_cast<int64_t>(batch.token_bitmask.size()) != G * W)
     throw Error("sampling: token_bitmask must hold ceil(vocab / 32) words for each of bitmask_rows");
   for (size_t g = 0; g < batch.bitmask_rows.size(); ++g) {
     const int32_t r = batch.bitmask_rows[g];
@@ -66,7 +66,11 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   std::copy(batch.mask_tokens.begin(), batch.mask_tokens.end(), ws.host_in.begin() + M * kRowWords + E);
   std::copy(batch.bias_entries.begin(), batch.bias_entries.end(), ws.host_in.begin() + bias_off);
   std::copy(batch.bitmask_rows.begin(), batch.bitmask_rows.end(), ws.host_in.begin() + bitmask_off);
-  if (G > 0) std::memcpy(ws.host_in.data() + bitmask_off + G, batch.token_bitmask.data(), G * W * sizeof(uint32_t));
+  if (G > 0) {
+    uint32_t* words = reinterpret_cast<uint32_t*>(ws.host_in.data() + bitmask_off + G);
+    if (batch.fill_token_bitmask) batch.fill_token_bitmask(words);  // the forward is already issued
+    else std::memcpy(words, batch.token_bitmask.data(), G * W * sizeof(uint32_t));
+  }
   ensure(be, ws.in, ws.in_cap, n_in);
   Tensor up = ws.in.view({n_in});
   be.copy_from_host(ws.host_in.data(), up);

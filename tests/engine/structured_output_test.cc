@@ -160,6 +160,13 @@ TEST(StructuredOutput, ReasoningGatedGrammarStartsAfterItsToken) {
   EXPECT_TRUE(r->grammar_active);
   SchedulerOutput next = t.s->schedule();
   EXPECT_EQ(build_sampling_batch(next, built, t.cfg.eos_token_ids, rng, 0, 64).token_bitmask.at(0), 1u);  // 'a'
+  // The engine defers the masks to the sampling launch (after the forward is issued): same words.
+  SamplingBatch deferred = build_sampling_batch(next, built, t.cfg.eos_token_ids, rng, 0, 64, /*defer_masks=*/true);
+  EXPECT_TRUE(deferred.token_bitmask.empty());
+  ASSERT_TRUE(deferred.fill_token_bitmask);
+  std::vector<uint32_t> words(2, 0xdeadbeefu);
+  deferred.fill_token_bitmask(words.data());
+  EXPECT_EQ(words, (std::vector<uint32_t>{1u, 0u}));
   t.s->update_from_output(next, {0});
   EXPECT_TRUE(t.step(1).finished);
   EXPECT_EQ(r->finish_reason, FinishReason::kStop);
