@@ -1,5 +1,6 @@
 #include "engine/engine_core.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <span>
@@ -144,16 +145,44 @@ void EngineCore::fail_step(const SchedulerOutput& sched, const std::exception& e
   }
 }
 
+// The sampling of a continuation with grammar rows, once the step before it has been processed: its
+// masks follow the matchers advanced by that step's tokens (pending_tokens 0: those are counted now).
+// Its rows of requests that finished meanwhile are sampled and dropped, as any continuation's.
+std::optional<std::pair<SchedulerOutput, std::string>> EngineCore::launch_deferred_sampling() {
+  if (!inflight_ || !inflight_->sampling_deferred) return std::nullopt;
+  try {
+    const SamplingBatch batch =
+        build_sampling_batch(inflight_->sched, inflight_->built, scheduler_.config().eos_token_ids, rng_,
+                             /*pending_tokens=*/0, runner_.model().config().vocab_size, /*defer_masks=*/true);
+    inflight_->ticket = runner_.launch_sampling(batch);
+    inflight_->sampling_deferred = false;
+    ++num_sampled_late_;
+  } catch (const std::exception& e) {
+    std::pair<SchedulerOutput, std::string> failed{std::move(inflight_->sched), e.what()};
+    inflight_.reset();
+    runner_.discard_launched();
+    return failed;
+  }
+  return std::nullopt;
+}
+
 void EngineCore::launch_continuation(const LaunchedStep& cur) {
   if (!runner_.model().supports_async_sampling()) return;
-  std::optional<SchedulerOutput> next = scheduler_.schedule_continuation(cur.sched);
+  std::optional<SchedulerOutput> next = scheduler_.schedule_continuation(cur.sched, /*allow_grammar=*/true);
   if (!next) return;
   LaunchedStep step;
   step.built = build_continuation_input(*next, scheduler_.config().block_size);
-  const SamplingBatch batch =
-      build_sampling_batch(*next, step.built, scheduler_.config().eos_token_ids, rng_, /*pending_tokens=*/1,
-                           runner_.model().config().vocab_size);
-  step.ticket = runner_.launch(step.built, batch, /*tokens_from_last=*/true);
+  const bool grammar = std::any_of(next->scheduled.begin(), next->scheduled.end(),
+                                   [](const ScheduledRequest& s) { return s.req->matcher != nullptr; });
+  if (grammar) {
+    runner_.launch_forward(step.built, /*tokens_from_last=*/true);
+    step.sampling_deferred = true;
+  } else {
+    const SamplingBatch batch =
+        build_sampling_batch(*next, step.built, scheduler_.config().eos_token_ids, rng_, /*pending_tokens=*/1,
+                             runner_.model().config().vocab_size);
+    step.ticket = runner_.launch(step.built, batch, /*tokens_from_last=*/true);
+  }
   step.sched = std::move(*next);
   inflight_ = std::move(step);
   ++num_launched_ahead_;
@@ -229,6 +258,7 @@ std::vector<RequestOutput> EngineCore::step() {
   for (size_t i = 0; i < sched.scheduled.size(); ++i) index[sched.scheduled[i].req.get()] = i;
 
   auto updates = scheduler_.update_from_output(sched, sampled);
+  auto deferred_error = launch_deferred_sampling();  // before the outputs' host work: the GPU waits less
   profile_.mark(StepProfile::kUpdate);
   const double now = monotonic_seconds();
   for (auto& u : updates) {
@@ -259,6 +289,9 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     outputs.push_back(std::move(out));
   }
+  // Its requests finish with "error" after this step's outputs (those still running: the others
+  // finished above).
+  if (deferred_error) fail_step(deferred_error->first, Error(deferred_error->second), outputs);
   profile_.mark(StepProfile::kOutputs);
   profile_.end(static_cast<int>(built.rows.size()));
   return outputs;

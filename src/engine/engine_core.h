@@ -62,6 +62,8 @@ class EngineCore {
   const EngineMetrics& metrics() const { return metrics_; }
   // Async scheduling: steps launched before the previous step's tokens were back.
   uint64_t num_steps_launched_ahead() const { return num_launched_ahead_; }
+  // Of those, the ones with grammar rows, whose sampling was launched after the previous step's tokens.
+  uint64_t num_steps_sampled_late() const { return num_sampled_late_; }
   void fill_stats(EngineStats& s) const;
   ModelRunner& runner() { return runner_; }
 
@@ -71,10 +73,15 @@ class EngineCore {
     SchedulerOutput sched;
     BuiltStep built;
     int ticket = 0;
+    // A continuation with grammar rows: only its forward is issued; its sampling is launched by
+    // launch_deferred_sampling once the step before it has advanced the matchers.
+    bool sampling_deferred = false;
   };
   void on_finished(const Request& req, double now);
   void fail_step(const SchedulerOutput& sched, const std::exception& e, std::vector<RequestOutput>& outputs);
   void launch_continuation(const LaunchedStep& cur);
+  // Returns the continuation's schedule and error if its sampling could not be launched (it is dropped).
+  std::optional<std::pair<SchedulerOutput, std::string>> launch_deferred_sampling();
   RequestOutput final_output_without_tokens(const Request& req);
   // The request's grammar matcher over the tokenizer's vocabulary (built on first use).
   std::unique_ptr<structured::GrammarMatcher> make_matcher(const Request& req);
@@ -90,6 +97,7 @@ class EngineCore {
   SampledRows sampled_;  // the last step's tokens and logprobs (reused buffers)
   std::optional<LaunchedStep> inflight_;  // async scheduling: the step launched ahead
   uint64_t num_launched_ahead_ = 0;
+  uint64_t num_sampled_late_ = 0;
   StepProfile profile_;
   std::shared_ptr<const structured::VocabIndex> vocab_index_;  // structured outputs, built on first use
 };

@@ -24,6 +24,12 @@ class ModelRunner {
   // launch order, fills out. tokens_from_last: a continuation step (async scheduling).
   int launch(const BuiltStep& built, const SamplingBatch& batch, bool tokens_from_last);
   void finish(int ticket, const BuiltStep& built, SampledRows& out);
+  // launch in two halves (Model::launch_forward / launch_sampling): a continuation whose structured-output
+  // masks need the previous step's tokens.
+  void launch_forward(const BuiltStep& built, bool tokens_from_last) {
+    model_->launch_forward(built.input, kv_, tokens_from_last);
+  }
+  int launch_sampling(const SamplingBatch& batch) { return model_->launch_sampling(batch); }
   void discard_launched() { model_->discard_pending_samples(); }
   Model& model() { return *model_; }
   int vocab_size() const { return model_->config().vocab_size; }

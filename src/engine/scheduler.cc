@@ -106,7 +106,7 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
-std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerOutput& prev) {
+std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerOutput& prev, bool allow_grammar) {
   // Waiting requests would join the next fresh schedule() only if there is room for them.
   const bool can_admit = !waiting_.empty() && static_cast<int>(running_.size()) < cfg_.max_num_seqs;
   if (can_admit || !prev.preempted.empty() || prev.scheduled.empty() || prev.scheduled.size() != running_.size())
@@ -117,9 +117,10 @@ std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerO
     if (prev.scheduled[i].req != running_[i] || req.is_finished() || prev.scheduled[i].num_new_tokens != 1 ||
         req.num_computed_tokens + 1 != req.num_tokens())
       return std::nullopt;
-    // A grammar's mask needs the previous token, which a step issued ahead does not have yet.
+    // A grammar's mask needs the previous token, which a step issued ahead does not have yet: only if
+    // the caller samples the step later (allow_grammar).
     if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
-        (p.prompt_logprobs && !req.prompt_logprobs_sent) || req.matcher)
+        (p.prompt_logprobs && !req.prompt_logprobs_sent) || (req.matcher && !allow_grammar))
       return std::nullopt;
     // After prev the request holds num_tokens() + 1 tokens and num_output_tokens() + 1 outputs.
     if (req.num_output_tokens() + 1 >= p.max_tokens || req.num_tokens() + 1 >= cfg_.max_model_len)

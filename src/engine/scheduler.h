@@ -60,8 +60,10 @@ class Scheduler {
   // batch: every running request is in `prev` with one token that samples its next one, none waits
   // that could be admitted (running < max_num_seqs),
   // none can stop by length after `prev`, none needs its output history on the device (penalties) or
-  // prompt logprobs or has a grammar (its mask needs the token `prev` samples), and a KV slot for one more position is free without preempting. nullopt otherwise.
-  std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev);
+  // prompt logprobs, and a KV slot for one more position is free without preempting. nullopt otherwise.
+  // Requests with a grammar only with allow_grammar: the engine then launches the step's sampling once
+  // `prev`'s tokens have advanced the matchers (their masks need them).
+  std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev, bool allow_grammar = false);
   // sampled[i]: the token sampled for out.scheduled[i], or nullopt if its prefill is not done.
   std::vector<RequestUpdate> update_from_output(const SchedulerOutput& out,
                                                 const std::vector<std::optional<int32_t>>& sampled);

@@ -127,7 +127,13 @@ class DecoderModel final : public Model {
   bool supports_async_sampling() const override { return true; }
   int launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) override;
   void finish_sample(int ticket, SampledRows& out) override;
-  void discard_pending_samples() override { sampling_.pending.clear(); }
+  void launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last) override;
+  int launch_sampling(const SamplingBatch& batch) override;
+  void discard_pending_samples() override {
+    sampling_.pending.clear();
+    forwarded_ = Tensor();
+    forward_pending_ = false;
+  }
   // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
   int num_graphs() const;
   // Turns graphs off (true) or back on for later steps; captured graphs are kept.
@@ -189,6 +195,10 @@ class DecoderModel final : public Model {
   DecoderWorkspace ws_;
   DecoderGraphs graphs_;
   SamplingWorkspace sampling_;
+  // launch_forward's logits rows, waiting for launch_sampling.
+  Tensor forwarded_;
+  bool forward_pending_ = false;
+  int64_t forwarded_rows_ = 0;
 };
 
 }  // namespace vireo

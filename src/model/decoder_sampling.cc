@@ -15,6 +15,12 @@ void DecoderModel::forward_sample(const StepInput& in, KvCache& kv, const Sampli
 int DecoderModel::launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) {
   if (batch.rows.size() != in.logits_indices.size())
     throw Error("launch_sample: one sampling row per logits row expected");
+  launch_forward(in, kv, tokens_from_last);
+  return launch_sampling(batch);
+}
+
+void DecoderModel::launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last) {
+  if (forward_pending_) throw Error("launch_forward: the previous forward's sampling was not launched");
   Tensor last;
   if (tokens_from_last) {
     const int64_t T = static_cast<int64_t>(in.token_ids.size());
@@ -22,7 +28,18 @@ int DecoderModel::launch_sample(const StepInput& in, KvCache& kv, const Sampling
       throw Error("launch_sample: tokens_from_last needs the previous launch to sample one row per token");
     last = Tensor(sampling_.out.data, DType::kI32, {T}, sampling_.out.device);  // its tokens come first
   }
-  const Tensor logits = run_step(in, kv, tokens_from_last ? &last : nullptr);
+  forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr);
+  forwarded_rows_ = static_cast<int64_t>(in.logits_indices.size());
+  forward_pending_ = true;
+}
+
+int DecoderModel::launch_sampling(const SamplingBatch& batch) {
+  if (!forward_pending_) throw Error("launch_sampling: no forward launched");
+  if (static_cast<int64_t>(batch.rows.size()) != forwarded_rows_)
+    throw Error("launch_sampling: one sampling row per logits row expected");
+  forward_pending_ = false;
+  const Tensor logits = forwarded_;
+  forwarded_ = Tensor();
   return sample_on_backend_launch(*be_, logits, batch, sampling_);
 }
 

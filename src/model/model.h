@@ -111,6 +111,11 @@ class Model {
   virtual bool supports_async_sampling() const { return false; }
   virtual int launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last);
   virtual void finish_sample(int ticket, SampledRows& out);
+  // launch_sample in two calls, for a continuation whose rows have structured-output masks (they need the
+  // previous step's tokens on the host): launch_forward issues the step alone, launch_sampling its
+  // sampling later, with nothing launched in between. Where supports_async_sampling().
+  virtual void launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last);
+  virtual int launch_sampling(const SamplingBatch& batch);
   // Drops launched steps whose results will not be collected (after an error).
   virtual void discard_pending_samples() { finished_.clear(); }
 

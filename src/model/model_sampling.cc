@@ -25,6 +25,14 @@ int Model::launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& 
   return 0;
 }
 
+void Model::launch_forward(const StepInput&, KvCache&, bool) {
+  throw Error("launch_forward: this model cannot launch a step apart from its sampling");
+}
+
+int Model::launch_sampling(const SamplingBatch&) {
+  throw Error("launch_sampling: this model cannot launch a step apart from its sampling");
+}
+
 void Model::finish_sample(int /*ticket*/, SampledRows& out) {
   if (finished_.empty()) throw Error("finish_sample: no launched step");
   out = std::move(finished_.front());

@@ -174,13 +174,15 @@ TEST(StructuredOutput, ReasoningGatedGrammarStartsAfterItsToken) {
   EXPECT_TRUE(Request("p", {1, 52, 3}, p, 0.0).grammar_active);
 }
 
-TEST(StructuredOutput, AsyncContinuationSkipsConstrainedRequests) {
+TEST(StructuredOutput, AsyncContinuationTakesConstrainedRequestsOnlyWhenAllowed) {
   Sched t;
   t.add(choice({"abcdefgh"}), false);
   SchedulerOutput prefill = t.s->schedule();
   t.s->update_from_output(prefill, {0});
   SchedulerOutput decode = t.s->schedule();
   EXPECT_FALSE(t.s->schedule_continuation(decode).has_value());
+  // The engine samples such a continuation after `decode`'s token advanced the matcher.
+  EXPECT_TRUE(t.s->schedule_continuation(decode, /*allow_grammar=*/true).has_value());
 }
 
 // Engine over the fake model (context-dependent logits), random sampling.
@@ -235,7 +237,8 @@ TEST(StructuredOutput, EngineOutputsFollowTheGrammarThroughPreemption) {
 
 TEST(StructuredOutput, AsyncSchedulingGivesTheSameConstrainedOutputs) {
   REQUIRE_MASKED_SAMPLING();
-  auto run = [](bool async) {
+  uint64_t launched_ahead = 0;
+  auto run = [&](bool async) {
     LoadOptions lo;
     lo.load_format = "dummy";
     lo.seed = 3;
@@ -261,13 +264,75 @@ TEST(StructuredOutput, AsyncSchedulingGivesTheSameConstrainedOutputs) {
     std::map<std::string, RequestOutput> agg;
     for (int guard = 0; core.has_unfinished() && guard < 1000; ++guard)
       for (auto& o : core.step()) accumulate_output(agg[o.request_id], std::move(o));
+    if (async) launched_ahead = core.num_steps_launched_ahead();
     return agg;
   };
   auto sync = run(false), async = run(true);
+  EXPECT_GT(launched_ahead, 0u);  // constrained steps went ahead too (their sampling launched later)
   EXPECT_TRUE(async.at("json").text == "hello world" || async.at("json").text == "goodbye") << async.at("json").text;
   EXPECT_EQ(async.at("json").finish_reason, "stop");
   EXPECT_EQ(sync.at("json").token_ids, async.at("json").token_ids);
   EXPECT_EQ(sync.at("free").token_ids, async.at("free").token_ids);
+}
+
+// Async scheduling with several constrained requests sampled at temperature 1 (seeded): each
+// continuation's masks come from matchers advanced by the step before it, so the tokens equal the
+// synchronous engine's, requests finish by their grammar in the middle of launched-ahead steps, and
+// every output follows its grammar.
+TEST(StructuredOutput, AsyncSchedulingSeededConstrainedBatch) {
+  REQUIRE_MASKED_SAMPLING();
+  uint64_t launched_ahead = 0, sampled_late = 0;
+  auto run = [&](bool async) {
+    LoadOptions lo;
+    lo.load_format = "dummy";
+    lo.seed = 5;
+    auto model = load_model(default_model_config(), "", create_backend("cpu"), lo);
+    EngineCoreConfig cfg;
+    cfg.seed = 13;
+    cfg.async_scheduling = async;
+    cfg.scheduler.max_num_seqs = 4;
+    cfg.scheduler.max_model_len = 256;
+    cfg.scheduler.block_size = 4;
+    cfg.scheduler.num_blocks = 256;
+    cfg.scheduler.eos_token_ids = {kFakeEos};
+    FakeTokenizer tok;
+    EngineCore core(std::move(model), &tok, cfg);
+    for (int k = 0; k < 4; ++k) {
+      SamplingParams p;
+      p.temperature = 1.0f;
+      p.seed = 100 + k;
+      p.max_tokens = 24;
+      if (k == 3) {
+        p.ignore_eos = true;  // free text beside the constrained rows
+      } else {
+        p.grammar = k % 2 ? choice({"red", "green", "blue and yellow"})
+                          : schema(R"({"type":"integer","minimum":10,"maximum":9999})");
+      }
+      core.add_request(std::make_shared<Request>("r" + std::to_string(k), std::vector<int32_t>{3, 4, 5 + k}, p, 0.0));
+    }
+    std::map<std::string, RequestOutput> agg;
+    for (int guard = 0; core.has_unfinished() && guard < 1000; ++guard)
+      for (auto& o : core.step()) accumulate_output(agg[o.request_id], std::move(o));
+    if (async) launched_ahead = core.num_steps_launched_ahead(), sampled_late = core.num_steps_sampled_late();
+    return agg;
+  };
+  auto sync = run(false), async = run(true);
+  EXPECT_GT(launched_ahead, 0u);
+  EXPECT_GT(sampled_late, 0u);  // steps with grammar rows went ahead, sampled once their matchers advanced
+  for (int k = 0; k < 4; ++k) {
+    const std::string id = "r" + std::to_string(k);
+    EXPECT_EQ(sync.at(id).token_ids, async.at(id).token_ids) << id;
+    EXPECT_EQ(sync.at(id).finish_reason, async.at(id).finish_reason) << id;
+  }
+  for (const std::string id : {"r0", "r2"}) {
+    const std::string& text = async.at(id).text;
+    EXPECT_EQ(async.at(id).finish_reason, "stop") << id << " " << text;
+    ASSERT_FALSE(text.empty());
+    const long v = std::stol(text);
+    EXPECT_TRUE(v >= 10 && v <= 9999 && std::to_string(v) == text) << text;
+  }
+  const std::string& c = async.at("r1").text;
+  EXPECT_TRUE(c == "red" || c == "green" || c == "blue and yellow") << c;
 }
 
 }  // namespace
