@@ -127,6 +127,12 @@ TEST_F(KernelBench, B_DecodeAttention) {
   attention("decode attn 32 seqs x 4k, H16/16 D64", 32, 1, 4096, 16, 16, 64);
 }
 
+// The decode steps of serving the Qwen3-0.6B shape to 256 clients (1024-token prompts): H16/8, D128.
+TEST_F(KernelBench, B_DecodeAttentionServing) {
+  attention("decode attn 256 seqs x 1k, H16/8 D128", 256, 1, 1088, 16, 8, 128);
+  attention("decode attn 64 seqs x 1k, H16/8 D128", 64, 1, 1088, 16, 8, 128);
+}
+
 // Head dims the tensor-core kernels do not take: the CUDA-core flash-decoding kernel
 // (attention_decode_wide.cu). Qwen3.5-9B / Qwen3-Next shapes (D256, GQA 16/4, 16/2) and MLA (D192, no GQA).
 TEST_F(KernelBench, B_DecodeAttentionWide) {
