@@ -34,6 +34,10 @@ StructuredOutputSpec schema_spec(const Json& v, const std::string& param) {
     } catch (const std::exception&) {
       throw bad_request("'" + param + "' is not valid JSON", param);
     }
+    // The body's depth limit never saw this text; the schema compiler recurses per level, so a
+    // schema nested thousands deep would overflow the thread's stack.
+    if (json_depth(s.schema, kMaxJsonDepth) > kMaxJsonDepth)
+      throw bad_request("'" + param + "' is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", param);
   } else {
     s.schema = v;
   }

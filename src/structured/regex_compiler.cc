@@ -7,6 +7,9 @@ namespace vireo::structured {
 namespace {
 
 constexpr int kMaxRepeat = 1000;
+// Groups recurse in the parser (3 frames a level): without a cap, a pattern of 100,000 '(' from a
+// request overflows the stack. 250 is the default nest limit of Rust's regex crate.
+constexpr int kMaxGroupDepth = 250;
 using Seq = std::vector<Symbol>;
 
 void set_range(ByteSet& s, int lo, int hi) {
@@ -344,7 +347,9 @@ class RegexParser {
           fail("lookaround and inline flags are not supported");
         }
       }
+      if (++group_depth_ > kMaxGroupDepth) fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       const int32_t r = parse_alt();
+      --group_depth_;
       if (!peek(')')) fail("missing ')'");
       ++i_;
       return {GrammarBuilder::ref(r)};
@@ -376,6 +381,7 @@ class RegexParser {
   GrammarBuilder& b_;
   std::string_view p_;
   size_t i_ = 0;
+  int group_depth_ = 0;  // groups open at i_
   ByteSet allowed_{};
 };
 

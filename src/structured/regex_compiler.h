@@ -4,7 +4,7 @@
 // escapes \d \w \s \D \W \S \n \t \r \f \v \xHH \uHHHH and escaped punctuation, groups `(...)`,
 // `(?:...)`, named groups, alternation, quantifiers * + ? {n} {n,} {n,m} (lazy `?` accepted, same
 // language), `^` at the start and `$` at the end. Refused (RegexError): backreferences, lookaround,
-// word boundaries, anchors elsewhere, non-ASCII ranges, repeats above 1000.
+// word boundaries, anchors elsewhere, non-ASCII ranges, repeats above 1000, groups nested deeper than 250.
 #pragma once
 #include <string>
 #include <string_view>
