@@ -134,8 +134,19 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   const int ntiles = active && kend > kstart ? (kend - kstart + kBN - 1) / kBN : 0;
   const int new0 = kv_len - q_len;  // keys >= new0 are this step's
   const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  // Bulk rows (decode, not fused): a full mbarrier per stage instead of cp.async groups.
+  const bool bulk = kDecode && a.bulk_kv && a.prep.qkv == nullptr;
+  __shared__ uint64_t full_bar[kStages];
+  if (bulk) {
+    if (threadIdx.x == 0) {
+      for (int st = 0; st < kStages; ++st) kv_bar_init(&full_bar[st], kThreads);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+  }
   auto load_tile = [&](int it, int stage, TileRows which) {
-    load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage, which, new0);
+    if (bulk) bulk_kv_rows<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage, &full_bar[stage], which, new0);
+    else load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage, which, new0);
   };
   // Decode: the first tiles' earlier keys stream in while the previous kernel finishes.
   if constexpr (kDecode) {
@@ -202,7 +213,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   const int warp_min_pos = kv_len - q_len + wr0 / a.group;
   for (int it = 0; it < ntiles; ++it) {
     const int stage = it % kStages;
-    cp_async_wait<kStages - 2>();  // tile `it` landed (this thread's copies) ...
+    if (bulk) kv_bar_wait(&full_bar[stage], (it / kStages) & 1);  // tile `it`'s rows landed
+    else cp_async_wait<kStages - 2>();  // tile `it` landed (this thread's copies) ...
     __syncthreads();               // ... everyone's, and every warp is done with tile it - 1
     if (it + kStages - 1 < ntiles) load_tile(it + kStages - 1, (it + kStages - 1) % kStages, TileRows::kAll);
     cp_async_commit();
@@ -434,6 +446,18 @@ bool legacy_decode_splits() {
   return on;
 }
 
+// The decode shape's K / V rows by cp.async.bulk (bulk_kv_rows) at head dim 128, cp.async at 64. H200,
+// test_cuda_bench B_DecodeAttention*: 256 x 1k H16/8 350 -> 301 us (76 -> 88% of HBM), 128 x 1k H32/8
+// 75 -> 85%, 32 x 4k 82 -> 89%; at D 64 (128-byte rows, twice the requests per byte) 91 -> 77%.
+// VIREO_DECODE_BULK=0 / 1: cp.async / bulk rows at every head dim (A/B runs).
+bool decode_bulk_for(int head_dim) {
+  static const int mode = [] {
+    const char* v = std::getenv("VIREO_DECODE_BULK");
+    return v == nullptr ? -1 : v[0] == '1' ? 1 : 0;
+  }();
+  return mode < 0 ? head_dim == 128 : mode == 1;
+}
+
 template <typename T, int D>
 void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& workspace, const DeviceInfo& dev,
                   const AttentionTuning& tuning, cudaStream_t stream) {
@@ -492,6 +516,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     a.ws_ml = reinterpret_cast<float2*>(ws + num_tokens * p.num_heads * int64_t{a.max_splits} * D * 4);
   }
   if (dec_splits > 1) a.counters = split_counters(stream, sh);
+  a.bulk_kv = decode_bulk_for(D);
   if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);

@@ -40,6 +40,8 @@ struct MmaArgs {
   // Prefill launches of the warp-specialised kernel: grid y runs over (prefill_seqs[i], kv head) pairs
   // (AttentionParams::prefill_seqs) instead of every sequence; nullptr: y / num_kv_heads is the sequence.
   const int* prefill_seqs;
+  // Decode shape, not fused: K / V rows come in by cp.async.bulk, one row a thread (bulk_kv_rows).
+  bool bulk_kv;
 };
 
 // The kernel arguments every tensor-core launch shares (splits, workspace and counters are the caller's).
@@ -365,6 +367,54 @@ __device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table,
     cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
     cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
   }
+}
+
+// Decode with MmaArgs::bulk_kv: the same tile as load_kv_tile, but each of the block's 128 threads moves
+// one whole row (one key's K or V of KV head hk: D elements, 128 or 256 bytes) with one cp.async.bulk,
+// counted on the stage's mbarrier (kThreads arrivals a phase: every thread arrives once per tile, with
+// its row's bytes as expected transfer); rows past kend are zero-stored and arrive without bytes. Bulk
+// copies are not held to the per-SM cap on outstanding 16-byte requests, and move a row in one request.
+__device__ __forceinline__ void kv_bar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+               "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void kv_bar_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))),
+      "r"(parity)
+      : "memory");
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void bulk_kv_rows(const MmaArgs& a, const int* table, int hk, int kt0, int kend, T* ks,
+                                             T* vs, int stage, uint64_t* bar, TileRows rows, int new0) {
+  static_assert(2 * kBN == kThreads, "one row a thread");
+  constexpr int kLd = D + kPad;
+  constexpr unsigned kRowBytes = D * sizeof(T);
+  const int r = threadIdx.x % kBN;
+  const bool is_v = threadIdx.x >= kBN;
+  const int key = kt0 + r;
+  const bool valid = key < kend, is_new = valid && key >= new0;
+  if ((rows == TileRows::kOld && is_new) || (rows == TileRows::kNew && !is_new)) return;
+  T* dst = (is_v ? vs : ks) + (stage * kBN + r) * kLd;
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  if (!valid) {  // as cp.async's zero-fill: finite values under the mask
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(b) : "memory");
+    return;
+  }
+  const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+  const T* src = static_cast<const T*>(is_v ? a.v_cache : a.k_cache) +
+                 (static_cast<int64_t>(slot) * a.num_kv_heads + hk) * D;
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(kRowBytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+               "l"(src), "r"(kRowBytes), "r"(b)
+               : "memory");
 }
 
 }  // namespace
