@@ -1,9 +1,11 @@
 #include "structured/grammar_builder.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 #include "structured/classification_cache.h"
+#include "structured/grammar_stack.h"
 
 namespace vireo::structured {
 
@@ -74,7 +76,8 @@ void GrammarBuilder::end_prelude(std::string key) {
 namespace {
 
 // A rule that can call itself before consuming a byte (`a ::= a "x"`, or a schema whose $ref points
-// at itself) would send the matcher's expansion round forever: refused when the grammar is built.
+// at itself) would send the matcher's expansion round forever: refused when the grammar is built, as
+// are chains of rules deeper than the matcher follows (kMaxExpandDepth).
 void check_left_recursion(const Grammar& g) {
   const size_t n = g.rule_alts.size();
   // Nullable rules, to a fixed point.
@@ -101,6 +104,7 @@ void check_left_recursion(const Grammar& g) {
         if (!nullable[g.elements[pos].arg]) break;
       }
   std::vector<char> state(n, 0);
+  std::vector<int32_t> chain(n, 0);
   std::vector<std::pair<int32_t, size_t>> path;
   for (size_t start = 0; start < n; ++start) {
     if (state[start]) continue;
@@ -109,6 +113,13 @@ void check_left_recursion(const Grammar& g) {
     while (!path.empty()) {
       auto& [r, next] = path.back();
       if (next == left[r].size()) {
+        // The longest chain of rules entered before a byte is consumed: the matcher follows it
+        // recursively, so a chain past its depth limit (a $ref chain, deeply nested regex groups) is
+        // refused here, as a bad request, rather than failing every request that reaches it.
+        for (int32_t callee : left[r]) chain[r] = std::max(chain[r], chain[callee] + 1);
+        if (chain[r] > kMaxExpandDepth)
+          throw Error("structured output: grammar rule '" + g.rule_names[r] + "' nests more than " +
+                      std::to_string(kMaxExpandDepth) + " rules before its first byte");
         state[r] = 2;
         path.pop_back();
         continue;

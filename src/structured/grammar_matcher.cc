@@ -24,7 +24,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shar
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)), stop_ids_(std::move(stop_token_ids)), stack_(*grammar_),
       classes_(grammar_->classifications ? grammar_->classifications : std::make_shared<ClassificationCache>()) {
   ExpandFlags flags;
-  for (int32_t start : grammar_->rule_alts[grammar_->root_rule]) stack_.expand(start, kRootParent, tops_, flags);
+  stack_.expand_rule(grammar_->root_rule, kRootParent, tops_, flags);
   accept_ = flags.accept;
 }
 

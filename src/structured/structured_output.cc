@@ -3,12 +3,15 @@
 #include "core/error.h"
 #include "structured/grammar_builder.h"
 #include "structured/grammar_matcher.h"
+#include "structured/grammar_stack.h"
 #include "structured/json_schema_compiler.h"
 #include "structured/regex_compiler.h"
 
 namespace vireo::structured {
 
-std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputSpec& spec) {
+namespace {
+
+std::shared_ptr<const Grammar> compile_grammar(const StructuredOutputSpec& spec) {
   switch (spec.kind) {
     case StructuredOutputSpec::Kind::kJsonObject:
       return std::make_shared<const Grammar>(json_object_grammar());
@@ -27,6 +30,20 @@ std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputS
     }
   }
   throw Error("structured output: unknown kind");
+}
+
+}  // namespace
+
+std::shared_ptr<const Grammar> compile_structured_output(const StructuredOutputSpec& spec) {
+  std::shared_ptr<const Grammar> g = compile_grammar(spec);
+  // Every matcher starts by expanding the root: a grammar whose start is too deep or too ambiguous for
+  // the matcher (GrammarStack's limits) fails here, where the server answers 400, not at the request's
+  // first step (a 500). Cheap: one expansion, the nodes dropped with the stack.
+  GrammarStack stack(*g);
+  std::vector<StackTop> tops;
+  ExpandFlags flags;
+  stack.expand_rule(g->root_rule, kRootParent, tops, flags);
+  return g;
 }
 
 void warm_up_json_masks(const std::shared_ptr<const VocabIndex>& vocab) {

@@ -174,6 +174,13 @@ std::vector<BadCase> bad_cases() {
   cmpl("guided_regex_not_string", with(p, "guided_regex", 5), "guided_regex");
   cmpl("guided_grammar_unsupported", with(p, "guided_grammar", "root ::= \"a\""), "guided_grammar");
   cmpl("structured_outputs_grammar", with(p, "structured_outputs", {{"grammar", "root ::= \"a\""}}), "structured_outputs");
+  {  // grammars the matcher could not follow: refused when compiled, not a 500 (or a frozen engine) later
+    std::string deep = "a", ambiguous = "a";
+    for (int i = 0; i < 400; ++i) deep = "(" + deep + "|b)?";
+    for (int i = 0; i < 12; ++i) ambiguous = "(" + ambiguous + "){0,3}";
+    cmpl("guided_regex_nested_too_deep", with(p, "guided_regex", deep), "guided_regex");
+    cmpl("guided_regex_too_ambiguous", with(p, "guided_regex", ambiguous), "guided_regex");
+  }
   cmpl("structured_outputs_regex_unbalanced", with(p, "structured_outputs", {{"regex", "(a"}}), "structured_outputs");
   cmpl("structured_outputs_not_object", with(p, "structured_outputs", "json"), "structured_outputs");
   cmpl("structured_outputs_two_kinds", with(p, "structured_outputs", {{"choice", {"a"}}, {"json_object", true}}), "structured_outputs");
