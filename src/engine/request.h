@@ -64,6 +64,9 @@ struct Request {
   bool stopped_by_grammar = false;
   // False while the output is still reasoning (params.grammar_start_token not seen yet): no mask.
   bool grammar_active = true;
+  // Set when this request's next-token mask could not be made (a grammar too costly to match): the
+  // scheduler finishes it with this error after the step; the step's other requests go on.
+  std::string grammar_error;
 
   // Prompt logprobs, filled as prefill chunks run; emitted once, with the first output.
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;

@@ -24,12 +24,25 @@ bool has_penalties(const SamplingParams& p) {
 // (a new string or number position on a 150k vocabulary), so a step with many constrained rows spreads
 // them over threads: matchers are independent (their shared vocabulary caches take a lock). On the H200
 // host at 128 constrained requests the serial fill was ~40 ms a step.
-void fill_bitmasks(const std::vector<structured::GrammarMatcher*>& matchers, uint32_t* words, size_t row_words) {
+void fill_bitmasks(const std::vector<Request*>& reqs, uint32_t* words, size_t row_words,
+                   const std::vector<int32_t>& eos_token_ids) {
   auto fill = [&](size_t begin, size_t end) {
-    for (size_t g = begin; g < end; ++g)
-      matchers[g]->fill_next_token_bitmask(std::span<uint32_t>(words + g * row_words, row_words));
+    for (size_t g = begin; g < end; ++g) {
+      std::span<uint32_t> row(words + g * row_words, row_words);
+      try {
+        reqs[g]->matcher->fill_next_token_bitmask(row);
+      } catch (const std::exception& e) {
+        // This request alone fails (its grammar's mask cannot be made): its row allows the stop tokens,
+        // and the scheduler finishes it with the error after the step. The other rows are unaffected.
+        reqs[g]->grammar_error = e.what();
+        std::fill(row.begin(), row.end(), 0u);
+        for (int32_t id : eos_token_ids)
+          if (id >= 0 && static_cast<size_t>(id) < row_words * 32) row[id >> 5] |= uint32_t{1} << (id & 31);
+        if (eos_token_ids.empty()) std::fill(row.begin(), row.end(), ~0u);
+      }
+    }
   };
-  const size_t n = matchers.size();
+  const size_t n = reqs.size();
   if (n <= 1) return fill(0, n);  // every step passes here: no system call on this path
   // hardware_concurrency() reads /sys on each call: once per process.
   static const size_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -59,7 +72,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
                                    int pending_tokens, int32_t logits_width, bool defer_masks) {
   SamplingBatch b;
-  std::vector<structured::GrammarMatcher*> matchers;  // of b.bitmask_rows, in order
+  std::vector<Request*> matchers;  // of b.bitmask_rows, in order (each with a matcher)
   const size_t bitmask_words = (static_cast<size_t>(std::max(logits_width, 0)) + 31) / 32;
   b.rows.resize(built.rows.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
@@ -102,7 +115,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
     if (req.matcher && req.grammar_active) {
       if (bitmask_words == 0) throw Error("build_sampling_batch: a structured-output row needs the logits width");
       b.bitmask_rows.push_back(static_cast<int32_t>(r));
-      matchers.push_back(req.matcher.get());
+      matchers.push_back(&req);
     }
     if (p.temperature >= kGreedyEps) {
       std::uniform_real_distribution<double> unif(0.0, 1.0);
@@ -111,13 +124,15 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
   }
   if (matchers.empty()) return b;
   if (defer_masks) {
-    b.fill_token_bitmask = [matchers = std::move(matchers), bitmask_words](uint32_t* words) {
-      fill_bitmasks(matchers, words, bitmask_words);
+    b.fill_token_bitmask = [matchers = std::move(matchers), bitmask_words,
+                            eos = std::vector<int32_t>(eos_token_ids.begin(), eos_token_ids.end())](uint32_t* words) {
+      fill_bitmasks(matchers, words, bitmask_words, eos);
     };
     return b;
   }
   b.token_bitmask.resize(matchers.size() * bitmask_words);
-  fill_bitmasks(matchers, b.token_bitmask.data(), bitmask_words);
+  fill_bitmasks(matchers, b.token_bitmask.data(), bitmask_words,
+                std::vector<int32_t>(eos_token_ids.begin(), eos_token_ids.end()));
   return b;
 }
 

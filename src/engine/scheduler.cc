@@ -181,6 +181,13 @@ std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& 
     if (req.num_computed_tokens < req.num_tokens() || !sampled[i]) continue;  // chunked prefill
     req.append_output_token(*sampled[i]);
     RequestUpdate u{s.req, {*sampled[i]}, false};
+    if (!req.grammar_error.empty()) {  // its mask could not be made (sampling_batch.cc): this request fails
+      req.error = req.grammar_error;
+      finish_request(req.request_id, FinishReason::kError);
+      u.finished = true;
+      updates.push_back(std::move(u));
+      continue;
+    }
     const GrammarVerdict grammar = advance_grammar(req, *sampled[i]);
     if (check_stop(req)) {
       finish_request(req.request_id, req.finish_reason);

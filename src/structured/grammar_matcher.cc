@@ -1,6 +1,7 @@
 #include "structured/grammar_matcher.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "structured/string_budget_classifier.h"
@@ -14,6 +15,13 @@ namespace {
 // need the real stack.
 constexpr int kContextDepth = 2;
 constexpr size_t kMaxRecentMasks = 8;
+// Parser configurations one token mask may visit (classification walks included). The heaviest real
+// masks (a string's first character: a walk of nearly the whole 150k-token trie) visit a few million;
+// ~50M a second on one core. VIREO_MAX_MASK_WORK overrides it (tests).
+uint64_t max_mask_work() {
+  const char* e = std::getenv("VIREO_MAX_MASK_WORK");
+  return e && *e ? std::strtoull(e, nullptr, 10) : uint64_t{64} << 20;
+}
 
 void append_int(std::string& key, int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
 
@@ -153,6 +161,13 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) {
       return;
     }
   }
+  // One mask's classification work is bounded (~1-2 s of one core): past it the mask throws and only
+  // this request fails (the engine gives its row the stop tokens and finishes it with the error).
+  struct Budget {
+    GrammarStack& s;
+    explicit Budget(GrammarStack& st) : s(st) { s.set_work_budget(max_mask_work()); }
+    ~Budget() { s.set_work_budget(~uint64_t{0}); }
+  } budget(stack_);
   // Tops sharing a return node form one group, classified together.
   std::vector<StackTop> sorted = tops_;
   std::stable_sort(sorted.begin(), sorted.end(),

@@ -101,6 +101,8 @@ void GrammarStack::expand_at(int32_t pos, int32_t parent, std::vector<StackTop>&
     bool fresh = false;
     seen_.find_or_insert(PairTable::key(pos, parent), 0, fresh);
     if (!fresh) return;
+    if (budget_-- == 0)
+      throw Error("structured output: the grammar needs too much work for one token mask (it is too ambiguous)");
     if (seen_.size() > kMaxExpandWork)
       throw Error("structured output: the grammar is too ambiguous (more than " + std::to_string(kMaxExpandWork) +
                   " parser states after one byte)");

@@ -78,6 +78,10 @@ class GrammarStack {
   // The node (pos, parent), hash-consed: an equal node already in the arena is returned, so equal
   // stacks have equal ids (tops dedupe, and the per-call visited set sees them as one).
   int32_t push(int32_t pos, int32_t parent);
+  // Configurations all later calls together may still visit before they throw (the matcher bounds one
+  // token mask this way: a grammar whose masks need more work fails its request instead of holding the
+  // engine thread for seconds); unlimited by default.
+  void set_work_budget(uint64_t n) { budget_ = n; }
   const StackNode& node(int32_t id) const { return nodes_[id]; }
   // Nodes made after mark() can be dropped with rollback() once nothing refers to them. The
   // hash-cons index keeps its entries: push() checks an entry's node is still in the arena and
@@ -96,6 +100,7 @@ class GrammarStack {
   PairTable interned_;  // (pos, parent) -> node id, possibly stale (see rollback)
   PairTable seen_;      // configurations visited in the current call
   size_t out_base_ = 0; // tops of `out` from before the current call (checked for duplicates)
+  uint64_t budget_ = ~uint64_t{0};
 };
 
 }  // namespace vireo::structured

@@ -335,5 +335,28 @@ TEST(StructuredOutput, AsyncSchedulingSeededConstrainedBatch) {
   EXPECT_TRUE(c == "red" || c == "green" || c == "blue and yellow") << c;
 }
 
+// A request whose grammar cannot be matched within the per-mask work bound (VIREO_MAX_MASK_WORK, set
+// tiny here so every fresh mask exceeds it) fails alone, with the error; the request beside it in the
+// same steps gets exactly the tokens it gets on its own.
+TEST(StructuredOutput, MaskFailureFailsOnlyItsRequest) {
+  REQUIRE_MASKED_SAMPLING();
+  SamplingParams free_text;
+  free_text.temperature = 1.0f;
+  free_text.seed = 5;
+  free_text.max_tokens = 16;
+  free_text.ignore_eos = true;
+  SamplingParams constrained = free_text;
+  constrained.seed = 6;
+  constrained.grammar = schema(R"({"type":"integer","minimum":7,"maximum":999})");
+  const auto solo = run_fake({{"free words", free_text}}, 256, nullptr);
+  setenv("VIREO_MAX_MASK_WORK", "1", 1);
+  const auto both = run_fake({{"free words", free_text}, {"a number", constrained}}, 256, nullptr);
+  unsetenv("VIREO_MAX_MASK_WORK");
+  EXPECT_EQ(both.at("q0").token_ids, solo.at("q0").token_ids);
+  EXPECT_EQ(both.at("q0").finish_reason, "length");
+  EXPECT_EQ(both.at("q1").finish_reason, "error");
+  EXPECT_NE(both.at("q1").error.find("too much work"), std::string::npos) << both.at("q1").error;
+}
+
 }  // namespace
 }  // namespace vireo
