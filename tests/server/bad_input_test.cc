@@ -188,6 +188,8 @@ std::vector<BadCase> bad_cases() {
   cmpl("user_not_string", with(p, "user", 5), "user");
   // engine failure mid-request: 500, nothing else disturbed
   cmpl("engine_error", {{"prompt", "please FAIL"}}, "", 500, "InternalServerError");
+  // the request's own grammar, which the engine could not match: the client's input, 400
+  cmpl("engine_grammar_error", {{"prompt", "please GRAMMAR_FAIL"}}, "", 400, "BadRequestError");
 
   // Chat.
   chat("messages_missing", json::object(), "messages");

@@ -176,7 +176,10 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
     if (fail) {
       out.finished = true;
       out.finish_reason = "error";
-      out.error = "fake engine: injected failure";
+      // "GRAMMAR_FAIL": as the engine reports a request whose grammar it could not match.
+      out.error = prompt_text.find("GRAMMAR_FAIL") != std::string::npos
+                      ? "structured output: the grammar needs too much work for one token mask (it is too ambiguous)"
+                      : "fake engine: injected failure";
     }
     if (scripted && !out.finished && k + 1 == static_cast<int>(expected.size()) && k + 1 < p.max_tokens) {
       out.finished = true;

@@ -2,7 +2,8 @@
 // deterministic tokens on a thread per request, with a configurable delay per token.
 //   tokens: ids 0..255 are bytes; 256 = "<eos>", 257 = "<bos>" (added when add_special_tokens).
 //   output token k of a request = 'a' + (base + k) % 26, base = last prompt id + seed (if any).
-//   a prompt containing the text "FAIL" finishes with "error" after one token.
+//   a prompt containing the text "FAIL" finishes with "error" after one token ("GRAMMAR_FAIL": with
+//   the engine's error for a grammar it could not match).
 //   scripts: a prompt containing a script's key produces the script's text instead (one byte per
 //   token), then finishes with "stop" as at an EOS (or "length" at max_tokens).
 #pragma once
