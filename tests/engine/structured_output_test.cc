@@ -235,24 +235,31 @@ TEST(StructuredOutput, EngineOutputsFollowTheGrammarThroughPreemption) {
   }
 }
 
+// An engine over the built-in default model (dummy weights) on the CPU, with the fake tokenizer.
+std::unique_ptr<EngineCore> default_model_core(const FakeTokenizer& tok, uint64_t weight_seed, uint64_t engine_seed,
+                                               bool async, int max_num_seqs) {
+  LoadOptions lo;
+  lo.load_format = "dummy";
+  lo.seed = weight_seed;
+  auto model = load_model(default_model_config(), "", create_backend("cpu"), lo);
+  EngineCoreConfig cfg;
+  cfg.seed = engine_seed;
+  cfg.async_scheduling = async;
+  cfg.scheduler.max_num_seqs = max_num_seqs;
+  cfg.scheduler.max_model_len = 256;
+  cfg.scheduler.block_size = 4;
+  cfg.scheduler.num_blocks = 256;
+  cfg.scheduler.eos_token_ids = {kFakeEos};
+  return std::make_unique<EngineCore>(std::move(model), &tok, cfg);
+}
+
 TEST(StructuredOutput, AsyncSchedulingGivesTheSameConstrainedOutputs) {
   REQUIRE_MASKED_SAMPLING();
   uint64_t launched_ahead = 0;
   auto run = [&](bool async) {
-    LoadOptions lo;
-    lo.load_format = "dummy";
-    lo.seed = 3;
-    auto model = load_model(default_model_config(), "", create_backend("cpu"), lo);
-    EngineCoreConfig cfg;
-    cfg.seed = 11;
-    cfg.async_scheduling = async;
-    cfg.scheduler.max_num_seqs = 2;
-    cfg.scheduler.max_model_len = 256;
-    cfg.scheduler.block_size = 4;
-    cfg.scheduler.num_blocks = 256;
-    cfg.scheduler.eos_token_ids = {kFakeEos};
     FakeTokenizer tok;  // ids past its 64 have no bytes, so the grammar masks them
-    EngineCore core(std::move(model), &tok, cfg);
+    auto core_ptr = default_model_core(tok, /*weight_seed=*/3, /*engine_seed=*/11, async, /*max_num_seqs=*/2);
+    EngineCore& core = *core_ptr;
     SamplingParams free_text;
     free_text.temperature = 0.0f;
     free_text.max_tokens = 12;
@@ -283,20 +290,9 @@ TEST(StructuredOutput, AsyncSchedulingSeededConstrainedBatch) {
   REQUIRE_MASKED_SAMPLING();
   uint64_t launched_ahead = 0, sampled_late = 0;
   auto run = [&](bool async) {
-    LoadOptions lo;
-    lo.load_format = "dummy";
-    lo.seed = 5;
-    auto model = load_model(default_model_config(), "", create_backend("cpu"), lo);
-    EngineCoreConfig cfg;
-    cfg.seed = 13;
-    cfg.async_scheduling = async;
-    cfg.scheduler.max_num_seqs = 4;
-    cfg.scheduler.max_model_len = 256;
-    cfg.scheduler.block_size = 4;
-    cfg.scheduler.num_blocks = 256;
-    cfg.scheduler.eos_token_ids = {kFakeEos};
     FakeTokenizer tok;
-    EngineCore core(std::move(model), &tok, cfg);
+    auto core_ptr = default_model_core(tok, /*weight_seed=*/5, /*engine_seed=*/13, async, /*max_num_seqs=*/4);
+    EngineCore& core = *core_ptr;
     for (int k = 0; k < 4; ++k) {
       SamplingParams p;
       p.temperature = 1.0f;
