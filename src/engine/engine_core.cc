@@ -97,6 +97,7 @@ RequestOutput EngineCore::final_output_without_tokens(const Request& req) {
   out.finished = true;
   out.finish_reason = finish_reason_name(req.finish_reason);
   out.error = req.error;
+  out.error_from_request = req.error_from_request;
   return out;
 }
 

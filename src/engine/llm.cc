@@ -20,6 +20,7 @@ void accumulate_output(RequestOutput& agg, RequestOutput&& d) {
   agg.num_output_tokens = d.num_output_tokens;
   agg.num_cached_tokens = d.num_cached_tokens;
   agg.error = d.error;
+  agg.error_from_request = d.error_from_request;
 }
 
 LLM::LLM(std::unique_ptr<AsyncEngine> engine) : engine_(std::move(engine)) {}

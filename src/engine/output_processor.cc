@@ -57,6 +57,7 @@ RequestOutput RequestOutputState::process(const Request& req, const std::vector<
     out.finish_reason = finish_reason_name(req.finish_reason);
     out.stop_token_id = req.stop_token_id;
     out.error = req.error;
+    out.error_from_request = req.error_from_request;
   }
   out.num_prompt_tokens = req.num_prompt_tokens();
   out.num_output_tokens = req.num_output_tokens();

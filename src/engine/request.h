@@ -33,6 +33,7 @@ struct Request {
   FinishReason finish_reason = FinishReason::kNone;
   std::optional<int32_t> stop_token_id;  // a params.stop_token_ids entry that ended it
   std::string error;                     // finish_reason == kError
+  bool error_from_request = false;       // caused by the request's own input (its grammar), not the engine
 
   // Tokens whose K/V are in the cache (prefix hits included). The scheduler hands out
   // num_tokens() - num_computed_tokens new tokens; 1 per step once decoding.

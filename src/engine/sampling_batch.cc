@@ -72,7 +72,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
                                    int pending_tokens, int32_t logits_width, bool defer_masks) {
   SamplingBatch b;
-  std::vector<Request*> matchers;  // of b.bitmask_rows, in order (each with a matcher)
+  std::vector<Request*> constrained;  // of b.bitmask_rows, in order (each with a matcher)
   const size_t bitmask_words = (static_cast<size_t>(std::max(logits_width, 0)) + 31) / 32;
   b.rows.resize(built.rows.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
@@ -115,23 +115,23 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
     if (req.matcher && req.grammar_active) {
       if (bitmask_words == 0) throw Error("build_sampling_batch: a structured-output row needs the logits width");
       b.bitmask_rows.push_back(static_cast<int32_t>(r));
-      matchers.push_back(&req);
+      constrained.push_back(&req);
     }
     if (p.temperature >= kGreedyEps) {
       std::uniform_real_distribution<double> unif(0.0, 1.0);
       row.uniform = static_cast<float>(unif(req.generator ? *req.generator : engine_rng));
     }
   }
-  if (matchers.empty()) return b;
+  if (constrained.empty()) return b;
   if (defer_masks) {
-    b.fill_token_bitmask = [matchers = std::move(matchers), bitmask_words,
+    b.fill_token_bitmask = [constrained = std::move(constrained), bitmask_words,
                             eos = std::vector<int32_t>(eos_token_ids.begin(), eos_token_ids.end())](uint32_t* words) {
-      fill_bitmasks(matchers, words, bitmask_words, eos);
+      fill_bitmasks(constrained, words, bitmask_words, eos);
     };
     return b;
   }
-  b.token_bitmask.resize(matchers.size() * bitmask_words);
-  fill_bitmasks(matchers, b.token_bitmask.data(), bitmask_words,
+  b.token_bitmask.resize(constrained.size() * bitmask_words);
+  fill_bitmasks(constrained, b.token_bitmask.data(), bitmask_words,
                 std::vector<int32_t>(eos_token_ids.begin(), eos_token_ids.end()));
   return b;
 }

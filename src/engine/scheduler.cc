@@ -183,6 +183,7 @@ std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& 
     RequestUpdate u{s.req, {*sampled[i]}, false};
     if (!req.grammar_error.empty()) {  // its mask could not be made (sampling_batch.cc): this request fails
       req.error = req.grammar_error;
+      req.error_from_request = true;
       finish_request(req.request_id, FinishReason::kError);
       u.finished = true;
       updates.push_back(std::move(u));

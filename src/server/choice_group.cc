@@ -77,6 +77,7 @@ std::optional<std::pair<size_t, RequestOutput>> ChoiceGroup::next(std::chrono::m
       c.stop_string = out.stop_string;
       c.stop_token_id = out.stop_token_id;
       c.error = out.error;
+      c.error_from_request = out.error_from_request;
       finish(c, out.finish_reason.empty() ? "stop" : out.finish_reason);
     }
     return {i, std::move(out)};

@@ -31,6 +31,7 @@ struct ChoiceState {
   int num_output_tokens = 0;
   int num_cached_tokens = 0;  // prompt tokens served from the prefix cache
   std::string error;
+  bool error_from_request = false;  // RequestOutput::error_from_request
 };
 
 class ChoiceGroup {

@@ -6,20 +6,11 @@ namespace vireo::server {
 
 using namespace std::chrono_literals;
 
-namespace {
-
-// The engine's error for a request whose own grammar it could not match (a mask needing too much work,
-// rules nested too deep): the client's input, answered as a grammar refused at compile time. A sampled
-// token the grammar refuses would be the engine's fault: still 500.
-bool is_grammar_error(const std::string& e) {
-  return e.rfind("structured output:", 0) == 0 && e.find("is not allowed by the grammar") == std::string::npos;
-}
-
-}  // namespace
-
 std::optional<ApiError> choice_failure(const ServerContext& ctx, const ChoiceState& c) {
   if (c.finish_reason == "error") {
-    if (is_grammar_error(c.error)) return ApiError(400, "BadRequestError", c.error);
+    // The request's own input (a grammar whose masks the engine could not make): answered as a grammar
+    // refused at compile time.
+    if (c.error_from_request) return ApiError(400, "BadRequestError", c.error);
     return ApiError(500, "InternalServerError", c.error.empty() ? "the engine failed on this request" : c.error);
   }
   if (c.finish_reason == "abort") {

@@ -4,6 +4,7 @@
 // the mask (a failure there names the model/backend side rather than the matcher).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "engine/engine_core.h"
@@ -185,9 +186,10 @@ TEST(StructuredOutput, AsyncContinuationTakesConstrainedRequestsOnlyWhenAllowed)
   EXPECT_TRUE(t.s->schedule_continuation(decode, /*allow_grammar=*/true).has_value());
 }
 
-// Engine over the fake model (context-dependent logits), random sampling.
+// Engine over the fake model (context-dependent logits), random sampling. after_add: called once every
+// request is added (their matchers made), before the first step.
 std::map<std::string, RequestOutput> run_fake(const std::vector<std::pair<std::string, SamplingParams>>& reqs, int num_blocks,
-                                              uint64_t* preemptions) {
+                                              uint64_t* preemptions, const std::function<void()>& after_add = {}) {
   FakeTokenizer tok;
   EngineCoreConfig cfg;
   cfg.seed = 7;
@@ -200,6 +202,7 @@ std::map<std::string, RequestOutput> run_fake(const std::vector<std::pair<std::s
   int i = 0;
   for (const auto& [prompt, p] : reqs)
     core.add_request(std::make_shared<Request>("q" + std::to_string(i++), tok.encode(prompt, false), p, 0.0));
+  if (after_add) after_add();
   std::map<std::string, RequestOutput> agg;
   for (int guard = 0; core.has_unfinished() && guard < 100000; ++guard)
     for (auto& o : core.step()) accumulate_output(agg[o.request_id], std::move(o));
@@ -332,8 +335,9 @@ TEST(StructuredOutput, AsyncSchedulingSeededConstrainedBatch) {
 }
 
 // A request whose grammar cannot be matched within the per-mask work bound (VIREO_MAX_MASK_WORK, set
-// tiny here so every fresh mask exceeds it) fails alone, with the error; the request beside it in the
-// same steps gets exactly the tokens it gets on its own.
+// tiny once the matchers exist, so every fresh mask of a step exceeds it) fails alone, with the error
+// marked as the request's own; the request beside it in the same steps gets exactly the tokens it gets on
+// its own.
 TEST(StructuredOutput, MaskFailureFailsOnlyItsRequest) {
   REQUIRE_MASKED_SAMPLING();
   SamplingParams free_text;
@@ -345,13 +349,15 @@ TEST(StructuredOutput, MaskFailureFailsOnlyItsRequest) {
   constrained.seed = 6;
   constrained.grammar = schema(R"({"type":"integer","minimum":7,"maximum":999})");
   const auto solo = run_fake({{"free words", free_text}}, 256, nullptr);
-  setenv("VIREO_MAX_MASK_WORK", "1", 1);
-  const auto both = run_fake({{"free words", free_text}, {"a number", constrained}}, 256, nullptr);
+  const auto both = run_fake({{"free words", free_text}, {"a number", constrained}}, 256, nullptr,
+                             [] { setenv("VIREO_MAX_MASK_WORK", "1", 1); });
   unsetenv("VIREO_MAX_MASK_WORK");
   EXPECT_EQ(both.at("q0").token_ids, solo.at("q0").token_ids);
   EXPECT_EQ(both.at("q0").finish_reason, "length");
   EXPECT_EQ(both.at("q1").finish_reason, "error");
+  EXPECT_EQ(both.at("q1").num_output_tokens, 1);  // failed at its first mask, in a step, not when added
   EXPECT_NE(both.at("q1").error.find("too much work"), std::string::npos) << both.at("q1").error;
+  EXPECT_TRUE(both.at("q1").error_from_request);  // the server answers 400
 }
 
 }  // namespace

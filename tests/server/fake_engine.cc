@@ -177,7 +177,8 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
       out.finished = true;
       out.finish_reason = "error";
       // "GRAMMAR_FAIL": as the engine reports a request whose grammar it could not match.
-      out.error = prompt_text.find("GRAMMAR_FAIL") != std::string::npos
+      out.error_from_request = prompt_text.find("GRAMMAR_FAIL") != std::string::npos;
+      out.error = out.error_from_request
                       ? "structured output: the grammar needs too much work for one token mask (it is too ambiguous)"
                       : "fake engine: injected failure";
     }
