@@ -416,12 +416,19 @@ TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
     Tensor cs = rand_t({ctx + 1, d}, -1, 1, DType::kF32), qn = rand_t({d}, 0.5f, 1.5f), kn = rand_t({d}, 0.5f, 1.5f);
     Tensor pos = ints({ctx - 1}), slot = ints({table[(ctx - 1) / bs] * bs + (ctx - 1) % bs});
     Tensor qs = ints({0, 1}), lens = ints({ctx}), tab = ints(table);
+    // VIREO_LAYER_ANATOMY=1: also time the chain with one stage run twice (the second time on the next
+    // layer's weights, so not from L2): the difference is that stage's cost inside the chain.
+    // Stages: 0 qkv GEMV, 1 prepare + attention, 2 o_proj, 3 gate_up, 4 down.
+    int reps[5] = {1, 1, 1, 1, 1};
     for (bool silu_epilogue : {true, false}) {
       auto layer = [&](int i) {
         const W& w = ws[i % sh.copies];
-        LinearParams a{res, w.qkv, Tensor(), qkv};
-        a.input_norm = w.n1;
-        be_->linear(a);
+        const W& w2 = ws[(i + 1) % sh.copies];
+        for (int r = 0; r < reps[0]; ++r) {
+          LinearParams a{res, r ? w2.qkv : w.qkv, Tensor(), qkv};
+          a.input_norm = w.n1;
+          be_->linear(a);
+        }
         QkvPrepareParams p;
         p.qkv = qkv;
         p.positions = pos;
@@ -454,33 +461,63 @@ TEST_F(KernelBench, H_DecodeLayerChainInGraph) {
         ap.head_dim = d;
         ap.scale = 1.f / std::sqrt(float(d));
         ap.max_query_len = 1;
-        ap.max_seq_len = 8192;
-        be_->prepare_attention(p, ap);
-        LinearParams o{att.view({1, int64_t{sh.h} * d}), w.o, Tensor(), res};
-        o.residual = res;
-        be_->linear(o);
+        // The planning hint of the model's short-context decode graphs (kGraphShortContext): the cluster
+        // kernel's range. VIREO_BENCH_PLAN_KEYS=8192: the split kernel's (longer contexts).
+        ap.max_seq_len = std::getenv("VIREO_BENCH_PLAN_KEYS") ? std::atoi(std::getenv("VIREO_BENCH_PLAN_KEYS")) : 4096;
+        for (int r = 0; r < reps[1]; ++r) {
+          p.k_cache = ap.k_cache = r ? w2.kc : w.kc;
+          p.v_cache = ap.v_cache = r ? w2.vc : w.vc;
+          be_->prepare_attention(p, ap);
+        }
+        for (int r = 0; r < reps[2]; ++r) {
+          LinearParams o{att.view({1, int64_t{sh.h} * d}), r ? w2.o : w.o, Tensor(), res};
+          o.residual = res;
+          be_->linear(o);
+        }
         const Tensor act = gu.view({1, 2 * int64_t{sh.inter}});
-        LinearParams up{res, w.gu, Tensor(), silu_epilogue ? Tensor(gu.data, gu.dtype, {1, sh.inter}, gu.device) : act};
-        up.input_norm = w.n2;
-        up.silu_mul_output = silu_epilogue;  // the model's form: down then reads silu(gate) * up
-        be_->linear(up);
-        LinearParams dn{silu_epilogue ? up.out : act, w.down, Tensor(), res};
-        dn.silu_mul_input = !silu_epilogue;
-        dn.residual = res;
-        be_->linear(dn);
+        for (int r = 0; r < reps[3]; ++r) {
+          LinearParams up{res, r ? w2.gu : w.gu, Tensor(), silu_epilogue ? Tensor(gu.data, gu.dtype, {1, sh.inter}, gu.device) : act};
+          up.input_norm = w.n2;
+          up.silu_mul_output = silu_epilogue;  // the model's form: down then reads silu(gate) * up
+          be_->linear(up);
+        }
+        for (int r = 0; r < reps[4]; ++r) {
+          LinearParams dn{silu_epilogue ? Tensor(gu.data, gu.dtype, {1, sh.inter}, gu.device) : act, r ? w2.down : w.down,
+                          Tensor(), res};
+          dn.silu_mul_input = !silu_epilogue;
+          dn.residual = res;
+          be_->linear(dn);
+        }
       };
       layer(0);  // warm-up: attributes, workspace, split counters
       be_->synchronize();
-      be_->begin_capture();
-      for (int i = 0; i < sh.layers; ++i) layer(i);
-      const int graph = be_->end_capture();
-      const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / sh.layers;
-      be_->destroy_graph(graph);
+      auto chain_us = [&] {
+        be_->begin_capture();
+        for (int i = 0; i < sh.layers; ++i) layer(i);
+        const int graph = be_->end_capture();
+        const double us = time_us([&](int) { be_->replay_graph(graph); }, 10, 2) / sh.layers;
+        be_->destroy_graph(graph);
+        return us;
+      };
+      const double us = chain_us();
       const double bytes = 2.0 * sh.hidden * (qkv_n + int64_t{sh.h} * d + 3.0 * sh.inter) + 2.0 * ctx * sh.hkv * d * 2;
       report_bw(std::string("graph b1 layer ") + sh.name + " ctx 1024 " + (silu_epilogue ? "silu in gate_up epilogue" : "silu in down prologue") +
                     (std::getenv("VIREO_FUSED_ATTENTION") ? " fused attention" : "") +
-                    (std::getenv("VIREO_GEMV_RESIDENT") ? " gemv-grid" : ""),
+                    (std::getenv("VIREO_GEMV_RESIDENT") ? " gemv-grid" : "") +
+                    (std::getenv("VIREO_GEMV_COMPACT") ? std::string(" compact=") + std::getenv("VIREO_GEMV_COMPACT") : ""),
                 us, bytes);
+      if (silu_epilogue && std::getenv("VIREO_LAYER_ANATOMY")) {
+        const char* stage[5] = {"qkv+norm", "prepare+attention", "o_proj+residual", "gate_up+norm+silu", "down+residual"};
+        for (int st = 0; st < 5; ++st) {
+          reps[st] = 2;
+          const double twice = chain_us();
+          reps[st] = 0;
+          const double none = chain_us();
+          reps[st] = 1;
+          std::printf("anatomy %s layer: %-20s %6.2f us run twice, %6.2f us left out (layer %.2f -> %.2f / %.2f)\n",
+                      sh.name, stage[st], twice - us, us - none, us, twice, none);
+        }
+      }
     }
   }
 }
