@@ -28,10 +28,16 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void dot_rows(const 
   for (int64_t j = j0; j < j1; ++j) {
     const uint16_t* wr = w + j * k;
     float acc[kRows][kLanes] = {};
+    // Fully unrolled, so that the kRows x kLanes partial sums live in vector registers: with the row
+    // loop left rolled, GCC kept them on the stack and every FMA went through a store and a reload
+    // (batch 4 decode ran at ~3x batch 1's time instead of ~1x). Same sums in the same order.
     for (int64_t i = 0; i < k_main; i += kLanes) {
       float wf[kLanes];
+#pragma GCC unroll 16
       for (int u = 0; u < kLanes; ++u) wf[u] = bf16_bits_to_f32(wr[i + u]);
+#pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
         for (int u = 0; u < kLanes; ++u) acc[r][u] += x[r * k + i + u] * wf[u];
     }
     for (int r = 0; r < kRows; ++r) {
