@@ -65,6 +65,34 @@ float softmax_numerators(float* sc, int n) {
   return sum;
 }
 
+// One query row over keys [0, len): scores, exact softmax, P V. q, out: [D]; kc, vc: [len, D].
+// Each dot is 8 partial sums over d (vectorisable), then a fixed pairwise tree.
+void decode_row(const float* q, const float* kc, const float* vc, int len, int D, float scale, float* sc, float* out) {
+  constexpr int kL = 8;
+  const int d_main = D / kL * kL;
+  for (int j = 0; j < len; ++j) {
+    const float* kr = kc + static_cast<int64_t>(j) * D;
+    float acc[kL] = {};
+#pragma GCC unroll 8
+    for (int d = 0; d < d_main; d += kL)
+#pragma GCC unroll 8
+      for (int u = 0; u < kL; ++u) acc[u] += q[d + u] * kr[d + u];
+    float tail = 0.f;
+    for (int d = d_main; d < D; ++d) tail += q[d] * kr[d];
+    for (int w = kL / 2; w > 0; w /= 2)
+      for (int u = 0; u < w; ++u) acc[u] += acc[u + w];
+    sc[j] = scale * (acc[0] + tail);
+  }
+  const float inv = 1.0f / softmax_numerators(sc, len);
+  std::fill(out, out + D, 0.0f);
+  for (int j = 0; j < len; ++j) {
+    const float pj = sc[j];
+    const float* vr = vc + static_cast<int64_t>(j) * D;
+    for (int d = 0; d < D; ++d) out[d] += pj * vr[d];
+  }
+  for (int d = 0; d < D; ++d) out[d] *= inv;
+}
+
 }  // namespace
 
 void paged_attention(ThreadPool& pool, const AttentionParams& p) {
@@ -125,7 +153,7 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
     const int32_t* table = tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
     kc.resize(static_cast<size_t>(len) * D);
     vc.resize(static_cast<size_t>(len) * D);
-    scores.resize(static_cast<size_t>(std::min(q_len, kQueryBlock)) * len);
+    scores.resize(static_cast<size_t>(q_len == 1 ? group : std::min(q_len, kQueryBlock)) * len);
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       // kc/vc[i, :] = cache[table[i / bs], i % bs, kvh, :]
       pool.parallel_for(len, [&](int64_t b, int64_t e) {
@@ -142,6 +170,17 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
           }
         }
       }, 256);
+      if (q_len == 1) {  // a decode row: plain loops, the group's heads in parallel (sgemm calls of one row
+                         // cost more than their work)
+        pool.parallel_for(group, [&](int64_t b, int64_t e) {
+          for (int64_t g = b; g < e; ++g) {
+            const int64_t th = static_cast<int64_t>(qs[s]) * H + kvh * group + g;
+            decode_row(p.q.ptr<float>() + th * D, kc.data(), vc.data(), len, D, p.scale, scores.data() + g * len,
+                       p.out.ptr<float>() + th * D);
+          }
+        }, 1);
+        continue;
+      }
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
         for (int r0 = 0; r0 < q_len; r0 += kQueryBlock) {
           const int rows = std::min(kQueryBlock, q_len - r0);
