@@ -103,7 +103,11 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
     for (int r = warp; r < rows; r += kThreads / 32) {
       const T* src = static_cast<const T*>(a.q) +
                      (static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group) * D;
-      for (int i = lane; i < D; i += 32) qs[r * D + i] = src[i];
+      T v[D / 32];  // every load before any store: one round trip for the row, not D / 32
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) v[j] = src[lane + 32 * j];
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) qs[r * D + lane + 32 * j] = v[j];
     }
 #pragma unroll
     for (int st = 0; st < kCStages; ++st)

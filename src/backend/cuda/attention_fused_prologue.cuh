@@ -62,10 +62,13 @@ __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, flo
       if (srow) store_head<T>(srow, D, pairs, x);
     } else {
       const T* src = qkv + t * width + static_cast<int64_t>(h + hkv + hk) * D;
-      for (int i = lane; i < D; i += 32) {
-        const T v = src[i];
-        if (grow) grow[i] = v;
-        if (srow) srow[i] = v;
+      T v[D / 32];  // every load before any store (see qkv_prepare_heads_kernel): one round trip, not D / 32
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) v[j] = src[lane + 32 * j];
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) {
+        if (grow) grow[lane + 32 * j] = v[j];
+        if (srow) srow[lane + 32 * j] = v[j];
       }
     }
   }

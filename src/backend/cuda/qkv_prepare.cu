@@ -151,7 +151,15 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
   if (hh >= h + hk) {  // a v head: copied unchanged into the cache
     if (slot < 0) return;
     T* dst = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h - hk) * d;
-    for (int i = lane; i < d; i += 32) dst[i] = src[i];
+    // Every load before any store: dst may alias src for all the compiler knows, so a load-store loop
+    // makes each of the lane's d / 32 loads wait for the previous store (one L2 round trip each).
+    T v[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (lane + 32 * j < d) v[j] = src[lane + 32 * j];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (lane + 32 * j < d) dst[lane + 32 * j] = v[j];
     return;
   }
   const bool is_q = hh < h;
