@@ -46,12 +46,25 @@ class Backend {
   virtual void copy(const Tensor& src, Tensor& dst) { (void)src, (void)dst; throw Error(name() + ": copy is not implemented"); }
   // Device-to-host copy that does not wait: dst is written by wait_copy(ticket) (and must stay alive
   // until then). Lets the host issue the next step before this one's results are back (async
-  // scheduling). Tickets complete in order. Default: copies at once.
+  // scheduling). Tickets complete in order. The copy may run beside later ops (CUDA: on a stream of its
+  // own), so ops issued after this call must not write src before wait_copy(ticket) has returned.
+  // Default: copies at once.
   virtual int copy_to_host_async(const Tensor& src, void* dst) {
     copy_to_host(src, dst);
     return 0;
   }
   virtual void wait_copy(int /*ticket*/) {}
+  // A point in the op order: every op issued before this call. For copy_from_host_after.
+  virtual int fence() { return 0; }
+  // copy_from_host, except that the copy need only wait for the ops issued before fence `after`, not
+  // for every op issued so far (CUDA: it runs on a stream of its own, beside the ops issued since);
+  // ops issued after this call see the copied data. For a buffer whose last reader is known: the next
+  // decode step's metadata is uploaded while the previous step's sampling runs. after <= 0: no
+  // earlier point is known (waits for everything). dst must not have been reallocated since the fence.
+  virtual void copy_from_host_after(const void* src, Tensor& dst, int after) {
+    (void)after;
+    copy_from_host(src, dst);
+  }
   // Free bytes left on the device (CPU: a large number); used to size the KV cache.
   virtual size_t free_memory_bytes() const = 0;
   // The device's whole memory, 0 where that has no meaning (the CPU); picks vLLM's size-dependent

@@ -55,6 +55,7 @@ void DecoderModel::reset_graphs() {
   free_workspace(graphs_.ws);
   graphs_.kv_pages.clear();
   graphs_.kv_block_size = 0;
+  graphs_.inputs_fence = 0;
 }
 
 bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const Tensor* ids_from) {
@@ -88,7 +89,9 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   const int W = g.table_width, mb = in.max_blocks_per_seq;
   const GraphLayout L(g.max_size);
   const int64_t used = L.tables + int64_t{Sp} * W;
+  const void* ints_before = g.ws.ints.data;
   ensure_workspace(g.ws, g.max_size, g.max_size, L.tables + int64_t{g.max_size} * W);
+  if (g.ws.ints.data != ints_before) g.inputs_fence = 0;  // new memory: its last reader is unknown
 
   // Stage the padded inputs; only the prefix up to this size's tables is uploaded.
   std::vector<int32_t>& h = g.host;
@@ -111,15 +114,18 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
     std::fill(row + copied, row + W, 0);
   }
   for (int s = 0; s <= Sp; ++s) h[L.query_start + s] = s;
-  Tensor upload = g.ws.ints.view({used});
-  be_->copy_from_host(h.data(), upload);
-
   auto iv = [&](int64_t off, int64_t n) {
     return Tensor(static_cast<int32_t*>(g.ws.ints.data) + off, DType::kI32, {n}, g.ws.ints.device);
   };
   StepTensors st;
   st.ids = iv(L.ids, Sp);
-  if (ids_from) be_->copy(*ids_from, st.ids);  // the real rows' tokens, sampled by the previous step
+  // The upload waits only for the previous graph, not for the sampling after it: it runs beside that
+  // sampling. Tokens sampled by the previous step (async scheduling) are copied on the device first,
+  // and the upload starts after their rows (at the padding rows' ids).
+  const int64_t upload_from = ids_from ? L.ids + ids_from->numel() : 0;
+  if (ids_from) be_->copy(*ids_from, st.ids);
+  Tensor upload = iv(upload_from, used - upload_from);
+  be_->copy_from_host_after(h.data() + upload_from, upload, g.inputs_fence);
   st.positions = iv(L.pos, Sp);
   st.slots = iv(L.slots, Sp);
   st.query_start = iv(L.query_start, Sp + 1);
@@ -160,6 +166,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
       g.graph_of_size[key] = id;
     }
   }
+  g.inputs_fence = be_->fence();
   logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();
   return true;
 }

@@ -103,6 +103,9 @@ struct DecoderGraphs {
   // The KV cache the graphs were captured against (its pointers are inside them).
   std::vector<const void*> kv_pages, kv_scratch;  // every layer's K then V (conv layers: state, null)
   int kv_block_size = 0;
+  // Backend::fence after the last step's graph (or eager run), the last reader of ws.ints: the next
+  // step's upload waits only for it (0: for everything issued).
+  int inputs_fence = 0;
 };
 
 // Steps of at most this many tokens use the fused linear forms (the backends' GEMV range).

@@ -24,9 +24,10 @@ void DecoderModel::launch_forward(const StepInput& in, KvCache& kv, bool tokens_
   Tensor last;
   if (tokens_from_last) {
     const int64_t T = static_cast<int64_t>(in.token_ids.size());
-    if (sampling_.pending.empty() || sampling_.pending.back().rows != T || sampling_.out.empty())
+    const Tensor& prev = sampling_.out[sampling_.last_out];
+    if (sampling_.pending.empty() || sampling_.pending.back().rows != T || prev.empty())
       throw Error("launch_sample: tokens_from_last needs the previous launch to sample one row per token");
-    last = Tensor(sampling_.out.data, DType::kI32, {T}, sampling_.out.device);  // its tokens come first
+    last = Tensor(prev.data, DType::kI32, {T}, prev.device);  // its tokens come first
   }
   forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr);
   forwarded_rows_ = static_cast<int64_t>(in.logits_indices.size());

@@ -11,11 +11,35 @@ namespace {
 
 constexpr int64_t kRowWords = sizeof(SamplingRow) / sizeof(int32_t);
 
-void ensure(Backend& be, Tensor& t, int64_t& cap, int64_t want) {
-  if (want <= cap) return;
-  if (!t.empty()) be.free(t);
-  cap = std::max(want, cap * 2);
-  t = be.alloc({cap}, DType::kI32);
+void ensure_in(Backend& be, SamplingWorkspace& ws, int64_t want) {
+  if (want <= ws.in_cap) return;
+  if (!ws.in.empty()) be.free(ws.in);
+  ws.in_cap = std::max(want, ws.in_cap * 2);
+  ws.in = be.alloc({ws.in_cap}, DType::kI32);
+  ws.in_fence = 0;  // new memory: its last reader is unknown
+}
+
+// Waits for the downloads still reading output buffer `b` (-1: either). Tickets complete in order,
+// so waiting for the newest such one completes the older ones too.
+void wait_downloads(Backend& be, const SamplingWorkspace& ws, int b) {
+  for (auto it = ws.pending.rbegin(); it != ws.pending.rend(); ++it)
+    if (it->rows > 0 && (b < 0 || it->out == b)) {
+      be.wait_copy(it->ticket);
+      return;
+    }
+}
+
+// Output buffer b, of at least `want` words, free of downloads still reading it.
+Tensor take_out(Backend& be, SamplingWorkspace& ws, int b, int64_t want) {
+  if (want > ws.out_cap) {
+    wait_downloads(be, ws, -1);  // they read the old buffers
+    for (Tensor& t : ws.out)
+      if (!t.empty()) be.free(t);
+    ws.out_cap = std::max(want, ws.out_cap * 2);
+    for (Tensor& t : ws.out) t = be.alloc({ws.out_cap}, DType::kI32);
+  }
+  wait_downloads(be, ws, b);
+  return ws.out[b];
 }
 
 Tensor i32_view(const Tensor& buf, int64_t off, std::vector<int64_t> shape) {
@@ -71,13 +95,14 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
     if (batch.fill_token_bitmask) batch.fill_token_bitmask(words);  // the forward is already issued
     else std::memcpy(words, batch.token_bitmask.data(), G * W * sizeof(uint32_t));
   }
-  ensure(be, ws.in, ws.in_cap, n_in);
+  ensure_in(be, ws, n_in);
   Tensor up = ws.in.view({n_in});
-  be.copy_from_host(ws.host_in.data(), up);
+  be.copy_from_host_after(ws.host_in.data(), up, ws.in_fence);  // beside the forward, on CUDA
 
   // Outputs: [tokens M][logprobs M*(1+N)][top ids M*N].
   const int64_t n_out = M + M * (1 + N) + M * N;
-  ensure(be, ws.out, ws.out_cap, n_out);
+  const int b = 1 - ws.last_out;
+  const Tensor out = take_out(be, ws, b, n_out);
 
   const Tensor rows_logits = logits.view({M, V});
   if (G > 0) be.apply_token_bitmask({rows_logits, i32_view(ws.in, bitmask_off, {G}), i32_view(ws.in, bitmask_off + G, {G, W})});
@@ -89,22 +114,25 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   if (E > 0) p.penalty_tokens = i32_view(ws.in, M * kRowWords, {E / 2, 2});
   if (E2 > 0) p.mask_tokens = i32_view(ws.in, M * kRowWords + E, {E2});
   p.num_top_logprobs = static_cast<int>(N);
-  p.out_tokens = i32_view(ws.out, 0, {M});
-  p.out_logprobs = f32_view(ws.out, M, {M, 1 + N});
-  if (N > 0) p.out_top_ids = i32_view(ws.out, M + M * (1 + N), {M, N});
+  p.out_tokens = i32_view(out, 0, {M});
+  p.out_logprobs = f32_view(out, M, {M, 1 + N});
+  if (N > 0) p.out_top_ids = i32_view(out, M + M * (1 + N), {M, N});
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
   be.sample(p);
+  ws.in_fence = be.fence();
+  ws.last_out = b;
 
   SamplingWorkspace::Pending& pend = ws.pending.emplace_back();  // deque: stays put while others come and go
   pend.rows = M;
   pend.num_top = N;
+  pend.out = b;
   if (!ws.spare_host.empty()) {
     pend.host = std::move(ws.spare_host.back());
     ws.spare_host.pop_back();
   }
   pend.host.resize(n_out);
   try {
-    pend.ticket = be.copy_to_host_async(ws.out.view({n_out}), pend.host.data());
+    pend.ticket = be.copy_to_host_async(out.view({n_out}), pend.host.data());
   } catch (...) {
     ws.pending.pop_back();
     throw;
@@ -132,11 +160,15 @@ void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, Samplin
 }
 
 void free_sampling_workspace(Backend& be, SamplingWorkspace& ws) {
+  wait_downloads(be, ws, -1);
   if (!ws.in.empty()) be.free(ws.in);
-  if (!ws.out.empty()) be.free(ws.out);
+  for (Tensor& t : ws.out) {
+    if (!t.empty()) be.free(t);
+    t = Tensor();
+  }
   ws.in = Tensor();
-  ws.out = Tensor();
   ws.in_cap = ws.out_cap = 0;
+  ws.in_fence = 0;
 }
 
 }  // namespace vireo

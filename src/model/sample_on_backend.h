@@ -13,12 +13,18 @@ namespace vireo {
 
 // Device buffers of the sampling op, grown on demand and kept between steps.
 struct SamplingWorkspace {
-  Tensor in, out;  // I32; out starts with the last launched step's M tokens
+  Tensor in;
+  // Outputs, two buffers used in turn: a step's download may still read one while the next step's
+  // sampling writes the other (Backend::copy_to_host_async). I32; each starts with its step's M tokens.
+  Tensor out[2];
+  int last_out = 0;  // the buffer of the last launched step
   int64_t in_cap = 0, out_cap = 0;
+  int in_fence = 0;  // Backend::fence after the last sample op, the last reader of `in` (0: unknown)
   std::vector<int32_t> host_in;
   struct Pending {  // a launched step whose results are still on their way to the host
     int ticket = 0;
     int64_t rows = 0, num_top = 0;
+    int out = 0;                // its output buffer
     std::vector<int32_t> host;  // [tokens M][logprobs M*(1+N)][top ids M*N]
   };
   std::deque<Pending> pending;  // in launch order

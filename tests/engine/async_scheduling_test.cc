@@ -12,6 +12,7 @@
 
 #include "engine/engine_core.h"
 #include "engine/llm.h"
+#include "deferred_copy_backend.h"
 #include "fakes.h"
 #include "model/default_model.h"
 
@@ -32,12 +33,16 @@ struct Job {
   int abort_at_step = -1;
 };
 
-EngineRun run_engine(bool async, const std::vector<Job>& jobs, int max_num_seqs = 4) {
+// deferred: downloads of sampled tokens land only when the engine waits for them (DeferredCopyBackend),
+// as late as a GPU's copy stream may run them.
+EngineRun run_engine(bool async, const std::vector<Job>& jobs, int max_num_seqs = 4, bool deferred = false) {
   const ModelConfig mc = default_model_config();
   LoadOptions lo;
   lo.load_format = "dummy";
   lo.seed = 3;
-  auto model = load_model(mc, "", create_backend("cpu"), lo);
+  std::unique_ptr<Backend> be = create_backend("cpu");
+  if (deferred) be = std::make_unique<testing::DeferredCopyBackend>(std::move(be));
+  auto model = load_model(mc, "", std::move(be), lo);
   EngineCoreConfig cfg;
   cfg.seed = 11;
   cfg.async_scheduling = async;
@@ -107,6 +112,24 @@ TEST(AsyncScheduling, GreedyBatchMatchesSynchronous) {
   EXPECT_EQ(async.outputs.at("r3").token_ids.size(), 21u);
   EXPECT_EQ(sync.launched_ahead, 0u);
   EXPECT_GE(async.launched_ahead, 15u);  // most decode steps ran ahead
+}
+
+// The same with downloads that complete only when waited for: no step's sampling may overwrite an
+// output buffer whose download is still outstanding (the CUDA backend downloads on a side stream).
+TEST(AsyncScheduling, LateDownloadsGiveTheSameTokens) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < 3; ++i) {
+    Job j{"d" + std::to_string(i), prompt(6 + 2 * i, 80 + i), {}, 0, -1};
+    j.params.temperature = i == 2 ? 0.8f : 0.0f;
+    j.params.seed = 77;
+    j.params.max_tokens = 9 + 4 * i;
+    j.params.ignore_eos = true;
+    j.params.logprobs = 1;
+    jobs.push_back(j);
+  }
+  const EngineRun sync = run_engine(false, jobs), async = run_engine(true, jobs, 4, true);
+  expect_same(sync, async);
+  EXPECT_GE(async.launched_ahead, 10u);
 }
 
 // More requests than --max-num-seqs: the waiting ones cannot be admitted while the running ones decode,

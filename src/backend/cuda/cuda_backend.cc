@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_factory.h"
@@ -9,6 +10,15 @@
 
 namespace vireo::cuda {
 namespace {
+// VIREO_SIDE_COPIES (measurements): which small copies run on SideCopies' streams; bit 1 uploads after a
+// fence, bit 2 downloads. Default 3 (both); 0 puts them back on the compute stream.
+int side_copy_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("VIREO_SIDE_COPIES");
+    return v && *v ? std::atoi(v) : 3;
+  }();
+  return mode;
+}
 
 void require_device(const Tensor& t, const char* op, const char* field) {
   if (!t.empty() && t.device != DeviceKind::kCUDA)
@@ -28,6 +38,7 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   timer_ = std::make_unique<StepGpuTimer>();
   gemm_ = std::make_unique<CublasLtGemm>();
   staging_ = std::make_unique<HostStaging>();
+  side_ = std::make_unique<SideCopies>(*staging_);
   VIREO_CUDA_CHECK(cudaMalloc(&stack_counters_, kStackCounters * sizeof(unsigned)));
   VIREO_CUDA_CHECK(cudaMemset(stack_counters_, 0, kStackCounters * sizeof(unsigned)));
 }
@@ -42,6 +53,7 @@ CudaBackend::~CudaBackend() {
   timer_.reset();
   gemm_.reset();
   if (ws_) alloc_.release(ws_);
+  side_.reset();
   staging_.reset();
   if (stack_counters_) cudaFree(stack_counters_);
   alloc_.empty_cache();
@@ -119,10 +131,28 @@ int CudaBackend::copy_to_host_async(const Tensor& src, void* dst) {
     copy_to_host(src, dst);
     return 0;
   }
-  return staging_->download(src.data, dst, src.nbytes(), stream_);
+  if (!(side_copy_mode() & 2)) return staging_->download(src.data, dst, src.nbytes(), stream_);
+  return side_->download(src.data, dst, src.nbytes(), stream_);
 }
 
 void CudaBackend::wait_copy(int ticket) { staging_->wait(ticket); }
+
+
+int CudaBackend::fence() {
+  if (graphs_.capturing()) throw Error("fence: not allowed while capturing a graph");
+  return side_->fence(stream_);
+}
+
+void CudaBackend::copy_from_host_after(const void* src, Tensor& dst, int after) {
+  if (graphs_.capturing()) throw Error("copy_from_host_after: not allowed while capturing a graph");
+  const size_t n = dst.nbytes();
+  if (n == 0) return;
+  if (n > HostStaging::kSlotBytes || !(side_copy_mode() & 1)) {
+    copy_from_host(src, dst);
+    return;
+  }
+  side_->upload_after(src, dst.data, n, after, stream_);
+}
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   if (src.nbytes() == 0) return;
@@ -130,7 +160,10 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   VIREO_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaBackend::synchronize() { VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  side_->synchronize();
+}
 
 size_t CudaBackend::free_memory_bytes() const {
   size_t free_b = 0, total = 0;

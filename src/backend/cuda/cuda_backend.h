@@ -1,4 +1,4 @@
-// The CUDA backend: one device, one stream, a caching allocator, cuBLASLt GEMMs and the kernels of
+// The CUDA backend: one device, one compute stream (plus SideCopies' copy streams), a caching allocator, cuBLASLt GEMMs and the kernels of
 // this folder. Activations are BF16 by default (F16 or F32 per --dtype).
 #pragma once
 #include <cuda_runtime.h>
@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/host_staging.h"
+#include "backend/cuda/side_copies.h"
 #include "backend/cuda/step_gpu_timer.h"
 
 namespace vireo::cuda {
@@ -36,6 +37,8 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   int copy_to_host_async(const Tensor& src, void* dst) override;
   void wait_copy(int ticket) override;
+  int fence() override;
+  void copy_from_host_after(const void* src, Tensor& dst, int after) override;
   void synchronize() override;
   size_t free_memory_bytes() const override;
   size_t total_memory_bytes() const override;
@@ -84,6 +87,7 @@ class CudaBackend final : public Backend {
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies
+  std::unique_ptr<SideCopies> side_;      // their streams, beside stream_ (after staging_)
   unsigned* stack_counters_ = nullptr;  // decode_stack's barrier / split counters, zero between launches
   static constexpr size_t kStackCounters = 4096;
   CudaGraphSet graphs_{alloc_};  // after alloc_: graphs give their scratch back before it goes

@@ -22,13 +22,14 @@ HostStaging::~HostStaging() {
     }
 }
 
-void HostStaging::upload(const void* src, void* dst, size_t n, cudaStream_t stream) {
+cudaEvent_t HostStaging::upload(const void* src, void* dst, size_t n, cudaStream_t stream) {
   const int s = up_.next;
   up_.next = (s + 1) % kSlots;
   VIREO_CUDA_CHECK(cudaEventSynchronize(up_.done[s]));  // its copy of kSlots uploads ago has run
   std::memcpy(up_.buf[s], src, n);
   VIREO_CUDA_CHECK(cudaMemcpyAsync(dst, up_.buf[s], n, cudaMemcpyHostToDevice, stream));
   VIREO_CUDA_CHECK(cudaEventRecord(up_.done[s], stream));
+  return up_.done[s];
 }
 
 int HostStaging::download(const void* src, void* dst, size_t n, cudaStream_t stream) {

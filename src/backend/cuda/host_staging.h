@@ -22,8 +22,9 @@ class HostStaging {
   HostStaging(const HostStaging&) = delete;
   HostStaging& operator=(const HostStaging&) = delete;
 
-  // Copies n <= kSlotBytes bytes from src to device dst on `stream`; returns once src may be reused.
-  void upload(const void* src, void* dst, size_t n, cudaStream_t stream);
+  // Copies n <= kSlotBytes bytes from src to device dst on `stream`; returns once src may be reused,
+  // with the event that completes with the copy (valid until kSlots more uploads).
+  cudaEvent_t upload(const void* src, void* dst, size_t n, cudaStream_t stream);
   // Enqueues a copy of n <= kSlotBytes device bytes; dst is written by wait(ticket).
   int download(const void* src, void* dst, size_t n, cudaStream_t stream);
   // Completes every download up to `ticket` (in order).
