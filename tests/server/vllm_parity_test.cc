@@ -272,3 +272,22 @@ TEST(VllmParity, SeveralApiKeys) {
   EXPECT_EQ(r->status, 401);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "AuthenticationError");
 }
+
+TEST(VllmParity, OutputChangingExtrasAtTheirDefaultsAreAccepted) {
+  // Clients that copy vLLM's full request model send these with their defaults; only a value that
+  // asks for the feature is refused (bad_input_test.cc).
+  LiveServer srv;
+  auto cli = srv.client();
+  json extras = {{"use_beam_search", false}, {"bad_words", json::array()}, {"logits_processors", nullptr},
+                 {"allowed_token_ids", nullptr}, {"length_penalty", 1.0}};
+  json cmpl = {{"prompt", "hi"}, {"max_tokens", 2}};
+  json chat = {{"messages", user_msg("hi")}, {"max_tokens", 2}};
+  cmpl.update(extras);
+  chat.update(extras);
+  auto r = post_json(cli, "/v1/completions", cmpl);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = post_json(cli, "/v1/chat/completions", chat);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
