@@ -85,7 +85,7 @@ class CompletionStreamFormatter : public StreamFormatter {
     auto it = per_choice_.find(index);
     if (it == per_choice_.end()) {
       it = per_choice_.emplace(index, PerChoice{}).first;
-      if (req_.params.logprobs) it->second.lp.emplace(tok_, *req_.params.logprobs, 0);
+      if (req_.params.logprobs) it->second.lp.emplace(tok_, *req_.params.logprobs, 0, req_.tokens_as_ids);
     }
     return it->second;
   }
@@ -110,7 +110,7 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
     if (!req.echo_only) text += c.text;  // echo with max_tokens 0: the generated token is dropped
     Json logprobs = nullptr;
     if (req.params.logprobs) {
-      CompletionLogprobs lp(tok, *req.params.logprobs, 0);
+      CompletionLogprobs lp(tok, *req.params.logprobs, 0, req.tokens_as_ids);
       if (req.echo) add_prompt_logprobs(lp, p, c);
       if (!req.echo_only)
         for (const auto& e : c.logprobs) lp.add(e.token_id, &e);

@@ -53,6 +53,7 @@ struct CompletionRequest {
   // echo with max_tokens 0 (vLLM; lm-eval-harness scores prompts this way): one token is generated
   // and dropped, the choice is the prompt alone (text and logprobs).
   bool echo_only = false;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
 };
 
 struct ChatRequest {
@@ -72,6 +73,7 @@ struct ChatRequest {
   bool continuous_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
   // echo (vLLM): the last message's content, put before each choice's content when that message is
   // the one being answered or continued (the assistant's, or any without a generation prompt).
   std::string echo_text;

@@ -168,6 +168,7 @@ std::vector<BadCase> bad_cases() {
   cmpl("bad_words", with(p, "bad_words", {"the"}), "bad_words");
   chat("chat_bad_words", with(m, "bad_words", {"the"}), "bad_words");
   cmpl("logits_processors", with(p, "logits_processors", {"my.module.Proc"}), "logits_processors");
+  cmpl("return_tokens_as_token_ids_string", with(p, "return_tokens_as_token_ids", "yes"), "return_tokens_as_token_ids");
   cmpl("response_format_unknown_type", with(p, "response_format", {{"type", "xml"}}), "response_format");
   cmpl("response_format_schema_missing", with(p, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}), "response_format");
   cmpl("response_format_bad_schema_type",
