@@ -3,6 +3,7 @@
 
 #include "server/http_util.h"
 #include "server/logprobs_format.h"
+#include "server/prompt_truncation.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
 #include "tokenizer/tokenizer.h"
@@ -145,6 +146,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       p.token_ids = tok.encode(*p.text, true);  // vLLM: add_special_tokens defaults to true here
       if (p.token_ids.empty()) throw bad_request("The prompt must not be empty", "prompt");
     }
+    // The echo then shows the prompt the model saw: the kept tokens, decoded.
+    if (truncate_prompt(p.token_ids, r.truncate_prompt_tokens)) p.text.reset();
     check_context_length(static_cast<int>(p.token_ids.size()), r.params.max_tokens, info.max_model_len, "prompt");
   }
   std::string id = ctx.new_id("cmpl");

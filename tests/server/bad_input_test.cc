@@ -168,6 +168,10 @@ std::vector<BadCase> bad_cases() {
   cmpl("bad_words", with(p, "bad_words", {"the"}), "bad_words");
   chat("chat_bad_words", with(m, "bad_words", {"the"}), "bad_words");
   cmpl("logits_processors", with(p, "logits_processors", {"my.module.Proc"}), "logits_processors");
+  cmpl("truncate_prompt_tokens_below_minus_one", with(p, "truncate_prompt_tokens", -2), "truncate_prompt_tokens");
+  cmpl("truncate_prompt_tokens_zero", with(p, "truncate_prompt_tokens", 0), "truncate_prompt_tokens");
+  cmpl("truncate_prompt_tokens_over_context", with(p, "truncate_prompt_tokens", 100000), "truncate_prompt_tokens");
+  chat("chat_truncate_prompt_tokens_string", with(m, "truncate_prompt_tokens", "10"), "truncate_prompt_tokens");
   cmpl("return_tokens_as_token_ids_string", with(p, "return_tokens_as_token_ids", "yes"), "return_tokens_as_token_ids");
   cmpl("response_format_unknown_type", with(p, "response_format", {{"type", "xml"}}), "response_format");
   cmpl("response_format_schema_missing", with(p, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}), "response_format");

@@ -340,3 +340,36 @@ TEST(VllmParity, ReturnTokensAsTokenIds) {
   j = json::parse(post_json(cli, "/v1/chat/completions", chat)->body);
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], std::string(1, content[0]));
 }
+
+TEST(VllmParity, TruncatePromptTokensKeepsTheLastTokens) {
+  // vLLM's truncate_prompt_tokens keeps the last N prompt tokens (-1: the context length); it was
+  // ignored, so a long prompt sent with it was refused as over the context.
+  LiveServer srv;  // max_model_len 256
+  auto cli = srv.client();
+  const std::string long_prompt(300, 'x');
+  auto r = post_json(cli, "/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 4}});
+  EXPECT_EQ(r->status, 400) << r->body;
+  r = post_json(cli, "/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 4}, {"truncate_prompt_tokens", 100}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 100);
+
+  // "<bos>abcdefgh" cut to "fgh": the output follows the kept prompt, echo shows it.
+  r = post_json(cli, "/v1/completions", {{"prompt", "abcdefgh"}, {"max_tokens", 3}, {"echo", true}, {"truncate_prompt_tokens", 3}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["choices"][0]["text"], "fgh" + FakeEngine::expected_text({'f', 'g', 'h'}, 3));
+  // Token-id prompts too; a prompt already short enough is left alone.
+  r = post_json(cli, "/v1/completions", {{"prompt", {97, 98, 99}}, {"max_tokens", 2}, {"truncate_prompt_tokens", -1}});
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 3);
+
+  // Chat: the rendered prompt is cut (its start too, as vLLM).
+  std::vector<int32_t> rendered = srv.engine().tokenizer().encode("<user>hello there\n<assistant>", false);
+  std::vector<int32_t> kept(rendered.end() - 5, rendered.end());
+  r = post_json(cli, "/v1/chat/completions",
+                {{"messages", user_msg("hello there")}, {"max_tokens", 2}, {"truncate_prompt_tokens", 5}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], FakeEngine::expected_text(kept, 2));
+}
