@@ -42,6 +42,8 @@ const Route kRoutes[] = {
     {"POST", "/v1/responses", handle_responses, true, true},
     {"GET", "/v1/responses/([A-Za-z0-9_.-]+)", handle_get_response, false, false},
     {"GET", "/v1/models", handle_models, true, false},
+    // Names may hold '/' (Qwen/Qwen3-8B): the SDKs send it percent-encoded, cpp-httplib decodes the path.
+    {"GET", "/v1/models/(.+)", handle_model, true, false},
     {"POST", "/tokenize", handle_tokenize, true, false},
     {"POST", "/detokenize", handle_detokenize, true, false},
     {"GET", "/version", handle_version, false, false},

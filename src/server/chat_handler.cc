@@ -49,7 +49,7 @@ class ChatStreamFormatter : public StreamFormatter {
     Json logprobs = nullptr;
     if (req_.logprobs && !out.logprobs.empty()) {
       Json content = Json::array();
-      for (const auto& e : out.logprobs) content.push_back(chat_logprob_entry(tok_, e, req_.top_logprobs));
+      for (const auto& e : out.logprobs) content.push_back(chat_logprob_entry(tok_, e, req_.top_logprobs, req_.tokens_as_ids));
       logprobs = {{"content", content}};
     }
     // Parsers hold back text that may be a tag, so a token can give an empty delta.
@@ -107,7 +107,7 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
     Json logprobs = nullptr;
     if (req.logprobs) {
       Json content = Json::array();
-      for (const auto& e : c.logprobs) content.push_back(chat_logprob_entry(tok, e, req.top_logprobs));
+      for (const auto& e : c.logprobs) content.push_back(chat_logprob_entry(tok, e, req.top_logprobs, req.tokens_as_ids));
       logprobs = {{"content", content}};
     }
     ChatDelta parsed;

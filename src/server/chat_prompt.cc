@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "server/openai_errors.h"
+#include "server/prompt_truncation.h"
 #include "server/request_validation.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -28,6 +29,7 @@ std::vector<int32_t> prepare_chat_prompt(const AsyncEngine& engine, ChatRequest&
   std::string prompt = render_chat(engine, r);
   std::vector<int32_t> ids = engine.tokenizer().encode(prompt, r.add_special_tokens);
   if (ids.empty()) throw bad_request("The rendered prompt is empty", "messages");
+  truncate_prompt(ids, r.truncate_prompt_tokens);  // the template's start is cut too, as in vLLM
   const int num_prompt = static_cast<int>(ids.size());
   check_context_length(num_prompt, r.max_tokens, info.max_model_len, "messages");
   r.params.max_tokens = r.max_tokens.value_or(info.max_model_len - num_prompt);

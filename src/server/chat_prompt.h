@@ -14,7 +14,7 @@ namespace vireo::server {
 std::string render_chat(const AsyncEngine& engine, const ChatRequest& r);
 
 // render_chat, tokenized without adding special tokens again (vLLM: the template placed them),
-// checked against the context; sets r.params.max_tokens (the rest of the context unless the request
+// cut to truncate_prompt_tokens when the request set it, checked against the context; sets r.params.max_tokens (the rest of the context unless the request
 // gave one) and caps min_tokens there. 400 naming "messages" / "max_tokens" when it does not fit.
 std::vector<int32_t> prepare_chat_prompt(const AsyncEngine& engine, ChatRequest& r, const ModelInfo& info);
 

@@ -3,6 +3,7 @@
 
 #include "server/http_util.h"
 #include "server/logprobs_format.h"
+#include "server/prompt_truncation.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
 #include "tokenizer/tokenizer.h"
@@ -85,7 +86,7 @@ class CompletionStreamFormatter : public StreamFormatter {
     auto it = per_choice_.find(index);
     if (it == per_choice_.end()) {
       it = per_choice_.emplace(index, PerChoice{}).first;
-      if (req_.params.logprobs) it->second.lp.emplace(tok_, *req_.params.logprobs, 0);
+      if (req_.params.logprobs) it->second.lp.emplace(tok_, *req_.params.logprobs, 0, req_.tokens_as_ids);
     }
     return it->second;
   }
@@ -110,7 +111,7 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
     if (!req.echo_only) text += c.text;  // echo with max_tokens 0: the generated token is dropped
     Json logprobs = nullptr;
     if (req.params.logprobs) {
-      CompletionLogprobs lp(tok, *req.params.logprobs, 0);
+      CompletionLogprobs lp(tok, *req.params.logprobs, 0, req.tokens_as_ids);
       if (req.echo) add_prompt_logprobs(lp, p, c);
       if (!req.echo_only)
         for (const auto& e : c.logprobs) lp.add(e.token_id, &e);
@@ -145,6 +146,8 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
       p.token_ids = tok.encode(*p.text, true);  // vLLM: add_special_tokens defaults to true here
       if (p.token_ids.empty()) throw bad_request("The prompt must not be empty", "prompt");
     }
+    // The echo then shows the prompt the model saw: the kept tokens, decoded.
+    if (truncate_prompt(p.token_ids, r.truncate_prompt_tokens)) p.text.reset();
     check_context_length(static_cast<int>(p.token_ids.size()), r.params.max_tokens, info.max_model_len, "prompt");
   }
   std::string id = ctx.new_id("cmpl");

@@ -60,11 +60,13 @@ void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib:
   send_json(res, 200, {{"prompt", engine->tokenizer().decode(ids, false)}});
 }
 
-void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+namespace {
+
+// One card per served name, as vLLM (all with the same root).
+Json model_cards(ServerContext& ctx) {
   auto engine = ctx.engine();
   ModelInfo info = ctx.model_info();
   std::string root = engine->config().model.empty() ? info.served_model_name : engine->config().model;
-  // One card per served name, as vLLM (all with the same root).
   std::vector<std::string> names = {info.served_model_name};
   names.insert(names.end(), info.served_model_aliases.begin(), info.served_model_aliases.end());
   Json data = Json::array();
@@ -73,7 +75,25 @@ void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Respons
     data.push_back({{"id", name},     {"object", "model"}, {"created", created},
                     {"owned_by", "vireo"}, {"root", root},    {"parent", nullptr},
                     {"max_model_len", info.max_model_len}});
-  send_json(res, 200, {{"object", "list"}, {"data", data}});
+  return data;
+}
+
+}  // namespace
+
+void handle_models(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, 200, {{"object", "list"}, {"data", model_cards(ctx)}});
+}
+
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  // OpenAI's GET /v1/models/{model} (the SDKs' models.retrieve; LangChain and others call it to check
+  // a model). vLLM has no such route and answers 404 to every name; here a served name gets its card.
+  const std::string name = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  for (const auto& card : model_cards(ctx))
+    if (card["id"] == name) {
+      send_json(res, 200, card);
+      return;
+    }
+  throw ApiError(404, "NotFoundError", "The model `" + name + "` does not exist.", "model");
 }
 
 void handle_version(ServerContext&, const httplib::Request&, httplib::Response& res) {

@@ -9,6 +9,8 @@ namespace vireo::server {
 void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// GET /v1/models/{model}: a served name's card (as in the list), else 404 NotFoundError (param "model").
+void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_version(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 

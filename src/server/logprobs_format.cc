@@ -11,6 +11,10 @@ std::string decode_token(const Tokenizer& tok, int32_t id) {
   return tok.decode(std::span<const int32_t>(one, 1), false);
 }
 
+std::string logprob_token(const Tokenizer& tok, int32_t id, bool as_id) {
+  return as_id ? "token_id:" + std::to_string(id) : decode_token(tok, id);
+}
+
 double clamp_logprob(float lp) {
   if (std::isnan(lp)) return -9999.0;
   return std::max(static_cast<double>(lp), -9999.0);
@@ -23,11 +27,12 @@ size_t utf8_length(const std::string& s) {
   return n;
 }
 
-CompletionLogprobs::CompletionLogprobs(const Tokenizer& tok, int num_top, size_t initial_text_offset)
-    : tok_(tok), num_top_(num_top), next_offset_(initial_text_offset) {}
+CompletionLogprobs::CompletionLogprobs(const Tokenizer& tok, int num_top, size_t initial_text_offset, bool tokens_as_ids)
+    : tok_(tok), num_top_(num_top), next_offset_(initial_text_offset), tokens_as_ids_(tokens_as_ids) {}
 
 void CompletionLogprobs::add(int32_t token_id, const TokenLogprob* lp) {
-  std::string token = decode_token(tok_, token_id);
+  // vLLM advances text_offset by the token string's length, "token_id:<id>" included.
+  std::string token = logprob_token(tok_, token_id, tokens_as_ids_);
   tokens_.push_back(token);
   text_offset_.push_back(next_offset_);
   next_offset_ += utf8_length(token);
@@ -43,7 +48,7 @@ void CompletionLogprobs::add(int32_t token_id, const TokenLogprob* lp) {
   int taken = 0;
   for (const auto& [id, value] : lp->top) {
     if (taken >= num_top_) break;
-    std::string t = decode_token(tok_, id);
+    std::string t = logprob_token(tok_, id, tokens_as_ids_);
     if (!top.contains(t)) top[t] = clamp_logprob(value);
     ++taken;
   }
@@ -70,13 +75,13 @@ Json bytes_of(const std::string& s) {
 }
 }  // namespace
 
-Json chat_logprob_entry(const Tokenizer& tok, const TokenLogprob& lp, int num_top) {
-  std::string token = decode_token(tok, lp.token_id);
+Json chat_logprob_entry(const Tokenizer& tok, const TokenLogprob& lp, int num_top, bool tokens_as_ids) {
+  std::string token = logprob_token(tok, lp.token_id, tokens_as_ids);
   Json top = Json::array();
   int taken = 0;
   for (const auto& [id, value] : lp.top) {
     if (taken >= num_top) break;
-    std::string t = decode_token(tok, id);
+    std::string t = logprob_token(tok, id, tokens_as_ids);
     top.push_back({{"token", t}, {"logprob", clamp_logprob(value)}, {"bytes", bytes_of(t)}});
     ++taken;
   }

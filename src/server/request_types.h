@@ -53,6 +53,8 @@ struct CompletionRequest {
   // echo with max_tokens 0 (vLLM; lm-eval-harness scores prompts this way): one token is generated
   // and dropped, the choice is the prompt alone (text and logprobs).
   bool echo_only = false;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
+  std::optional<int> truncate_prompt_tokens;  // keep the last N prompt tokens (prompt_truncation.h)
 };
 
 struct ChatRequest {
@@ -72,6 +74,8 @@ struct ChatRequest {
   bool continuous_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
+  std::optional<int> truncate_prompt_tokens;  // keep the last N prompt tokens (prompt_truncation.h)
   // echo (vLLM): the last message's content, put before each choice's content when that message is
   // the one being answered or continued (the assistant's, or any without a generation prompt).
   std::string echo_text;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "server/openai_errors.h"
+#include "server/prompt_truncation.h"
 #include "server/sampling_validation.h"
 #include "server/tool_choice.h"
 
@@ -234,6 +235,8 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
       throw bad_request(fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}", *lp, limits.max_logprobs), "logprobs");
     r.params.logprobs = static_cast<int>(*lp);
   }
+  if (auto v = get_bool(body, "return_tokens_as_token_ids")) r.tokens_as_ids = *v;
+  r.truncate_prompt_tokens = parse_truncate_prompt_tokens(body, model.max_model_len);
   StreamFlags f = parse_stream_flags(body);
   r.stream = f.stream;
   r.include_usage = f.include_usage;
@@ -278,6 +281,8 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     r.top_logprobs = static_cast<int>(*top);
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  if (auto v = get_bool(body, "return_tokens_as_token_ids")) r.tokens_as_ids = *v;
+  r.truncate_prompt_tokens = parse_truncate_prompt_tokens(body, model.max_model_len);
   auto tools = body.find("tools");
   if (tools != body.end() && !tools->is_null()) {
     if (!tools->is_array()) throw bad_request("'tools' must be a list", "tools");

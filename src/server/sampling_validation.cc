@@ -172,6 +172,20 @@ void reject_unsupported(const Json& body) {
     if (!s.is_string()) throw bad_request("'suffix' must be a string", "suffix");
     if (!s.get<std::string>().empty()) throw bad_request("suffix is not supported", "suffix");
   }
+  // vLLM request fields that change what is generated. Accepting and dropping them would return
+  // output that silently breaks the request's constraint (a token outside allowed_token_ids, a bad
+  // word, sampling instead of beam search), so each is a 400 unless it asks for nothing.
+  if (auto v = body.find("use_beam_search"); v != body.end() && !v->is_null()) {
+    if (!v->is_boolean()) throw bad_request("'use_beam_search' must be a boolean", "use_beam_search");
+    if (v->get<bool>()) throw bad_request("use_beam_search (beam search) is not supported", "use_beam_search");
+  }
+  if (present("allowed_token_ids"))  // vLLM refuses an empty list too
+    throw bad_request("allowed_token_ids is not supported", "allowed_token_ids");
+  for (const char* key : {"bad_words", "logits_processors"}) {
+    auto v = body.find(key);
+    if (v == body.end() || v->is_null() || (v->is_array() && v->empty())) continue;
+    throw bad_request(std::string(key) + " is not supported", key);
+  }
 }
 
 }  // namespace vireo::server

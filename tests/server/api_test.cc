@@ -348,3 +348,29 @@ TEST(Api, ShutdownDrainsThenAbortsWithAnErrorEvent) {
   EXPECT_EQ(chunks.back()["error"]["code"], 503);
   EXPECT_GT(chunks.size(), 2u);
 }
+
+TEST(Api, RetrieveModel) {
+  // GET /v1/models/{model} (the OpenAI SDKs' models.retrieve) was a 404 for every name.
+  server::ServerOptions opts;
+  opts.served_model_name = "Qwen/Qwen3-8B";
+  opts.served_model_aliases = {"alias"};
+  LiveServer srv(opts);
+  auto cli = srv.client();
+  json list = json::parse(cli.Get("/v1/models")->body);
+  for (const std::string path : {"/v1/models/Qwen%2FQwen3-8B", "/v1/models/Qwen/Qwen3-8B", "/v1/models/alias"}) {
+    auto r = cli.Get(path.c_str());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << path << " " << r->body;
+    json card = json::parse(r->body);
+    EXPECT_EQ(card["object"], "model");
+    EXPECT_EQ(card["id"], path == "/v1/models/alias" ? list["data"][1]["id"] : list["data"][0]["id"]);
+    EXPECT_EQ(card["max_model_len"], list["data"][0]["max_model_len"]);
+  }
+  auto r = cli.Get("/v1/models/gpt-4o");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  json err = json::parse(r->body)["error"];
+  EXPECT_EQ(err["type"], "NotFoundError");
+  EXPECT_EQ(err["param"], "model");
+  EXPECT_EQ(err["message"], "The model `gpt-4o` does not exist.");
+}

@@ -159,6 +159,20 @@ std::vector<BadCase> bad_cases() {
   cmpl("logit_bias_key_out_of_vocab", with(p, "logit_bias", {{"99999999", 5}}), "logit_bias");
   cmpl("logit_bias_value_string", with(p, "logit_bias", {{"1", "5"}}), "logit_bias");
   cmpl("suffix_unsupported", with(p, "suffix", "x"), "suffix");
+  // vLLM extras that change the output: refused, not dropped (they used to be ignored silently).
+  cmpl("use_beam_search_true", with(p, "use_beam_search", true), "use_beam_search");
+  chat("chat_use_beam_search_true", with(m, "use_beam_search", true), "use_beam_search");
+  cmpl("use_beam_search_string", with(p, "use_beam_search", "yes"), "use_beam_search");
+  cmpl("allowed_token_ids", with(p, "allowed_token_ids", {1, 2}), "allowed_token_ids");
+  chat("chat_allowed_token_ids_empty", with(m, "allowed_token_ids", json::array()), "allowed_token_ids");
+  cmpl("bad_words", with(p, "bad_words", {"the"}), "bad_words");
+  chat("chat_bad_words", with(m, "bad_words", {"the"}), "bad_words");
+  cmpl("logits_processors", with(p, "logits_processors", {"my.module.Proc"}), "logits_processors");
+  cmpl("truncate_prompt_tokens_below_minus_one", with(p, "truncate_prompt_tokens", -2), "truncate_prompt_tokens");
+  cmpl("truncate_prompt_tokens_zero", with(p, "truncate_prompt_tokens", 0), "truncate_prompt_tokens");
+  cmpl("truncate_prompt_tokens_over_context", with(p, "truncate_prompt_tokens", 100000), "truncate_prompt_tokens");
+  chat("chat_truncate_prompt_tokens_string", with(m, "truncate_prompt_tokens", "10"), "truncate_prompt_tokens");
+  cmpl("return_tokens_as_token_ids_string", with(p, "return_tokens_as_token_ids", "yes"), "return_tokens_as_token_ids");
   cmpl("response_format_unknown_type", with(p, "response_format", {{"type", "xml"}}), "response_format");
   cmpl("response_format_schema_missing", with(p, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}), "response_format");
   cmpl("response_format_bad_schema_type",

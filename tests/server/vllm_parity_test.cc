@@ -272,3 +272,104 @@ TEST(VllmParity, SeveralApiKeys) {
   EXPECT_EQ(r->status, 401);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "AuthenticationError");
 }
+
+TEST(VllmParity, OutputChangingExtrasAtTheirDefaultsAreAccepted) {
+  // Clients that copy vLLM's full request model send these with their defaults; only a value that
+  // asks for the feature is refused (bad_input_test.cc).
+  LiveServer srv;
+  auto cli = srv.client();
+  json extras = {{"use_beam_search", false}, {"bad_words", json::array()}, {"logits_processors", nullptr},
+                 {"allowed_token_ids", nullptr}, {"length_penalty", 1.0}};
+  json cmpl = {{"prompt", "hi"}, {"max_tokens", 2}};
+  json chat = {{"messages", user_msg("hi")}, {"max_tokens", 2}};
+  cmpl.update(extras);
+  chat.update(extras);
+  auto r = post_json(cli, "/v1/completions", cmpl);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = post_json(cli, "/v1/chat/completions", chat);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(VllmParity, ReturnTokensAsTokenIds) {
+  // vLLM's return_tokens_as_token_ids: every logprob token string is "token_id:<id>" (RL clients map
+  // them back to ids); it was ignored, leaving decoded text. The byte tokenizer's ids are the bytes.
+  LiveServer srv;
+  auto cli = srv.client();
+  auto id_of = [](char c) { return "token_id:" + std::to_string(static_cast<unsigned char>(c)); };
+  auto r = post_json(cli, "/v1/completions", {{"prompt", {72, 105}}, {"max_tokens", 2}, {"echo", true}, {"logprobs", 2},
+                                              {"return_tokens_as_token_ids", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json lp = json::parse(r->body)["choices"][0]["logprobs"];
+  std::string text = "Hi" + FakeEngine::expected_text({72, 105}, 2);
+  ASSERT_EQ(lp["tokens"].size(), 4u);
+  size_t offset = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(lp["tokens"][k], id_of(text[k]));
+    EXPECT_EQ(lp["text_offset"][k], offset);  // vLLM advances by the token string's length
+    offset += id_of(text[k]).size();
+  }
+  for (const auto& [key, value] : lp["top_logprobs"][2].items()) EXPECT_EQ(key.rfind("token_id:", 0), 0u) << key;
+
+  json chat = {{"messages", user_msg("hi")}, {"max_tokens", 3}, {"logprobs", true}, {"top_logprobs", 2},
+               {"return_tokens_as_token_ids", true}};
+  r = post_json(cli, "/v1/chat/completions", chat);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  std::string content = j["choices"][0]["message"]["content"];
+  json entries = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(entries.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const std::string token = id_of(content[k]);
+    EXPECT_EQ(entries[k]["token"], token);
+    EXPECT_EQ(entries[k]["bytes"], json(std::vector<int>(token.begin(), token.end())));
+    for (const auto& top : entries[k]["top_logprobs"]) EXPECT_EQ(top["token"].get<std::string>().rfind("token_id:", 0), 0u);
+  }
+  chat["stream"] = true;
+  r = post_json(cli, "/v1/chat/completions", chat);
+  std::string streamed;
+  for (const auto& c : parse_sse(r->body))
+    for (const auto& ch : c["choices"])
+      if (!ch["logprobs"].is_null())
+        for (const auto& e : ch["logprobs"]["content"]) streamed += e["token"].get<std::string>() + " ";
+  EXPECT_EQ(streamed, id_of(content[0]) + " " + id_of(content[1]) + " " + id_of(content[2]) + " ");
+
+  chat["stream"] = false;
+  chat["return_tokens_as_token_ids"] = false;  // the default: decoded text
+  j = json::parse(post_json(cli, "/v1/chat/completions", chat)->body);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], std::string(1, content[0]));
+}
+
+TEST(VllmParity, TruncatePromptTokensKeepsTheLastTokens) {
+  // vLLM's truncate_prompt_tokens keeps the last N prompt tokens (-1: the context length); it was
+  // ignored, so a long prompt sent with it was refused as over the context.
+  LiveServer srv;  // max_model_len 256
+  auto cli = srv.client();
+  const std::string long_prompt(300, 'x');
+  auto r = post_json(cli, "/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 4}});
+  EXPECT_EQ(r->status, 400) << r->body;
+  r = post_json(cli, "/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 4}, {"truncate_prompt_tokens", 100}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 100);
+
+  // "<bos>abcdefgh" cut to "fgh": the output follows the kept prompt, echo shows it.
+  r = post_json(cli, "/v1/completions", {{"prompt", "abcdefgh"}, {"max_tokens", 3}, {"echo", true}, {"truncate_prompt_tokens", 3}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["choices"][0]["text"], "fgh" + FakeEngine::expected_text({'f', 'g', 'h'}, 3));
+  // Token-id prompts too; a prompt already short enough is left alone.
+  r = post_json(cli, "/v1/completions", {{"prompt", {97, 98, 99}}, {"max_tokens", 2}, {"truncate_prompt_tokens", -1}});
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 3);
+
+  // Chat: the rendered prompt is cut (its start too, as vLLM).
+  std::vector<int32_t> rendered = srv.engine().tokenizer().encode("<user>hello there\n<assistant>", false);
+  std::vector<int32_t> kept(rendered.end() - 5, rendered.end());
+  r = post_json(cli, "/v1/chat/completions",
+                {{"messages", user_msg("hello there")}, {"max_tokens", 2}, {"truncate_prompt_tokens", 5}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = json::parse(r->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], FakeEngine::expected_text(kept, 2));
+}
