@@ -1,6 +1,8 @@
 // /v1/completions: prompts (text or ids, batched) x n choices; echo, logprobs, streaming.
 #include "server/completion_handler.h"
 
+#include <algorithm>
+
 #include "server/http_util.h"
 #include "server/logprobs_format.h"
 #include "server/prompt_truncation.h"
@@ -153,7 +155,14 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   std::string id = ctx.new_id("cmpl");
   int64_t created = unix_now();
   auto group = std::make_unique<ChoiceGroup>(ctx, engine, id);
-  for (size_t i = 0; i < r.prompts.size(); ++i) group->add_prompt(static_cast<int>(i), r.prompts[i].token_ids, r.params);
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    SamplingParams params = r.params;
+    if (r.max_tokens_to_context) {  // >= 1: check_context_length passed with 1
+      params.max_tokens = info.max_model_len - static_cast<int>(r.prompts[i].token_ids.size());
+      params.min_tokens = std::min(params.min_tokens, params.max_tokens);
+    }
+    group->add_prompt(static_cast<int>(i), r.prompts[i].token_ids, params);
+  }
   ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
   if (r.stream) {
     auto fmt = std::make_unique<CompletionStreamFormatter>(tok, r, id, created);

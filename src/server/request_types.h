@@ -45,7 +45,9 @@ struct PromptInput {
 struct CompletionRequest {
   std::string model;
   std::vector<PromptInput> prompts;
-  SamplingParams params;            // params.n = choices per prompt; params.max_tokens is final
+  SamplingParams params;            // params.n = choices per prompt; params.max_tokens is final, unless:
+  // an explicit "max_tokens": null (vLLM: None) generates up to the context's end, per prompt.
+  bool max_tokens_to_context = false;
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
   bool continuous_usage = false;    // stream_options.continuous_usage_stats (vLLM)

@@ -219,6 +219,10 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
   if (static_cast<int64_t>(r.prompts.size()) * r.params.n > limits.max_choices)
     throw bad_request(fmt::format("at most {} choices (prompts x n) are allowed", limits.max_choices), "n");
   int64_t max_tokens = get_int(body, "max_tokens").value_or(16);  // OpenAI's completions default
+  if (auto it = body.find("max_tokens"); it != body.end() && it->is_null()) {
+    r.max_tokens_to_context = true;  // set per prompt once its length is known
+    max_tokens = 1;
+  }
   if (auto echo = get_bool(body, "echo")) r.echo = *echo;
   if (max_tokens == 0 && r.echo) {
     r.echo_only = true;  // vLLM generates one token and returns the prompt alone
@@ -227,7 +231,7 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
   if (max_tokens < 1) throw bad_request(fmt::format("max_tokens must be at least 1, got {}", max_tokens), "max_tokens");
   if (max_tokens > (1 << 30)) throw bad_request(fmt::format("max_tokens is too large: {}", max_tokens), "max_tokens");
   r.params.max_tokens = static_cast<int>(max_tokens);
-  if (r.params.min_tokens > r.params.max_tokens)
+  if (r.params.min_tokens > r.params.max_tokens && !r.max_tokens_to_context)
     throw bad_request(fmt::format("min_tokens ({}) must be less than or equal to max_tokens ({})", r.params.min_tokens, r.params.max_tokens), "min_tokens");
   if (auto lp = get_int(body, "logprobs")) {
     if (*lp < 0) throw bad_request(fmt::format("logprobs must be non-negative, got {}", *lp), "logprobs");

@@ -104,6 +104,23 @@ TEST(VllmParity, EchoWithMaxTokensZeroReturnsThePromptAlone) {
   EXPECT_EQ(json::parse(r->body)["error"]["param"], "max_tokens");
 }
 
+TEST(VllmParity, CompletionsMaxTokensNullRunsToTheContextEnd) {
+  // vLLM: an explicit "max_tokens": null is None, i.e. up to max_model_len (an absent one is 16).
+  LiveServer srv;  // max_model_len 256
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", nullptr}, {"min_tokens", 300}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 6);  // <bos> + 5 bytes
+  EXPECT_EQ(j["usage"]["completion_tokens"], 250);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  r = post_json(cli, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 16);
+  r = post_json(cli, "/v1/completions", {{"prompt", std::string(255, 'x')}, {"max_tokens", nullptr}});
+  EXPECT_EQ(r->status, 400) << r->body;  // <bos> + 255 leaves no room for a token
+}
+
 TEST(VllmParity, ChatEchoPrependsTheMessageBeingContinued) {
   LiveServer srv;
   auto cli = srv.client();
