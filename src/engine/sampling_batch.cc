@@ -24,17 +24,38 @@ bool has_penalties(const SamplingParams& p) {
 // (a new string or number position on a 150k vocabulary), so a step with many constrained rows spreads
 // them over threads: matchers are independent (their shared vocabulary caches take a lock). On the H200
 // host at 128 constrained requests the serial fill was ~40 ms a step.
-void fill_bitmasks(const std::vector<Request*>& reqs, uint32_t* words, size_t row_words,
+// A row's allowed_token_ids (vLLM) on top of what `row` allows: ANDed with a grammar's mask. Should
+// nothing be left (the grammar wants only tokens outside the list), the list alone decides.
+void apply_allowed_ids(const std::vector<int32_t>& ids, std::span<uint32_t> row, bool grammar) {
+  std::vector<uint32_t> allowed(row.size(), 0u);
+  for (int32_t id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < row.size() * 32) allowed[id >> 5] |= uint32_t{1} << (id & 31);
+  bool any = false;
+  if (grammar)
+    for (size_t w = 0; w < row.size(); ++w) any |= (row[w] & allowed[w]) != 0;
+  for (size_t w = 0; w < row.size(); ++w) row[w] = any ? row[w] & allowed[w] : allowed[w];
+}
+
+// A masked row's request and whether its grammar applies (decided when the batch is built).
+struct MaskedRow {
+  Request* req;
+  bool grammar;
+};
+
+void fill_bitmasks(const std::vector<MaskedRow>& reqs, uint32_t* words, size_t row_words,
                    const std::vector<int32_t>& eos_token_ids) {
   auto fill = [&](size_t begin, size_t end) {
     for (size_t g = begin; g < end; ++g) {
       std::span<uint32_t> row(words + g * row_words, row_words);
+      Request& req = *reqs[g].req;
+      const bool grammar = reqs[g].grammar;
       try {
-        reqs[g]->matcher->fill_next_token_bitmask(row);
+        if (grammar) req.matcher->fill_next_token_bitmask(row);
+        if (!req.params.allowed_token_ids.empty()) apply_allowed_ids(req.params.allowed_token_ids, row, grammar);
       } catch (const std::exception& e) {
         // This request alone fails (its grammar's mask cannot be made): its row allows the stop tokens,
         // and the scheduler finishes it with the error after the step. The other rows are unaffected.
-        reqs[g]->grammar_error = e.what();
+        req.grammar_error = e.what();
         std::fill(row.begin(), row.end(), 0u);
         for (int32_t id : eos_token_ids)
           if (id >= 0 && static_cast<size_t>(id) < row_words * 32) row[id >> 5] |= uint32_t{1} << (id & 31);
@@ -72,7 +93,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
                                    int pending_tokens, int32_t logits_width, bool defer_masks) {
   SamplingBatch b;
-  std::vector<Request*> constrained;  // of b.bitmask_rows, in order (each with a matcher)
+  std::vector<MaskedRow> constrained;  // of b.bitmask_rows, in order (a grammar, allowed ids or both)
   const size_t bitmask_words = (static_cast<size_t>(std::max(logits_width, 0)) + 31) / 32;
   b.rows.resize(built.rows.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
@@ -112,10 +133,11 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       std::memcpy(&bits, &bias, sizeof(bits));
       b.bias_entries.insert(b.bias_entries.end(), {static_cast<int32_t>(r), id, bits});
     }
-    if (req.matcher && req.grammar_active) {
-      if (bitmask_words == 0) throw Error("build_sampling_batch: a structured-output row needs the logits width");
+    const bool grammar = req.matcher && req.grammar_active;
+    if (grammar || !p.allowed_token_ids.empty()) {
+      if (bitmask_words == 0) throw Error("build_sampling_batch: a masked row needs the logits width");
       b.bitmask_rows.push_back(static_cast<int32_t>(r));
-      constrained.push_back(&req);
+      constrained.push_back({&req, grammar});
     }
     if (p.temperature >= kGreedyEps) {
       std::uniform_real_distribution<double> unif(0.0, 1.0);

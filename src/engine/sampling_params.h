@@ -28,6 +28,9 @@ struct SamplingParams {
   // OpenAI logit_bias: (token id, bias) added to the logits before sampling (and before the reported
   // logprobs, which vLLM takes from the raw logits); ids distinct, bias clamped to [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's allowed_token_ids: only these ids may be sampled (a token bitmask row, ANDed with a
+  // grammar's); sorted, distinct; empty = every token.
+  std::vector<int32_t> allowed_token_ids;
   bool include_stop_str_in_output = false;
   bool ignore_eos = false;
   std::optional<int> logprobs;         // top-N logprobs per generated token (0 = chosen only)

@@ -111,6 +111,19 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
     }
     p.logit_bias.assign(bias.begin(), bias.end());
   }
+  if (auto it = body.find("allowed_token_ids"); it != body.end() && !it->is_null()) {
+    auto ids = get_int_list(body, "allowed_token_ids");
+    if (!ids || ids->empty()) throw bad_request("allowed_token_ids must be a non-empty list of token ids", "allowed_token_ids");
+    if (static_cast<int64_t>(ids->size()) > model.vocab_size)
+      throw bad_request(fmt::format("allowed_token_ids has more entries than the vocabulary ({})", model.vocab_size), "allowed_token_ids");
+    for (int64_t id : *ids) {
+      if (id < 0 || id >= model.vocab_size)
+        throw bad_request(fmt::format("allowed_token_ids contains out-of-vocab token id {} (size {})", id, model.vocab_size), "allowed_token_ids");
+      p.allowed_token_ids.push_back(static_cast<int32_t>(id));
+    }
+    std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
+    p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()), p.allowed_token_ids.end());
+  }
   if (auto ids = get_int_list(body, "stop_token_ids")) {
     if (static_cast<int>(ids->size()) > limits.max_stop_token_ids)
       throw bad_request(fmt::format("at most {} stop_token_ids are allowed", limits.max_stop_token_ids), "stop_token_ids");
@@ -173,14 +186,12 @@ void reject_unsupported(const Json& body) {
     if (!s.get<std::string>().empty()) throw bad_request("suffix is not supported", "suffix");
   }
   // vLLM request fields that change what is generated. Accepting and dropping them would return
-  // output that silently breaks the request's constraint (a token outside allowed_token_ids, a bad
-  // word, sampling instead of beam search), so each is a 400 unless it asks for nothing.
+  // output that silently breaks the request's constraint (a bad word, sampling instead of beam
+  // search), so each is a 400 unless it asks for nothing.
   if (auto v = body.find("use_beam_search"); v != body.end() && !v->is_null()) {
     if (!v->is_boolean()) throw bad_request("'use_beam_search' must be a boolean", "use_beam_search");
     if (v->get<bool>()) throw bad_request("use_beam_search (beam search) is not supported", "use_beam_search");
   }
-  if (present("allowed_token_ids"))  // vLLM refuses an empty list too
-    throw bad_request("allowed_token_ids is not supported", "allowed_token_ids");
   for (const char* key : {"bad_words", "logits_processors"}) {
     auto v = body.find(key);
     if (v == body.end() || v->is_null() || (v->is_array() && v->empty())) continue;

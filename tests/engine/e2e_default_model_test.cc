@@ -149,6 +149,30 @@ TEST(EndToEndDefaultModel, LogitBias) {
   EXPECT_EQ(mixed[1].output.token_ids, plain[2].output.token_ids);
 }
 
+// vLLM's allowed_token_ids: every output token is one of the list (greedy and sampled), the others in the
+// batch are unchanged, and a list of one id forces it.
+TEST(EndToEndDefaultModel, AllowedTokenIds) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  LLM llm(base_config());
+  const auto prompts = make_prompts(llm.engine().tokenizer(), 3);
+  const auto plain = llm.generate(prompts, greedy(8));
+  const std::vector<int32_t> allowed = {17, 500, 9001, 20000, 31337};
+  SamplingParams some = greedy(8);
+  some.allowed_token_ids = allowed;
+  SamplingParams drawn = some;
+  drawn.temperature = 1.0f;
+  drawn.seed = 5;
+  SamplingParams one = greedy(4);
+  one.allowed_token_ids = {4242};
+  auto out = llm.generate({prompts[0], prompts[1], prompts[2], prompts[0]},
+                          std::vector<SamplingParams>{some, greedy(8), drawn, one});
+  for (int i : {0, 2}) {
+    ASSERT_EQ(out[i].output.token_ids.size(), 8u) << i;
+    for (int32_t t : out[i].output.token_ids) EXPECT_TRUE(std::binary_search(allowed.begin(), allowed.end(), t)) << i << ": " << t;
+  }
+  EXPECT_EQ(out[1].output.token_ids, plain[1].output.token_ids);
+  EXPECT_EQ(out[3].output.token_ids, std::vector<int32_t>(4, 4242));
+}
 
 // --chat-template: inline text or a file replaces the tokenizer's template; a broken one fails start-up.
 TEST(EndToEndDefaultModel, ChatTemplateOverride) {

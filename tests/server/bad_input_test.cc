@@ -163,7 +163,9 @@ std::vector<BadCase> bad_cases() {
   cmpl("use_beam_search_true", with(p, "use_beam_search", true), "use_beam_search");
   chat("chat_use_beam_search_true", with(m, "use_beam_search", true), "use_beam_search");
   cmpl("use_beam_search_string", with(p, "use_beam_search", "yes"), "use_beam_search");
-  cmpl("allowed_token_ids", with(p, "allowed_token_ids", {1, 2}), "allowed_token_ids");
+  cmpl("allowed_token_ids_out_of_vocab", with(p, "allowed_token_ids", {1, 1000000}), "allowed_token_ids");
+  cmpl("allowed_token_ids_negative", with(p, "allowed_token_ids", {-1}), "allowed_token_ids");
+  cmpl("allowed_token_ids_not_a_list", with(p, "allowed_token_ids", "1,2"), "allowed_token_ids");
   chat("chat_allowed_token_ids_empty", with(m, "allowed_token_ids", json::array()), "allowed_token_ids");
   cmpl("bad_words", with(p, "bad_words", {"the"}), "bad_words");
   chat("chat_bad_words", with(m, "bad_words", {"the"}), "bad_words");

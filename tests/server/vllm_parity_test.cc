@@ -307,6 +307,10 @@ TEST(VllmParity, OutputChangingExtrasAtTheirDefaultsAreAccepted) {
   r = post_json(cli, "/v1/chat/completions", chat);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+  // allowed_token_ids is supported (a token bitmask row; tests/engine/e2e_default_model_test.cc).
+  r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}, {"allowed_token_ids", {97, 98, 98}}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 TEST(VllmParity, ReturnTokensAsTokenIds) {
