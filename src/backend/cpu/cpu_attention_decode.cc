@@ -8,7 +8,9 @@
 //   score[j] = scale * (tree(8 partial sums over d) + tail)   (dot of q and key j)
 //   out[d]   = (sum over j in key order of p[j] * v[j, d]) / sum_j p[j]
 // Several keys are handled a pass (independent dot chains; one load/store of out[d] for 4 keys), which
-// leaves each sum's order unchanged.
+// leaves each sum's order unchanged. The AVX2 clone fuses each multiply-add (one rounding, not two),
+// so there the last bits differ from the old baseline-only loops; on one machine a row's result is
+// fixed whatever its batch.
 #include "backend/cpu/cpu_attention_decode.h"
 
 #include <algorithm>
@@ -117,7 +119,8 @@ struct Item {
 
 class DecodeRows {
  public:
-  explicit DecodeRows(const AttentionParams& p) : p_(p), row_stride_(static_cast<int64_t>(p.num_kv_heads) * p.head_dim) {}
+  explicit DecodeRows(const AttentionParams& p)
+      : p_(p), row_stride_(static_cast<int64_t>(p.num_kv_heads) * p.head_dim) {}
 
   void run(const Item& it) {
     const int D = p_.head_dim, bs = p_.block_size, H = p_.num_heads, group = H / p_.num_kv_heads;
@@ -135,7 +138,8 @@ class DecodeRows {
       });
     }
     inv_.resize(it.nh);
-    for (int h = 0; h < it.nh; ++h) inv_[h] = 1.0f / softmax_numerators(sc_.data() + static_cast<int64_t>(h) * len, len);
+    for (int h = 0; h < it.nh; ++h)
+      inv_[h] = 1.0f / softmax_numerators(sc_.data() + static_cast<int64_t>(h) * len, len);
     std::fill(out, out + static_cast<int64_t>(it.nh) * D, 0.0f);
     for (int b = 0; b < nb; ++b) {
       const int n = std::min(bs, len - b * bs);
