@@ -26,6 +26,18 @@ float to_float(double v, const char* param, bool keep_positive = false) {
   return f;
 }
 
+// A request's list of token ids as int32, each inside the vocabulary (else a 400 naming `param`).
+std::vector<int32_t> vocab_ids(const std::vector<int64_t>& ids, int64_t vocab_size, const char* param) {
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_size)
+      throw bad_request(fmt::format("{}: token id {} is out of vocabulary (size {})", param, id, vocab_size), param);
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
 }  // namespace
 
 SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, const ValidationLimits& limits) {
@@ -116,22 +128,14 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
     if (!ids || ids->empty()) throw bad_request("allowed_token_ids must be a non-empty list of token ids", "allowed_token_ids");
     if (static_cast<int64_t>(ids->size()) > model.vocab_size)
       throw bad_request(fmt::format("allowed_token_ids has more entries than the vocabulary ({})", model.vocab_size), "allowed_token_ids");
-    for (int64_t id : *ids) {
-      if (id < 0 || id >= model.vocab_size)
-        throw bad_request(fmt::format("allowed_token_ids contains out-of-vocab token id {} (size {})", id, model.vocab_size), "allowed_token_ids");
-      p.allowed_token_ids.push_back(static_cast<int32_t>(id));
-    }
+    p.allowed_token_ids = vocab_ids(*ids, model.vocab_size, "allowed_token_ids");
     std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
     p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()), p.allowed_token_ids.end());
   }
   if (auto ids = get_int_list(body, "stop_token_ids")) {
     if (static_cast<int>(ids->size()) > limits.max_stop_token_ids)
       throw bad_request(fmt::format("at most {} stop_token_ids are allowed", limits.max_stop_token_ids), "stop_token_ids");
-    for (int64_t id : *ids) {
-      if (id < 0 || id >= model.vocab_size)
-        throw bad_request(fmt::format("stop_token_ids: token id {} is out of vocabulary (size {})", id, model.vocab_size), "stop_token_ids");
-      p.stop_token_ids.push_back(static_cast<int32_t>(id));
-    }
+    p.stop_token_ids = vocab_ids(*ids, model.vocab_size, "stop_token_ids");
   }
   if (auto v = get_bool(body, "ignore_eos")) p.ignore_eos = *v;
   if (auto v = get_bool(body, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
