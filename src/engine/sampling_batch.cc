@@ -24,16 +24,20 @@ bool has_penalties(const SamplingParams& p) {
 // (a new string or number position on a 150k vocabulary), so a step with many constrained rows spreads
 // them over threads: matchers are independent (their shared vocabulary caches take a lock). On the H200
 // host at 128 constrained requests the serial fill was ~40 ms a step.
-// A row's allowed_token_ids (vLLM) on top of what `row` allows: ANDed with a grammar's mask. Should
-// nothing be left (the grammar wants only tokens outside the list), the list alone decides.
+// A row's allowed_token_ids (vLLM; sorted, distinct) on top of what `row` allows: ANDed with a
+// grammar's mask. Should nothing be left (the grammar wants only tokens outside the list), the list
+// alone decides. In place, one pass over the row's words: this runs for every such row on every step.
 void apply_allowed_ids(const std::vector<int32_t>& ids, std::span<uint32_t> row, bool grammar) {
-  std::vector<uint32_t> allowed(row.size(), 0u);
-  for (int32_t id : ids)
-    if (id >= 0 && static_cast<size_t>(id) < row.size() * 32) allowed[id >> 5] |= uint32_t{1} << (id & 31);
-  bool any = false;
-  if (grammar)
-    for (size_t w = 0; w < row.size(); ++w) any |= (row[w] & allowed[w]) != 0;
-  for (size_t w = 0; w < row.size(); ++w) row[w] = any ? row[w] & allowed[w] : allowed[w];
+  const size_t bits = row.size() * 32;
+  auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < bits; };
+  auto row_allows = [&](int32_t id) { return in_range(id) && ((row[id >> 5] >> (id & 31)) & 1u); };
+  const bool keep_row = grammar && std::any_of(ids.begin(), ids.end(), row_allows);
+  auto k = std::lower_bound(ids.begin(), ids.end(), 0);
+  for (size_t w = 0; w < row.size(); ++w) {
+    uint32_t allowed = 0;
+    for (; k != ids.end() && static_cast<size_t>(*k >> 5) == w; ++k) allowed |= uint32_t{1} << (*k & 31);
+    row[w] = keep_row ? row[w] & allowed : allowed;
+  }
 }
 
 // A masked row's request and whether its grammar applies (decided when the batch is built).

@@ -87,6 +87,39 @@ TEST(StructuredOutput, SamplingBatchHasABitmaskRowPerConstrainedRequest) {
   EXPECT_THROW(build_sampling_batch(sched, built, eos, rng), Error);  // no width, no mask
 }
 
+// vLLM's allowed_token_ids: a bitmask row of exactly the listed ids; with a grammar, the two masks
+// ANDed, or the list alone when they share no token.
+TEST(StructuredOutput, AllowedTokenIdsMaskAloneAndWithAGrammar) {
+  SamplingParams listed;
+  listed.allowed_token_ids = {1, 33, 70};
+  SamplingParams both;
+  both.grammar = choice({"ab", "ba"});
+  both.allowed_token_ids = {1, 40};  // 'b' (1) is in the grammar's first set, 40 is not
+  SamplingParams disjoint = both;
+  disjoint.allowed_token_ids = {40};
+  std::vector<std::shared_ptr<Request>> reqs;
+  SchedulerOutput sched;
+  for (const SamplingParams* p : {&listed, &both, &disjoint}) {
+    auto r = std::make_shared<Request>("r" + std::to_string(reqs.size()), std::vector<int32_t>{3}, *p, 0.0);
+    if (p->grammar) r->matcher = std::make_unique<structured::GrammarMatcher>(p->grammar, fake_vocab(), std::vector<int32_t>{kFakeEos});
+    sched.scheduled.push_back({r, 1});
+    reqs.push_back(r);
+  }
+  BuiltStep built;
+  built.rows = {{0, -1}, {1, -1}, {2, -1}};
+  std::mt19937_64 rng(1);
+  const std::vector<int32_t> eos{kFakeEos};
+  SamplingBatch batch = build_sampling_batch(sched, built, eos, rng, 0, 100);
+  ASSERT_EQ(batch.bitmask_rows, (std::vector<int32_t>{0, 1, 2}));
+  ASSERT_EQ(batch.token_bitmask.size(), 12u);
+  const std::vector<uint32_t> listed_row = {0b10u, 1u << 1, 1u << 6, 0u};  // 1, 33, 70
+  EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin(), batch.token_bitmask.begin() + 4), listed_row);
+  EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin() + 4, batch.token_bitmask.begin() + 8),
+            (std::vector<uint32_t>{0b10u, 0u, 0u, 0u}));  // grammar {0, 1} AND {1, 40}
+  EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin() + 8, batch.token_bitmask.end()),
+            (std::vector<uint32_t>{0u, 1u << 8, 0u, 0u}));  // nothing shared: {40}
+}
+
 struct Sched {
   SchedulerConfig cfg;
   std::unique_ptr<Scheduler> s;

@@ -14,9 +14,9 @@
 #include "backend/cpu/cpu_attention_decode.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "backend/cpu/cpu_softmax.h"
+#include "core/dtype.h"
 
 namespace vireo::cpu {
 namespace {
@@ -26,12 +26,7 @@ constexpr int kKeys = 4;   // keys per pass
 
 // A cache element as fp32: float as is, uint16_t as BF16 bits (F16 caches are widened to float first).
 inline float widen(float x) { return x; }
-inline float widen(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+inline float widen(uint16_t b) { return bf16_to_f32(b); }
 
 // The loops below run over fixed chunks of kLanes with `#pragma GCC unroll`: GCC 12 at -O2 vectorises
 // only such straight-line code (its very-cheap cost model leaves loops of unknown trip count scalar).
