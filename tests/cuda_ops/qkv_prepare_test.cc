@@ -1,5 +1,7 @@
 // qkv_prepare vs the CPU backend: every QkNorm mode, NeoX and GPT-J RoPE, partial rotary, GQA head
 // counts, skipped slots (< 0), scattered slots; q_out and the whole K/V caches are compared.
+#include <cstring>
+
 #include "cuda_test_util.h"
 
 namespace vireo::testing {
@@ -122,6 +124,86 @@ TEST_F(QkvPrepareTest, FewTokensAndBothKernels) {
     }
     run({16, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, 1100}, act);  // > 1024 tokens: block kernel
     run({8, 2, 64, 32, false, QkNorm::kPerHeadAfterRope, 1030}, act);
+  }
+}
+
+// Steps over 1024 tokens take the token-per-block kernel (2-byte types, head dims 64 / 128, per-head
+// norms). It must give the warp-per-head kernel's bits, so a token's q and k (and the batch-invariant
+// mode) do not depend on the size of the step it is computed in: the same tokens as one long step and as
+// steps of at most 1024, then q_out and both caches compared bit for bit.
+TEST_F(QkvPrepareTest, LongStepsGiveShortStepsBits) {
+  auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    size_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && ++bad <= 3)
+        ADD_FAILURE() << what << " [" << i << "]: " << a[i] << " vs " << b[i];
+    EXPECT_EQ(bad, 0u) << what;
+  };
+  const std::vector<QkvCase> cases{
+      {32, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, 1100},  // Qwen3-8B
+      {16, 8, 128, 128, true, QkNorm::kPerHeadAfterRope, 1030},   // HunYuan
+      {16, 4, 64, 64, false, QkNorm::kNone, 1200},                // GPT-J pairs, D 64, no norm
+      {8, 1, 128, 32, true, QkNorm::kPerHeadBeforeRope, 1025},    // partial rotary, MQA
+      {64, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, 1040},  // 80 heads: two rounds of a warp's loads
+  };
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (const QkvCase& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
+                   " D " + std::to_string(c.d) + " T " + std::to_string(c.tokens));
+      const int t = c.tokens, bs = 16, num_blocks = (t + bs - 1) / bs + 2, max_pos = 4096;
+      const int width = (c.h + 2 * c.hkv) * c.d;
+      const auto qkv = rand_vec(size_t(t) * width, -2, 2, act);
+      std::vector<int> pos(t), slots(t);
+      for (int i = 0; i < t; ++i) {
+        pos[i] = rand_int(0, max_pos - 1);
+        slots[i] = (i % 7 == 2) ? -1 : i + bs;  // some skipped
+      }
+      const auto cs = rand_vec(size_t(max_pos) * c.rotary, -1, 1, DType::kF32);
+      const auto qn = rand_vec(c.d, 0.5f, 1.5f, act), kn = rand_vec(c.d, 0.5f, 1.5f, act);
+      const int64_t cache_n = int64_t(num_blocks) * bs * c.hkv * c.d;
+      const auto kc0 = rand_vec(cache_n, -1, 1, act), vc0 = rand_vec(cache_n, -1, 1, act);
+      // Runs the tokens as steps of the given sizes; returns q_out of every token, then the two caches.
+      auto run_steps = [&](const std::vector<int>& sizes) {
+        Tensor kc = gpu_from(kc0, {num_blocks, bs, c.hkv, c.d}, act), vc = gpu_from(vc0, {num_blocks, bs, c.hkv, c.d}, act);
+        std::vector<float> q;
+        int t0 = 0;
+        for (int n : sizes) {
+          QkvPrepareParams g;
+          g.qkv = gpu_from(std::vector<float>(qkv.begin() + size_t(t0) * width, qkv.begin() + size_t(t0 + n) * width),
+                           {n, width}, act);
+          g.positions = gpu_i32(std::vector<int>(pos.begin() + t0, pos.begin() + t0 + n), {n});
+          g.slot_mapping = gpu_i32(std::vector<int>(slots.begin() + t0, slots.begin() + t0 + n), {n});
+          g.rope_cos_sin = gpu_from(cs, {max_pos, c.rotary}, DType::kF32);
+          g.rotary_dim = c.rotary;
+          g.neox = c.neox;
+          g.qk_norm = c.norm;
+          if (c.norm != QkNorm::kNone) {
+            g.q_norm = gpu_from(qn, {c.d}, act);
+            g.k_norm = gpu_from(kn, {c.d}, act);
+          }
+          g.norm_eps = 1e-6f;
+          g.q_out = gpu_poisoned({n, c.h, c.d}, act);
+          g.k_cache = kc;
+          g.v_cache = vc;
+          g.num_heads = c.h;
+          g.num_kv_heads = c.hkv;
+          g.head_dim = c.d;
+          g.block_size = bs;
+          gpu_->qkv_prepare(g);
+          const auto qh = to_host(g.q_out);
+          q.insert(q.end(), qh.begin(), qh.end());
+          t0 += n;
+        }
+        return std::vector<std::vector<float>>{q, to_host(kc), to_host(vc)};
+      };
+      const auto one = run_steps({t});
+      const auto chunks = run_steps({1024, t - 1024});
+      bits_equal(one[0], chunks[0], "q_out");
+      bits_equal(one[1], chunks[1], "k_cache");
+      bits_equal(one[2], chunks[2], "v_cache");
+    }
   }
 }
 

@@ -49,13 +49,44 @@ __device__ __forceinline__ int lane_elem(bool pairs, int lane, int j) {
   return pairs ? 64 * (j / 2) + 2 * lane + (j % 2) : lane + 32 * j;
 }
 
-// q head (is_q) or k head of one token: src = its D raw values, pos = the token's position. Leaves the
-// normed, rotated values in x (lane_elem order, fp32, zero past D). row: this warp's >= D floats of
-// shared memory (the RoPE partner exchange). All global loads (head, norm weight, cos/sin) are issued
-// before the first use. Per-head norms only (a full-width norm needs every head of the token).
-template <typename T>
-__device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int pos, bool is_q, bool pairs,
-                                             float* row, float (&x)[kPerLane]) {
+// The constants of a token's heads (q and k norm weights, RoPE coefficients), loaded once for many heads.
+template <int KPL>
+struct HeadCoeffs {
+  float wq[KPL], wk[KPL], rc[KPL], rs[KPL];
+  bool poison;
+};
+template <int KPL>
+__device__ __forceinline__ void load_head_coeffs(const QkvArgs& a, int pos, bool pairs, HeadCoeffs<KPL>& c) {
+  const int lane = threadIdx.x % 32, d = a.head_dim, rd = a.rotary_dim;
+  const bool norm = a.qk_norm == QkNorm::kPerHeadBeforeRope || a.qk_norm == QkNorm::kPerHeadAfterRope;
+  const float* cs = rd > 0 && pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
+  c.poison = rd > 0 && cs == nullptr;
+  const int half = rd / 2;
+#pragma unroll
+  for (int j = 0; j < KPL; ++j) {  // prepare_head_from's loads, for both weights
+    const int i = lane_elem(pairs, lane, j);
+    c.wq[j] = norm && i < d ? load_w(a.q_norm, a.q_norm_dt, i) : 0.f;
+    c.wk[j] = norm && i < d ? load_w(a.k_norm, a.k_norm_dt, i) : 0.f;
+    c.rc[j] = 1.f;
+    c.rs[j] = 0.f;
+    if (i < rd && cs != nullptr) {
+      const int k = a.neox ? (i < half ? i : i - half) : i / 2;
+      const bool first = a.neox ? i < half : (i % 2 == 0);
+      c.rc[j] = cs[k];
+      c.rs[j] = first ? -cs[half + k] : cs[half + k];
+    }
+  }
+}
+
+// prepare_head's body over any source of the raw values: pair_at(j, i) = the 4 bytes of elements i, i + 1
+// (pairs; the lane's values j, j + 1), elem_at(i) = element i (not pairs). KPL values a lane: kPerLane,
+// or D / 32 when the head dim D is known (a lane's values past D are zero, so the sums are the same).
+// kGiven: the constants come from *given (load_head_coeffs: the same values) instead of being loaded here.
+template <typename T, int KPL, bool kGiven = false, typename PairAt, typename ElemAt>
+__device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pair_at, ElemAt&& elem_at, int pos,
+                                                  bool is_q, bool pairs, float* row, float (&x)[KPL],
+                                                  const HeadCoeffs<KPL>* given = nullptr) {
+  constexpr int kPerLane = KPL;  // this body's loops
   const int lane = threadIdx.x % 32, d = a.head_dim;
   float w[kPerLane];
   const void* wp = is_q ? a.q_norm : a.k_norm;
@@ -67,7 +98,7 @@ __device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int
     const int i1 = lane_elem(pairs, lane, j + 1);
     if (pairs) {
       if (i < d) {  // i even, i + 1 < d (d even)
-        const unsigned u = *reinterpret_cast<const unsigned*>(src + i);
+        const unsigned u = pair_at(j, i);
         const T* e = reinterpret_cast<const T*>(&u);
         x[j] = to_f(e[0]);
         x[j + 1] = to_f(e[1]);
@@ -75,30 +106,44 @@ __device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int
         x[j] = x[j + 1] = 0.f;
       }
     } else {
-      x[j] = i < d ? to_f(src[i]) : 0.f;
-      x[j + 1] = i1 < d ? to_f(src[i1]) : 0.f;
+      x[j] = i < d ? to_f(elem_at(i)) : 0.f;
+      x[j + 1] = i1 < d ? to_f(elem_at(i1)) : 0.f;
     }
-    w[j] = norm && i < d ? load_w(wp, wt, i) : 0.f;
-    w[j + 1] = norm && i1 < d ? load_w(wp, wt, i1) : 0.f;
+    if constexpr (kGiven) {
+      w[j] = is_q ? given->wq[j] : given->wk[j];
+      w[j + 1] = is_q ? given->wq[j + 1] : given->wk[j + 1];
+    } else {
+      w[j] = norm && i < d ? load_w(wp, wt, i) : 0.f;
+      w[j + 1] = norm && i1 < d ? load_w(wp, wt, i1) : 0.f;
+    }
   }
   // RoPE coefficients of this lane's rotary elements: c, s with new = x * c + partner * s.
   const int rd = a.rotary_dim, half = rd / 2;
   float rc[kPerLane], rs[kPerLane];
   bool poison = false;
   if (rd > 0) {
-    const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
-    poison = cs == nullptr;
+    if constexpr (kGiven) {
+      poison = given->poison;
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int i = lane_elem(pairs, lane, j);
-      rc[j] = 1.f;
-      rs[j] = 0.f;
-      if (i < rd && cs != nullptr) {
-        // NeoX: pairs (k, k + half); GPT-J: (2k, 2k + 1). x1' = x1 c - x2 s, x2' = x2 c + x1 s.
-        const int k = a.neox ? (i < half ? i : i - half) : i / 2;
-        const bool first = a.neox ? i < half : (i % 2 == 0);
-        rc[j] = cs[k];
-        rs[j] = first ? -cs[half + k] : cs[half + k];
+      for (int j = 0; j < kPerLane; ++j) {
+        rc[j] = given->rc[j];
+        rs[j] = given->rs[j];
+      }
+    } else {
+      const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
+      poison = cs == nullptr;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int i = lane_elem(pairs, lane, j);
+        rc[j] = 1.f;
+        rs[j] = 0.f;
+        if (i < rd && cs != nullptr) {
+          // NeoX: pairs (k, k + half); GPT-J: (2k, 2k + 1). x1' = x1 c - x2 s, x2' = x2 c + x1 s.
+          const int k = a.neox ? (i < half ? i : i - half) : i / 2;
+          const bool first = a.neox ? i < half : (i % 2 == 0);
+          rc[j] = cs[k];
+          rs[j] = first ? -cs[half + k] : cs[half + k];
+        }
       }
     }
   }
@@ -133,6 +178,18 @@ __device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int
     __syncwarp();  // row may be reused by this warp's next head
   }
   if (a.qk_norm == QkNorm::kPerHeadAfterRope) rms();
+}
+
+// q head (is_q) or k head of one token: src = its D raw values, pos = the token's position. Leaves the
+// normed, rotated values in x (lane_elem order, fp32, zero past D). row: this warp's >= D floats of
+// shared memory (the RoPE partner exchange). All global loads (head, norm weight, cos/sin) are issued
+// before the first use. Per-head norms only (a full-width norm needs every head of the token).
+template <typename T>
+__device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int pos, bool is_q, bool pairs,
+                                             float* row, float (&x)[kPerLane]) {
+  prepare_head_from<T, kPerLane>(
+      a, [&](int, int i) { return *reinterpret_cast<const unsigned*>(src + i); }, [&](int i) { return src[i]; }, pos, is_q,
+      pairs, row, x);
 }
 
 // Stores x (lane_elem order) rounded to T at dst[0, d): global or shared memory.

@@ -1,7 +1,10 @@
-// The fused Q/K path (two kernels: a warp per (token, head) for few tokens, a block per token for many
-// and for the full-width norm). The block-per-token kernel: split qkv, optional q/k RMSNorm (per head or full
+// The fused Q/K path (three kernels: a warp per (token, head) for few tokens; for many, a block of warps
+// per token that loads several heads a warp first (2-byte types, head dim 64 / 128, per-head norms);
+// otherwise, and for the full-width norm, a block per token in fp32 shared memory). The block-per-token kernel: split qkv, optional q/k RMSNorm (per head or full
 // width, before or after RoPE), RoPE (NeoX halves or GPT-J pairs, partial rotary), write q to q_out
 // and k, v into the paged cache at slot_mapping (slot < 0: skipped). Math in fp32 in shared memory.
+#include <cstdlib>
+
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -173,6 +176,68 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
   store_head<T>(dst, d, pairs, x);
 }
 
+// Many tokens, 2-byte types, head dim 64 or 128, per-head norms (the prefill steps of the Qwen3 / Llama /
+// HunYuan shapes): a block of kTokWarps warps per token, warp w taking the token's heads w, w + kTokWarps,
+// ... It loads up to kTokHeads of its heads before it computes any (~1.5 KB in flight a warp at the 8B
+// shape, against one 256-byte head for the warp-per-head kernel and a shared-memory round trip plus four
+// block barriers for the block-per-token one: both measured at ~37% of HBM at 16k tokens), then runs
+// prepare_head's code on each (the warp-per-head kernel's math, lane for lane), so the two give the same
+// bits and the choice between them may follow the step's size even in batch-invariant mode.
+constexpr int kTokWarps = 8;
+constexpr int kTokHeads = 8;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kTokWarps * 32) qkv_prepare_tokens_kernel(QkvArgs a) {
+  static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
+  constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
+  __shared__ float rows[kTokWarps][D];
+  pdl_enter();  // launched with PDL (pdl.cuh): qkv comes from the previous kernel
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = blockIdx.x;
+  const int h = a.num_heads, hk = a.num_kv_heads, nh = h + 2 * hk;
+  const T* src = static_cast<const T*>(a.qkv) + t * (static_cast<int64_t>(nh) * D) + 2 * lane;
+  const int slot = a.slots[t];
+  HeadCoeffs<kPL> coeffs;  // the token's constants, loaded once for the warp's heads
+  load_head_coeffs<kPL>(a, a.positions[t], true, coeffs);
+  for (int base = warp; base < nh; base += kTokWarps * kTokHeads) {
+    unsigned raw[kTokHeads][kPL / 2];  // every head's values are loaded before any is used
+#pragma unroll
+    for (int u = 0; u < kTokHeads; ++u) {
+      const int hh = base + kTokWarps * u;
+#pragma unroll
+      for (int jj = 0; jj < kPL / 2; ++jj)
+        raw[u][jj] = hh < nh ? *reinterpret_cast<const unsigned*>(src + static_cast<int64_t>(hh) * D + 64 * jj) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kTokHeads; ++u) {
+      const int hh = base + kTokWarps * u;
+      if (hh >= nh) break;
+      T* dst;
+      if (hh >= h + hk) {  // a v head: copied unchanged into the cache
+        if (slot < 0) continue;
+        dst = static_cast<T*>(a.v_cache) + (static_cast<int64_t>(slot) * hk + (hh - h - hk)) * D + 2 * lane;
+#pragma unroll
+        for (int jj = 0; jj < kPL / 2; ++jj) *reinterpret_cast<unsigned*>(dst + 64 * jj) = raw[u][jj];
+        continue;
+      }
+      const bool is_q = hh < h;
+      if (!is_q && slot < 0) continue;  // a k head with nothing to write
+      // prepare_head's code on the loaded values: lane_elem(true, lane, j) = 64 (j / 2) + 2 lane + j % 2.
+      float x[kPL];
+      prepare_head_from<T, kPL, true>(
+          a, [&](int j, int) { return raw[u][j / 2]; }, [](int) { return T(); }, 0, is_q, true, rows[warp], x,
+          &coeffs);
+      dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(D) + 2 * lane
+                 : static_cast<T*>(a.k_cache) + (static_cast<int64_t>(slot) * hk + (hh - h)) * D + 2 * lane;
+#pragma unroll
+      for (int jj = 0; jj < kPL / 2; ++jj) {
+        T e[2] = {from_f<T>(x[2 * jj]), from_f<T>(x[2 * jj + 1])};
+        *reinterpret_cast<unsigned*>(dst + 64 * jj) = *reinterpret_cast<const unsigned*>(e);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 QkvArgs make_qkv_args(const QkvPrepareParams& p) {
@@ -214,10 +279,25 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
   // measured throughput at 16k tokens is the bar). The full-width norm always takes the block path.
   // Batch-invariant mode: the warp-per-head kernel at every T (the two sum a head's squares in
   // different orders, so the choice must not follow the step's size).
+  // Many tokens of 2-byte types at head dim 64 / 128 (16-byte rows): the token-per-block kernel, the same
+  // bits as the warp-per-head one (VIREO_QKV_TOKENS=0 turns it off, for A/B runs).
+  static const bool tokens_on = [] {
+    const char* v = std::getenv("VIREO_QKV_TOKENS");
+    return !(v && v[0] == '0');
+  }();
   const bool per_head =
       p.qk_norm != QkNorm::kFullWidth && d <= kMaxHeadDim && (batch_invariant || t <= kHeadPathMaxTokens);
+  const bool tokens = tokens_on && t > kHeadPathMaxTokens && p.qk_norm != QkNorm::kFullWidth && a.vec &&
+                      dtype_size(p.qkv.dtype) == 2 && (d == 64 || d == 128);
   dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (sizeof(T) == 2) {
+      if (tokens) {
+        if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, dim3(static_cast<unsigned>(t)), dim3(kTokWarps * 32), 0, stream, a);
+        else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, dim3(static_cast<unsigned>(t)), dim3(kTokWarps * 32), 0, stream, a);
+        return;
+      }
+    }
     if (per_head) {
       const int bpt = (h + 2 * hk + kHeadWarps - 1) / kHeadWarps;
       launch_pdl(qkv_prepare_heads_kernel<T>, dim3(static_cast<unsigned>(t * bpt)), dim3(kHeadWarps * 32), 0, stream,
