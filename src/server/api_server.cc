@@ -166,6 +166,10 @@ ApiServer::ApiServer(ServerOptions options)
   svr_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   svr_->set_payload_max_length(ctx_->options().max_body_bytes);
   svr_->set_keep_alive_timeout(ctx_->options().keep_alive_timeout_s);
+  // cpp-httplib closes a keep-alive connection after 5 requests by default; uvicorn (vLLM) never does,
+  // so pooled clients (the openai SDK, benchmark clients) would reconnect every fifth request. An idle
+  // connection holds a worker thread only for keep_alive_timeout_s, as before.
+  svr_->set_keep_alive_max_count(ctx_->options().keep_alive_max_requests);
   svr_->set_read_timeout(30, 0);
   svr_->set_write_timeout(30, 0);
   // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind
