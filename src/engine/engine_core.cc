@@ -173,8 +173,14 @@ void EngineCore::launch_continuation(const LaunchedStep& cur) {
   if (!next) return;
   LaunchedStep step;
   step.built = build_continuation_input(*next, scheduler_.config().block_size);
-  const bool grammar = std::any_of(next->scheduled.begin(), next->scheduled.end(),
-                                   [](const ScheduledRequest& s) { return s.req->matcher != nullptr; });
+  // Rows whose mask depends on the token still in flight (a grammar; a bad word of several tokens) are
+  // sampled once that token is processed.
+  auto late_mask = [](const ScheduledRequest& s) {
+    const auto& words = s.req->params.bad_words_token_ids;
+    return s.req->matcher != nullptr ||
+           std::any_of(words.begin(), words.end(), [](const std::vector<int32_t>& w) { return w.size() > 1; });
+  };
+  const bool grammar = std::any_of(next->scheduled.begin(), next->scheduled.end(), late_mask);
   if (grammar) {
     runner_.launch_forward(step.built, /*tokens_from_last=*/true);
     step.sampling_deferred = true;

@@ -40,6 +40,25 @@ void apply_allowed_ids(const std::vector<int32_t>& ids, std::span<uint32_t> row,
   }
 }
 
+// vLLM's bad words on top of what `row` allows (`masked`: a grammar or allowed_token_ids already wrote
+// it; else every token is allowed first): a word's last token is banned where the output ends with
+// the word's other tokens. Should that leave nothing allowed, the bans are dropped for this step.
+void apply_bad_words(const std::vector<std::vector<int32_t>>& words, const std::vector<int32_t>& output,
+                     std::span<uint32_t> row, bool masked) {
+  if (!masked) std::fill(row.begin(), row.end(), ~0u);
+  std::vector<std::pair<size_t, uint32_t>> cleared;  // (word, bits) as they were
+  for (const std::vector<int32_t>& w : words) {
+    const size_t prefix = w.size() - 1;  // words are never empty
+    if (prefix > output.size() || !std::equal(w.begin(), w.end() - 1, output.end() - prefix)) continue;
+    const int32_t id = w.back();
+    if (id < 0 || static_cast<size_t>(id) >= row.size() * 32) continue;
+    cleared.emplace_back(static_cast<size_t>(id >> 5), row[id >> 5]);
+    row[id >> 5] &= ~(uint32_t{1} << (id & 31));
+  }
+  if (cleared.empty() || std::any_of(row.begin(), row.end(), [](uint32_t x) { return x != 0; })) return;
+  for (auto it = cleared.rbegin(); it != cleared.rend(); ++it) row[it->first] = it->second;
+}
+
 // A masked row's request and whether its grammar applies (decided when the batch is built).
 struct MaskedRow {
   Request* req;
@@ -56,6 +75,9 @@ void fill_bitmasks(const std::vector<MaskedRow>& reqs, uint32_t* words, size_t r
       try {
         if (grammar) req.matcher->fill_next_token_bitmask(row);
         if (!req.params.allowed_token_ids.empty()) apply_allowed_ids(req.params.allowed_token_ids, row, grammar);
+        if (!req.params.bad_words_token_ids.empty())
+          apply_bad_words(req.params.bad_words_token_ids, req.output_token_ids, row,
+                          grammar || !req.params.allowed_token_ids.empty());
       } catch (const std::exception& e) {
         // This request alone fails (its grammar's mask cannot be made): its row allows the stop tokens,
         // and the scheduler finishes it with the error after the step. The other rows are unaffected.
@@ -97,7 +119,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
                                    std::span<const int32_t> eos_token_ids, std::mt19937_64& engine_rng,
                                    int pending_tokens, int32_t logits_width, bool defer_masks) {
   SamplingBatch b;
-  std::vector<MaskedRow> constrained;  // of b.bitmask_rows, in order (a grammar, allowed ids or both)
+  std::vector<MaskedRow> constrained;  // of b.bitmask_rows, in order (a grammar, allowed ids, bad words)
   const size_t bitmask_words = (static_cast<size_t>(std::max(logits_width, 0)) + 31) / 32;
   b.rows.resize(built.rows.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
@@ -138,7 +160,7 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       b.bias_entries.insert(b.bias_entries.end(), {static_cast<int32_t>(r), id, bits});
     }
     const bool grammar = req.matcher && req.grammar_active;
-    if (grammar || !p.allowed_token_ids.empty()) {
+    if (grammar || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty()) {
       if (bitmask_words == 0) throw Error("build_sampling_batch: a masked row needs the logits width");
       b.bitmask_rows.push_back(static_cast<int32_t>(r));
       constrained.push_back({&req, grammar});

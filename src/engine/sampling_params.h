@@ -31,6 +31,10 @@ struct SamplingParams {
   // vLLM's allowed_token_ids: only these ids may be sampled (a token bitmask row, ANDed with a
   // grammar's); sorted, distinct; empty = every token.
   std::vector<int32_t> allowed_token_ids;
+  // vLLM's bad_words: the strings as sent (the server tokenizes them into bad_words_token_ids). A word's
+  // last token is banned wherever the output so far ends with the rest of it (a one-token word: always).
+  std::vector<std::string> bad_words;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
   bool include_stop_str_in_output = false;
   bool ignore_eos = false;
   std::optional<int> logprobs;         // top-N logprobs per generated token (0 = chosen only)

@@ -10,6 +10,7 @@
 #include "server/logprobs_format.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
+#include "server/bad_words.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::server {
@@ -140,6 +141,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   ChatParsing parsing = chat_parsing_for(ctx.options(), r);
   std::vector<int32_t> ids = prepare_chat_prompt(*engine, r, info);
   const Tokenizer& tok = engine->tokenizer();
+  r.params.bad_words_token_ids = tokenize_bad_words(r.params.bad_words, tok, info.vocab_size);
   int num_prompt = static_cast<int>(ids.size());
 
   std::string id = ctx.new_id("chatcmpl");

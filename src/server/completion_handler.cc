@@ -8,6 +8,7 @@
 #include "server/prompt_truncation.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
+#include "server/bad_words.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::server {
@@ -143,6 +144,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   Json body = parse_json_body(req);
   CompletionRequest r = parse_completion_request(body, info, ctx.options().limits);
   const Tokenizer& tok = engine->tokenizer();
+  r.params.bad_words_token_ids = tokenize_bad_words(r.params.bad_words, tok, info.vocab_size);
   for (auto& p : r.prompts) {
     if (p.text) {
       p.token_ids = tok.encode(*p.text, true);  // vLLM: add_special_tokens defaults to true here

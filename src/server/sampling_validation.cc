@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "server/bad_words.h"
 #include "server/openai_errors.h"
 #include "server/structured_output_params.h"
 
@@ -123,6 +124,7 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
     }
     p.logit_bias.assign(bias.begin(), bias.end());
   }
+  p.bad_words = parse_bad_words(body);  // tokenized by the endpoint (tokenize_bad_words)
   if (auto it = body.find("allowed_token_ids"); it != body.end() && !it->is_null()) {
     auto ids = get_int_list(body, "allowed_token_ids");
     if (!ids || ids->empty()) throw bad_request("allowed_token_ids must be a non-empty list of token ids", "allowed_token_ids");
@@ -190,17 +192,14 @@ void reject_unsupported(const Json& body) {
     if (!s.get<std::string>().empty()) throw bad_request("suffix is not supported", "suffix");
   }
   // vLLM request fields that change what is generated. Accepting and dropping them would return
-  // output that silently breaks the request's constraint (a bad word, sampling instead of beam
-  // search), so each is a 400 unless it asks for nothing.
+  // output that silently breaks the request's constraint (sampling instead of beam search, a
+  // processor not run), so each is a 400 unless it asks for nothing.
   if (auto v = body.find("use_beam_search"); v != body.end() && !v->is_null()) {
     if (!v->is_boolean()) throw bad_request("'use_beam_search' must be a boolean", "use_beam_search");
     if (v->get<bool>()) throw bad_request("use_beam_search (beam search) is not supported", "use_beam_search");
   }
-  for (const char* key : {"bad_words", "logits_processors"}) {
-    auto v = body.find(key);
-    if (v == body.end() || v->is_null() || (v->is_array() && v->empty())) continue;
-    throw bad_request(std::string(key) + " is not supported", key);
-  }
+  if (auto v = body.find("logits_processors"); v != body.end() && !v->is_null() && !(v->is_array() && v->empty()))
+    throw bad_request("logits_processors is not supported", "logits_processors");
 }
 
 }  // namespace vireo::server

@@ -132,6 +132,39 @@ TEST(AsyncScheduling, LateDownloadsGiveTheSameTokens) {
   EXPECT_GE(async.launched_ahead, 10u);
 }
 
+// vLLM's bad words: a two-token word's ban depends on the token still in flight, so those rows are
+// sampled once it is processed (as grammar rows); a one-token word's does not. Same tokens as the
+// synchronous engine (seeded draws), and neither word appears.
+TEST(AsyncScheduling, BadWordsMatchSynchronous) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < 3; ++i) {
+    Job j{"b" + std::to_string(i), prompt(6 + 2 * i, 40 + i), {}, 0, -1};
+    j.params.temperature = 1.0f;  // seeded draws: greedy on dummy weights repeats one token
+    j.params.seed = 5 + i;
+    j.params.max_tokens = 12;
+    j.params.ignore_eos = true;
+    jobs.push_back(j);
+  }
+  const EngineRun plain = run_engine(false, jobs);
+  for (Job& j : jobs) {
+    const std::vector<int32_t>& t = plain.outputs.at(j.id).token_ids;
+    j.params.bad_words_token_ids = {{t[5], t[6]}};  // the greedy path reaches this pair, so the ban bites
+    if (j.id == "b1") j.params.bad_words_token_ids.push_back({t[2]});
+  }
+  const EngineRun sync = run_engine(false, jobs), async = run_engine(true, jobs);
+  expect_same(sync, async);
+  EXPECT_GE(async.launched_ahead, 5u);
+  for (const Job& j : jobs) {
+    const std::vector<int32_t>& o = sync.outputs.at(j.id).token_ids;
+    const auto& w = j.params.bad_words_token_ids;
+    EXPECT_NE(o, plain.outputs.at(j.id).token_ids) << j.id;
+    for (size_t i = 0; i < o.size(); ++i) {
+      if (i > 0) EXPECT_FALSE(o[i - 1] == w[0][0] && o[i] == w[0][1]) << j.id << " at " << i;
+      if (w.size() > 1) EXPECT_NE(o[i], w[1][0]) << j.id << " at " << i;
+    }
+  }
+}
+
 // More requests than --max-num-seqs: the waiting ones cannot be admitted while the running ones decode,
 // so steps still run ahead; each admission waits for the step in flight.
 TEST(AsyncScheduling, SaturatedBatchRunsAheadWhileRequestsWait) {

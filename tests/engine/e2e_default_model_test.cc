@@ -174,6 +174,43 @@ TEST(EndToEndDefaultModel, AllowedTokenIds) {
   EXPECT_EQ(out[3].output.token_ids, std::vector<int32_t>(4, 4242));
 }
 
+// vLLM's bad_words on the default model: a banned one-token word never appears, and a two-token word
+// (here often one token twice: greedy decoding on dummy weights repeats) is cut where the greedy path
+// first reaches it; async scheduling on and off agree (AsyncScheduling.BadWordsMatchSynchronous checks
+// the late masks with varied tokens); the other requests of the batch are unchanged.
+TEST(EndToEndDefaultModel, BadWords) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  std::vector<std::vector<int32_t>> runs;
+  for (int async : {0, 1}) {
+    SCOPED_TRACE(async);
+    EngineConfig c = base_config();
+    c.async_scheduling = async;
+    LLM llm(c);
+    const auto prompts = make_prompts(llm.engine().tokenizer(), 2);
+    const auto plain = llm.generate(prompts, greedy(10));
+    const auto& t = plain[0].output.token_ids;
+    SamplingParams one = greedy(10), two = greedy(10);
+    one.bad_words_token_ids = {{t[0]}};
+    two.bad_words_token_ids = {{t[3], t[4]}};
+    auto out = llm.generate({prompts[0], prompts[0], prompts[1]}, std::vector<SamplingParams>{one, two, greedy(10)});
+    for (int32_t id : out[0].output.token_ids) EXPECT_NE(id, t[0]);
+    // The two-token word: the greedy path up to the word's first occurrence in it, then not its second
+    // token there, and never the word anywhere.
+    const auto& o = out[1].output.token_ids;
+    ASSERT_EQ(o.size(), 10u);
+    size_t j = 1;
+    while (!(t[j - 1] == t[3] && t[j] == t[4])) ++j;  // <= 4
+    EXPECT_EQ(std::vector<int32_t>(o.begin(), o.begin() + j), std::vector<int32_t>(t.begin(), t.begin() + j));
+    for (size_t i = 1; i < o.size(); ++i)
+      if (o[i - 1] == t[3]) EXPECT_NE(o[i], t[4]) << "at " << i;
+    EXPECT_EQ(out[2].output.token_ids, plain[1].output.token_ids);
+    runs.push_back(out[0].output.token_ids);
+    runs.push_back(o);
+  }
+  EXPECT_EQ(runs[0], runs[2]);
+  EXPECT_EQ(runs[1], runs[3]);
+}
+
 // --chat-template: inline text or a file replaces the tokenizer's template; a broken one fails start-up.
 TEST(EndToEndDefaultModel, ChatTemplateOverride) {
   if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";

@@ -120,6 +120,39 @@ TEST(StructuredOutput, AllowedTokenIdsMaskAloneAndWithAGrammar) {
             (std::vector<uint32_t>{0u, 1u << 8, 0u, 0u}));  // nothing shared: {40}
 }
 
+// vLLM's bad words: a word's last token is masked where the output ends with the word's other tokens
+// (a one-token word: always); on top of allowed_token_ids; a row the bans would empty keeps its tokens.
+TEST(StructuredOutput, BadWordsMaskTheLastTokenAfterTheirPrefix) {
+  SamplingParams words;
+  words.bad_words_token_ids = {{5}, {7, 8, 9}, {2, 40}};
+  SamplingParams listed = words;
+  listed.allowed_token_ids = {5, 40, 41};
+  SamplingParams only = words;
+  only.allowed_token_ids = {40};
+  std::vector<std::shared_ptr<Request>> reqs;
+  SchedulerOutput sched;
+  for (const SamplingParams* p : {&words, &listed, &only}) {
+    auto r = std::make_shared<Request>("r" + std::to_string(reqs.size()), std::vector<int32_t>{3}, *p, 0.0);
+    r->output_token_ids = {7, 8, 2};  // ends with 2: bans 40; not with 7 8 (then 9 would be banned)
+    sched.scheduled.push_back({r, 1});
+    reqs.push_back(r);
+  }
+  BuiltStep built;
+  built.rows = {{0, -1}, {1, -1}, {2, -1}};
+  std::mt19937_64 rng(1);
+  const std::vector<int32_t> eos{kFakeEos};
+  SamplingBatch batch = build_sampling_batch(sched, built, eos, rng, 0, 100);
+  ASSERT_EQ(batch.bitmask_rows, (std::vector<int32_t>{0, 1, 2}));
+  ASSERT_EQ(batch.token_bitmask.size(), 12u);
+  auto row = [&](int r) { return std::vector<uint32_t>(batch.token_bitmask.begin() + 4 * r, batch.token_bitmask.begin() + 4 * r + 4); };
+  EXPECT_EQ(row(0), (std::vector<uint32_t>{~(1u << 5), ~(1u << 8), ~0u, ~0u}));  // 5 and 40 banned, 9 not
+  EXPECT_EQ(row(1), (std::vector<uint32_t>{0u, 1u << 9, 0u, 0u}));               // {5, 40, 41} less 5, 40
+  EXPECT_EQ(row(2), (std::vector<uint32_t>{0u, 1u << 8, 0u, 0u}));               // {40} alone: kept
+  reqs[0]->output_token_ids = {1, 7, 8};  // now 9 is banned, 40 is not
+  batch = build_sampling_batch(sched, built, eos, rng, 0, 100);
+  EXPECT_EQ(row(0), (std::vector<uint32_t>{~(1u << 5 | 1u << 9), ~0u, ~0u, ~0u}));
+}
+
 struct Sched {
   SchedulerConfig cfg;
   std::unique_ptr<Scheduler> s;

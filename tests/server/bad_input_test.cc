@@ -167,8 +167,8 @@ std::vector<BadCase> bad_cases() {
   cmpl("allowed_token_ids_negative", with(p, "allowed_token_ids", {-1}), "allowed_token_ids");
   cmpl("allowed_token_ids_not_a_list", with(p, "allowed_token_ids", "1,2"), "allowed_token_ids");
   chat("chat_allowed_token_ids_empty", with(m, "allowed_token_ids", json::array()), "allowed_token_ids");
-  cmpl("bad_words", with(p, "bad_words", {"the"}), "bad_words");
-  chat("chat_bad_words", with(m, "bad_words", {"the"}), "bad_words");
+  cmpl("bad_words_not_a_list", with(p, "bad_words", "the"), "bad_words");
+  chat("chat_bad_words_number", with(m, "bad_words", json::array({"the", 5})), "bad_words");
   cmpl("logits_processors", with(p, "logits_processors", {"my.module.Proc"}), "logits_processors");
   cmpl("truncate_prompt_tokens_below_minus_one", with(p, "truncate_prompt_tokens", -2), "truncate_prompt_tokens");
   cmpl("truncate_prompt_tokens_zero", with(p, "truncate_prompt_tokens", 0), "truncate_prompt_tokens");

@@ -105,6 +105,7 @@ std::shared_ptr<RequestStream> FakeEngine::add_request(const std::string& reques
   if (stopped_) throw Error("fake engine: shut down");
   if (jobs_.count(request_id)) throw Error("fake engine: duplicate request id " + request_id);
   jobs_[request_id] = job;
+  last_params_ = params;
   ++num_added_;
   threads_.emplace_back([this, job] { run_job(job); });
   return job->stream;

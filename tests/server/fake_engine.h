@@ -76,6 +76,11 @@ class FakeEngine : public AsyncEngine {
   uint64_t num_generated() const { return num_generated_; }
   uint64_t num_aborted() const { return num_aborted_; }
   uint64_t num_added() const { return num_added_; }
+  // The sampling params of the last request added (as the server filled them).
+  SamplingParams last_params() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_params_;
+  }
 
  private:
   struct Job;
@@ -87,6 +92,7 @@ class FakeEngine : public AsyncEngine {
   GenerationConfig generation_config_;
   EngineConfig config_;
   mutable std::mutex mu_;
+  SamplingParams last_params_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> num_aborted_{0}, num_added_{0}, num_generated_{0}, num_prompt_{0}, num_success_{0};
