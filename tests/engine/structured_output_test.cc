@@ -87,6 +87,26 @@ TEST(StructuredOutput, SamplingBatchHasABitmaskRowPerConstrainedRequest) {
   EXPECT_THROW(build_sampling_batch(sched, built, eos, rng), Error);  // no width, no mask
 }
 
+// One decode row per params (prompt {3}, a matcher where a grammar is set, the given outputs so far), the
+// sampling batch built over a 100-token vocabulary (4 bitmask words a row).
+struct MaskedBatch {
+  std::vector<std::shared_ptr<Request>> reqs;
+  SchedulerOutput sched;
+  BuiltStep built;
+  std::mt19937_64 rng{1};
+  MaskedBatch(std::initializer_list<const SamplingParams*> params, const std::vector<int32_t>& outputs = {}) {
+    for (const SamplingParams* p : params) {
+      auto r = std::make_shared<Request>("r" + std::to_string(reqs.size()), std::vector<int32_t>{3}, *p, 0.0);
+      if (p->grammar) r->matcher = std::make_unique<structured::GrammarMatcher>(p->grammar, fake_vocab(), std::vector<int32_t>{kFakeEos});
+      r->output_token_ids = outputs;
+      built.rows.push_back({static_cast<int>(reqs.size()), -1});
+      sched.scheduled.push_back({r, 1});
+      reqs.push_back(r);
+    }
+  }
+  SamplingBatch build() { return build_sampling_batch(sched, built, std::vector<int32_t>{kFakeEos}, rng, 0, 100); }
+};
+
 // vLLM's allowed_token_ids: a bitmask row of exactly the listed ids; with a grammar, the two masks
 // ANDed, or the list alone when they share no token.
 TEST(StructuredOutput, AllowedTokenIdsMaskAloneAndWithAGrammar) {
@@ -97,19 +117,8 @@ TEST(StructuredOutput, AllowedTokenIdsMaskAloneAndWithAGrammar) {
   both.allowed_token_ids = {1, 40};  // 'b' (1) is in the grammar's first set, 40 is not
   SamplingParams disjoint = both;
   disjoint.allowed_token_ids = {40};
-  std::vector<std::shared_ptr<Request>> reqs;
-  SchedulerOutput sched;
-  for (const SamplingParams* p : {&listed, &both, &disjoint}) {
-    auto r = std::make_shared<Request>("r" + std::to_string(reqs.size()), std::vector<int32_t>{3}, *p, 0.0);
-    if (p->grammar) r->matcher = std::make_unique<structured::GrammarMatcher>(p->grammar, fake_vocab(), std::vector<int32_t>{kFakeEos});
-    sched.scheduled.push_back({r, 1});
-    reqs.push_back(r);
-  }
-  BuiltStep built;
-  built.rows = {{0, -1}, {1, -1}, {2, -1}};
-  std::mt19937_64 rng(1);
-  const std::vector<int32_t> eos{kFakeEos};
-  SamplingBatch batch = build_sampling_batch(sched, built, eos, rng, 0, 100);
+  MaskedBatch mb({&listed, &both, &disjoint});
+  SamplingBatch batch = mb.build();
   ASSERT_EQ(batch.bitmask_rows, (std::vector<int32_t>{0, 1, 2}));
   ASSERT_EQ(batch.token_bitmask.size(), 12u);
   const std::vector<uint32_t> listed_row = {0b10u, 1u << 1, 1u << 6, 0u};  // 1, 33, 70
@@ -129,27 +138,16 @@ TEST(StructuredOutput, BadWordsMaskTheLastTokenAfterTheirPrefix) {
   listed.allowed_token_ids = {5, 40, 41};
   SamplingParams only = words;
   only.allowed_token_ids = {40};
-  std::vector<std::shared_ptr<Request>> reqs;
-  SchedulerOutput sched;
-  for (const SamplingParams* p : {&words, &listed, &only}) {
-    auto r = std::make_shared<Request>("r" + std::to_string(reqs.size()), std::vector<int32_t>{3}, *p, 0.0);
-    r->output_token_ids = {7, 8, 2};  // ends with 2: bans 40; not with 7 8 (then 9 would be banned)
-    sched.scheduled.push_back({r, 1});
-    reqs.push_back(r);
-  }
-  BuiltStep built;
-  built.rows = {{0, -1}, {1, -1}, {2, -1}};
-  std::mt19937_64 rng(1);
-  const std::vector<int32_t> eos{kFakeEos};
-  SamplingBatch batch = build_sampling_batch(sched, built, eos, rng, 0, 100);
+  MaskedBatch mb({&words, &listed, &only}, {7, 8, 2});  // ends with 2: bans 40; not with 7 8 (9)
+  SamplingBatch batch = mb.build();
   ASSERT_EQ(batch.bitmask_rows, (std::vector<int32_t>{0, 1, 2}));
   ASSERT_EQ(batch.token_bitmask.size(), 12u);
   auto row = [&](int r) { return std::vector<uint32_t>(batch.token_bitmask.begin() + 4 * r, batch.token_bitmask.begin() + 4 * r + 4); };
   EXPECT_EQ(row(0), (std::vector<uint32_t>{~(1u << 5), ~(1u << 8), ~0u, ~0u}));  // 5 and 40 banned, 9 not
   EXPECT_EQ(row(1), (std::vector<uint32_t>{0u, 1u << 9, 0u, 0u}));               // {5, 40, 41} less 5, 40
   EXPECT_EQ(row(2), (std::vector<uint32_t>{0u, 1u << 8, 0u, 0u}));               // {40} alone: kept
-  reqs[0]->output_token_ids = {1, 7, 8};  // now 9 is banned, 40 is not
-  batch = build_sampling_batch(sched, built, eos, rng, 0, 100);
+  mb.reqs[0]->output_token_ids = {1, 7, 8};  // now 9 is banned, 40 is not
+  batch = mb.build();
   EXPECT_EQ(row(0), (std::vector<uint32_t>{~(1u << 5 | 1u << 9), ~0u, ~0u, ~0u}));
 }
 
