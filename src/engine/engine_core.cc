@@ -180,8 +180,7 @@ void EngineCore::launch_continuation(const LaunchedStep& cur) {
     return s.req->matcher != nullptr ||
            std::any_of(words.begin(), words.end(), [](const std::vector<int32_t>& w) { return w.size() > 1; });
   };
-  const bool grammar = std::any_of(next->scheduled.begin(), next->scheduled.end(), late_mask);
-  if (grammar) {
+  if (std::any_of(next->scheduled.begin(), next->scheduled.end(), late_mask)) {
     runner_.launch_forward(step.built, /*tokens_from_last=*/true);
     step.sampling_deferred = true;
   } else {

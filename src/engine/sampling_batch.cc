@@ -46,7 +46,9 @@ void apply_allowed_ids(const std::vector<int32_t>& ids, std::span<uint32_t> row,
 void apply_bad_words(const std::vector<std::vector<int32_t>>& words, const std::vector<int32_t>& output,
                      std::span<uint32_t> row, bool masked) {
   if (!masked) std::fill(row.begin(), row.end(), ~0u);
-  std::vector<std::pair<size_t, uint32_t>> cleared;  // (word, bits) as they were
+  // (word, bits) as they were; per thread and reused: this runs for such a row on every step.
+  thread_local std::vector<std::pair<size_t, uint32_t>> cleared;
+  cleared.clear();
   for (const std::vector<int32_t>& w : words) {
     const size_t prefix = w.size() - 1;  // words are never empty
     if (prefix > output.size() || !std::equal(w.begin(), w.end() - 1, output.end() - prefix)) continue;

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "server/bad_words.h"
 #include "server/chat_output_json.h"
 #include "server/chat_prompt.h"
 #include "server/completion_handler.h"
@@ -10,7 +11,6 @@
 #include "server/logprobs_format.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
-#include "server/bad_words.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::server {

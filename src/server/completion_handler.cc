@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
+#include "server/bad_words.h"
 #include "server/http_util.h"
 #include "server/logprobs_format.h"
 #include "server/prompt_truncation.h"
 #include "server/request_validation.h"
 #include "server/stream_job.h"
-#include "server/bad_words.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::server {

@@ -1,7 +1,7 @@
 // The fused Q/K path (three kernels: a warp per (token, head) for few tokens; for many, a block of warps
 // per token that loads several heads a warp first (2-byte types, head dim 64 / 128, per-head norms);
-// otherwise, and for the full-width norm, a block per token in fp32 shared memory). The block-per-token kernel: split qkv, optional q/k RMSNorm (per head or full
-// width, before or after RoPE), RoPE (NeoX halves or GPT-J pairs, partial rotary), write q to q_out
+// otherwise, and for the full-width norm, a block per token in fp32 shared memory). The block-per-token
+// kernel: split qkv, optional q/k RMSNorm (per head or full width, before or after RoPE), RoPE (NeoX halves or GPT-J pairs, partial rotary), write q to q_out
 // and k, v into the paged cache at slot_mapping (slot < 0: skipped). Math in fp32 in shared memory.
 #include <cstdlib>
 
@@ -277,10 +277,10 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
   const size_t smem = static_cast<size_t>(h + hk) * d * sizeof(float);
   // Few tokens: a warp per head over many blocks (latency); many tokens: a block per token (its
   // measured throughput at 16k tokens is the bar). The full-width norm always takes the block path.
-  // Batch-invariant mode: the warp-per-head kernel at every T (the two sum a head's squares in
-  // different orders, so the choice must not follow the step's size).
   // Many tokens of 2-byte types at head dim 64 / 128 (16-byte rows): the token-per-block kernel, the same
-  // bits as the warp-per-head one (VIREO_QKV_TOKENS=0 turns it off, for A/B runs).
+  // bits as the warp-per-head one, so it serves batch-invariant mode too (VIREO_QKV_TOKENS=0 turns it
+  // off, for A/B runs). Otherwise batch-invariant mode takes the warp-per-head kernel at every T (it and
+  // the fp32 block kernel sum a head's squares in different orders, so the choice must not follow T).
   static const bool tokens_on = [] {
     const char* v = std::getenv("VIREO_QKV_TOKENS");
     return !(v && v[0] == '0');
