@@ -122,6 +122,14 @@ class Backend {
   virtual void abort_capture() {}  // after an op threw while capturing
   virtual void replay_graph(int /*graph*/) { throw Error(name() + ": graphs are not supported"); }
   virtual void destroy_graph(int /*graph*/) {}
+  // A graph fixes its kernels' grids, so a decode graph plans attention for a context hint, not the
+  // step's lengths (the kernels stretch to any length: the hint changes speed, never results). A backend
+  // whose decode attention changes shape with short contexts returns the end of the bucket that
+  // max_len falls in (steps of one bucket share a graph planned for it), or 0: no preference.
+  virtual int graph_context_bucket(int num_seqs, int num_heads, int num_kv_heads, int head_dim, int max_len) const {
+    (void)num_seqs, (void)num_heads, (void)num_kv_heads, (void)head_dim, (void)max_len;
+    return 0;
+  }
 };
 
 // "cpu" or "cuda" ("auto": cuda when built and a GPU is present, else cpu).

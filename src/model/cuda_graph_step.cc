@@ -16,7 +16,9 @@
 // up to four graphs: steps whose contexts are all <= kGraphShortContext plan with that as the hint (so
 // the backend may pick a kernel that is fast only for short contexts: the CUDA cluster decode
 // attention), longer ones with the general hint; and logits rows in token order (the engine's: lm_head
-// reads the residual rows directly) or in another order (gathered first).
+// reads the residual rows directly) or in another order (gathered first). A backend may split the short
+// contexts further (Backend::graph_context_bucket: the CUDA cluster kernel's size follows the planned
+// context), one graph per bucket used: batch-1 graphs of 128-key buckets on the H200.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -145,7 +147,13 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   for (int len : in.seq_lens) step_max_len = std::max(step_max_len, len);
   const bool short_ctx = step_max_len <= kGraphShortContext;
   st.max_seq_len = short_ctx ? std::min(g.attention_hint, kGraphShortContext) : g.attention_hint;
-  const int key = 4 * Sp + (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
+  // The backend may plan short contexts in finer buckets (the CUDA cluster decode attention's size
+  // follows the planned context): one graph per bucket used.
+  const int bucket = short_ctx ? be_->graph_context_bucket(Sp, cfg_.num_attention_heads, cfg_.num_key_value_heads,
+                                                           cfg_.head_dim, step_max_len)
+                               : 0;
+  if (bucket > 0) st.max_seq_len = std::min(st.max_seq_len, bucket);
+  const int64_t key = (int64_t{bucket} << 32) + 4 * Sp + (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
 
   auto it = g.graph_of_size.find(key);
   if (it != g.graph_of_size.end() && it->second >= 0) {

@@ -96,7 +96,8 @@ struct StepTensors {
 // device pointers, so these never move while a graph exists).
 struct DecoderGraphs {
   std::vector<int> sizes;          // capture sizes, ascending
-  std::map<int, int> graph_of_size;  // 4 * padded batch + 2 * gathered logits + long context -> graph id (-1: eager)
+  // (context bucket << 32) + 4 * padded batch + 2 * gathered logits + long context -> graph id (-1: eager)
+  std::map<int64_t, int> graph_of_size;
   DecoderWorkspace ws;             // activations + packed ints for the largest size
   std::vector<int32_t> host;       // staging of the packed ints
   int max_size = 0, table_width = 0, attention_hint = 0;

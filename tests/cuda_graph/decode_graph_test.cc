@@ -234,6 +234,52 @@ TEST(DecodeGraphs, ContextLongerThanAttentionHint) {
   m->free_kv_cache(kv);
 }
 
+// Short contexts: the CUDA backend plans small-batch decode graphs in context buckets (the cluster
+// decode attention's size follows the planned context, fixed in a graph). One sequence decodes across
+// several buckets; each step runs through the graph, then eagerly (planned for its exact context) on
+// the same cache. One graph per bucket crossed, and the same logits within bf16 noise.
+TEST(DecodeGraphs, ContextBucketsMatchEager) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int64_t V = cfg.vocab_size;
+  const int bs = 16, max_len = 4096, prompt = 1000, steps = 300;
+  auto m = load(cfg, false, 1, max_len);
+  auto& dm = dynamic_cast<DecoderModel&>(*m);
+  const auto be = create_backend("cuda");
+  KvCache kv = m->allocate_kv_cache(2 + (prompt + steps) / bs, bs);
+  Seq a;
+  for (int i = 0; i <= (prompt + steps) / bs; ++i) a.blocks.push_back(1 + i);
+  std::mt19937 rng(13);
+  std::vector<int32_t> pa(prompt);
+  for (auto& t : pa) t = static_cast<int32_t>(rng() % V);
+  std::vector<float> lg, le;
+  m->forward(make_step({&a}, {pa}, bs), kv, lg);
+  std::vector<int> buckets;
+  for (int step = 0; step < steps; ++step) {
+    const StepInput in = make_step({&a}, {{static_cast<int32_t>(rng() % V)}}, bs);
+    const int bucket = be->graph_context_bucket(1, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, a.len);
+    if (std::find(buckets.begin(), buckets.end(), bucket) == buckets.end()) buckets.push_back(bucket);
+    dm.set_enforce_eager(false);
+    m->forward(in, kv, lg);
+    dm.set_enforce_eager(true);
+    m->forward(in, kv, le);
+    ASSERT_EQ(lg.size(), static_cast<size_t>(V));
+    ASSERT_EQ(le.size(), lg.size());
+    float scale = 0, diff = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      ASSERT_TRUE(std::isfinite(lg[j])) << "step " << step;
+      scale = std::max(scale, std::fabs(le[j]));
+      diff = std::max(diff, std::fabs(lg[j] - le[j]));
+    }
+    EXPECT_LE(diff, 2e-2f * scale + 1e-3f) << "step " << step << " context " << a.len;
+  }
+  // Contexts 1,001..1,300: buckets 1,024, 1,152, 1,280, 1,408 (or one graph where the backend keeps
+  // a single plan, e.g. VIREO_DECODE_CLUSTER set).
+  EXPECT_EQ(dm.num_graphs(), static_cast<int>(buckets.size()));
+  if (!std::getenv("VIREO_DECODE_CLUSTER")) EXPECT_EQ(buckets, (std::vector<int>{1024, 1152, 1280, 1408}));
+  m->free_kv_cache(kv);
+}
+
 // Found while writing the test above (device run, 2026-11-30): two identically seeded eager models,
 // one prefill step of [8300, 300] tokens, gave logits for the 8300-token row that differed by 0.87
 // (max |logit| ~1.5), the same numbers on every run; the 300-token row agreed. Cause: the default

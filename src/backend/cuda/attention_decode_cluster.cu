@@ -17,6 +17,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "backend/cuda/attention_decode_cluster.h"
@@ -234,25 +235,68 @@ void launch_typed(const MmaArgs& a, int num_pairs, int cluster, cudaStream_t str
 
 }  // namespace
 
-int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int want) {
+namespace {
+
+int cluster_env() {
   static const int env = [] {
     const char* v = std::getenv("VIREO_DECODE_CLUSTER");
     return v ? std::atoi(v) : -1;
   }();
-  if (want < 0) want = env;
+  return env;
+}
+
+// Whether (sequence, KV head) pairs of this shape get clusters at all: few pairs (batch 1 at 8 KV heads),
+// rows = q_len * G <= 16, bf16/f16 at head dim 64/128 (checked by the callers).
+bool cluster_shape_applies(int64_t pairs, int rows, const DeviceInfo& dev) {
+  return rows > 0 && rows <= 16 && pairs > 0 && pairs <= dev.num_sms / kMaxCluster;
+}
+
+// Blocks a pair gets for a planned context of max_kv keys (each block's share is whole pages, in 64-key
+// tiles). Measured on the H200 (session 18, batch 1, `vireo bench latency`, cluster size forced): a
+// block's extra tile costs about what 6.5 more blocks in the cluster cost (their pushes, barrier and
+// merge). Qwen3-0.6B step at 1,025-1,152 keys: C = 16 (2 tiles a block) 816 us, 13 786, 11 780, 9 783,
+// 8 (3 tiles) 823; at 3,969-4,096: 16 (4 tiles) 994, 12 (6) 1,061; at 257-384: 16 777, 10 739. Qwen3-8B
+// at 1,152: 16 4,369 us, 9 4,318. So C minimises 6.5 tiles(C) + C; ties go to fewer blocks.
+int cluster_for_context(int max_kv, int max_c) {
+  int best = 1;
+  int64_t best_cost = INT64_MAX;
+  for (int c = 1; c <= max_c; ++c) {
+    const int split = ((max_kv + c - 1) / c + 15) / 16 * 16;  // the kernel's split
+    const int64_t cost = int64_t{13} * ((split + kBN - 1) / kBN) + 2 * c;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = c;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int want) {
+  if (want < 0) want = cluster_env();
   if (want == 0) return 0;
   const int group = p.num_heads / p.num_kv_heads;
   if (!mma_supported(p) || p.max_query_len <= 0 || int64_t{p.max_query_len} * group > 16) return 0;
   if (want > 0) return std::min(want, kMaxCluster);
-  // Few pairs (batch 1 at 8 KV heads) and short contexts: there it measured faster (0.6B decode layer
-  // at 1k context 28.3 -> 25.5 us). Batch 4 (C = 4, ~5 tiles a block) measured 4% slower end to end.
+  // Before session 18 C was as many blocks as SMs allow (16 at 8 pairs): 0.6B decode layer at 1k
+  // context 28.3 -> 25.5 us against the split kernel. Batch 4 (C = 4, ~5 tiles a block) measured 4%
+  // slower end to end than the split kernel.
   const int64_t pairs = int64_t{p.num_seqs} * p.num_kv_heads;
-  if (pairs <= 0 || pairs > dev.num_sms / kMaxCluster) return 0;
+  if (!cluster_shape_applies(pairs, p.max_query_len * group, dev)) return 0;
   const int max_kv = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
   if (max_kv > kClusterMaxKeys) return 0;
-  const int64_t by_sms = dev.num_sms / pairs;
-  const int64_t by_keys = (max_kv + kBN - 1) / kBN;  // at least one tile of keys a block
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_sms, by_keys), 1, kMaxCluster));
+  const int by_sms = static_cast<int>(std::min<int64_t>(dev.num_sms / pairs, kMaxCluster));
+  return cluster_for_context(std::max(max_kv, 1), by_sms);
+}
+
+int decode_cluster_context_bucket(int num_seqs, int num_heads, int num_kv_heads, int head_dim, int max_len,
+                                  const DeviceInfo& dev) {
+  if (cluster_env() >= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) return 0;
+  if ((head_dim != 64 && head_dim != 128) || max_len > kClusterMaxKeys) return 0;
+  if (!cluster_shape_applies(int64_t{num_seqs} * num_kv_heads, num_heads / num_kv_heads, dev)) return 0;
+  const int step = max_len <= 2048 ? 128 : 256;
+  return std::min(kClusterMaxKeys, (std::max(max_len, 1) + step - 1) / step * step);
 }
 
 bool decode_cluster_fuses_prepare(const AttentionParams& p) {

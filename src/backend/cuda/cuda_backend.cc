@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/attention_decode_cluster.h"
 #include "backend/cuda/cuda_backend_factory.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/fused_linear.h"
@@ -233,6 +234,11 @@ void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {
   require_device(p.k_cache, "qkv_prepare", "k_cache");
   launch_qkv_prepare(p, stream_, batch_invariant_);
 }
+int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_heads, int head_dim, int max_len) const {
+  if (batch_invariant_ || (act_ != DType::kBF16 && act_ != DType::kF16)) return 0;  // no cluster kernel there
+  return decode_cluster_context_bucket(num_seqs, num_heads, num_kv_heads, head_dim, max_len, info_);
+}
+
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
   if (batch_invariant_) {

@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
   void decode_stack(const DecodeStackParams& p) override;
 
   bool supports_graphs() const override { return true; }
+  int graph_context_bucket(int num_seqs, int num_heads, int num_kv_heads, int head_dim, int max_len) const override;
   void begin_capture() override;
   int end_capture() override;
   void abort_capture() override;
