@@ -41,7 +41,7 @@ __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, flo
     if (it < rows) {
       const int64_t t = q0 + it / a.group;
       const int head = hk * a.group + it % a.group;
-      float x[kPerLane];
+      float x[D / 32];  // the head dim is known: half the generic path's code at D 128
       prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(head) * D, p.positions[t], true, pairs, rope_row, x);
       store_head<T>(qs + it * D, D, pairs, x);
       continue;
@@ -56,7 +56,7 @@ __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, flo
                               static_cast<int64_t>(hk) * D
                         : nullptr;
     if (is_k) {
-      float x[kPerLane];
+      float x[D / 32];  // the head dim is known: half the generic path's code at D 128
       prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(h + hk) * D, p.positions[t], false, pairs, rope_row, x);
       if (grow) store_head<T>(grow, D, pairs, x);
       if (srow) store_head<T>(srow, D, pairs, x);

@@ -184,20 +184,21 @@ __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pai
 // normed, rotated values in x (lane_elem order, fp32, zero past D). row: this warp's >= D floats of
 // shared memory (the RoPE partner exchange). All global loads (head, norm weight, cos/sin) are issued
 // before the first use. Per-head norms only (a full-width norm needs every head of the token).
-template <typename T>
+// KPL: kPerLane, or D / 32 where the caller knows the head dim D (less code on a latency path).
+template <typename T, int KPL>
 __device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int pos, bool is_q, bool pairs,
-                                             float* row, float (&x)[kPerLane]) {
-  prepare_head_from<T, kPerLane>(
+                                             float* row, float (&x)[KPL]) {
+  prepare_head_from<T, KPL>(
       a, [&](int, int i) { return *reinterpret_cast<const unsigned*>(src + i); }, [&](int i) { return src[i]; }, pos, is_q,
       pairs, row, x);
 }
 
 // Stores x (lane_elem order) rounded to T at dst[0, d): global or shared memory.
-template <typename T>
-__device__ __forceinline__ void store_head(T* dst, int d, bool pairs, const float (&x)[kPerLane]) {
+template <typename T, int KPL>
+__device__ __forceinline__ void store_head(T* dst, int d, bool pairs, const float (&x)[KPL]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int j = 0; j < kPerLane; j += 2) {
+  for (int j = 0; j < KPL; j += 2) {
     const int i = lane_elem(pairs, lane, j);
     const int i1 = lane_elem(pairs, lane, j + 1);
     if (pairs) {
