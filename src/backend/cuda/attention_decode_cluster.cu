@@ -56,7 +56,9 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
-template <typename T, int D>
+// kFused: a.prep is given (the kernel prepares q and the new k / v itself); one instantiation each way, so
+// neither carries the other's code (instruction fetch is a large part of a batch-1 layer).
+template <typename T, int D, bool kFused>
 __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaArgs a) {
   constexpr int kLd = D + kPad;
   constexpr int kNT = 2;  // 16 keys a warp of each 64-key tile
@@ -95,8 +97,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   cp_async_commit();
 
   pdl_enter();
-  const bool fused = a.prep.qkv != nullptr;
-  if (fused) {
+  if constexpr (kFused) {
     const int num_new = prepare_decode_items<T, D>(a, qs, rope, ks, vs, kCStages, hk, q0, q_len, rows, kstart, kend,
                                                    new0);
     if (num_new > 0 && ntiles > kCStages) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
@@ -204,9 +205,9 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kFused>
 void launch_typed(const MmaArgs& a, int num_pairs, int cluster, cudaStream_t stream) {
-  auto kernel = attention_decode_cluster_kernel<T, D>;
+  auto kernel = attention_decode_cluster_kernel<T, D, kFused>;
   constexpr size_t smem = cluster_smem_bytes<T, D>();
   static_assert(size_t{2} * kCStages * kBN * (D + kPad) * sizeof(T) >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float),
                 "the warp merge must fit in the tile buffers");
@@ -308,12 +309,16 @@ void launch_decode_cluster(const AttentionParams& p, const QkvArgs* prep, int cl
   MmaArgs a = make_mma_args(p);
   if (prep) a.prep = *prep;
   const int pairs = p.num_seqs * p.num_kv_heads;
+  auto launch = [&]<typename T, int D>() {
+    if (prep) launch_typed<T, D, true>(a, pairs, cluster, stream);
+    else launch_typed<T, D, false>(a, pairs, cluster, stream);
+  };
   if (p.q.dtype == DType::kBF16) {
-    if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(a, pairs, cluster, stream);
-    else launch_typed<__nv_bfloat16, 128>(a, pairs, cluster, stream);
+    if (p.head_dim == 64) launch.template operator()<__nv_bfloat16, 64>();
+    else launch.template operator()<__nv_bfloat16, 128>();
   } else {
-    if (p.head_dim == 64) launch_typed<__half, 64>(a, pairs, cluster, stream);
-    else launch_typed<__half, 128>(a, pairs, cluster, stream);
+    if (p.head_dim == 64) launch.template operator()<__half, 64>();
+    else launch.template operator()<__half, 128>();
   }
   check_launch("attention_decode_cluster");
 }
