@@ -97,7 +97,9 @@ void OpenAIStreamHandler::handle_event(std::string_view payload, double now_s) {
     return;
   }
   if (chunk_.has_tokens) r_->output_tokens = chunk_.tokens;
-  if (!chunk_.has_text || chunk_.text.empty()) return;  // e.g. the role-only first chat chunk
+  // As vllm bench serve: every chunk that carries choices is a token's arrival, even with empty text (a
+  // held-back UTF-8 byte, a special token, the chat role chunk that comes with the first token).
+  if (!chunk_.has_choices) return;
   if (!got_first_) {
     r_->ttft = now_s - start_;
     got_first_ = true;
@@ -105,7 +107,7 @@ void OpenAIStreamHandler::handle_event(std::string_view payload, double now_s) {
     r_->itl.push_back(now_s - last_ts_);
   }
   last_ts_ = now_s;
-  r_->generated_text += chunk_.text;
+  if (chunk_.has_text) r_->generated_text += chunk_.text;
 }
 
 void OpenAIStreamHandler::on_complete(double now_s) {

@@ -275,6 +275,7 @@ bool parse_stream_chunk_fast(std::string_view payload, Backend backend, StreamCh
   out.kind = StreamChunk::Kind::kData;
   out.error.clear();
   out.has_tokens = false;
+  out.has_choices = false;
   out.has_text = false;
   out.text.clear();
   Scanner s(payload);
@@ -299,11 +300,13 @@ bool parse_stream_chunk_fast(std::string_view payload, Backend backend, StreamCh
       });
     }
     if (key == "choices") {
+      out.has_choices = false;
       out.has_text = false;
       out.text.clear();
       if (!s.peek('[')) return s.skip();
       s.eat('[');
       if (s.eat(']')) return true;
+      out.has_choices = true;
       bool first_ok;
       if (!s.peek('{')) {
         first_ok = s.skip();
@@ -357,6 +360,7 @@ void parse_stream_chunk_json(std::string_view payload, Backend backend, StreamCh
   out.kind = StreamChunk::Kind::kData;
   out.error.clear();
   out.has_tokens = false;
+  out.has_choices = false;
   out.has_text = false;
   out.text.clear();
   nlohmann::json j = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
@@ -378,6 +382,7 @@ void parse_stream_chunk_json(std::string_view payload, Backend backend, StreamCh
     }
   }
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
+  out.has_choices = true;
   const auto& c = j["choices"][0];
   if (backend == Backend::kCompletions) {
     if (c.is_object() && c.contains("text") && c["text"].is_string()) {

@@ -17,6 +17,7 @@ struct StreamChunk {
   std::string error;        // kError: the error member (as vLLM reports it); kMalformed: empty
   bool has_tokens = false;  // usage.completion_tokens, an integer
   int tokens = 0;
+  bool has_choices = false; // choices is a non-empty array (vllm bench serve times these chunks)
   bool has_text = false;    // choices[0].text (completions) or choices[0].delta.content /
   std::string text;         // .reasoning_content (chat), a string
   // Scratch for the chat fields (kept to reuse their capacity).

@@ -29,6 +29,10 @@ class ChatStreamFormatter : public StreamFormatter {
       : tok_(tok), req_(std::move(req)), parsing_(std::move(parsing)), id_(std::move(id)), created_(created),
         num_prompt_tokens_(num_prompt_tokens) {}
 
+  // vLLM sends the role chunks with the engine's first output, so a client's time to the first chunk
+  // is its time to the first token.
+  bool start_with_first_output() const override { return true; }
+
   std::vector<Json> start(const ChoiceGroup& group) override {
     std::vector<Json> out;
     for (const auto& c : group.choices()) {
@@ -63,6 +67,9 @@ class ChatStreamFormatter : public StreamFormatter {
       d.content = out.text;
     }
     Json delta = chat_delta_json(d, p.num_calls);
+    // As vLLM: without a parser, every output that carries tokens gives a chunk, its content "" when the
+    // text is held back or empty; a parser holding text back gives none (vLLM's None delta).
+    if (delta.empty() && !p.parser && !out.token_ids.empty()) delta = {{"content", ""}};
     if (delta.empty() && !out.finished && logprobs.is_null()) return {};
     Json choice = {{"index", c.index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (out.finished) {

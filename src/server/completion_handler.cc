@@ -55,7 +55,9 @@ class CompletionStreamFormatter : public StreamFormatter {
       if (st.lp)
         for (size_t k = 0; k < out.logprobs.size(); ++k) st.lp->add(out.logprobs[k].token_id, &out.logprobs[k]);
     }
-    if (text.empty() && !out.finished && (!st.lp || st.lp->empty())) return {};
+    // As vLLM: a chunk for every output that carries tokens, even when their text is held back (part of a
+    // UTF-8 character, a possible stop string) or empty (a special token): clients time tokens by chunks.
+    if (text.empty() && out.token_ids.empty() && !out.finished && (!st.lp || st.lp->empty())) return {};
     Json choice = {{"index", c.index}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"stop_reason", nullptr}};
     if (st.lp) choice["logprobs"] = st.lp->take();
     if (out.finished) {

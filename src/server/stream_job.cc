@@ -1,5 +1,7 @@
 #include "server/stream_job.h"
 
+#include <utility>
+
 #include "server/sse_writer.h"
 
 namespace vireo::server {
@@ -49,8 +51,14 @@ bool run_stream(StreamJob& job, httplib::DataSink& sink) {
     job.group->abort_unfinished();
     return false;
   };
-  for (const Json& c : fmt.start(*job.group))
-    if (!send(c)) return fail();
+  bool started = false;
+  auto start = [&] {
+    if (std::exchange(started, true)) return true;
+    for (const Json& c : fmt.start(*job.group))
+      if (!send(c)) return false;
+    return true;
+  };
+  if (!fmt.start_with_first_output() && !start()) return fail();
   while (!job.group->all_finished()) {
     auto out = job.group->next(100ms);
     if (!out) {
@@ -66,9 +74,11 @@ bool run_stream(StreamJob& job, httplib::DataSink& sink) {
       sink.done();
       return true;
     }
+    if (!start()) return fail();
     for (const Json& chunk : fmt.on_output(c, out->second))
       if (!send(chunk)) return fail();
   }
+  if (!start()) return fail();
   if (auto last = fmt.final_chunk(*job.group))
     if (!send(*last)) return fail();
   if (fmt.ends_with_done() && !w.done()) return fail();

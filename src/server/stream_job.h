@@ -63,6 +63,9 @@ class StreamFormatter {
  public:
   virtual ~StreamFormatter() = default;
   virtual std::vector<Json> start(const ChoiceGroup& group) { return {}; }
+  // Whether start()'s chunks wait for the engine's first output (sent just before it), instead of going
+  // out as soon as the stream opens. An error before any output is then the stream's first event.
+  virtual bool start_with_first_output() const { return false; }
   virtual std::vector<Json> on_output(const ChoiceState& choice, const RequestOutput& out) = 0;
   virtual std::optional<Json> final_chunk(const ChoiceGroup& group) = 0;  // usage, when asked for
   // SSE framing: completions and chat send "data: {json}" only; the Responses API also names each

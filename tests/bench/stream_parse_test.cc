@@ -56,7 +56,7 @@ TEST(BenchOpenAIStream, CompletionsTimingAndUsage) {
   std::string sse =
       "data: {\"choices\":[{\"index\":0,\"text\":\"Hel\"}]}\n\n"
       "data: {\"choices\":[{\"index\":0,\"text\":\"lo\"}]}\r\n\r\n"
-      "data: {\"choices\":[{\"index\":0,\"text\":\"\"}]}\n\n"  // empty: not a token chunk
+      "data: {\"choices\":[{\"index\":0,\"text\":\"\"}]}\n\n"  // empty (text held back): still a token's chunk
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3}}\n\n"
       "data: [DONE]\n\n";
   // Split mid-event: "Hel" arrives at 10.25, "lo" at 10.5, the rest at 10.75.
@@ -69,13 +69,15 @@ TEST(BenchOpenAIStream, CompletionsTimingAndUsage) {
   EXPECT_TRUE(r.success) << r.error;
   EXPECT_EQ(r.generated_text, "Hello");
   EXPECT_DOUBLE_EQ(r.ttft, 0.25);
-  ASSERT_EQ(r.itl.size(), 1u);
+  ASSERT_EQ(r.itl.size(), 2u);  // "lo", then the empty-text chunk (vllm bench serve times every chunk with choices)
   EXPECT_DOUBLE_EQ(r.itl[0], 0.25);
+  EXPECT_DOUBLE_EQ(r.itl[1], 0.25);
   EXPECT_EQ(r.output_tokens, 3);
   EXPECT_DOUBLE_EQ(r.latency, 1.0);
 }
 
-TEST(BenchOpenAIStream, ChatSkipsRoleChunk) {
+// As vllm bench serve: the role chunk (which vLLM and Vireo send with the first token) is the first token.
+TEST(BenchOpenAIStream, ChatRoleChunkIsTheFirstToken) {
   RequestResult r;
   OpenAIStreamHandler h(Backend::kChat, &r, 0.0, nullptr);
   h.on_status(200, 0.0);
@@ -84,7 +86,9 @@ TEST(BenchOpenAIStream, ChatSkipsRoleChunk) {
   h.on_body("data: {\"choices\":[{\"delta\":{\"content\":\" there\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", 0.4);
   h.on_complete(0.5);
   EXPECT_TRUE(r.success);
-  EXPECT_DOUBLE_EQ(r.ttft, 0.3);
+  EXPECT_DOUBLE_EQ(r.ttft, 0.1);
+  ASSERT_EQ(r.itl.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.itl[0], 0.2);
   EXPECT_EQ(r.generated_text, "Hi there");
   EXPECT_EQ(r.output_tokens, 0);  // no usage given
 }
@@ -138,6 +142,7 @@ void expect_same(const std::string& payload, Backend b, bool must_decide) {
   EXPECT_EQ(ref.kind, StreamChunk::Kind::kData) << "fast path accepted what nlohmann rejects: " << payload;
   EXPECT_EQ(fast.has_tokens, ref.has_tokens) << payload;
   if (ref.has_tokens) EXPECT_EQ(fast.tokens, ref.tokens) << payload;
+  EXPECT_EQ(fast.has_choices, ref.has_choices) << payload;
   EXPECT_EQ(fast.has_text, ref.has_text) << payload;
   EXPECT_EQ(fast.text, ref.text) << payload;
 }

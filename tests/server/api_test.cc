@@ -374,3 +374,61 @@ TEST(Api, RetrieveModel) {
   EXPECT_EQ(err["param"], "model");
   EXPECT_EQ(err["message"], "The model `gpt-4o` does not exist.");
 }
+
+// vLLM streams a chunk for every output that carries tokens, even when their text is held back (here the
+// fake engine holds the first 3 tokens' text, as a detokenizer holds part of a UTF-8 character): clients
+// time the first token and the gaps between tokens by chunks (vllm bench serve's TTFT / ITL).
+TEST(Api, StreamsAChunkPerTokenEvenWhenItsTextIsHeldBack) {
+  LiveServer srv;
+  auto cli = srv.client();
+  const json base = {{"prompt", "QUIET please"}, {"max_tokens", 5}};
+  auto whole = post_json(cli, "/v1/completions", base);
+  ASSERT_EQ(whole->status, 200);
+  json body = base;
+  body["stream"] = true;
+  auto r = post_json(cli, "/v1/completions", body);
+  bool done = false;
+  auto chunks = parse_sse(r->body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_EQ(chunks.size(), 5u);
+  std::string text;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const std::string t = chunks[i]["choices"][0]["text"];
+    if (i < 3) EXPECT_EQ(t, "") << i;
+    text += t;
+  }
+  EXPECT_EQ(text, json::parse(whole->body)["choices"][0]["text"]);
+
+  // Chat: the role chunk, then one chunk per token, content "" for the held ones.
+  r = post_json(cli, "/v1/chat/completions",
+                {{"messages", {{{"role", "user"}, {"content", "QUIET please"}}}}, {"max_tokens", 5}, {"stream", true}});
+  chunks = parse_sse(r->body, &done);
+  ASSERT_EQ(chunks.size(), 6u);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(chunks[i]["choices"][0]["delta"]["content"], "") << i;
+  EXPECT_NE(chunks[4]["choices"][0]["delta"]["content"], "");
+}
+
+// vLLM sends a chat stream's role chunk with the engine's first output, so the time to the first chunk is
+// the time to the first token; before, it went out as soon as the stream opened.
+TEST(Api, ChatRoleChunkWaitsForTheFirstToken) {
+  FakeEngineOptions eo;
+  eo.token_delay = 300ms;
+  LiveServer srv({}, eo);
+  const int fd = raw_connect(srv.port());
+  ASSERT_GE(fd, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  raw_post(fd, "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}, {"stream", true}});
+  std::string got;
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  const auto first = std::chrono::steady_clock::now() - t0;
+  close(fd);
+  EXPECT_GE(first, 250ms);
+  EXPECT_NE(got.find("\"role\":\"assistant\""), std::string::npos);
+}

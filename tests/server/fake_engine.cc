@@ -1,5 +1,7 @@
 #include "fake_engine.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 namespace vireo::testing {
@@ -116,6 +118,8 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
   std::string prompt_text = tok_.decode(job->prompt, true);
   bool fail = prompt_text.find("FAIL") != std::string::npos;
   bool holdable = prompt_text.find("HOLD") != std::string::npos;
+  const bool quiet = prompt_text.find("QUIET") != std::string::npos;
+  std::string held;  // QUIET: text of the first tokens, released with the 4th
   std::string expected = expected_text(job->prompt, p.max_tokens, p.seed);
   bool scripted = false;
   for (const auto& [key, text] : opts_.scripts) {
@@ -164,6 +168,12 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
       std::string piece(1, expected[k]);
       text += piece;
       out.text = piece;
+      if (quiet && k < 3 && k + 1 < p.max_tokens) {
+        held += piece;
+        out.text.clear();
+      } else if (!held.empty()) {
+        out.text = std::exchange(held, std::string()) + piece;
+      }
       for (const auto& s : p.stop) {
         if (text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0) {
           out.text = p.include_stop_str_in_output ? piece : piece.substr(0, piece.size() >= s.size() ? piece.size() - s.size() : 0);

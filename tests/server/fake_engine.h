@@ -4,6 +4,8 @@
 //   output token k of a request = 'a' + (base + k) % 26, base = last prompt id + seed (if any).
 //   a prompt containing the text "FAIL" finishes with "error" after one token ("GRAMMAR_FAIL": with
 //   the engine's error for a grammar it could not match).
+//   a prompt containing "QUIET" has its first 3 tokens' text held back (empty) and released with the
+//   4th token's, as a detokenizer holds the bytes of an unfinished UTF-8 character.
 //   scripts: a prompt containing a script's key produces the script's text instead (one byte per
 //   token), then finishes with "stop" as at an EOS (or "length" at max_tokens).
 #pragma once
