@@ -56,9 +56,11 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
-// kFused: a.prep is given (the kernel prepares q and the new k / v itself); one instantiation each way, so
-// neither carries the other's code (instruction fetch is a large part of a batch-1 layer).
-template <typename T, int D, bool kFused>
+// kPrep: kPrepNone (q given), kPrepGeneric or kPrepFast (a.prep is given: the kernel prepares q and the new
+// k / v itself; kPrepFast with prepare_head's fast form). One instantiation each, so none carries another's
+// code (instruction fetch is a large part of a batch-1 layer).
+enum : int { kPrepNone = 0, kPrepGeneric = 1, kPrepFast = 2 };
+template <typename T, int D, int kPrep>
 __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaArgs a) {
   constexpr int kLd = D + kPad;
   constexpr int kNT = 2;  // 16 keys a warp of each 64-key tile
@@ -97,8 +99,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   cp_async_commit();
 
   pdl_enter();
-  if constexpr (kFused) {
-    const int num_new = prepare_decode_items<T, D>(a, qs, rope, ks, vs, kCStages, hk, q0, q_len, rows, kstart, kend,
+  if constexpr (kPrep != kPrepNone) {
+    const int num_new = prepare_decode_items<T, D, kPrep == kPrepFast>(a, qs, rope, ks, vs, kCStages, hk, q0, q_len, rows, kstart, kend,
                                                    new0);
     if (num_new > 0 && ntiles > kCStages) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
   } else {
@@ -111,9 +113,17 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
 #pragma unroll
       for (int j = 0; j < D / 32; ++j) qs[r * D + lane + 32 * j] = v[j];
     }
-#pragma unroll
-    for (int st = 0; st < kCStages; ++st)
-      if (st < ntiles) load_tile(st, TileRows::kNew);
+    // The new keys' rows of the tiles in flight (what load_kv_tile's kNew gathers), one 16-byte chunk a
+    // thread: a decode step has one new key, so a short loop instead of the tile loader's unrolled body.
+    const int lo = max(new0, kstart), hi = min(kend, kstart + kCStages * kBN);
+    const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+    for (int c = threadIdx.x; c < (hi - lo) * (D / 8); c += kThreads) {
+      const int key = lo + c / (D / 8), col = c % (D / 8) * 8, rel = key - kstart;  // tile rel / kBN = stage
+      const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+      const int64_t off = slot * head_stride + static_cast<int64_t>(hk) * D + col;
+      cp_async16(ks + rel * kLd + col, static_cast<const T*>(a.k_cache) + off, true);
+      cp_async16(vs + rel * kLd + col, static_cast<const T*>(a.v_cache) + off, true);
+    }
     cp_async_commit();
   }
   for (int i = threadIdx.x; i < (16 - rows) * D; i += kThreads) qs[rows * D + i] = from_f<T>(0.f);
@@ -205,9 +215,9 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   }
 }
 
-template <typename T, int D, bool kFused>
+template <typename T, int D, int kPrep>
 void launch_typed(const MmaArgs& a, int num_pairs, int cluster, cudaStream_t stream) {
-  auto kernel = attention_decode_cluster_kernel<T, D, kFused>;
+  auto kernel = attention_decode_cluster_kernel<T, D, kPrep>;
   constexpr size_t smem = cluster_smem_bytes<T, D>();
   static_assert(size_t{2} * kCStages * kBN * (D + kPad) * sizeof(T) >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float),
                 "the warp merge must fit in the tile buffers");
@@ -310,8 +320,9 @@ void launch_decode_cluster(const AttentionParams& p, const QkvArgs* prep, int cl
   if (prep) a.prep = *prep;
   const int pairs = p.num_seqs * p.num_kv_heads;
   auto launch = [&]<typename T, int D>() {
-    if (prep) launch_typed<T, D, true>(a, pairs, cluster, stream);
-    else launch_typed<T, D, false>(a, pairs, cluster, stream);
+    if (!prep) launch_typed<T, D, kPrepNone>(a, pairs, cluster, stream);
+    else if (qkv_fast_form(*prep, D, p.q.dtype)) launch_typed<T, D, kPrepFast>(a, pairs, cluster, stream);
+    else launch_typed<T, D, kPrepGeneric>(a, pairs, cluster, stream);
   };
   if (p.q.dtype == DType::kBF16) {
     if (p.head_dim == 64) launch.template operator()<__nv_bfloat16, 64>();

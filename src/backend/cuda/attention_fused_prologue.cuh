@@ -23,7 +23,8 @@ __device__ __forceinline__ T* fused_q_rows(T* ks) {
 //     Later tiles gather the new rows from the cache: the caller fences before that gather.
 // rope: >= 4 * kMaxHeadDim floats of shared memory (each warp's RoPE partner row). Returns how many
 // new tokens the block wrote. Used by the split kernel (fused mode) and the cluster decode kernel.
-template <typename T, int D>
+// kFast: prepare_head's fast form (the caller checked qkv_fast_form).
+template <typename T, int D, bool kFast = false>
 __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, float* rope, T* ks, T* vs, int pre_tiles, int hk, int q0,
                                     int q_len, int rows, int kstart, int kend, int new0) {
   constexpr int kLd = D + kPad;
@@ -42,8 +43,9 @@ __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, flo
       const int64_t t = q0 + it / a.group;
       const int head = hk * a.group + it % a.group;
       float x[D / 32];  // the head dim is known: half the generic path's code at D 128
-      prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(head) * D, p.positions[t], true, pairs, rope_row, x);
-      store_head<T>(qs + it * D, D, pairs, x);
+      prepare_head<T, D / 32, kFast>(p, qkv + t * width + static_cast<int64_t>(head) * D, p.positions[t], true,
+                                     pairs, rope_row, x);
+      store_head<T>(qs + it * D, D, kFast || pairs, x);
       continue;
     }
     const int j = j0 + (it - rows) / 2;
@@ -57,9 +59,10 @@ __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, flo
                         : nullptr;
     if (is_k) {
       float x[D / 32];  // the head dim is known: half the generic path's code at D 128
-      prepare_head<T>(p, qkv + t * width + static_cast<int64_t>(h + hk) * D, p.positions[t], false, pairs, rope_row, x);
-      if (grow) store_head<T>(grow, D, pairs, x);
-      if (srow) store_head<T>(srow, D, pairs, x);
+      prepare_head<T, D / 32, kFast>(p, qkv + t * width + static_cast<int64_t>(h + hk) * D, p.positions[t],
+                                     false, pairs, rope_row, x);
+      if (grow) store_head<T>(grow, D, kFast || pairs, x);
+      if (srow) store_head<T>(srow, D, kFast || pairs, x);
     } else {
       const T* src = qkv + t * width + static_cast<int64_t>(h + hkv + hk) * D;
       T v[D / 32];  // every load before any store (see qkv_prepare_heads_kernel): one round trip, not D / 32

@@ -3,6 +3,9 @@
 // (qkv_prepare.cu) and the decode attention kernel that prepares its own q and new k
 // (attention_mma.cu, fused mode), so both round exactly alike.
 #pragma once
+#include <cstdint>
+#include <cstdlib>
+
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/op_params.h"
 
@@ -82,12 +85,18 @@ __device__ __forceinline__ void load_head_coeffs(const QkvArgs& a, int pos, bool
 // (pairs; the lane's values j, j + 1), elem_at(i) = element i (not pairs). KPL values a lane: kPerLane,
 // or D / 32 when the head dim D is known (a lane's values past D are zero, so the sums are the same).
 // kGiven: the constants come from *given (load_head_coeffs: the same values) instead of being loaded here.
-template <typename T, int KPL, bool kGiven = false, typename PairAt, typename ElemAt>
+// kFast: the caller guarantees pairs, NeoX RoPE over the whole head and head dim 32 KPL (KPL 2 or 4), so
+// the index math is known at compile time and a value's RoPE partner is in the lane's own registers
+// (D 128: value j ^ 2) or lane ^ 16's (D 64) instead of a shared-memory exchange: the same arithmetic
+// on the same values, with less code on the batch-1 path (instruction fetch dominates there).
+template <typename T, int KPL, bool kGiven = false, bool kFast = false, typename PairAt, typename ElemAt>
 __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pair_at, ElemAt&& elem_at, int pos,
                                                   bool is_q, bool pairs, float* row, float (&x)[KPL],
                                                   const HeadCoeffs<KPL>* given = nullptr) {
   constexpr int kPerLane = KPL;  // this body's loops
-  const int lane = threadIdx.x % 32, d = a.head_dim;
+  static_assert(!kFast || KPL == 2 || KPL == 4, "kFast: head dim 64 or 128");
+  if constexpr (kFast) pairs = true;
+  const int lane = threadIdx.x % 32, d = kFast ? 32 * KPL : a.head_dim;
   float w[kPerLane];
   const void* wp = is_q ? a.q_norm : a.k_norm;
   const DType wt = is_q ? a.q_norm_dt : a.k_norm_dt;
@@ -96,8 +105,8 @@ __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pai
   for (int j = 0; j < kPerLane; j += 2) {
     const int i = lane_elem(pairs, lane, j);
     const int i1 = lane_elem(pairs, lane, j + 1);
-    if (pairs) {
-      if (i < d) {  // i even, i + 1 < d (d even)
+    if (kFast || pairs) {
+      if (kFast || i < d) {  // i even, i + 1 < d (d even)
         const unsigned u = pair_at(j, i);
         const T* e = reinterpret_cast<const T*>(&u);
         x[j] = to_f(e[0]);
@@ -112,6 +121,15 @@ __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pai
     if constexpr (kGiven) {
       w[j] = is_q ? given->wq[j] : given->wk[j];
       w[j + 1] = is_q ? given->wq[j + 1] : given->wk[j + 1];
+    } else if constexpr (kFast) {  // norm weights of type T (qkv_fast_form): one 4-byte load a pair
+      if (norm) {
+        const unsigned u = *reinterpret_cast<const unsigned*>(static_cast<const T*>(wp) + i);
+        const T* e = reinterpret_cast<const T*>(&u);
+        w[j] = to_f(e[0]);
+        w[j + 1] = to_f(e[1]);
+      } else {
+        w[j] = w[j + 1] = 0.f;
+      }
     } else {
       w[j] = norm && i < d ? load_w(wp, wt, i) : 0.f;
       w[j + 1] = norm && i1 < d ? load_w(wp, wt, i1) : 0.f;
@@ -128,6 +146,18 @@ __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pai
       for (int j = 0; j < kPerLane; ++j) {
         rc[j] = given->rc[j];
         rs[j] = given->rs[j];
+      }
+    } else if constexpr (kFast) {  // rd = D = 32 KPL, NeoX, pairs: element i = 64 (j / 2) + 2 lane + j % 2
+      constexpr int kHalf = 16 * KPL;
+      const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * (2 * kHalf) : nullptr;
+      poison = cs == nullptr;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int i = lane_elem(true, lane, j);
+        const bool first = i < kHalf;
+        const int k = first ? i : i - kHalf;
+        rc[j] = cs != nullptr ? cs[k] : 1.f;
+        rs[j] = cs == nullptr ? 0.f : first ? -cs[kHalf + k] : cs[kHalf + k];
       }
     } else {
       const float* cs = pos >= 0 && pos < a.max_pos ? a.cos_sin + static_cast<int64_t>(pos) * rd : nullptr;
@@ -157,7 +187,21 @@ __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pai
     for (int j = 0; j < kPerLane; ++j) x[j] = x[j] * inv * w[j];
   };
   if (a.qk_norm == QkNorm::kPerHeadBeforeRope) rms();
-  if (rd > 0) {
+  if constexpr (kFast) {
+    float xo[kPerLane];  // the values before rotation (the generic path's row)
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) xo[j] = x[j];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      if (poison) {
+        x[j] = __int_as_float(0x7fc00000);
+        continue;
+      }
+      // D 128: elements j and j ^ 2 of a lane are i and i +- 64; D 64: lane ^ 16 holds i +- 32.
+      const float partner = KPL == 4 ? xo[j ^ 2] : __shfl_xor_sync(0xffffffffu, xo[j], 16);
+      x[j] = x[j] * rc[j] + partner * rs[j];
+    }
+  } else if (rd > 0) {
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int i = lane_elem(pairs, lane, j);
@@ -185,12 +229,27 @@ __device__ __forceinline__ void prepare_head_from(const QkvArgs& a, PairAt&& pai
 // shared memory (the RoPE partner exchange). All global loads (head, norm weight, cos/sin) are issued
 // before the first use. Per-head norms only (a full-width norm needs every head of the token).
 // KPL: kPerLane, or D / 32 where the caller knows the head dim D (less code on a latency path).
-template <typename T, int KPL>
+template <typename T, int KPL, bool kFast = false>
 __device__ __forceinline__ void prepare_head(const QkvArgs& a, const T* src, int pos, bool is_q, bool pairs,
                                              float* row, float (&x)[KPL]) {
-  prepare_head_from<T, KPL>(
+  prepare_head_from<T, KPL, false, kFast>(
       a, [&](int, int i) { return *reinterpret_cast<const unsigned*>(src + i); }, [&](int i) { return src[i]; }, pos, is_q,
       pairs, row, x);
+}
+
+// Whether prepare_head's kFast form applies to these arguments at head dim d, for activations (qkv) of
+// dtype act (2 bytes): 16-byte rows, NeoX RoPE over the whole head, norm weights (if any) of dtype act.
+// VIREO_QKV_FAST=0 turns the fast form off (A/B runs).
+inline bool qkv_fast_form(const QkvArgs& a, int d, DType act) {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_QKV_FAST");
+    return !(v && v[0] == '0');
+  }();
+  const bool norm = a.qk_norm == QkNorm::kPerHeadBeforeRope || a.qk_norm == QkNorm::kPerHeadAfterRope;
+  return on && a.vec && a.neox && a.rotary_dim == d && (d == 64 || d == 128) && dtype_size(act) == 2 &&
+         (a.qk_norm == QkNorm::kNone || (norm && a.q_norm_dt == act && a.k_norm_dt == act &&
+                                         (reinterpret_cast<uintptr_t>(a.q_norm) & 3) == 0 &&
+                                         (reinterpret_cast<uintptr_t>(a.k_norm) & 3) == 0));
 }
 
 // Stores x (lane_elem order) rounded to T at dst[0, d): global or shared memory.

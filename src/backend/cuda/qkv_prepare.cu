@@ -138,7 +138,9 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
 constexpr int kHeadWarps = 4;
 constexpr int64_t kHeadPathMaxTokens = 1024;
 
-template <typename T>
+// KPL: values a lane (kPerLane, or D / 32 where the head dim D is known); kFast: prepare_head's fast form
+// (qkv_fast_form), the decode path of the Qwen3 / Llama shapes. Every form gives the same bits.
+template <typename T, int KPL, bool kFast>
 __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvArgs a, int blocks_per_token) {
   __shared__ float xs[kHeadWarps][kMaxHeadDim];
   pdl_enter();  // launched with PDL (pdl.cuh): before any access; no block-wide barrier follows, so
@@ -156,12 +158,12 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
     T* dst = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h - hk) * d;
     // Every load before any store: dst may alias src for all the compiler knows, so a load-store loop
     // makes each of the lane's d / 32 loads wait for the previous store (one L2 round trip each).
-    T v[kPerLane];
+    T v[KPL];
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
+    for (int j = 0; j < KPL; ++j)
       if (lane + 32 * j < d) v[j] = src[lane + 32 * j];
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
+    for (int j = 0; j < KPL; ++j)
       if (lane + 32 * j < d) dst[lane + 32 * j] = v[j];
     return;
   }
@@ -169,11 +171,11 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
   if (!is_q && slot < 0) return;  // a k head with nothing to write
   // 2-byte T with d * sizeof(T) % 16 == 0 and 16-byte aligned bases (vec): 4-byte pair loads/stores.
   const bool pairs = sizeof(T) == 2 && a.vec;
-  float x[kPerLane];
-  prepare_head<T>(a, src, a.positions[t], is_q, pairs, xs[warp], x);
+  float x[KPL];
+  prepare_head<T, KPL, kFast>(a, src, a.positions[t], is_q, pairs, xs[warp], x);
   T* dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(d)
                 : static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h) * d;
-  store_head<T>(dst, d, pairs, x);
+  store_head<T>(dst, d, kFast || pairs, x);
 }
 
 // Many tokens, 2-byte types, head dim 64 or 128, per-head norms (the prefill steps of the Qwen3 / Llama /
@@ -300,8 +302,15 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
     }
     if (per_head) {
       const int bpt = (h + 2 * hk + kHeadWarps - 1) / kHeadWarps;
-      launch_pdl(qkv_prepare_heads_kernel<T>, dim3(static_cast<unsigned>(t * bpt)), dim3(kHeadWarps * 32), 0, stream,
-                 a, bpt);
+      const dim3 grid(static_cast<unsigned>(t * bpt)), block(kHeadWarps * 32);
+      if constexpr (sizeof(T) == 2) {
+        if (qkv_fast_form(a, d, p.qkv.dtype)) {  // less code on the decode path (the 8B's batch-1 layer)
+          if (d == 64) launch_pdl(qkv_prepare_heads_kernel<T, 2, true>, grid, block, 0, stream, a, bpt);
+          else launch_pdl(qkv_prepare_heads_kernel<T, 4, true>, grid, block, 0, stream, a, bpt);
+          return;
+        }
+      }
+      launch_pdl(qkv_prepare_heads_kernel<T, kPerLane, false>, grid, block, 0, stream, a, bpt);
       return;
     }
     if (smem > 48 * 1024)
