@@ -1,6 +1,8 @@
 // Shared pieces of the decode GEMV kernels (gemv.cu: the grid-stride kernel; gemv_resident.cuh: the
 // one-pass kernel whose weights sit in registers): arguments, the fused-prologue staging of x'.
 #pragma once
+#include <cstdlib>
+
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -31,6 +33,34 @@ struct GemvArgs {
   float eps;
   int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
 };
+
+// What a launch does, when known at compile time: the forms of a pre-norm decoder layer's decode GEMVs
+// (qkv: norm -> out; gate_up: norm -> silu(gate) * up; o_proj and down: plain -> residual + out; lm_head:
+// plain -> out), instantiated on their own so that a batch-1 layer's kernels carry none of the other
+// forms' code (a batch-1 step is bound by instruction fetch: docs/cuda_kernels.md, session 15, and the
+// session 19 figures). kFormAny: read from the arguments. The norm forms take norm weights of the
+// activation dtype (norm_vec).
+enum GemvForm : int { kFormAny = 0, kFormNormOut = 1, kFormNormSilu = 2, kFormPlainResidual = 3, kFormPlainOut = 4 };
+
+// The prologue a form implies (stage_input's kPro), -1 for kFormAny.
+constexpr int form_prologue(int form) {
+  return form == kFormAny ? -1 : form == kFormNormOut || form == kFormNormSilu ? kNorm : kPlain;
+}
+
+inline GemvForm gemv_form_of(const GemvArgs& a) {
+  if (a.prologue == kNorm && a.norm_vec && !a.residual) return a.silu_out ? kFormNormSilu : kFormNormOut;
+  if (a.prologue == kPlain && !a.silu_out) return a.residual ? kFormPlainResidual : kFormPlainOut;
+  return kFormAny;
+}
+
+// VIREO_GEMV_FORMS=0: batch-1 launches take the generic kernel (kFormAny) too (A/B).
+bool forms_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_GEMV_FORMS");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
 
 // Bulk asynchronous copies into shared memory, completion counted on an mbarrier (the streaming and
 // the bulk-resident kernels).
@@ -97,13 +127,16 @@ __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {
 // which done one after the other cost ~4 us after the PDL wait.
 constexpr int kStageBatch = 8;
 
-template <typename T, int NR>
+// kPro: the prologue when known at compile time (kNorm then also means norm_vec), -1: a.prologue's.
+template <typename T, int NR, int kPro = -1>
 __device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_t nvec) {
   using V = Vec<T>;
   constexpr int kN = V::kN;
   const uint4* x = static_cast<const uint4*>(a.x);
   const int64_t total = NR * nvec;
-  if (a.prologue == kSiluMul) {
+  const int prologue = kPro >= 0 ? kPro : a.prologue;
+  const bool norm_vec = kPro >= 0 || a.norm_vec;
+  if (prologue == kSiluMul) {
     // x row n: [2K] = gate then up; as silu_and_mul_kernel: g / (1 + e^-g) * u in fp32, rounded.
     for (int64_t i0 = threadIdx.x; i0 < total; i0 += int64_t{kThreads} * kStageBatch) {
       V g[kStageBatch], u[kStageBatch];
@@ -128,7 +161,7 @@ __device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_
         xs[i] = o.raw;
       }
     }
-  } else if (a.prologue == kNorm) {
+  } else if (prologue == kNorm) {
     __shared__ float red[kWarps][NR];
     float ss[NR];
 #pragma unroll
@@ -178,7 +211,7 @@ __device__ __forceinline__ void stage_input(const GemvArgs& a, uint4* xs, int64_
         if (r == n) sc = inv[r];
       V v;
       v.raw = xs[i];
-      if (a.norm_vec) {
+      if (norm_vec) {
         V g;
         g.raw = static_cast<const uint4*>(a.norm_w)[c];
 #pragma unroll

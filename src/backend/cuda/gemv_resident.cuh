@@ -21,19 +21,22 @@ namespace {
 
 constexpr int kMaxVecs = 16;  // 16-byte weight vectors held per lane (64 registers)
 
+
 // kVpl: vectors a lane holds per row (K = 32 * kVpl * 16 / sizeof(T)). A warp owns units_per_warp
 // units: rows, or with silu_out (gate, up) row pairs held as adjacent rows (even r: gate row, odd r: the
 // up row of the same index); rows per warp <= kMaxVecs / kVpl.
-template <typename T, int NR, int kVpl, bool kBulk>
+template <typename T, int NR, int kVpl, bool kBulk, int kForm = kFormAny>
 __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int units_per_warp) {
   using V = Vec<T>;
   constexpr int kN = V::kN;
   constexpr int kMaxRows = kMaxVecs / kVpl;
+  constexpr int kPro = form_prologue(kForm);
   extern __shared__ uint4 xs[];  // x' [NR, K]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t nvec = 32 * kVpl, m = a.m;
-  const int rpu = a.silu_out ? 2 : 1;                   // rows per unit
-  const int64_t half = a.silu_out ? m / 2 : 0, units = m - half;
+  const bool silu_out = kForm == kFormAny ? a.silu_out : kForm == kFormNormSilu;
+  const int rpu = silu_out ? 2 : 1;                   // rows per unit
+  const int64_t half = silu_out ? m / 2 : 0, units = m - half;
   const int64_t unit0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * units_per_warp;
   const int rows_per_warp = units_per_warp * rpu;
   auto unit_of = [&](int r) { return unit0 + r / rpu; };
@@ -69,7 +72,7 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
   // (and biases) now, so the epilogue after the short FMA pass does not wait on global loads.
   // Writer of (unit i, n): lane (i * NR + n) % 32.
   const T* bias = static_cast<const T*>(a.bias);
-  const T* res = static_cast<const T*>(a.residual);
+  const T* res = kForm == kFormAny || kForm == kFormPlainResidual ? static_cast<const T*>(a.residual) : nullptr;
   T* out = static_cast<T*>(a.out);
   float pre_b[kMaxRows][NR], pre_r[kMaxRows][NR];
 #pragma unroll
@@ -87,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
       const bool mine = r < rows_per_warp && unit_of(r) < units && lane == (r * NR + n) % 32;
       pre_r[r][n] = mine && res ? to_f(res[n * m + unit0 + r]) : 0.f;  // never with silu_out
     }
-  stage_input<T, NR>(a, xs, nvec);
+  stage_input<T, NR, kPro>(a, xs, nvec);
   if constexpr (kBulk) mbar_wait(bar, 0);
 
   // 3. Dot products, warp reductions, epilogue.
@@ -117,13 +120,13 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
       float v = acc[n];
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
       const bool writer = unit < units && lane == ((r / rpu) * NR + n) % 32;
-      if (a.silu_out) {
+      if (silu_out) {
         if (r % 2 == 0) gate[n] = v + pre_b[r][n];
         else if (writer) out[n * half + unit] = silu_mul_round<T>(gate[n], v + pre_b[r][n]);
       } else if (writer) {
         const int64_t idx = n * m + unit;
         T y = from_f<T>(v + pre_b[r][n]);
-        if (res) y = from_f<T>(pre_r[r][n] + to_f(y));  // the add op's rounding
+        if (kForm == kFormPlainResidual || res) y = from_f<T>(pre_r[r][n] + to_f(y));  // the add op's rounding
         out[idx] = y;
       }
     }
@@ -137,6 +140,7 @@ bool bulk_enabled() {
   }();
   return on;
 }
+
 
 // A bulk-resident launch: opts in to its shared memory (the most any shape asks) once per kernel.
 template <auto kKernel>
@@ -184,6 +188,28 @@ bool launch_resident(const GemvArgs& a, int num_sms, cudaStream_t stream) {
     return true;
   }
   const size_t smem = x_bytes + size_t{kWarps} * (per_warp * rpu * a.k * sizeof(T) + 8);
+  // Batch 1 (the latency-bound case): the layer's three forms each get their own code.
+  auto launch_form = [&]<int kVplF>() {
+    switch (gemv_form_of(a)) {  // kFormPlainOut: no batch-1 layer GEMV takes it, so not instantiated here
+      case kFormNormOut: launch_bulk<gemv_resident_kernel<T, NR, kVplF, true, kFormNormOut>>(grid, smem, stream, a, u); break;
+      case kFormNormSilu: launch_bulk<gemv_resident_kernel<T, NR, kVplF, true, kFormNormSilu>>(grid, smem, stream, a, u); break;
+      case kFormPlainResidual:
+        launch_bulk<gemv_resident_kernel<T, NR, kVplF, true, kFormPlainResidual>>(grid, smem, stream, a, u);
+        break;
+      default: launch_bulk<gemv_resident_kernel<T, NR, kVplF, true>>(grid, smem, stream, a, u); break;
+    }
+  };
+  if constexpr (NR == 1) {
+    if (forms_enabled()) {
+      switch (vpl) {
+        case 4: launch_form.template operator()<4>(); break;
+        case 8: launch_form.template operator()<8>(); break;
+        case 12: launch_form.template operator()<12>(); break;
+        default: launch_form.template operator()<16>(); break;
+      }
+      return true;
+    }
+  }
   switch (vpl) {
     case 4: launch_bulk<gemv_resident_kernel<T, NR, 4, true>>(grid, smem, stream, a, u); break;
     case 8: launch_bulk<gemv_resident_kernel<T, NR, 8, true>>(grid, smem, stream, a, u); break;

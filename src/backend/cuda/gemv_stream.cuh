@@ -32,8 +32,10 @@ constexpr size_t stream_smem_bytes(int64_t k, int stages) {
 }
 
 // kCv: 16-byte vectors per copy (64, 128 or 256, dividing a row: a chunk never spans two rows).
-template <typename T, int NR, int kCv>
+// kForm: GemvForm (gemv_common.cuh), the batch-1 launches' forms get code of their own.
+template <typename T, int NR, int kCv, int kForm = kFormAny>
 __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, StreamPlan p) {
+  const bool silu_out = kForm == kFormAny ? a.silu_out : kForm == kFormNormSilu;
   using V = Vec<T>;
   constexpr int kN = V::kN;
   constexpr uint32_t kChunkBytes = kCv * 16;
@@ -52,12 +54,12 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   const int64_t row0 = gw * p.rows_lo + (gw < p.rows_extra ? gw : p.rows_extra);
   const int64_t nrows = p.rows_lo + (gw < p.rows_extra ? 1 : 0);
   const int64_t per_row = nvec / kCv;
-  const int64_t half = a.silu_out ? a.m / 2 : 0;
-  const int64_t per_unit = a.silu_out ? 2 * per_row : per_row;
+  const int64_t half = silu_out ? a.m / 2 : 0;
+  const int64_t per_unit = silu_out ? 2 * per_row : per_row;
   const int64_t total = nrows * per_unit;  // chunks of this warp
   const uint4* w = static_cast<const uint4*>(a.w);
   auto chunk_src = [&](int64_t c) {
-    if (!a.silu_out) return w + row0 * nvec + c * kCv;  // one contiguous range
+    if (!silu_out) return w + row0 * nvec + c * kCv;  // one contiguous range
     const int64_t unit = c / per_unit, within = c - unit * per_unit;
     const int64_t h = within / per_row, col = within - h * per_row;
     return w + (row0 + unit + h * half) * nvec + col * kCv;
@@ -76,9 +78,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   // Lane j holds the bias and (after the wait) the residuals of the warp's row j < 32, so the epilogue
   // of a row does not start with a dependent global load.
   const T* bias = static_cast<const T*>(a.bias);
-  const T* res = static_cast<const T*>(a.residual);
+  const T* res = kForm == kFormAny || kForm == kFormPlainResidual ? static_cast<const T*>(a.residual) : nullptr;
   T* out = static_cast<T*>(a.out);
-  const bool lane_row = lane < nrows && !a.silu_out;
+  const bool lane_row = lane < nrows && !silu_out;
   const float lane_bias = bias && lane_row ? to_f(bias[row0 + lane]) : 0.f;
 
   // 2. x, residual and out may belong to the previous kernel.
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   float lane_res[NR];
 #pragma unroll
   for (int n = 0; n < NR; ++n) lane_res[n] = res && lane_row ? to_f(res[n * a.m + row0 + lane]) : 0.f;
-  stage_input<T, NR>(a, xs, nvec);
+  stage_input<T, NR, form_prologue(kForm)>(a, xs, nvec);
 
   // 3. Consume chunk c from stage c % stages (its (c / stages)-th use: parity), refill it with c + stages.
   float acc[NR];
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
       parity ^= 1;
     }
     col0 += kCv;
-    if (col0 == nvec && a.silu_out) {  // a gate or up row is complete; after the up row, lane n writes
+    if (col0 == nvec && silu_out) {  // a gate or up row is complete; after the up row, lane n writes
 #pragma unroll
       for (int n = 0; n < NR; ++n) {
         float v = acc[n];
@@ -150,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
         const float r = j < 32 ? __shfl_sync(0xffffffffu, lane_res[n], j) : (res && lane == n ? to_f(res[idx]) : 0.f);
         if (lane == n) {
           T y = from_f<T>(v + b);
-          if (res) y = from_f<T>(r + to_f(y));  // the add op's rounding
+          if (kForm == kFormPlainResidual || res) y = from_f<T>(r + to_f(y));  // the add op's rounding
           out[idx] = y;
         }
       }
@@ -189,9 +191,9 @@ bool stream_pdl() {
   return on;
 }
 
-template <typename T, int NR, int kCv>
+template <typename T, int NR, int kCv, int kForm = kFormAny>
 bool launch_stream_cv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
-  auto* kernel = gemv_stream_kernel<T, NR, kCv>;
+  auto* kernel = gemv_stream_kernel<T, NR, kCv, kForm>;
   // The dynamic shared memory a block may have: the per-block opt-in limit (227 KiB on sm_90) less the
   // kernel's static shared memory (stage_input's reduction); set once per instantiation.
   static const size_t max_smem = [kernel] {
@@ -239,6 +241,20 @@ bool launch_stream(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   static_assert(sizeof(T) == 2, "16-bit weights only");
   if (!stream_applies(a, num_sms)) return false;
   const int64_t nvec = a.k / Vec<T>::kN;
+  if constexpr (NR == 1) {  // batch 1: the layer's forms (and the lm_head's) get their own code
+    auto by_form = [&]<int kCv>() {
+      switch (forms_enabled() ? gemv_form_of(a) : kFormAny) {
+        case kFormNormOut: return launch_stream_cv<T, 1, kCv, kFormNormOut>(a, num_sms, stream);
+        case kFormNormSilu: return launch_stream_cv<T, 1, kCv, kFormNormSilu>(a, num_sms, stream);
+        case kFormPlainResidual: return launch_stream_cv<T, 1, kCv, kFormPlainResidual>(a, num_sms, stream);
+        case kFormPlainOut: return launch_stream_cv<T, 1, kCv, kFormPlainOut>(a, num_sms, stream);
+        default: return launch_stream_cv<T, 1, kCv>(a, num_sms, stream);
+      }
+    };
+    if (nvec % 256 == 0) return by_form.template operator()<256>();
+    if (nvec % 128 == 0) return by_form.template operator()<128>();
+    return by_form.template operator()<64>();
+  }
   if (nvec % 256 == 0) return launch_stream_cv<T, NR, 256>(a, num_sms, stream);
   if (nvec % 128 == 0) return launch_stream_cv<T, NR, 128>(a, num_sms, stream);
   return launch_stream_cv<T, NR, 64>(a, num_sms, stream);
