@@ -83,6 +83,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   // Step metadata is copied before the step's first kernel: readable before the PDL wait.
   const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
   const int rows = min(q_len * a.group, 16);
+  // Row r is (token r / G, head hk * G + r % G); a decode step has one token, so no division there.
+  auto row_token = [&](int r) { return q_len == 1 ? 0 : r / a.group; };
   // This block's keys: the context split evenly over the cluster in whole pages (16 keys).
   const int split = ((kv_len + C - 1) / C + 15) / 16 * 16;
   const int kstart = rank * split;
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   const int new0 = kv_len - q_len;  // keys >= new0 are this step's
   const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   auto load_tile = [&](int it, TileRows which) {
-    load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, it % kCStages, which, new0);
+    load_kv_tile<T, D, true>(a, table, hk, kstart + it * kBN, kend, ks, vs, it % kCStages, which, new0);
   };
 #pragma unroll
   for (int st = 0; st < kCStages; ++st)
@@ -106,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   } else {
     for (int r = warp; r < rows; r += kThreads / 32) {
       const T* src = static_cast<const T*>(a.q) +
-                     (static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group) * D;
+                     (static_cast<int64_t>(q0) * a.num_heads + hk * a.group + r + row_token(r) * (a.num_heads - a.group)) * D;
       T v[D / 32];  // every load before any store: one round trip for the row, not D / 32
 #pragma unroll
       for (int j = 0; j < D / 32; ++j) v[j] = src[lane + 32 * j];
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
     const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
     for (int c = threadIdx.x; c < (hi - lo) * (D / 8); c += kThreads) {
       const int key = lo + c / (D / 8), col = c % (D / 8) * 8, rel = key - kstart;  // tile rel / kBN = stage
-      const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+      const int slot = (table[key >> a.block_shift] << a.block_shift) + (key & (a.block_size - 1));
       const int64_t off = slot * head_stride + static_cast<int64_t>(hk) * D + col;
       cp_async16(ks + rel * kLd + col, static_cast<const T*>(a.k_cache) + off, true);
       cp_async16(vs + rel * kLd + col, static_cast<const T*>(a.v_cache) + off, true);
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = g + 8 * i;
-    pos[i] = r < rows ? kv_len - q_len + r / a.group : -1;
+    pos[i] = r < rows ? kv_len - q_len + row_token(r) : -1;
     const unsigned* qrow = reinterpret_cast<const unsigned*>(qs + r * D);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -201,16 +203,19 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
   for (int idx = e0 + threadIdx.x; idx < e1; idx += kThreads) {
     const int r = idx / D, col = idx % D;
     float mm = -INFINITY;
+#pragma unroll 1
     for (int j = 0; j < C; ++j) mm = fmaxf(mm, inbox_ml[j * 16 + r].x);
     const float mu = mm == -INFINITY ? 0.f : mm;
     float ll = 0.f, oo = 0.f;
+#pragma unroll 1
     for (int j = 0; j < C; ++j) {
       const float2 ml = inbox_ml[j * 16 + r];
       const float f = exp2f(ml.x - mu);
       ll += ml.y * f;
       oo += inbox_o[j * per + idx - e0] * f;
     }
-    const int64_t th = static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group;
+    const int tok = row_token(r);
+    const int64_t th = static_cast<int64_t>(q0 + tok) * a.num_heads + hk * a.group + r - tok * a.group;
     static_cast<T*>(a.out)[th * D + col] = from_f<T>(ll > 0.f ? oo / ll : 0.f);
   }
 }
@@ -289,6 +294,7 @@ int decode_cluster_size(const AttentionParams& p, const DeviceInfo& dev, int wan
   if (want == 0) return 0;
   const int group = p.num_heads / p.num_kv_heads;
   if (!mma_supported(p) || p.max_query_len <= 0 || int64_t{p.max_query_len} * group > 16) return 0;
+  if (p.block_size <= 0 || (p.block_size & (p.block_size - 1)) != 0) return 0;  // the kernel pages by shifts
   if (want > 0) return std::min(want, kMaxCluster);
   // Before session 18 C was as many blocks as SMs allow (16 at 8 pairs): 0.6B decode layer at 1k
   // context 28.3 -> 25.5 us against the split kernel. Batch 4 (C = 4, ~5 tiles a block) measured 4%

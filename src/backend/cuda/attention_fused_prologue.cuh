@@ -40,8 +40,9 @@ __device__ __forceinline__ int prepare_decode_items(const MmaArgs& a, T* qs, flo
   const int items = rows + 2 * num_new;  // q rows, then (k, v) per new token
   for (int it = warp; it < items; it += kThreads / 32) {
     if (it < rows) {
-      const int64_t t = q0 + it / a.group;
-      const int head = hk * a.group + it % a.group;
+      const int tok = q_len == 1 ? 0 : it / a.group;  // decode: one token, no division
+      const int64_t t = q0 + tok;
+      const int head = hk * a.group + it - tok * a.group;
       float x[D / 32];  // the head dim is known: half the generic path's code at D 128
       prepare_head<T, D / 32, kFast>(p, qkv + t * width + static_cast<int64_t>(head) * D, p.positions[t], true,
                                      pairs, rope_row, x);
