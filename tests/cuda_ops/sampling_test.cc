@@ -406,6 +406,16 @@ TEST_F(SampleTest, HostRowsHint) {
     for (int m : {1, 64}) run_case(151936, m, DType::kBF16, 5, mode, true);
 }
 
+// Batches whose host copy shows only forced, greedy and plain temperature rows take the kPlain kernels
+// (only the fast path's code): every list size and both logits dtypes the engine uses.
+TEST_F(SampleTest, HostRowsPlainKernels) {
+  use_dtype(DType::kBF16);
+  for (DType dt : {DType::kF32, DType::kBF16})
+    for (int n : {0, 1, 20})
+      for (Mode mode : {Mode::kGreedy, Mode::kTemperature, Mode::kForced})
+        for (int m : {1, 64}) run_case(151936, m, dt, n, mode, true);
+}
+
 }  // namespace
 }  // namespace vireo::testing
 

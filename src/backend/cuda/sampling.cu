@@ -66,19 +66,35 @@ namespace vireo::cuda {
 namespace sampling {
 namespace {
 
-template <typename T, int K>
+// kPlain: every row is forced, greedy or plain temperature (chunk_kernel's kPlain): only fast_row's code.
+template <typename T, int K, bool kPlain = false>
 __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
   __shared__ Shared sm;
   extern __shared__ __align__(16) float seg_sums[];  // mid rows: C u64 chunk masses
   pdl_enter();  // chunk_kernel's partials (or the logits' producer) complete before any read
   const int r = blockIdx.x;
   const SamplingRow row = a.rows[r];
+  if constexpr (kPlain) {
+    fast_row<T, K, true>(a, r, row, sm);
+    return;
+  }
   if (a.pmax && is_fast(row, a)) {
     if (K < kMaxTop && is_topk_row(row, a)) fast_row<T, kMaxTop>(a, r, row, sm);
     else fast_row<T, K>(a, r, row, sm);
   } else if (a.pmax && is_mid(row, a)) {
     mid_row<T, K>(a, r, row, sm, seg_sums);
   } else slow_row<T, K>(a, r, row, sm, seg_sums);
+}
+
+// The plain launch (kPlain kernels): the two fast-path kernels without the other paths' code.
+template <typename T, int K>
+void launch_plain(const Args& a, int m, int iters, cudaStream_t stream) {
+  const int blocks = m * a.num_chunks;
+  if (iters == 1) launch_pdl(chunk_kernel<T, K, 1, true>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+  else launch_pdl(chunk_kernel<T, K, 4, true>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
+  check_launch("sample chunk_kernel");
+  launch_pdl(sample_kernel<T, K, true>, dim3(m), dim3(kThreads), 0, stream, a);
+  check_launch("sample_kernel");
 }
 
 template <typename T, int K>
@@ -127,6 +143,31 @@ bool any_mid_row(const SamplingRow* rows, int64_t m, int64_t vocab, int num_pair
     if ((row.top_k > 0 && row.top_k < vocab) || row.top_p < 1.0f || row.min_p > 0.0f) return true;
   }
   return false;
+}
+
+// Host mirror of is_fast minus top-k rows (sampling_fast.cuh): whether every row is forced, greedy or a
+// plain temperature row (no top-k / top-p / min-p, no penalty or mask entries in range). Must be exact
+// on the side of "no": the kPlain kernels do not check the rows.
+bool plain_rows_only(const SamplingRow* rows, int64_t m, int64_t vocab, int num_pairs, int num_masks, bool entries) {
+  for (int64_t r = 0; r < m; ++r) {
+    const SamplingRow& row = rows[r];
+    if (row.forced_token >= 0) continue;
+    const int pb = std::max(row.penalty_begin, 0), pe = std::min(row.penalty_end, num_pairs);
+    const int mb = std::max(row.mask_begin, 0), me = std::min(row.mask_end, num_masks);
+    if (entries && (pe > pb || me > mb)) return false;
+    if (row.temperature < 1e-5f) continue;
+    if ((row.top_k > 0 && row.top_k < vocab) || row.top_p < 1.0f || row.min_p > 0.0f) return false;
+  }
+  return true;
+}
+
+// VIREO_SAMPLE_PLAIN=0: never the kPlain kernels (A/B).
+bool plain_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_SAMPLE_PLAIN");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
 }
 
 // VIREO_SAMPLE_MID=0: mid path off (those rows take the single-block slow path), for A/B measurements.
@@ -240,8 +281,17 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   // fp32 segments are the most; the mid path's chunk masses (C u64) share the space.
   const size_t dyn = std::max(static_cast<size_t>((vocab + 127) / 128) * sizeof(float),
                               static_cast<size_t>(a.num_chunks) * sizeof(unsigned long long));
+  const bool plain = plain_enabled() && p.host_rows &&
+                     plain_rows_only(static_cast<const SamplingRow*>(p.host_rows), m, vocab, a.num_pairs, a.num_masks,
+                                     entries);
   dispatch_float(p.logits.dtype, "sample: logits", [&](auto t) {
     using T = decltype(t);
+    if (plain) {
+      if (list_k == 1) launch_plain<T, 1>(a, static_cast<int>(m), iters, stream);
+      else if (list_k == 5) launch_plain<T, 5>(a, static_cast<int>(m), iters, stream);
+      else launch_plain<T, kMaxTop>(a, static_cast<int>(m), iters, stream);
+      return;
+    }
     if (list_k == 1) launch_for<T, 1>(a, static_cast<int>(m), iters, dyn, stream);
     else if (list_k == 5) launch_for<T, 5>(a, static_cast<int>(m), iters, dyn, stream);
     else launch_for<T, kMaxTop>(a, static_cast<int>(m), iters, dyn, stream);

@@ -211,11 +211,17 @@ __device__ __forceinline__ void chunk_body(const Args& a, const SamplingRow& row
 // One block per (row, chunk): blockIdx.x = row * C + chunk. Partials of fast rows only. The kernels
 // with small lists and 4 steps per thread are capped at 64 registers (>= 4 blocks per SM; their
 // non-top-k rows need 48, the top-k rows' selection ~80 and spills a little instead).
-template <typename T, int K, int kIters>
+// kPlain: the host saw that every row is forced, greedy or a plain temperature row (plain_rows_only): no
+// mid, top-k or slow rows, so the kernel carries none of their code.
+template <typename T, int K, int kIters, bool kPlain = false>
 __global__ void __launch_bounds__(kChunkThreads, K < kMaxTop && kIters > 1 ? 4 : 1) chunk_kernel(Args a) {
   const int C = a.num_chunks, r = blockIdx.x / C, c = blockIdx.x - r * C;
   pdl_enter();  // before any read (logits, rows) and before the early return
   const SamplingRow row = a.rows[r];
+  if constexpr (kPlain) {
+    chunk_body<T, K, kIters, false>(a, row, r, c, false);
+    return;
+  }
   const bool fast = is_fast(row, a);
   // Mid rows (sampling_mid.cuh): raw partials with the N-list, work max/argmax, and the row's
   // histogram, arrival counter and candidate count zeroed for hist_kernel / mid_chunk_kernel.
@@ -382,8 +388,8 @@ __device__ float merge_raw(const Args& a, int r, Shared& sm, float& m_out) {
   return lse;
 }
 
-// A fast row from the partials of chunk_kernel.
-template <typename T, int K>
+// A fast row from the partials of chunk_kernel. kPlain: not a top-k row (chunk_kernel's kPlain).
+template <typename T, int K, bool kPlain = false>
 __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& sm) {
   const int tid = threadIdx.x, V = a.vocab, n = a.num_top;
   float m;
@@ -392,7 +398,7 @@ __device__ void fast_row(const Args& a, int r, const SamplingRow& row, Shared& s
   int token;
   if (row.forced_token >= 0) token = row.forced_token;
   else if (row.temperature < 1e-5f || !(m > neg_inf())) token = best;  // all -inf: 0, as slow_row
-  else if (is_topk_row(row, a)) token = topk_draw(row, m, sm);
+  else if (!kPlain && is_topk_row(row, a)) token = topk_draw(row, m, sm);
   else token = fast_draw<T>(a, r, row, m, best, sm);
   if (tid == 0) {
     const T* raw = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
