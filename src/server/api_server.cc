@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -174,9 +176,15 @@ ApiServer::ApiServer(ServerOptions options)
   svr_->set_write_timeout(30, 0);
   // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind
   // the same port and take half of the connections; like uvicorn, the second one must fail to start.
+  // TCP_NODELAY (as uvicorn sets it): a stream writes one small chunk a token, and with Nagle's algorithm
+  // each chunk after the first waits for the client's (delayed, up to 40 ms) ACK of the previous one, so
+  // tokens reached clients in ~40 ms bursts (H200: median TTFT 44 ms, TPOT 0.31 ms for one client).
+  // Accepted sockets inherit it from the listening socket.
+  svr_->set_tcp_nodelay(true);
   svr_->set_socket_options([this](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, reinterpret_cast<const void*>(&yes), sizeof(yes));
     listen_fd_ = sock;  // bind tries addresses in turn; the last socket it configures is the one it keeps
   });
   install_routes();

@@ -41,6 +41,7 @@ class ApiServer {
 
   ServerContext& context() { return *ctx_; }
   int port() const { return port_; }
+  int listen_fd() const { return listen_fd_; }  // the listening socket after bind() (tests: its options)
 
  private:
   void install_routes();

@@ -128,36 +128,33 @@ void launch_for(const Args& a, int m, int iters, size_t dyn, cudaStream_t stream
   check_launch("sample_kernel");
 }
 
-// Host mirror of is_fast (sampling_fast.cuh) over the caller's host copy of the rows: whether any row
-// may take the mid path. A wrong answer costs only speed: with the mid path off, such rows take the
-// slow path.
+// Host mirror of is_fast / is_topk_row (sampling_fast.cuh) for one row of the caller's host copy: a plain
+// row (forced, greedy, or temperature without top-k / top-p / min-p and without penalty or mask entries in
+// range), a fast top-k row, or a row for the mid path.
+enum class HostRow { kPlain, kTopK, kMid };
+HostRow host_row_kind(const SamplingRow& row, int64_t vocab, int num_pairs, int num_masks, bool entries) {
+  if (row.forced_token >= 0) return HostRow::kPlain;
+  const int pb = std::max(row.penalty_begin, 0), pe = std::min(row.penalty_end, num_pairs);
+  const int mb = std::max(row.mask_begin, 0), me = std::min(row.mask_end, num_masks);
+  if (entries && (pe > pb || me > mb)) return HostRow::kMid;
+  if (row.temperature < 1e-5f) return HostRow::kPlain;
+  if (row.top_k >= 1 && row.top_k <= kMaxTop && row.top_k < vocab) return HostRow::kTopK;
+  if ((row.top_k > 0 && row.top_k < vocab) || row.top_p < 1.0f || row.min_p > 0.0f) return HostRow::kMid;
+  return HostRow::kPlain;
+}
+
+// Whether any row may take the mid path. A wrong answer costs only speed: with the mid path off, such rows
+// take the slow path.
 bool any_mid_row(const SamplingRow* rows, int64_t m, int64_t vocab, int num_pairs, int num_masks, bool entries) {
-  for (int64_t r = 0; r < m; ++r) {
-    const SamplingRow& row = rows[r];
-    if (row.forced_token >= 0) continue;
-    const int pb = std::max(row.penalty_begin, 0), pe = std::min(row.penalty_end, num_pairs);
-    const int mb = std::max(row.mask_begin, 0), me = std::min(row.mask_end, num_masks);
-    if (entries && (pe > pb || me > mb)) return true;
-    if (row.temperature < 1e-5f) continue;
-    if (row.top_k >= 1 && row.top_k <= kMaxTop && row.top_k < vocab) continue;
-    if ((row.top_k > 0 && row.top_k < vocab) || row.top_p < 1.0f || row.min_p > 0.0f) return true;
-  }
+  for (int64_t r = 0; r < m; ++r)
+    if (host_row_kind(rows[r], vocab, num_pairs, num_masks, entries) == HostRow::kMid) return true;
   return false;
 }
 
-// Host mirror of is_fast minus top-k rows (sampling_fast.cuh): whether every row is forced, greedy or a
-// plain temperature row (no top-k / top-p / min-p, no penalty or mask entries in range). Must be exact
-// on the side of "no": the kPlain kernels do not check the rows.
+// Whether every row is plain. Must be exact on the side of "no": the kPlain kernels do not check the rows.
 bool plain_rows_only(const SamplingRow* rows, int64_t m, int64_t vocab, int num_pairs, int num_masks, bool entries) {
-  for (int64_t r = 0; r < m; ++r) {
-    const SamplingRow& row = rows[r];
-    if (row.forced_token >= 0) continue;
-    const int pb = std::max(row.penalty_begin, 0), pe = std::min(row.penalty_end, num_pairs);
-    const int mb = std::max(row.mask_begin, 0), me = std::min(row.mask_end, num_masks);
-    if (entries && (pe > pb || me > mb)) return false;
-    if (row.temperature < 1e-5f) continue;
-    if ((row.top_k > 0 && row.top_k < vocab) || row.top_p < 1.0f || row.min_p > 0.0f) return false;
-  }
+  for (int64_t r = 0; r < m; ++r)
+    if (host_row_kind(rows[r], vocab, num_pairs, num_masks, entries) != HostRow::kPlain) return false;
   return true;
 }
 
