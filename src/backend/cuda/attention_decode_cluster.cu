@@ -102,13 +102,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
 
   pdl_enter();
   if constexpr (kPrep != kPrepNone) {
-    const int num_new = prepare_decode_items<T, D, kPrep == kPrepFast>(a, qs, rope, ks, vs, kCStages, hk, q0, q_len, rows, kstart, kend,
-                                                   new0);
+    const int num_new = prepare_decode_items<T, D, kPrep == kPrepFast>(a, qs, rope, ks, vs, kCStages, hk, q0, q_len,
+                                                                        rows, kstart, kend, new0);
     if (num_new > 0 && ntiles > kCStages) __threadfence();  // cache rows a later tile gathers (cp.async: L2)
   } else {
     for (int r = warp; r < rows; r += kThreads / 32) {
-      const T* src = static_cast<const T*>(a.q) +
-                     (static_cast<int64_t>(q0) * a.num_heads + hk * a.group + r + row_token(r) * (a.num_heads - a.group)) * D;
+      const int64_t head = static_cast<int64_t>(q0) * a.num_heads + hk * a.group + r +
+                           row_token(r) * (a.num_heads - a.group);  // (q0 + tok) H + hk G + r - tok G
+      const T* src = static_cast<const T*>(a.q) + head * D;
       T v[D / 32];  // every load before any store: one round trip for the row, not D / 32
 #pragma unroll
       for (int j = 0; j < D / 32; ++j) v[j] = src[lane + 32 * j];
@@ -121,8 +122,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_cluster_kernel(MmaA
     const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
     for (int c = threadIdx.x; c < (hi - lo) * (D / 8); c += kThreads) {
       const int key = lo + c / (D / 8), col = c % (D / 8) * 8, rel = key - kstart;  // tile rel / kBN = stage
-      const int slot = (table[key >> a.block_shift] << a.block_shift) + (key & (a.block_size - 1));
-      const int64_t off = slot * head_stride + static_cast<int64_t>(hk) * D + col;
+      const int64_t off = paged_slot<true>(a, table, key) * head_stride + static_cast<int64_t>(hk) * D + col;
       cp_async16(ks + rel * kLd + col, static_cast<const T*>(a.k_cache) + off, true);
       cp_async16(vs + rel * kLd + col, static_cast<const T*>(a.v_cache) + off, true);
     }

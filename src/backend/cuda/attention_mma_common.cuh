@@ -349,8 +349,16 @@ enum class TileRows : int { kAll, kOld, kNew };
 // shared-memory tiles (rows of D + kPad elements), 16 bytes per cp.async; keys >= kend are zero-filled.
 // `rows` selects a subset (new0: the first new key). All kThreads threads of the block take part.
 // table: this sequence's block-table row.
-// kShift: the block size is a power of two (a.block_shift): page and offset by shift and mask, not by
-// an integer division (~20 instructions each of the 8 unrolled rows: code on the batch-1 path).
+// The cache slot of key `key` of the sequence whose block-table row is `table`. kShift: the block size is a
+// power of two (a.block_shift): page and offset by shift and mask, not by an integer division (~20
+// instructions, once per unrolled row of a tile gather: code on the batch-1 path).
+template <bool kShift = false>
+__device__ __forceinline__ int paged_slot(const MmaArgs& a, const int* table, int key) {
+  return kShift ? (table[key >> a.block_shift] << a.block_shift) + (key & (a.block_size - 1))
+                : table[key / a.block_size] * a.block_size + key % a.block_size;
+}
+
+// kShift: as paged_slot's.
 template <typename T, int D, bool kShift = false>
 __device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table, int hk, int kt0, int kend, T* ks,
                                              T* vs, int stage, TileRows rows = TileRows::kAll, int new0 = 0) {
@@ -367,8 +375,7 @@ __device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table,
     if ((rows == TileRows::kOld && is_new) || (rows == TileRows::kNew && !is_new)) continue;
     int64_t off = 0;
     if (valid) {
-      const int slot = kShift ? (table[key >> a.block_shift] << a.block_shift) + (key & (a.block_size - 1))
-                              : table[key / a.block_size] * a.block_size + key % a.block_size;
+      const int slot = paged_slot<kShift>(a, table, key);
       off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + col;
     }
     cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
@@ -414,7 +421,7 @@ __device__ __forceinline__ void bulk_kv_rows(const MmaArgs& a, const int* table,
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(b) : "memory");
     return;
   }
-  const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
+  const int slot = paged_slot(a, table, key);
   const T* src = static_cast<const T*>(is_v ? a.v_cache : a.k_cache) +
                  (static_cast<int64_t>(slot) * a.num_kv_heads + hk) * D;
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(kRowBytes) : "memory");

@@ -21,7 +21,6 @@ namespace {
 
 constexpr int kMaxVecs = 16;  // 16-byte weight vectors held per lane (64 registers)
 
-
 // kVpl: vectors a lane holds per row (K = 32 * kVpl * 16 / sizeof(T)). A warp owns units_per_warp
 // units: rows, or with silu_out (gate, up) row pairs held as adjacent rows (even r: gate row, odd r: the
 // up row of the same index); rows per warp <= kMaxVecs / kVpl.
@@ -140,7 +139,6 @@ bool bulk_enabled() {
   }();
   return on;
 }
-
 
 // A bulk-resident launch: opts in to its shared memory (the most any shape asks) once per kernel.
 template <auto kKernel>
