@@ -338,6 +338,9 @@ struct SampleParams {
   // Optional: the same M SamplingRows in host memory (never read by the CPU backend). The CUDA backend
   // skips the kernels no row needs (a wrong copy costs speed, never correctness).
   const void* host_rows = nullptr;
+  // Optional [>= M] I32: the tokens are also written here (the next decode step's ids buffer, so the
+  // step needs no device copy of them between the sampling and its graph); may be empty.
+  Tensor out_tokens_mirror;
 };
 
 }  // namespace vireo

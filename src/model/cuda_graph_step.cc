@@ -20,6 +20,7 @@
 // contexts further (Backend::graph_context_bucket: the CUDA cluster kernel's size follows the planned
 // context), one graph per bucket used: batch-1 graphs of 128-key buckets on the H200.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -30,6 +31,15 @@
 
 namespace vireo {
 namespace {
+
+// VIREO_SAMPLE_MIRROR=0: samplings do not write their tokens into the graphs' ids rows (A/B).
+bool mirror_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_SAMPLE_MIRROR");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
 
 constexpr int kGraphAttentionHint = 8192;
 constexpr int kGraphShortContext = 4096;  // = the CUDA cluster decode attention's limit (kClusterMaxKeys)
@@ -55,12 +65,13 @@ void DecoderModel::reset_graphs() {
     if (id >= 0) be_->destroy_graph(id);
   graphs_.graph_of_size.clear();
   free_workspace(graphs_.ws);
+  sampling_.mirror = Tensor();
   graphs_.kv_pages.clear();
   graphs_.kv_block_size = 0;
   graphs_.inputs_fence = 0;
 }
 
-bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const Tensor* ids_from) {
+bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from) {
   if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0) return false;
   if (!is_decode_only(in) || kv.k.empty()) return false;
   DecoderGraphs& g = graphs_;
@@ -94,6 +105,9 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   const void* ints_before = g.ws.ints.data;
   ensure_workspace(g.ws, g.max_size, g.max_size, L.tables + int64_t{g.max_size} * W);
   if (g.ws.ints.data != ints_before) g.inputs_fence = 0;  // new memory: its last reader is unknown
+  // Every sampling from now on also writes its tokens into the ids rows (when it has at most max_size).
+  if (mirror_enabled())
+    sampling_.mirror = Tensor(static_cast<int32_t*>(g.ws.ints.data) + L.ids, DType::kI32, {g.max_size}, g.ws.ints.device);
 
   // Stage the padded inputs; only the prefix up to this size's tables is uploaded.
   std::vector<int32_t>& h = g.host;
@@ -121,13 +135,15 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   };
   StepTensors st;
   st.ids = iv(L.ids, Sp);
-  // The upload waits only for the previous graph, not for the sampling after it: it runs beside that
-  // sampling. Tokens sampled by the previous step (async scheduling) are copied on the device first,
-  // and the upload starts after their rows (at the padding rows' ids).
-  const int64_t upload_from = ids_from ? L.ids + ids_from->numel() : 0;
-  if (ids_from) be_->copy(*ids_from, st.ids);
+  // Tokens sampled by the previous step (async scheduling) are in the ids rows already when that
+  // sampling mirrored them there, else copied on the device first; the upload starts after their rows
+  // (at the padding rows' ids) and waits only for the previous graph, not for the sampling after it: it
+  // runs beside that sampling. Without such tokens the upload rewrites rows that a sampling still in
+  // flight may mirror into: it waits for everything issued.
+  const int64_t upload_from = ids_from ? L.ids + ids_from->tokens.numel() : 0;
+  if (ids_from && ids_from->mirror != st.ids.data) be_->copy(ids_from->tokens, st.ids);
   Tensor upload = iv(upload_from, used - upload_from);
-  be_->copy_from_host_after(h.data() + upload_from, upload, g.inputs_fence);
+  be_->copy_from_host_after(h.data() + upload_from, upload, ids_from ? g.inputs_fence : 0);
   st.positions = iv(L.pos, Sp);
   st.slots = iv(L.slots, Sp);
   st.query_start = iv(L.query_start, Sp + 1);

@@ -56,7 +56,7 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   logits_to_host(dev, logits);
 }
 
-Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* ids_from) {
+Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from) {
   validate(in, kv, cfg_.num_hidden_layers);
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
@@ -91,7 +91,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const Tensor* id
   };
   StepTensors st;
   st.ids = iv(o_ids, T);
-  if (ids_from) be_->copy(*ids_from, st.ids);
+  if (ids_from) be_->copy(ids_from->tokens, st.ids);
   st.positions = iv(o_pos, T);
   st.slots = iv(o_slot, T);
   st.query_start = iv(o_qs, S + 1);

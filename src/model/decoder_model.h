@@ -109,6 +109,15 @@ struct DecoderGraphs {
   int inputs_fence = 0;
 };
 
+// A step's token ids already on the device (async scheduling): the previous sampling's tokens ([T] I32)
+// and where that sampling also wrote them (SamplingWorkspace::mirror; null: nowhere). When that is the
+// decode graphs' ids buffer the graphed step copies nothing: a device copy between the sampling and the
+// graph cost ~2-5 us of each decode step (docs/cuda_kernels.md, "Copies between decode steps").
+struct IdsOnDevice {
+  Tensor tokens;
+  const void* mirror = nullptr;
+};
+
 // Steps of at most this many tokens use the fused linear forms (the backends' GEMV range).
 constexpr int64_t kFusedLinearMaxRows = 4;
 constexpr bool kUseFusedLinear = true;
@@ -178,11 +187,11 @@ class DecoderModel final : public Model {
   // model's layers in one go (decoder_stack.cc); false: run_ops runs the layers op by op.
   bool run_decode_stack(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
   // The step's logits rows [M, V] on the device (a view into a workspace; empty when M = 0).
-  // ids_from: when set, the step's token ids are copied from it on the device ([T] I32) instead.
-  Tensor run_step(const StepInput& in, KvCache& kv, const Tensor* ids_from = nullptr);
+  // ids_from: when set, the step's token ids come from the device instead (the previous sampling's).
+  Tensor run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from = nullptr);
   void logits_to_host(const Tensor& logits, std::vector<float>& host);
   // Decode-only steps through a CUDA graph (cuda_graph_step.cc); false: the step must run eagerly.
-  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const Tensor* ids_from);
+  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from);
   void reset_graphs();
 
   ModelConfig cfg_;

@@ -21,13 +21,14 @@ int DecoderModel::launch_sample(const StepInput& in, KvCache& kv, const Sampling
 
 void DecoderModel::launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last) {
   if (forward_pending_) throw Error("launch_forward: the previous forward's sampling was not launched");
-  Tensor last;
+  IdsOnDevice last;
   if (tokens_from_last) {
     const int64_t T = static_cast<int64_t>(in.token_ids.size());
     const Tensor& prev = sampling_.out[sampling_.last_out];
     if (sampling_.pending.empty() || sampling_.pending.back().rows != T || prev.empty())
       throw Error("launch_sample: tokens_from_last needs the previous launch to sample one row per token");
-    last = Tensor(prev.data, DType::kI32, {T}, prev.device);  // its tokens come first
+    last.tokens = Tensor(prev.data, DType::kI32, {T}, prev.device);  // its tokens come first
+    last.mirror = sampling_.pending.back().mirror;
   }
   forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr);
   forwarded_rows_ = static_cast<int64_t>(in.logits_indices.size());

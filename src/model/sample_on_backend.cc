@@ -118,6 +118,8 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   p.out_logprobs = f32_view(out, M, {M, 1 + N});
   if (N > 0) p.out_top_ids = i32_view(out, M + M * (1 + N), {M, N});
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
+  const bool mirrored = !ws.mirror.empty() && ws.mirror.numel() >= M;
+  if (mirrored) p.out_tokens_mirror = ws.mirror.view({M});
   be.sample(p);
   ws.in_fence = be.fence();
   ws.last_out = b;
@@ -126,6 +128,7 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   pend.rows = M;
   pend.num_top = N;
   pend.out = b;
+  pend.mirror = mirrored ? ws.mirror.data : nullptr;
   if (!ws.spare_host.empty()) {
     pend.host = std::move(ws.spare_host.back());
     ws.spare_host.pop_back();

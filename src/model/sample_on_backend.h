@@ -20,11 +20,15 @@ struct SamplingWorkspace {
   int last_out = 0;  // the buffer of the last launched step
   int64_t in_cap = 0, out_cap = 0;
   int in_fence = 0;  // Backend::fence after the last sample op, the last reader of `in` (0: unknown)
+  // Where the tokens are also written when it holds them all (SampleParams::out_tokens_mirror): the
+  // decode graphs' ids buffer, set by the model; empty: nowhere.
+  Tensor mirror;
   std::vector<int32_t> host_in;
   struct Pending {  // a launched step whose results are still on their way to the host
     int ticket = 0;
     int64_t rows = 0, num_top = 0;
     int out = 0;                // its output buffer
+    const void* mirror = nullptr;  // where its tokens were also written (SamplingWorkspace::mirror), or null
     std::vector<int32_t> host;  // [tokens M][logprobs M*(1+N)][top ids M*N]
   };
   std::deque<Pending> pending;  // in launch order

@@ -186,6 +186,79 @@ TEST(DecodeGraphs, SameLogitsAsEager) {
   eager->free_kv_cache(kv_e);
 }
 
+// Async scheduling's chain of decode steps: each step is launched before the previous one's tokens reach
+// the host and takes its ids from that sampling on the device (Model::launch_sample with
+// tokens_from_last; the samplings mirror their tokens into the graphs' ids rows). Same tokens and
+// logprobs as the synchronous forward_sample, across a break in the chain (a step with host ids, whose
+// upload must wait for the mirroring sampling still in flight) and a greedy row beside drawn ones.
+TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int bs = 16, max_len = 1024, blocks_per_seq = 8, num_seqs = 3, num_steps = 30, break_at = 15;
+  auto sync = load(cfg, false, 8, max_len);
+  auto chain = load(cfg, false, 8, max_len);
+  KvCache kv_s = sync->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
+  KvCache kv_c = chain->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
+  std::vector<Seq> ss(num_seqs), sc(num_seqs);
+  for (int i = 0; i < num_seqs; ++i) {
+    for (int b = 0; b < blocks_per_seq; ++b) ss[i].blocks.push_back(1 + i * blocks_per_seq + b);
+    sc[i].blocks = ss[i].blocks;
+  }
+  std::vector<Seq*> ps, pc;
+  for (int i = 0; i < num_seqs; ++i) ps.push_back(&ss[i]), pc.push_back(&sc[i]);
+  auto batch_for = [&](int step) {  // row 1 draws at T = 0.7, rows 0 and 2 are greedy
+    SamplingBatch b;
+    b.rows.resize(num_seqs);
+    b.rows[0].temperature = b.rows[2].temperature = 0.0f;
+    b.rows[1].temperature = 0.7f;
+    b.rows[1].uniform = static_cast<float>(((step + 1) * 37 % 100) / 100.0);
+    return b;
+  };
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 200, 31}, {17, 3, 3, 3, 3, 90, 12}, {44}};
+  std::vector<std::vector<int32_t>> want(num_steps), got(num_steps);
+  std::vector<std::vector<float>> want_lp(num_steps), got_lp(num_steps);
+  // Synchronous: every step's ids from the host.
+  SampledRows out;
+  sync->forward_sample(make_step(ps, prompts, bs), kv_s, batch_for(-1), out);
+  std::vector<int32_t> first = out.tokens;
+  std::vector<int32_t> ids = out.tokens;
+  for (int step = 0; step < num_steps; ++step) {
+    std::vector<std::vector<int32_t>> chunks;
+    for (int32_t t : ids) chunks.push_back({t});
+    sync->forward_sample(make_step(ps, chunks, bs), kv_s, batch_for(step), out);
+    want[step] = ids = out.tokens;
+    want_lp[step] = out.logprobs;
+  }
+  // Chained: step k + 1 is launched before step k is collected.
+  chain->forward_sample(make_step(pc, prompts, bs), kv_c, batch_for(-1), out);
+  ASSERT_EQ(out.tokens, first);
+  const std::vector<std::vector<int32_t>> placeholder(num_seqs, std::vector<int32_t>{0});
+  auto host_ids = [](const std::vector<int32_t>& t) {
+    std::vector<std::vector<int32_t>> c;
+    for (int32_t x : t) c.push_back({x});
+    return c;
+  };
+  int ticket = chain->launch_sample(make_step(pc, host_ids(first), bs), kv_c, batch_for(0), false);
+  for (int step = 1; step <= num_steps; ++step) {
+    int next = 0;
+    if (step < num_steps && step != break_at)
+      next = chain->launch_sample(make_step(pc, placeholder, bs), kv_c, batch_for(step), true);
+    chain->finish_sample(ticket, out);
+    got[step - 1] = out.tokens;
+    got_lp[step - 1] = out.logprobs;
+    if (step == break_at)  // the chain breaks: this step's ids come from the host
+      next = chain->launch_sample(make_step(pc, host_ids(out.tokens), bs), kv_c, batch_for(step), false);
+    ticket = next;
+  }
+  for (int step = 0; step < num_steps; ++step) {
+    EXPECT_EQ(got[step], want[step]) << "step " << step;
+    EXPECT_EQ(got_lp[step], want_lp[step]) << "step " << step;
+  }
+  EXPECT_GT(num_graphs(*chain), 0);
+  sync->free_kv_cache(kv_s);
+  chain->free_kv_cache(kv_c);
+}
+
 // Contexts longer than the graphs' attention hint (min(max_model_len, 8192)): the kernels must
 // stretch the planned split length from the real seq_lens. One model and one cache: each decode step
 // runs through the graph, then the same step again eagerly (it rewrites the same K/V slots with the

@@ -416,6 +416,17 @@ TEST_F(SampleTest, HostRowsPlainKernels) {
         for (int m : {1, 64}) run_case(151936, m, dt, n, mode, true);
 }
 
+// Plain batches with N <= 1 merge in lean_sample_kernel: vocabularies ending mid-chunk, rows that are not
+// 16-byte aligned (scalar loads: V 32003), and both chunk sizes (M = 64 at V 151936: 8192-id chunks).
+TEST_F(SampleTest, HostRowsLeanMerge) {
+  use_dtype(DType::kBF16);
+  for (int vocab : {1000, 32003, 151936})
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (int n : {0, 1})
+        for (Mode mode : {Mode::kGreedy, Mode::kTemperature, Mode::kForced})
+          for (int m : {1, 3, 64}) run_case(vocab, m, dt, n, mode, true);
+}
+
 }  // namespace
 }  // namespace vireo::testing
 

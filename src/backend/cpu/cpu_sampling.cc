@@ -172,6 +172,10 @@ void sample(ThreadPool& pool, const SampleParams& p) {
   }
   require_i32(p.out_tokens, "sample: out_tokens");
   if (p.out_tokens.numel() != m) throw Error("sample: out_tokens must be [M], got " + p.out_tokens.shape_str());
+  if (!p.out_tokens_mirror.empty()) {
+    require_i32(p.out_tokens_mirror, "sample: out_tokens_mirror");
+    if (p.out_tokens_mirror.numel() < m) throw Error("sample: out_tokens_mirror must hold M tokens");
+  }
   require_f32(p.out_logprobs, "sample: out_logprobs");
   if (p.out_logprobs.numel() != m * (1 + n))
     throw Error("sample: out_logprobs must be [M, 1 + N], got " + p.out_logprobs.shape_str());
@@ -204,6 +208,7 @@ void sample(ThreadPool& pool, const SampleParams& p) {
       const int32_t token = select_token(raw, s, row_pairs, row_masks);
       const float lse = log_sum_exp(raw);
       p.out_tokens.ptr<int32_t>()[r] = token;
+      if (!p.out_tokens_mirror.empty()) p.out_tokens_mirror.ptr<int32_t>()[r] = token;
       float* lp = p.out_logprobs.ptr<float>() + r * (1 + n);
       lp[0] = raw[token] - lse;
       if (n > 0) top_logprobs(raw, lse, n, p.out_top_ids.ptr<int32_t>() + r * n, lp + 1);

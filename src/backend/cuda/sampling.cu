@@ -19,6 +19,8 @@
 //     them to the row's top 20 and one warp does min-p (e >= min_p), top-k (rank in (x desc, id asc)),
 //     top-p (smallest prefix reaching top_p * the kept mass) and the draw in id order (topk_draw),
 //     with the slow path's arithmetic for x and e.
+//   Plain batches (every row forced, greedy or plain temperature; N <= 1) merge in lean_sample_kernel
+//   instead: 128 threads a row, fewer barriers and round trips (sampling_lean.cuh).
 // The logits are streamed once (plus one chunk per drawn row from L2). Both kernels are launched
 // with PDL (launch_pdl) and wait (pdl_enter) before their first read.
 //
@@ -60,6 +62,7 @@
 #include "backend/cuda/sampling_args.cuh"
 #include "backend/cuda/sampling_slow.cuh"
 #include "backend/cuda/sampling_fast.cuh"
+#include "backend/cuda/sampling_lean.cuh"
 #include "backend/cuda/sampling_mid.cuh"
 
 namespace vireo::cuda {
@@ -86,13 +89,22 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Args a) {
   } else slow_row<T, K>(a, r, row, sm, seg_sums);
 }
 
-// The plain launch (kPlain kernels): the two fast-path kernels without the other paths' code.
+// The plain launch (kPlain kernels): the two fast-path kernels without the other paths' code; with
+// lists of one (N <= 1) and `lean`, the merge is lean_sample_kernel (sampling_lean.cuh).
 template <typename T, int K>
-void launch_plain(const Args& a, int m, int iters, cudaStream_t stream) {
+void launch_plain(const Args& a, int m, int iters, bool lean, cudaStream_t stream) {
   const int blocks = m * a.num_chunks;
   if (iters == 1) launch_pdl(chunk_kernel<T, K, 1, true>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
   else launch_pdl(chunk_kernel<T, K, 4, true>, dim3(blocks), dim3(kChunkThreads), 0, stream, a);
   check_launch("sample chunk_kernel");
+  if constexpr (K == 1) {
+    if (lean) {
+      if (iters == 1) launch_pdl(lean_sample_kernel<T, 1>, dim3(m), dim3(kLeanThreads), 0, stream, a);
+      else launch_pdl(lean_sample_kernel<T, 4>, dim3(m), dim3(kLeanThreads), 0, stream, a);
+      check_launch("sample lean_sample_kernel");
+      return;
+    }
+  }
   launch_pdl(sample_kernel<T, K, true>, dim3(m), dim3(kThreads), 0, stream, a);
   check_launch("sample_kernel");
 }
@@ -167,6 +179,15 @@ bool plain_enabled() {
   return on;
 }
 
+// VIREO_SAMPLE_LEAN=0: plain batches keep the 512-thread sample_kernel (A/B).
+bool lean_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_SAMPLE_LEAN");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 // VIREO_SAMPLE_MID=0: mid path off (those rows take the single-block slow path), for A/B measurements.
 bool mid_path_enabled() {
   static const bool on = [] {
@@ -195,6 +216,8 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
     throw Error("sample: penalty_tokens must be I32 [E, 2], got " + p.penalty_tokens.shape_str());
   if (!p.mask_tokens.empty() && p.mask_tokens.dtype != DType::kI32) throw Error("sample: mask_tokens must be I32");
   if (p.out_tokens.dtype != DType::kI32 || p.out_tokens.numel() != m) throw Error("sample: out_tokens must be I32 [M]");
+  if (!p.out_tokens_mirror.empty() && (p.out_tokens_mirror.dtype != DType::kI32 || p.out_tokens_mirror.numel() < m))
+    throw Error("sample: out_tokens_mirror must be I32 [>= M]");
   if (p.out_logprobs.dtype != DType::kF32 || p.out_logprobs.numel() != m * (1 + n)) throw Error("sample: out_logprobs must be F32 [M, 1 + N]");
   if (n > 0 && (p.out_top_ids.dtype != DType::kI32 || p.out_top_ids.numel() != m * n)) throw Error("sample: out_top_ids must be I32 [M, N]");
   if (m == 0) return;
@@ -271,6 +294,7 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   }
   a.num_top = n;
   a.out_tokens = p.out_tokens.ptr<int32_t>();
+  a.out_tokens_mirror = p.out_tokens_mirror.empty() ? nullptr : p.out_tokens_mirror.ptr<int32_t>();
   a.out_logprobs = p.out_logprobs.ptr<float>();
   a.out_top_ids = n > 0 ? p.out_top_ids.ptr<int32_t>() : nullptr;
   const size_t esize = dtype_size(p.logits.dtype);
@@ -284,9 +308,12 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   dispatch_float(p.logits.dtype, "sample: logits", [&](auto t) {
     using T = decltype(t);
     if (plain) {
-      if (list_k == 1) launch_plain<T, 1>(a, static_cast<int>(m), iters, stream);
-      else if (list_k == 5) launch_plain<T, 5>(a, static_cast<int>(m), iters, stream);
-      else launch_plain<T, kMaxTop>(a, static_cast<int>(m), iters, stream);
+      // The lean merge sums in another order than sample_kernel: not in batch-invariant mode (whether a
+      // batch is plain depends on its other rows).
+      const bool lean = lean_enabled() && !batch_invariant;
+      if (list_k == 1) launch_plain<T, 1>(a, static_cast<int>(m), iters, lean, stream);
+      else if (list_k == 5) launch_plain<T, 5>(a, static_cast<int>(m), iters, lean, stream);
+      else launch_plain<T, kMaxTop>(a, static_cast<int>(m), iters, lean, stream);
       return;
     }
     if (list_k == 1) launch_for<T, 1>(a, static_cast<int>(m), iters, dyn, stream);

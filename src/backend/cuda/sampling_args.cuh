@@ -19,6 +19,7 @@ struct Args {
   float* scratch;              // [M, V] fp32 penalised copies, or null when no row can have penalties
   int num_top;                 // N
   int32_t* out_tokens;         // [M]
+  int32_t* out_tokens_mirror;  // [M] the same tokens, or null (SampleParams::out_tokens_mirror)
   float* out_logprobs;         // [M, 1 + N]
   int32_t* out_top_ids;        // [M, N] or null
   // Fast-path partials, [M, C] (top lists [M, C, kMaxTop], the first K or kMaxTop used); pmax null:

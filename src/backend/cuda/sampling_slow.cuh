@@ -342,6 +342,7 @@ __device__ void slow_row(const Args& a, int r, const SamplingRow& row, Shared& s
   }
   if (tid == 0) {
     a.out_tokens[r] = token;
+    if (a.out_tokens_mirror) a.out_tokens_mirror[r] = token;
     a.out_logprobs[static_cast<int64_t>(r) * (1 + n)] =
         token >= 0 && token < V ? to_f(raw[token]) - lse : __int_as_float(0x7fc00000);
   }

@@ -1,0 +1,183 @@
+// The lean merge of the fast path (sampling.cu): sample_kernel's job for batches of plain rows (forced,
+// greedy, plain temperature) with at most the top-1 logprob, in a 128-thread block per row with six
+// barriers. Private to sampling.cu.
+//
+// Why: at batch 1 the 512-thread sample_kernel took ~8 us of a ~12.5 us sampling (ncu, Qwen3-0.6B
+// vocabulary, 75 chunks), ~1% of a step: ~15 barriers over 16 warps, 16-step sequential warp merges and
+// four dependent L2 round trips (rows, partials, the chunk's ids, the token's logit). Here each thread
+// merges a run of consecutive chunks, the block reductions read 4 warp entries, and the chosen token's
+// logit comes from the partials (greedy) or the thread that drew it; the round trips are two.
+//
+// Same decisions as fast_row (sampling_fast.cuh): greedy = the best (value, lowest id); a draw picks the
+// chunk where the cumulative rescaled tempered mass first passes uniform * total, then the id inside it
+// where the running exact e = exp((l - max) / T) passes the rest, past the total the last id with
+// weight. The float sums run in another order (runs of 16 ids a thread, not 4), so a draw can differ
+// from fast_row's where a sum rounds across the boundary (~1e-7 of draws); batch-invariant mode keeps
+// the 512-thread kernel.
+#pragma once
+#include <cfloat>
+#include <climits>
+
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/sampling_args.cuh"
+#include "backend/cuda/sampling_block.cuh"
+#include "backend/cuda/sampling_fast.cuh"
+
+namespace vireo::cuda::sampling {
+namespace {
+
+constexpr int kLeanThreads = 128, kLeanWarps = kLeanThreads / 32;
+
+// Exclusive prefix sum of one float per thread in thread order, and the block total. red: this call's
+// own kLeanWarps floats (no barrier after: callers never reuse them).
+__device__ __forceinline__ float lean_excl_scan(float v, float& total, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) red[warp] = inc;
+  __syncthreads();
+  float pre = 0.0f, tot = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kLeanWarps; ++w) {
+    if (w < warp) pre += red[w];
+    tot += red[w];
+  }
+  total = tot;
+  return pre + inc - v;
+}
+
+// kIters: chunk_kernel's steps per thread (chunks of kChunkStep * kIters ids).
+template <typename T, int kIters>
+__global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
+  constexpr int kIds = kChunkStep * kIters / kLeanThreads;  // ids a thread scans in the drawn chunk
+  __shared__ float2 red_ms[kLeanWarps];
+  __shared__ float red_bv[kLeanWarps], red_scan_c[kLeanWarps], red_scan_i[kLeanWarps];
+  __shared__ int red_bi[kLeanWarps];
+  __shared__ int sel, sel_last, picked, picked_last;
+  __shared__ float sel_rem;
+  pdl_enter();  // chunk_kernel's partials complete before any read
+  const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int C = a.num_chunks, V = a.vocab, n = a.num_top;
+  const SamplingRow row = a.rows[r];
+  const int64_t pb = static_cast<int64_t>(r) * C;
+  // 1. Thread t merges chunks [cb, ce): (max, sum) online and the best (value, id).
+  const int per = (C + kLeanThreads - 1) / kLeanThreads;
+  const int cb = min(tid * per, C), ce = min(cb + per, C);
+  float m = neg_inf(), s = 0.0f, bv = neg_inf();
+  int bi = INT_MAX;
+  for (int c = cb; c < ce; ++c) {
+    merge_online(m, s, a.pmax[pb + c], a.psum[pb + c]);
+    const int id = a.ptop_i[(pb + c) * kMaxTop];
+    const float v = a.ptop_v[(pb + c) * kMaxTop];
+    if (id != INT_MAX && better(v, id, bv, bi)) bv = v, bi = id;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    merge_online(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+  warp_best(bv, bi);
+  if (lane == 0) red_ms[warp] = make_float2(m, s), red_bv[warp] = bv, red_bi[warp] = bi;
+  if (tid == 0) sel = INT_MAX, sel_last = -1, picked = INT_MAX, picked_last = -1;
+  __syncthreads();
+  m = red_ms[0].x, s = red_ms[0].y, bv = red_bv[0], bi = red_bi[0];
+#pragma unroll
+  for (int w = 1; w < kLeanWarps; ++w) {
+    merge_online(m, s, red_ms[w].x, red_ms[w].y);
+    if (better(red_bv[w], red_bi[w], bv, bi)) bv = red_bv[w], bi = red_bi[w];
+  }
+  const float lse = m + logf(s);
+  float* out_lp = a.out_logprobs + static_cast<int64_t>(r) * (1 + n);
+  auto write = [&](int token, float value) {  // one thread
+    a.out_tokens[r] = token;
+    if (a.out_tokens_mirror) a.out_tokens_mirror[r] = token;
+    out_lp[0] = token >= 0 && token < V ? value - lse : __int_as_float(0x7fc00000);
+    if (n > 0) {  // n == 1 here: the top-1
+      out_lp[1] = bv - lse;
+      a.out_top_ids[r] = bi;
+    }
+  };
+  const T* raw = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
+  const int best = bi == INT_MAX ? 0 : bi;
+  if (row.forced_token >= 0) {
+    if (tid == 0) write(row.forced_token, row.forced_token < V ? to_f(raw[row.forced_token]) : 0.0f);
+    return;
+  }
+  if (row.temperature < 1e-5f || !(m > neg_inf())) {  // greedy; all -inf: 0, as slow_row
+    if (tid == 0) write(best, bi == INT_MAX ? to_f(raw[0]) : bv);
+    return;
+  }
+
+  // 2. The draw: the chunk where the cumulative rescaled mass passes uniform * total.
+  const float inv_t = 1.0f / row.temperature;
+  auto mass = [&](int c) {
+    const float pm = a.pmax[pb + c];
+    return pm > neg_inf() ? a.ptsum[pb + c] * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f;
+  };
+  float local = 0.0f;
+  for (int c = cb; c < ce; ++c) local += mass(c);
+  float total;
+  const float excl = lean_excl_scan(local, total, red_scan_c);
+  const float target = row.uniform * total;
+  {
+    float acc = excl, rem = 0.0f;
+    int found = -1, last = -1;
+    for (int c = cb; c < ce; ++c) {
+      const float w = mass(c);
+      if (w > 0.0f) {
+        last = c;
+        if (found < 0 && acc + w > target) found = c, rem = target - acc;
+      }
+      acc += w;
+    }
+    if (found >= 0) atomicMin(&sel, found);
+    if (last >= 0) atomicMax(&sel_last, last);
+    __syncthreads();
+    if (found >= 0 && found == sel) sel_rem = rem;
+    __syncthreads();
+  }
+  const int c = sel != INT_MAX ? sel : sel_last;
+  const float rr = sel != INT_MAX ? sel_rem : pos_inf();  // rounding: past the total
+  if (c < 0) {  // no mass anywhere (block-uniform)
+    if (tid == 0) write(best, bv);
+    return;
+  }
+  // 3. The id inside chunk c: thread t scans ids [i0, i0 + kIds) in id order.
+  const int i0 = c * a.chunk + tid * kIds;
+  float v[kIds], e[kIds];
+#pragma unroll
+  for (int q = 0; q < kIds; q += kPerThread) load8(raw, V, a.aligned, i0 + q, *reinterpret_cast<float(*)[kPerThread]>(v + q));
+  float ls = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kIds; ++q) {
+    e[q] = i0 + q < V && v[q] != neg_inf() ? expf(__fmul_rn(__fsub_rn(v[q], m), inv_t)) : 0.0f;
+    ls += e[q];
+  }
+  float chunk_total;
+  float run = lean_excl_scan(ls, chunk_total, red_scan_i);
+  int idx = -1, lastnz = -1;
+  float idx_v = 0.0f, last_v = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kIds; ++q)
+    if (e[q] > 0.0f) {
+      lastnz = i0 + q, last_v = v[q];
+      run += e[q];
+      if (idx < 0 && run > rr) idx = i0 + q, idx_v = v[q];
+    }
+  if (idx >= 0) atomicMin(&picked, idx);
+  if (lastnz >= 0) atomicMax(&picked_last, lastnz);
+  __syncthreads();
+  // The thread holding the picked id writes (ids are unique); none: the fallback, by thread 0.
+  if (picked != INT_MAX) {
+    if (idx == picked) write(idx, idx_v);
+  } else if (picked_last >= 0) {
+    if (lastnz == picked_last) write(lastnz, last_v);
+  } else if (tid == 0) {
+    write(best, bv);
+  }
+}
+
+}  // namespace
+}  // namespace vireo::cuda::sampling
