@@ -132,8 +132,8 @@ TEST_F(FusedLinearTest, Qwen3_0_6BShapes) {
 }
 
 // The one-pass register-resident GEMV (K = 1024/2048/3072/4096 in bf16, rows fitting one wave): rows
-// not a multiple of the warp split, 1 and 2 blocks an SM, the largest K, f16; and a shape just past it
-// (grid-stride kernel).
+// not a multiple of the warp split, 1 and 2 blocks an SM, the largest K, f16; and shapes just past it
+// (the streaming kernel).
 TEST_F(FusedLinearTest, ResidentGemvShapes) {
   use_dtype(DType::kBF16);
   for (auto [m, k] : std::vector<std::pair<int, int>>{{3001, 1024}, {33, 2048}, {1999, 4096}, {5, 3072}, {8449, 1024}, {9000, 1024}})
@@ -142,13 +142,15 @@ TEST_F(FusedLinearTest, ResidentGemvShapes) {
   shape(1024, 4096, {1, 4}, true);
 }
 
-// The bulk-copy streaming kernel (gemv_stream.cuh): >= 2 rows a warp over the grid, rows of >= 2048
+// The bulk-copy streaming kernel (gemv_stream.cuh): >= 2 rows a warp over the grid, rows of >= 1024
 // elements in chunks of 64, 128 or 256 16-byte vectors; M not a multiple of the warp count (uneven row
-// runs), K = 3072 (128-vector chunks, 3 a row), K = 3584 (64-vector chunks, 7 a row), x' large enough
-// (K 12288, N 4) to cut the ring to fewer stages.
+// runs), K = 3072 (128-vector chunks, 3 a row), K = 3584 (64-vector chunks, 7 a row), K = 1024 / 1536
+// (one 128-vector chunk / three 64-vector chunks a row), x' large enough (K 12288, N 4) to cut the ring to
+// fewer stages.
 TEST_F(FusedLinearTest, StreamGemvShapes) {
   use_dtype(DType::kBF16);
-  for (auto [m, k] : std::vector<std::pair<int, int>>{{2113, 3072}, {4099, 2048}, {2200, 12288}, {2500, 3584}})
+  for (auto [m, k] : std::vector<std::pair<int, int>>{
+           {2113, 3072}, {4099, 2048}, {2200, 12288}, {2500, 3584}, {20001, 1024}, {9001, 1536}})
     shape(k, m, {1, 2, 3, 4}, true);
   use_dtype(DType::kF16);
   shape(4096, 3000, {1, 3}, true);
