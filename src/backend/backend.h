@@ -65,9 +65,6 @@ class Backend {
     (void)after;
     copy_from_host(src, dst);
   }
-  // How many runs (LinearParams::out_partials) this backend's logits GEMV of [m, k] weights at n <= 4 rows
-  // summarises at no extra pass; 0: the sampler gains nothing from them (never asked).
-  virtual int64_t logit_partial_runs(int64_t m, int64_t k) const { (void)m, (void)k; return 0; }
   // Free bytes left on the device (CPU: a large number); used to size the KV cache.
   virtual size_t free_memory_bytes() const = 0;
   // The device's whole memory, 0 where that has no meaning (the CPU); picks vLLM's size-dependent

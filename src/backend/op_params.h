@@ -44,12 +44,6 @@ struct LinearParams {
   bool silu_mul_input = false;
   Tensor residual;    // [N, M] or empty
   bool silu_mul_output = false;
-  // Optional [N, P, 4] F32, with neither residual nor silu_mul_output: a summary of each output row in
-  // P runs of consecutive columns (run j: columns [j * lo + min(j, ex), + lo + (j < ex)), lo = M / P,
-  // ex = M % P), each (max, sum of exp(y - max), lowest column holding the max as int bits, 0) over the
-  // rounded outputs y. The sampler's merge starts from them (SampleParams::logit_partials) instead of
-  // a pass over the logits. P: Backend::logit_partial_runs.
-  Tensor out_partials;
 };
 
 // out = silu(x[:, :I]) * x[:, I:]
@@ -347,10 +341,6 @@ struct SampleParams {
   // Optional [>= M] I32: the tokens are also written here (the next decode step's ids buffer, so the
   // step needs no device copy of them between the sampling and its graph); may be empty.
   Tensor out_tokens_mirror;
-  // Optional [>= M, P, 4] F32: LinearParams::out_partials of these logits, which nothing has changed
-  // since (no bias or mask applied); a backend may use them for rows that need nothing else (greedy or
-  // temperature exactly 1, at most the top-1 logprob).
-  Tensor logit_partials;
 };
 
 }  // namespace vireo

@@ -65,10 +65,7 @@ void DecoderModel::reset_graphs() {
     if (id >= 0) be_->destroy_graph(id);
   graphs_.graph_of_size.clear();
   free_workspace(graphs_.ws);
-  if (!graphs_.logit_partials.empty()) be_->free(graphs_.logit_partials);
-  graphs_.logit_partials = Tensor();
   sampling_.mirror = Tensor();
-  sampling_.partials = Tensor();
   graphs_.kv_pages.clear();
   graphs_.kv_block_size = 0;
   graphs_.inputs_fence = 0;
@@ -162,15 +159,6 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   // other order gathers them first, in a graph of its own.
   st.logits_rows_are_tokens = M == S;
   for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
-  // Small steps: the lm_head also summarises its rows for the sampler (fixed buffer: graphs keep it).
-  const int64_t runs = Sp <= DecoderGraphs::kPartialRows ? be_->logit_partial_runs(cfg_.vocab_size, cfg_.hidden_size) : 0;
-  if (runs > 0) {
-    if (g.logit_partials.empty() || g.logit_partials.dim(1) != runs) {
-      if (!g.logit_partials.empty()) be_->free(g.logit_partials);
-      g.logit_partials = be_->alloc({DecoderGraphs::kPartialRows, runs, 4}, DType::kF32);
-    }
-    st.logit_partials = g.logit_partials.view({Sp, runs, 4});
-  }
   int step_max_len = 0;
   for (int len : in.seq_lens) step_max_len = std::max(step_max_len, len);
   const bool short_ctx = step_max_len <= kGraphShortContext;
@@ -204,10 +192,6 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   }
   g.inputs_fence = be_->fence();
   logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();
-  if (runs > 0 && M > 0) {
-    sampling_.partials = g.logit_partials.view({M, runs, 4});
-    sampling_.partials_of = logits.data;
-  }
   return true;
 }
 

@@ -64,7 +64,6 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   if (T == 0) return Tensor();
   const std::vector<int32_t> state_slots = step_state_slots(in, num_state_slots());  // checked before graphs too
   Tensor graphed;
-  sampling_.partials = Tensor();  // only a graphed step's lm_head writes them
   if (forward_graphed(in, kv, graphed, ids_from)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
@@ -387,7 +386,6 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     }
     LinearParams head = linear(sel, lm_head_, Tensor(), out);
     head.input_norm = final_norm_;
-    head.out_partials = st.logit_partials;  // the sampler's run summaries, when the step asks for them
     be_->linear(head);  // lm_head(model.norm(h))
     return;
   }
@@ -397,9 +395,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
   }
   be_->gather_rows({hid, logits_idx, sel});
-  LinearParams head = linear(sel, lm_head_, Tensor(), out);
-  head.out_partials = st.logit_partials;
-  be_->linear(head);  // lm_head
+  be_->linear(linear(sel, lm_head_, Tensor(), out));  // lm_head
 }
 
 void DecoderModel::logits_to_host(const Tensor& out, std::vector<float>& logits) {

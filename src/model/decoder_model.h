@@ -90,7 +90,6 @@ struct StepTensors {
   int S = 0, max_blocks_per_seq = 0;
   int max_query_len = 0, max_seq_len = 0;  // attention planning hints
   bool logits_rows_are_tokens = false;     // logits_idx is 0..T-1 (decode-only steps): no gather
-  Tensor logit_partials;  // [M, P, 4] or empty: LinearParams::out_partials of the lm_head
 };
 
 // Decode-only CUDA graphs, one per padded batch size, over fixed-address buffers (graphs keep
@@ -108,10 +107,6 @@ struct DecoderGraphs {
   // Backend::fence after the last step's graph (or eager run), the last reader of ws.ints: the next
   // step's upload waits only for it (0: for everything issued).
   int inputs_fence = 0;
-  // The lm_head's run summaries (LinearParams::out_partials) for steps of <= kPartialRows rows, where the
-  // backend offers them: [kPartialRows, P, 4] F32, or empty.
-  static constexpr int kPartialRows = 4;
-  Tensor logit_partials;
 };
 
 // A step's token ids already on the device (async scheduling): the previous sampling's tokens ([T] I32)

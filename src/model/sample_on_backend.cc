@@ -120,11 +120,6 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
   const bool mirrored = !ws.mirror.empty() && ws.mirror.numel() >= M;
   if (mirrored) p.out_tokens_mirror = ws.mirror.view({M});
-  // Run summaries of exactly these logits, unchanged (no bitmask or bias written into them).
-  if (!ws.partials.empty() && ws.partials_of == logits.data && ws.partials.dim(0) >= M && G == 0 && E3 == 0)
-    p.logit_partials = ws.partials;
-  ws.partials = Tensor();
-  ws.partials_of = nullptr;
   be.sample(p);
   ws.in_fence = be.fence();
   ws.last_out = b;

@@ -23,10 +23,6 @@ struct SamplingWorkspace {
   // Where the tokens are also written when it holds them all (SampleParams::out_tokens_mirror): the
   // decode graphs' ids buffer, set by the model; empty: nowhere.
   Tensor mirror;
-  // The next sampling's logits' run summaries (SampleParams::logit_partials) and those logits' address,
-  // set by the model after a step that made them; taken (and cleared) by the next launch.
-  Tensor partials;
-  const void* partials_of = nullptr;
   std::vector<int32_t> host_in;
   struct Pending {  // a launched step whose results are still on their way to the host
     int ticket = 0;

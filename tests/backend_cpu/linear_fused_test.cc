@@ -2,7 +2,6 @@
 // the unfused op sequence (rms_norm / silu_and_mul, linear, add): bit for bit.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -113,43 +112,6 @@ TEST_F(FusedLinear, HalfPrecisionWeights) {
   expect_bits_equal(out, want);
   be->free(wb);
   be->free(gb);
-}
-
-// LinearParams::out_partials: each run's (max, sum exp(y - max), lowest argmax) of the outputs, runs
-// of M / P or M / P + 1 columns (the first M % P longer), against a direct count in double.
-TEST_F(FusedLinear, OutPartialsSummariseRuns) {
-  const int n = 2, k = 16, m = 103, runs = 10;
-  auto x = randn(size_t(n) * k), w = randn(size_t(m) * k, 0.5f);
-  w[size_t(7) * k] = w[size_t(8) * k] = 0.f;  // rows 7 and 8 equal: a tie inside run 0
-  for (int c = 1; c < k; ++c) w[size_t(8) * k + c] = w[size_t(7) * k + c];
-  std::vector<float> y(size_t(n) * m, kNaN), parts(size_t(n) * runs * 4, kNaN);
-  LinearParams p{view(x, {n, k}), view(w, {m, k}), Tensor(), view(y, {n, m})};
-  p.out_partials = view(parts, {n, runs, 4});
-  be->linear(p);
-  const int lo = m / runs, ex = m % runs;
-  for (int r = 0; r < n; ++r)
-    for (int j = 0; j < runs; ++j) {
-      const int b = j * lo + std::min(j, ex), e = b + lo + (j < ex ? 1 : 0);
-      int arg = b;
-      for (int i = b; i < e; ++i)
-        if (y[size_t(r) * m + i] > y[size_t(r) * m + arg]) arg = i;
-      double sum = 0;
-      for (int i = b; i < e; ++i) sum += std::exp(double(y[size_t(r) * m + i]) - y[size_t(r) * m + arg]);
-      const float* q = &parts[(size_t(r) * runs + j) * 4];
-      int32_t got_arg;
-      std::memcpy(&got_arg, &q[2], 4);
-      EXPECT_EQ(q[0], y[size_t(r) * m + arg]) << "row " << r << " run " << j;
-      EXPECT_EQ(got_arg, arg) << "row " << r << " run " << j;
-      EXPECT_NEAR(q[1], sum, 1e-5 * sum) << "row " << r << " run " << j;
-      EXPECT_EQ(q[3], 0.f);
-    }
-  std::vector<float> r(size_t(n) * m);
-  p.residual = view(r, {n, m});
-  EXPECT_THROW(be->linear(p), Error);  // no residual with partials
-  p.residual = Tensor();
-  std::vector<float> many(size_t(n) * (m + 1) * 4);
-  p.out_partials = view(many, {n, m + 1, 4});
-  EXPECT_THROW(be->linear(p), Error);  // more runs than columns
 }
 
 TEST_F(FusedLinear, RejectsBadCombinations) {

@@ -12,7 +12,6 @@
 #include <functional>
 #include <limits>
 
-#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_sampling.h"
 #include "cuda_test_util.h"
 #include "model/sample_on_backend.h"
@@ -164,12 +163,10 @@ class SampleTest : public CudaOpsTest {
 
   // One batch: M rows of `mode` over V logits of dtype dt, N top logprobs. host_rows: hand the op the
   // host copy of the rows (the CUDA backend then skips kernels no row needs).
-  // runs > 0: also hand it the logits' run summaries (SampleParams::logit_partials, from
-  // cpu::logit_partials), with every drawn row at temperature 1 so the merge may start from them.
-  void run_case(int vocab, int m, DType dt, int n, Mode mode, bool host_rows = false, int64_t runs = 0) {
+  void run_case(int vocab, int m, DType dt, int n, Mode mode, bool host_rows = false) {
     SCOPED_TRACE(std::string(mode_name(mode)) + " V " + std::to_string(vocab) + " M " + std::to_string(m) + " " +
                  std::string(dtype_name(dt)) + " N " + std::to_string(n) + (host_rows ? " host rows" : "") +
-                 " runs " + std::to_string(runs) + " seed " + std::to_string(seed_));
+                 " seed " + std::to_string(seed_));
     std::vector<float> logits = rand_vec(size_t(m) * vocab, -6.0f, 6.0f, dt);
     std::vector<SamplingRow> rows(m);
     std::vector<int> pairs, masks;
@@ -214,15 +211,6 @@ class SampleTest : public CudaOpsTest {
         rows[r].mask_end = static_cast<int>(masks.size());
       }
     }
-    std::vector<float> parts;
-    if (runs > 0) {
-      for (SamplingRow& row : rows)
-        if (row.temperature >= 1e-5f) row.temperature = 1.0f;
-      std::vector<float> rounded = logits;
-      for (float& x : rounded) x = round_to(dt, x);
-      parts.resize(size_t(m) * runs * 4);
-      cpu::logit_partials(Tensor(rounded.data(), DType::kF32, {m, vocab}), Tensor(parts.data(), DType::kF32, {m, runs, 4}));
-    }
     std::vector<int> words(size_t(m) * 14);
     std::memcpy(words.data(), rows.data(), rows.size() * sizeof(SamplingRow));
     const int e = static_cast<int>(pairs.size() / 2);
@@ -234,7 +222,6 @@ class SampleTest : public CudaOpsTest {
     SampleParams gp{gpu_from(logits, {m, vocab}, dt), gpu_i32(words, {m * 14}), e ? gpu_i32(pairs, {e, 2}) : Tensor(),
                     masks.empty() ? Tensor() : gpu_i32(masks, {int64_t(masks.size())}), n, g_tokens, g_lps, g_ids};
     if (host_rows) gp.host_rows = rows.data();
-    if (runs > 0) gp.logit_partials = gpu_from(parts, {m, runs, 4}, DType::kF32);
     gpu_->sample(gp);
     // CPU
     std::vector<int> c_tokens(m, -7), c_ids(size_t(m) * n, -7);
@@ -431,46 +418,6 @@ TEST_F(SampleTest, HostRowsPlainKernels) {
 
 // Plain batches with N <= 1 merge in lean_sample_kernel: vocabularies ending mid-chunk, rows that are not
 // 16-byte aligned (scalar loads: V 32003), and both chunk sizes (M = 64 at V 151936: 8192-id chunks).
-// The merge from the logits GEMV's run summaries (lean_sample_kernel's kRuns): one run (the whole row),
-// runs of 1 id, the streaming GEMV's 1056 runs of ~144 ids, runs of up to 512 ids (the most it takes).
-TEST_F(SampleTest, RunsMerge) {
-  use_dtype(DType::kBF16);
-  for (auto [vocab, runs] : std::vector<std::pair<int, int64_t>>{{300, 1}, {1000, 1000}, {32003, 64}, {151936, 1056}, {151936, 297}})
-    for (DType dt : {DType::kF32, DType::kBF16})
-      for (int n : {0, 1})
-        for (Mode mode : {Mode::kGreedy, Mode::kTemperature, Mode::kForced, Mode::kMixed})
-          for (int m : {1, 4}) run_case(vocab, m, dt, n, mode, true, runs);
-}
-
-// The kRuns merge is what ran: a greedy row follows the summaries (here: run 3 claims the row's max at
-// its first id), not the logits.
-TEST_F(SampleTest, RunsMergeReadsTheSummaries) {
-  use_dtype(DType::kBF16);
-  const int vocab = 5000, runs = 50;
-  std::vector<float> logits = rand_vec(vocab, -1.f, 1.f, DType::kBF16);
-  std::vector<float> parts(size_t(runs) * 4);
-  cpu::logit_partials(Tensor(logits.data(), DType::kF32, {1, vocab}), Tensor(parts.data(), DType::kF32, {1, runs, 4}));
-  parts[3 * 4] = 50.f;  // run 3 covers ids [300, 400)
-  const int32_t claimed = 300;
-  std::memcpy(&parts[3 * 4 + 2], &claimed, 4);
-  SamplingRow row{};
-  row.temperature = 0.0f;
-  row.forced_token = -1;
-  row.top_k = -1;
-  row.top_p = 1.0f;
-  std::vector<int> words(14);
-  std::memcpy(words.data(), &row, sizeof(row));
-  Tensor tokens = gpu_i32({-7}, {1});
-  SampleParams gp{gpu_from(logits, {1, vocab}, DType::kBF16), gpu_i32(words, {14}), Tensor(), Tensor(), 0, tokens,
-                  gpu_poisoned({1, 1}, DType::kF32), Tensor()};
-  gp.host_rows = &row;
-  gp.logit_partials = gpu_from(parts, {1, runs, 4}, DType::kF32);
-  gpu_->sample(gp);
-  int got = -1;
-  gpu_->copy_to_host(tokens, &got);
-  EXPECT_EQ(got, claimed);
-}
-
 TEST_F(SampleTest, HostRowsLeanMerge) {
   use_dtype(DType::kBF16);
   for (int vocab : {1000, 32003, 151936})

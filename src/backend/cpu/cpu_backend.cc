@@ -100,12 +100,7 @@ class CpuBackend final : public Backend {
 
   void embedding(const EmbeddingParams& p) override { cpu::embedding(pool_, p); }
   void rms_norm(const RmsNormParams& p) override { cpu::rms_norm(pool_, p); }
-  void linear(const LinearParams& p) override {
-    if (!p.out_partials.empty() && (!p.residual.empty() || p.silu_mul_output))
-      throw Error("linear: out_partials cannot be combined with residual or silu_mul_output");
-    cpu::linear_fused(pool_, p);
-    if (!p.out_partials.empty()) cpu::logit_partials(p.out, p.out_partials);
-  }
+  void linear(const LinearParams& p) override { cpu::linear_fused(pool_, p); }
   void silu_and_mul(const SiluAndMulParams& p) override { cpu::silu_and_mul(pool_, p); }
   void add(const AddParams& p) override { cpu::add(pool_, p); }
   void moe(const MoeParams& p) override { cpu::moe(pool_, p); }

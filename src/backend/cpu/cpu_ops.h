@@ -12,8 +12,6 @@ void rms_norm(ThreadPool& pool, const RmsNormParams& p);
 void linear(ThreadPool& pool, const LinearParams& p);  // plain x @ w^T + bias (no fusions)
 // linear with the decode fusions of LinearParams (input_norm / silu_mul_input / residual), composed.
 void linear_fused(ThreadPool& pool, const LinearParams& p);
-// LinearParams::out_partials of out [N, M] (cpu_logit_partials.cc).
-void logit_partials(const Tensor& out, const Tensor& partials);
 // out [n, m] = x [n, k] @ w^T for BF16 w [m, k], n <= kGemvMaxRows (cpu_gemv_bf16.cc): decode steps.
 constexpr int64_t kGemvMaxRows = 8;
 void gemv_bf16(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* out);

@@ -207,10 +207,6 @@ void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
   run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
 }
-int64_t CudaBackend::logit_partial_runs(int64_t m, int64_t k) const {
-  if (batch_invariant_ || (act_ != DType::kBF16 && act_ != DType::kF16)) return 0;
-  return gemv_partial_runs(m, k);
-}
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
 void CudaBackend::moe(const MoeParams& p) {
   require_device(p.gate_up_w, "moe", "gate_up_w");

@@ -23,11 +23,6 @@ void launch_bias_add(void* out, DType out_dtype, const void* bias, DType bias_dt
 // linear for N <= 4 rows of bf16/f16 (decode), with the fused forms of LinearParams (input_norm,
 // silu_mul_input, residual); false when the shape or dtype is not covered.
 bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream);
-// The runs of LinearParams::out_partials the streaming GEMV writes for [m, k] weights (a run a warp),
-// 0 where it does not take the shape.
-int64_t gemv_partial_runs(int64_t m, int64_t k);
-// LinearParams::out_partials of out [N, M] in a pass of their own (logit_partials.cu).
-void launch_logit_partials(const Tensor& out, const Tensor& partials, cudaStream_t stream);
 // Batch-invariant linear (gemm_invariant.cu), plain form (x, w, bias, out): every output element is
 // accumulated in the same K order whatever N is, so a row's bits never depend on the other rows.
 void launch_gemm_invariant(const LinearParams& p, cudaStream_t stream);

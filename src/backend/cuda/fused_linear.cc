@@ -61,17 +61,6 @@ void run_linear_silu_output(CublasLtGemm& gemm, const LinearParams& p, const Wor
 
 void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
                 bool batch_invariant) {
-  if (!p.out_partials.empty()) {
-    // The streaming GEMV writes them on the way; any other product, a pass of their own after it.
-    if (!p.residual.empty() || p.silu_mul_output)
-      throw Error("linear: out_partials cannot be combined with residual or silu_mul_output");
-    if (!batch_invariant && launch_gemv_small_n(p, stream)) return;
-    LinearParams q = p;
-    q.out_partials = Tensor();
-    run_linear(gemm, q, scratch, stream, batch_invariant);
-    launch_logit_partials(q.out, p.out_partials, stream);
-    return;
-  }
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
   if (p.silu_mul_output) {
     run_linear_silu_output(gemm, p, scratch, stream, batch_invariant);

@@ -212,10 +212,6 @@ void launch_rows(const GemvArgs& a, cudaStream_t stream) {
   int dev = 0, sms = 132;
   VIREO_CUDA_CHECK(cudaGetDevice(&dev));
   VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (a.partials) {  // only the streaming kernel writes them (launch_gemv_small_n checked that it applies)
-    if (!launch_stream<T, NR>(a, sms, stream)) throw Error("gemv: out_partials without the streaming kernel");
-    return;
-  }
   if (resident_enabled() && launch_resident<T, NR>(a, sms, stream)) return;
   if (launch_stream<T, NR>(a, sms, stream)) return;
   if (a.silu_out) {  // the grid-stride kernel pairs gate and up rows as a warp's two rows
@@ -243,13 +239,6 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
-int64_t gemv_partial_runs(int64_t m, int64_t k) {
-  int dev = 0, sms = 132;
-  VIREO_CUDA_CHECK(cudaGetDevice(&dev));
-  VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return k % 8 == 0 && stream_applies(m, k, sms) ? int64_t{sms} * kWarps : 0;
-}
-
 bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   if (p.w.ndim() != 2) return false;
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
@@ -271,13 +260,7 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   if (norm && (p.input_norm.numel() != k || !is_float_dtype(p.input_norm.dtype))) return false;
   if (!aligned16(p.x.data) || !aligned16(p.w.data)) return false;
   if (static_cast<size_t>(n * k) * dtype_size(t) > kMaxStageBytes) return false;
-  const Tensor& parts = p.out_partials;
-  if (!parts.empty() && (res || silu_out || gemv_partial_runs(m, k) == 0 || parts.dtype != DType::kF32 ||
-                         parts.ndim() != 3 || parts.dim(0) < n || parts.dim(1) != gemv_partial_runs(m, k) ||
-                         parts.dim(2) != 4 || !aligned16(parts.data)))
-    return false;  // run_linear's fallback fills them
   GemvArgs a{};
-  a.partials = parts.empty() ? nullptr : static_cast<float4*>(parts.data);
   a.x = p.x.data;
   a.w = p.w.data;
   a.bias = p.bias.empty() ? nullptr : p.bias.data;

@@ -32,7 +32,6 @@ struct GemvArgs {
   int64_t k, m;
   float eps;
   int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
-  float4* partials;        // streaming kernel: [N, warps, 4] LinearParams::out_partials, a run a warp; or null
 };
 
 // What a launch does, when known at compile time: the forms of a pre-norm decoder layer's decode GEMVs

@@ -9,7 +9,6 @@
 // previous kernel); x' is staged after it (gemv_common.cuh), exactly as the other GEMV kernels do.
 #pragma once
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
@@ -96,12 +95,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
 #pragma unroll
   for (int n = 0; n < NR; ++n) acc[n] = 0.f;
   float gate[NR];  // silu_out: the unit's reduced gate dot products (every lane)
-  // a.partials: the run's (max, sum exp(y - max), lowest argmax) of each output row, online over the
-  // rounded outputs (every lane the same values: the reductions leave the sum in every lane).
-  float run_max[NR], run_sum[NR];
-  int run_arg[NR];
-#pragma unroll
-  for (int n = 0; n < NR; ++n) run_max[n] = -INFINITY, run_sum[n] = 0.f, run_arg[n] = static_cast<int>(row0);
   int s = 0;
   uint32_t parity = 0;
   int64_t col0 = 0, row = row0;  // col0: the chunk's first vector within its row; row: the unit's first
@@ -157,18 +150,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
         acc[n] = 0.f;
         const int64_t idx = n * a.m + row;
         const float r = j < 32 ? __shfl_sync(0xffffffffu, lane_res[n], j) : (res && lane == n ? to_f(res[idx]) : 0.f);
-        T y = from_f<T>(v + b);
-        if (kForm != kFormPlainResidual && a.partials) {  // no residual with partials (launch_gemv_small_n)
-          const float yv = to_f(y);
-          if (yv > run_max[n]) {
-            run_sum[n] = run_sum[n] * expf(run_max[n] - yv) + 1.f;
-            run_max[n] = yv;
-            run_arg[n] = static_cast<int>(row);
-          } else if (yv > -INFINITY) {
-            run_sum[n] += expf(yv - run_max[n]);
-          }
-        }
         if (lane == n) {
+          T y = from_f<T>(v + b);
           if (kForm == kFormPlainResidual || res) y = from_f<T>(r + to_f(y));  // the add op's rounding
           out[idx] = y;
         }
@@ -176,12 +159,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
       col0 = 0;
       ++row;
     }
-  }
-  if (kForm != kFormPlainResidual && kForm != kFormNormSilu && a.partials) {
-    const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
-#pragma unroll
-    for (int n = 0; n < NR; ++n)
-      if (lane == n) a.partials[n * warps + gw] = make_float4(run_max[n], run_sum[n], __int_as_float(run_arg[n]), 0.f);
   }
 }
 

@@ -170,23 +170,6 @@ bool plain_rows_only(const SamplingRow* rows, int64_t m, int64_t vocab, int num_
   return true;
 }
 
-// Whether every row is forced, greedy or at temperature exactly 1 (the logits GEMV's run sums are then
-// the tempered ones: lean_sample_kernel's kRuns). Plain rows only (plain_rows_only).
-bool unit_temperature_rows(const SamplingRow* rows, int64_t m) {
-  for (int64_t r = 0; r < m; ++r)
-    if (rows[r].forced_token < 0 && !(rows[r].temperature < 1e-5f) && rows[r].temperature != 1.0f) return false;
-  return true;
-}
-
-// VIREO_SAMPLE_RUNS=0: never start from the logits GEMV's run summaries (A/B).
-bool runs_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("VIREO_SAMPLE_RUNS");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 // VIREO_SAMPLE_PLAIN=0: never the kPlain kernels (A/B).
 bool plain_enabled() {
   static const bool on = [] {
@@ -328,17 +311,6 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
       // The lean merge sums in another order than sample_kernel: not in batch-invariant mode (whether a
       // batch is plain depends on its other rows).
       const bool lean = lean_enabled() && !batch_invariant;
-      const Tensor& lp = p.logit_partials;
-      const int64_t R = lp.empty() ? 0 : lp.dim(1);
-      if (lean && list_k == 1 && runs_enabled() && !lp.empty() && lp.dtype == DType::kF32 && lp.ndim() == 3 &&
-          lp.dim(0) >= m && lp.dim(2) == 4 && R >= 1 && R <= vocab && (vocab + R - 1) / R <= kLeanThreads * kMaxRunIds &&
-          unit_temperature_rows(static_cast<const SamplingRow*>(p.host_rows), m)) {
-        a.runs = static_cast<const float4*>(lp.data);
-        a.num_runs = static_cast<int>(R);
-        launch_pdl(lean_sample_kernel<T, 1, true>, dim3(static_cast<unsigned>(m)), dim3(kLeanThreads), 0, stream, a);
-        check_launch("sample lean_sample_kernel (runs)");
-        return;
-      }
       if (list_k == 1) launch_plain<T, 1>(a, static_cast<int>(m), iters, lean, stream);
       else if (list_k == 5) launch_plain<T, 5>(a, static_cast<int>(m), iters, lean, stream);
       else launch_plain<T, kMaxTop>(a, static_cast<int>(m), iters, lean, stream);

@@ -31,10 +31,6 @@ struct Args {
   float* ptsum;                // draw rows: sum exp((l - chunk max) / T)
   float* ptop_v;               // chunk top-K values, best first ([M, C, kMaxTop]: stride kMaxTop)
   int32_t* ptop_i;             // their ids (INT_MAX: none)
-  // Or the logits GEMV's run summaries (SampleParams::logit_partials), [M, R] (max, sum exp(l - max),
-  // argmax bits, 0) over runs of consecutive ids (LinearParams::out_partials); null: none.
-  const float4* runs;
-  int num_runs;                // R
   // Mid path (sampling_mid.cuh): rows with penalties/masks or threshold searches, over all chunks.
   // plan null: off (those rows take the slow path).
   struct MidPlan* plan;                // [M] the threshold plan of rows with top-k/top-p (hist_kernel)

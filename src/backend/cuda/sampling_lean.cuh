@@ -50,14 +50,10 @@ __device__ __forceinline__ float lean_excl_scan(float v, float& total, float* re
   return pre + inc - v;
 }
 
-// kIters: chunk_kernel's steps per thread (chunks of kChunkStep * kIters ids). kRuns: the chunks are
-// instead the runs of a.runs (the logits GEMV's summaries; no chunk_kernel before this), at most
-// kLeanThreads * kMaxRunIds ids each, every drawn row at temperature 1 (their sums are the tempered ones).
-constexpr int kMaxRunIds = 4;
-template <typename T, int kIters, bool kRuns = false>
+// kIters: chunk_kernel's steps per thread (chunks of kChunkStep * kIters ids).
+template <typename T, int kIters>
 __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
-  // ids a thread scans in the drawn chunk (kRuns: at most)
-  constexpr int kIds = kRuns ? kMaxRunIds : kChunkStep * kIters / kLeanThreads;
+  constexpr int kIds = kChunkStep * kIters / kLeanThreads;  // ids a thread scans in the drawn chunk
   __shared__ float2 red_ms[kLeanWarps];
   __shared__ float red_bv[kLeanWarps], red_scan_c[kLeanWarps], red_scan_i[kLeanWarps];
   __shared__ int red_bi[kLeanWarps];
@@ -65,7 +61,7 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
   __shared__ float sel_rem;
   pdl_enter();  // chunk_kernel's partials complete before any read
   const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int C = kRuns ? a.num_runs : a.num_chunks, V = a.vocab, n = a.num_top;
+  const int C = a.num_chunks, V = a.vocab, n = a.num_top;
   const SamplingRow row = a.rows[r];
   const int64_t pb = static_cast<int64_t>(r) * C;
   // 1. Thread t merges chunks [cb, ce): (max, sum) online and the best (value, id).
@@ -74,17 +70,10 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
   float m = neg_inf(), s = 0.0f, bv = neg_inf();
   int bi = INT_MAX;
   for (int c = cb; c < ce; ++c) {
-    if constexpr (kRuns) {
-      const float4 q = a.runs[pb + c];
-      merge_online(m, s, q.x, q.y);
-      const int id = __float_as_int(q.z);
-      if (q.x > neg_inf() && better(q.x, id, bv, bi)) bv = q.x, bi = id;
-    } else {
-      merge_online(m, s, a.pmax[pb + c], a.psum[pb + c]);
-      const int id = a.ptop_i[(pb + c) * kMaxTop];
-      const float v = a.ptop_v[(pb + c) * kMaxTop];
-      if (id != INT_MAX && better(v, id, bv, bi)) bv = v, bi = id;
-    }
+    merge_online(m, s, a.pmax[pb + c], a.psum[pb + c]);
+    const int id = a.ptop_i[(pb + c) * kMaxTop];
+    const float v = a.ptop_v[(pb + c) * kMaxTop];
+    if (id != INT_MAX && better(v, id, bv, bi)) bv = v, bi = id;
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
@@ -124,14 +113,8 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
   // 2. The draw: the chunk where the cumulative rescaled mass passes uniform * total.
   const float inv_t = 1.0f / row.temperature;
   auto mass = [&](int c) {
-    float pm, ts;
-    if constexpr (kRuns) {
-      const float4 q = a.runs[pb + c];
-      pm = q.x, ts = q.y;  // temperature 1: the raw sum is the tempered one
-    } else {
-      pm = a.pmax[pb + c], ts = a.ptsum[pb + c];
-    }
-    return pm > neg_inf() ? ts * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f;
+    const float pm = a.pmax[pb + c];
+    return pm > neg_inf() ? a.ptsum[pb + c] * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f;
   };
   float local = 0.0f;
   for (int c = cb; c < ce; ++c) local += mass(c);
@@ -161,26 +144,15 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
     if (tid == 0) write(best, bv);
     return;
   }
-  // 3. The id inside chunk c: thread t scans ids [i0, i0 + cnt) in id order.
-  int i0, cnt;
+  // 3. The id inside chunk c: thread t scans ids [i0, i0 + kIds) in id order.
+  const int i0 = c * a.chunk + tid * kIds;
   float v[kIds], e[kIds];
-  if constexpr (kRuns) {
-    const int lo = a.num_runs > 0 ? V / a.num_runs : 0, ex = V - lo * a.num_runs;
-    const int b = c * lo + min(c, ex), len = lo + (c < ex ? 1 : 0), per = (len + kLeanThreads - 1) / kLeanThreads;
-    i0 = b + tid * per;
-    cnt = max(0, min(per, b + len - i0));
 #pragma unroll
-    for (int q = 0; q < kIds; ++q) v[q] = q < cnt ? to_f(raw[i0 + q]) : neg_inf();
-  } else {
-    i0 = c * a.chunk + tid * kIds;
-    cnt = min(kIds, V - i0);
-#pragma unroll
-    for (int q = 0; q < kIds; q += kPerThread) load8(raw, V, a.aligned, i0 + q, *reinterpret_cast<float(*)[kPerThread]>(v + q));
-  }
+  for (int q = 0; q < kIds; q += kPerThread) load8(raw, V, a.aligned, i0 + q, *reinterpret_cast<float(*)[kPerThread]>(v + q));
   float ls = 0.0f;
 #pragma unroll
   for (int q = 0; q < kIds; ++q) {
-    e[q] = q < cnt && v[q] != neg_inf() ? expf(__fmul_rn(__fsub_rn(v[q], m), inv_t)) : 0.0f;
+    e[q] = i0 + q < V && v[q] != neg_inf() ? expf(__fmul_rn(__fsub_rn(v[q], m), inv_t)) : 0.0f;
     ls += e[q];
   }
   float chunk_total;
