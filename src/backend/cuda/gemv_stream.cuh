@@ -13,23 +13,11 @@
 #include <cstdlib>
 
 #include "backend/cuda/gemv_common.cuh"
+#include "backend/cuda/gemv_stream_plan.cuh"
+#include "backend/cuda/gemv_stream_rows.cuh"
 
 namespace vireo::cuda {
 namespace {
-
-// How one launch cuts the work: rows split over all warps of the grid (rows_lo each, the first
-// rows_extra warps one more), each warp's range copied in chunks of kCv 16-byte vectors.
-struct StreamPlan {
-  int stages;          // chunks in flight per warp
-  int64_t rows_lo;     // rows per warp (floor)
-  int64_t rows_extra;  // warps [0, rows_extra) take one more row
-};
-
-// Shared memory of one block: x' [NR, K], then the warps' stages, then their barriers.
-template <typename T, int NR, int kCv>
-constexpr size_t stream_smem_bytes(int64_t k, int stages) {
-  return static_cast<size_t>(NR) * k * sizeof(T) + size_t{kWarps} * stages * (kCv * 16 + 8);
-}
 
 // kCv: 16-byte vectors per copy (64, 128 or 256, dividing a row: a chunk never spans two rows).
 // kForm: GemvForm (gemv_common.cuh), the batch-1 launches' forms get code of their own.
@@ -162,63 +150,11 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
   }
 }
 
-// VIREO_GEMV_STREAM=0: never the streaming kernel (A/B); VIREO_GEMV_STREAM_PDL=0: launch it without PDL.
-bool stream_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("VIREO_GEMV_STREAM");
-    return e == nullptr || e[0] != '0';
-  }();
-  return on;
-}
-
-// VIREO_GEMV_STREAM_KB: cap on a block's shared memory (KiB; default: the device limit), for A/B runs.
-// A block under half an SM's shared memory can share the SM with the next kernel's block, which then
-// fills its ring while this one drains; on the H200 that measured no better (8B layer 115.5-117.0 us
-// at 150 / 100 KiB, 116.1 at the full ring) or worse (110 / 80 KiB: 135-136 us).
-size_t stream_cap_bytes() {
-  static const size_t v = [] {
-    const char* e = std::getenv("VIREO_GEMV_STREAM_KB");
-    return e ? static_cast<size_t>(std::atoi(e)) << 10 : size_t{0};
-  }();
-  return v;
-}
-
-bool stream_pdl() {
-  static const bool on = [] {
-    const char* e = std::getenv("VIREO_GEMV_STREAM_PDL");
-    return e == nullptr || e[0] != '0';
-  }();
-  return on;
-}
-
 template <typename T, int NR, int kCv, int kForm = kFormAny>
 bool launch_stream_cv(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   auto* kernel = gemv_stream_kernel<T, NR, kCv, kForm>;
-  // The dynamic shared memory a block may have: the per-block opt-in limit (227 KiB on sm_90) less the
-  // kernel's static shared memory (stage_input's reduction); set once per instantiation.
-  static const size_t max_smem = [kernel] {
-    int dev = 0, optin = 0;
-    VIREO_CUDA_CHECK(cudaGetDevice(&dev));
-    VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    cudaFuncAttributes fa{};
-    VIREO_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
-    const size_t bytes = static_cast<size_t>(optin) - fa.sharedSizeBytes;
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-          "gemv_stream: cudaFuncSetAttribute");
-    return bytes;
-  }();
-  // ~24 KiB in flight a warp (~192 KiB an SM) where shared memory allows: 6 stages of 4 KiB, 12 of 2 KiB.
-  constexpr int kMaxStages = (24 << 10) / (kCv * 16);
-  const size_t limit = stream_cap_bytes() > 0 ? std::min(stream_cap_bytes(), max_smem) : max_smem;
-  int stages = kMaxStages;
-  while (stages >= 2 && stream_smem_bytes<T, NR, kCv>(a.k, stages) > limit) --stages;
-  if (stages < 2) return false;
-  const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages);
-  const int64_t warps = int64_t{num_sms} * kWarps;
-  const int64_t units = a.silu_out ? a.m / 2 : a.m;
-  StreamPlan p{stages, units / warps, units % warps};
-  launch_maybe_pdl(stream_pdl(), kernel, dim3(static_cast<unsigned>(num_sms)), dim3(kThreads), smem, stream, a, p);
-  return true;
+  static const size_t max_smem = stream_max_smem(reinterpret_cast<const void*>(kernel));
+  return launch_stream_plan<T, NR, kCv>(kernel, max_smem, 1, a, num_sms, stream);
 }
 
 // Whether the streaming kernel takes [M, K] weights of 16-bit T: rows of at least 2 KiB made of whole
@@ -242,6 +178,7 @@ bool launch_stream(const GemvArgs& a, int num_sms, cudaStream_t stream) {
   if (!stream_applies(a, num_sms)) return false;
   const int64_t nvec = a.k / Vec<T>::kN;
   if constexpr (NR == 1) {  // batch 1: the layer's forms (and the lm_head's) get their own code
+    if (launch_stream_rows<T>(a, num_sms, stream)) return true;  // one copy a row (the 0.6B lm_head)
     auto by_form = [&]<int kCv>() {
       switch (forms_enabled() ? gemv_form_of(a) : kFormAny) {
         case kFormNormOut: return launch_stream_cv<T, 1, kCv, kFormNormOut>(a, num_sms, stream);
