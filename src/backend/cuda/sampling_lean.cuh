@@ -27,6 +27,7 @@ namespace vireo::cuda::sampling {
 namespace {
 
 constexpr int kLeanThreads = 128, kLeanWarps = kLeanThreads / 32;
+constexpr int kLeanKeep = 2;  // chunks a thread keeps in registers (C <= 256)
 
 // Exclusive prefix sum of one float per thread in thread order, and the block total. red: this call's
 // own kLeanWarps floats (no barrier after: callers never reuse them).
@@ -69,7 +70,21 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
   const int cb = min(tid * per, C), ce = min(cb + per, C);
   float m = neg_inf(), s = 0.0f, bv = neg_inf();
   int bi = INT_MAX;
-  for (int c = cb; c < ce; ++c) {
+  // The first kLeanKeep chunks' (max, tempered sum) stay in registers for the draw (step 2), so its
+  // masses cost no second L2 round trip after the barrier (C <= 128 chunks: one a thread).
+  float keep_m[kLeanKeep], keep_t[kLeanKeep];
+#pragma unroll
+  for (int q = 0; q < kLeanKeep; ++q) {
+    const int c = cb + q;
+    keep_m[q] = c < ce ? a.pmax[pb + c] : neg_inf();
+    keep_t[q] = c < ce ? a.ptsum[pb + c] : 0.0f;
+    const float ps = c < ce ? a.psum[pb + c] : 0.0f;
+    const int id = c < ce ? a.ptop_i[(pb + c) * kMaxTop] : INT_MAX;
+    const float v = c < ce ? a.ptop_v[(pb + c) * kMaxTop] : neg_inf();
+    if (c < ce) merge_online(m, s, keep_m[q], ps);
+    if (id != INT_MAX && better(v, id, bv, bi)) bv = v, bi = id;
+  }
+  for (int c = cb + kLeanKeep; c < ce; ++c) {
     merge_online(m, s, a.pmax[pb + c], a.psum[pb + c]);
     const int id = a.ptop_i[(pb + c) * kMaxTop];
     const float v = a.ptop_v[(pb + c) * kMaxTop];
@@ -112,19 +127,32 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
 
   // 2. The draw: the chunk where the cumulative rescaled mass passes uniform * total.
   const float inv_t = 1.0f / row.temperature;
-  auto mass = [&](int c) {
-    const float pm = a.pmax[pb + c];
-    return pm > neg_inf() ? a.ptsum[pb + c] * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f;
-  };
+  auto mass_of = [&](float pm, float pt) { return pm > neg_inf() ? pt * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f; };
+  auto mass = [&](int c) { return mass_of(a.pmax[pb + c], a.ptsum[pb + c]); };
+  float kept_mass[kLeanKeep];
+#pragma unroll
+  for (int q = 0; q < kLeanKeep; ++q) kept_mass[q] = mass_of(keep_m[q], keep_t[q]);  // 0 past ce
   float local = 0.0f;
-  for (int c = cb; c < ce; ++c) local += mass(c);
+#pragma unroll
+  for (int q = 0; q < kLeanKeep; ++q) local += kept_mass[q];
+  for (int c = cb + kLeanKeep; c < ce; ++c) local += mass(c);
   float total;
   const float excl = lean_excl_scan(local, total, red_scan_c);
   const float target = row.uniform * total;
   {
     float acc = excl, rem = 0.0f;
     int found = -1, last = -1;
-    for (int c = cb; c < ce; ++c) {
+#pragma unroll
+    for (int q = 0; q < kLeanKeep; ++q) {
+      const int c = cb + q;
+      const float w = kept_mass[q];
+      if (w > 0.0f) {
+        last = c;
+        if (found < 0 && acc + w > target) found = c, rem = target - acc;
+      }
+      acc += w;
+    }
+    for (int c = cb + kLeanKeep; c < ce; ++c) {
       const float w = mass(c);
       if (w > 0.0f) {
         last = c;
