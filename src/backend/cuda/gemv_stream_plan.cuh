@@ -16,6 +16,7 @@ struct StreamPlan {
   int stages;          // chunks in flight per warp
   int64_t rows_lo;     // rows per warp (floor)
   int64_t rows_extra;  // warps [0, rows_extra) take one more row
+  bool group_copy = false;  // gemv_stream_rows.cuh: one bulk copy a group of rows
 };
 
 // Shared memory of one block: x' [NR, K], then the warps' stages, then their barriers.
@@ -73,7 +74,7 @@ size_t stream_max_smem(const void* kernel) {
 // False when not even two stages fit.
 template <typename T, int NR, int kCv>
 bool launch_stream_plan(void (*kernel)(GemvArgs, StreamPlan), size_t max_smem, int stage_multiple, const GemvArgs& a,
-                        int num_sms, cudaStream_t stream) {
+                        int num_sms, cudaStream_t stream, bool group_copy = false) {
   constexpr int kMaxStages = (24 << 10) / (kCv * 16);
   const size_t limit = stream_cap_bytes() > 0 ? std::min(stream_cap_bytes(), max_smem) : max_smem;
   int stages = kMaxStages / stage_multiple * stage_multiple;
@@ -82,7 +83,7 @@ bool launch_stream_plan(void (*kernel)(GemvArgs, StreamPlan), size_t max_smem, i
   const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages);
   const int64_t warps = int64_t{num_sms} * kWarps;
   const int64_t units = a.silu_out ? a.m / 2 : a.m;
-  StreamPlan p{stages, units / warps, units % warps};
+  StreamPlan p{stages, units / warps, units % warps, group_copy};
   launch_maybe_pdl(stream_pdl(), kernel, dim3(static_cast<unsigned>(num_sms)), dim3(kThreads), smem, stream, a, p);
   return true;
 }

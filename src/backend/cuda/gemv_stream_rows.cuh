@@ -8,6 +8,7 @@
 // (G / 2 + G / 4 + ... shuffles plus 5 - log2 G, instead of 5 G).
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 #include "backend/cuda/gemv_stream_plan.cuh"
 
@@ -58,13 +59,28 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
   const int64_t nrows = p.rows_lo + (gw < p.rows_extra ? 1 : 0);
   const uint4* w = static_cast<const uint4*>(a.w) + row0 * kCv;  // the warp's rows, one contiguous range
 
-  // 1. Independent of the previous kernel: the ring's first fill (stage s holds row s).
+  // The ring holds num_slots groups of G rows (slot q: rows stages q * G ..); one barrier a slot counts
+  // the group's bytes, copied as one bulk copy (p.group_copy) or one a row.
+  const int num_slots = stages / G;
+  auto fill = [&](int slot, int64_t first_row, uint64_t policy) {  // lane 0
+    const int n = static_cast<int>(min(int64_t{G}, nrows - first_row));
+    uint4* dst = ring + slot * G * kCv;
+    const uint4* src = w + first_row * kCv;
+    mbar_arrive_expect(&bars[slot], n * kRowBytes);
+    if (p.group_copy) {
+      bulk_copy_only(dst, src, n * kRowBytes, &bars[slot], policy);
+    } else {
+      for (int g = 0; g < n; ++g) bulk_copy_only(dst + g * kCv, src + g * kCv, kRowBytes, &bars[slot], policy);
+    }
+  };
+
+  // 1. Independent of the previous kernel: the ring's first fill.
   uint64_t policy = 0;
   if (lane == 0) {
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    for (int s = 0; s < stages; ++s) mbar_init(&bars[s]);
+    for (int q = 0; q < num_slots; ++q) mbar_init(&bars[q]);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (int s = 0; s < stages && s < nrows; ++s) bulk_copy(ring + s * kCv, w + s * kCv, kRowBytes, &bars[s], policy);
+    for (int q = 0; q < num_slots && int64_t{q} * G < nrows; ++q) fill(q, int64_t{q} * G, policy);
   }
   __syncwarp();
 
@@ -86,30 +102,25 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
   T* out = static_cast<T*>(a.out);
   const int mine = lane >> (5 - kLogG);  // the group row whose sum this lane ends with
   const bool writer = (lane & ((32 >> kLogG) - 1)) == 0;
-  int s = 0;
+  int slot = 0;
   uint32_t parity = 0;
   for (int64_t r = 0; r < nrows; r += G) {
     const bool store = writer && r + mine < nrows;
     const float b = bias && store ? to_f(bias[row0 + r + mine]) : 0.f;  // in flight during the group
     V wv[G][kJ];
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-      if (r + g < nrows) mbar_wait(&bars[s + g], parity);
+    mbar_wait(&bars[slot], parity);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
 #pragma unroll
-      for (int j = 0; j < kJ; ++j) wv[g][j].raw = r + g < nrows ? ring[(s + g) * kCv + lane + 32 * j] : uint4{};
+      for (int j = 0; j < kJ; ++j) wv[g][j].raw = r + g < nrows ? ring[(slot * G + g) * kCv + lane + 32 * j] : uint4{};
     }
-    __syncwarp();  // every lane has read the group's stages
-    if (lane == 0) {
+    __syncwarp();  // every lane has read the group's slot
+    if (lane == 0 && r + stages < nrows) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before the async writes
-      for (int g = 0; g < G; ++g)
-        if (r + g + stages < nrows)
-          bulk_copy(ring + (s + g) * kCv, w + (r + g + stages) * kCv, kRowBytes, &bars[s + g], policy);
+      fill(slot, r + stages, policy);
     }
-    s += G;
-    if (s == stages) {
-      s = 0;
+    if (++slot == num_slots) {
+      slot = 0;
       parity ^= 1;
     }
     float v[G];
@@ -136,6 +147,15 @@ bool stream_rows_enabled() {
   return on;
 }
 
+// VIREO_GEMV_ROWS_COPY=row: one bulk copy a row instead of one a group of rows (A/B).
+bool stream_rows_group_copy() {
+  static const bool group = [] {
+    const char* e = std::getenv("VIREO_GEMV_ROWS_COPY");
+    return e == nullptr || std::string_view(e) != "row";
+  }();
+  return group;
+}
+
 // Whether the batch-1 launch a (already taken by the streaming kernel) suits this kernel: a row is one
 // copy of 2 or 4 KiB, and the output is the plain product (plus bias).
 template <typename T>
@@ -149,7 +169,7 @@ bool launch_stream_rows_form(const GemvArgs& a, int num_sms, cudaStream_t stream
   constexpr int kG = kCv == 128 ? 4 : 2;  // 12 stages of 2 KiB, 6 of 4 KiB: a multiple of G
   auto* kernel = gemv_stream_rows_kernel<T, kCv, kForm, kG>;
   static const size_t max_smem = stream_max_smem(reinterpret_cast<const void*>(kernel));
-  return launch_stream_plan<T, 1, kCv>(kernel, max_smem, kG, a, num_sms, stream);
+  return launch_stream_plan<T, 1, kCv>(kernel, max_smem, kG, a, num_sms, stream, stream_rows_group_copy());
 }
 
 template <typename T, int kCv>
