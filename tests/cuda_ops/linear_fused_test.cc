@@ -146,7 +146,8 @@ TEST_F(FusedLinearTest, ResidentGemvShapes) {
 // elements in chunks of 64, 128 or 256 16-byte vectors; M not a multiple of the warp count (uneven row
 // runs), K = 3072 (128-vector chunks, 3 a row), K = 3584 (64-vector chunks, 7 a row), K = 1024 / 1536
 // (one 128-vector chunk / three 64-vector chunks a row), x' large enough (K 12288, N 4) to cut the ring to
-// fewer stages.
+// fewer stages. At batch 1, K = 1024 / 2048 take the rows kernel (gemv_stream_rows.cuh): groups of 4 / 2
+// rows, the last group of a warp partial (M = 20001: 18-19 rows a warp), bf16 and f16.
 TEST_F(FusedLinearTest, StreamGemvShapes) {
   use_dtype(DType::kBF16);
   for (auto [m, k] : std::vector<std::pair<int, int>>{
@@ -154,6 +155,8 @@ TEST_F(FusedLinearTest, StreamGemvShapes) {
     shape(k, m, {1, 2, 3, 4}, true);
   use_dtype(DType::kF16);
   shape(4096, 3000, {1, 3}, true);
+  shape(1024, 20001, {1, 2}, true);  // batch 1: the rows kernel (gemv_stream_rows.cuh), 2 KiB rows
+  shape(2048, 4099, {1}, true);      // and 4 KiB rows
 }
 
 // gate_up with its activation in the epilogue: the resident kernel (K 1024, pairs as adjacent rows),
