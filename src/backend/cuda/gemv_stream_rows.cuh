@@ -61,8 +61,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
   const int64_t nrows = p.rows_lo + (gw < p.rows_extra ? 1 : 0);
   const uint4* w = static_cast<const uint4*>(a.w) + row0 * kCv;  // the warp's rows, one contiguous range
 
-  // The ring holds num_slots groups of G rows (slot q: rows stages q * G ..); one barrier a slot counts
-  // the group's bytes, copied as one bulk copy (p.group_copy) or one a row.
+  // The ring holds num_slots = stages / G slots of G rows; the barrier of a slot counts its group's
+  // bytes, copied as one bulk copy (p.group_copy, the default) or one a row (the A/B switch).
   const int num_slots = stages / G;
   auto fill = [&](int slot, int64_t first_row, uint64_t policy) {  // lane 0
     const int n = static_cast<int>(min(int64_t{G}, nrows - first_row));
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
     for (int e = 0; e < kN; ++e) xf[j * kN + e] = to_f(xv.v[e]);
   }
 
-  // 3. Groups of G rows from G consecutive stages; the lanes (lane & (32 / G - 1)) == 0 store.
+  // 3. A group of G rows a slot, slots in turn; the lanes (lane & (32 / G - 1)) == 0 store.
   const T* bias = static_cast<const T*>(a.bias);
   T* out = static_cast<T*>(a.out);
   const int mine = lane >> (5 - kLogG);  // the group row whose sum this lane ends with

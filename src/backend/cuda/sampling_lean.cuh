@@ -127,7 +127,9 @@ __global__ void __launch_bounds__(kLeanThreads) lean_sample_kernel(Args a) {
 
   // 2. The draw: the chunk where the cumulative rescaled mass passes uniform * total.
   const float inv_t = 1.0f / row.temperature;
-  auto mass_of = [&](float pm, float pt) { return pm > neg_inf() ? pt * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f; };
+  auto mass_of = [&](float pm, float pt) {
+    return pm > neg_inf() ? pt * expf(__fmul_rn(__fsub_rn(pm, m), inv_t)) : 0.0f;
+  };
   auto mass = [&](int c) { return mass_of(a.pmax[pb + c], a.ptsum[pb + c]); };
   float kept_mass[kLeanKeep];
 #pragma unroll
