@@ -75,6 +75,12 @@ class Backend {
   virtual void embedding(const EmbeddingParams& p) = 0;
   virtual void rms_norm(const RmsNormParams& p) = 0;
   virtual void linear(const LinearParams& p) = 0;
+  // The number of ranges C for which LinearParams::row_stats come (nearly) free with a linear of M output
+  // columns at one row; 0: the caller should not ask (the default: the sample op reads the rows anyway).
+  virtual int64_t row_stats_ranges(int64_t m) const {
+    (void)m;
+    return 0;
+  }
   virtual void silu_and_mul(const SiluAndMulParams& p) = 0;
   virtual void add(const AddParams& p) = 0;
   virtual void gather_rows(const GatherRowsParams& p) = 0;

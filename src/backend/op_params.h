@@ -44,7 +44,27 @@ struct LinearParams {
   bool silu_mul_input = false;
   Tensor residual;    // [N, M] or empty
   bool silu_mul_output = false;
+  // Optional [N, C, 4] F32: the softmax statistics of each output row over C ranges (RangeStats), for
+  // the sample op (SampleParams::row_stats). Backend::row_stats_ranges says which C is cheap; any C >= 1
+  // is honoured. Only with the plain output (no silu_mul_output).
+  Tensor row_stats;
 };
+
+// The statistics of one range of an output row (LinearParams::row_stats), over the values as stored:
+// range c of C over M columns is the even split [c * (M / C) + min(c, M % C), ...), the first M % C
+// ranges one longer. An empty range: max -inf, sum 0, best_id INT32_MAX.
+struct RangeStats {
+  float max;         // the range's maximum (-inf: empty or all -inf)
+  float sum;         // sum of exp(v - max) over the range
+  float best_value;  // = max where a value is finite
+  int32_t best_id;   // the lowest column holding it (absolute, not within the range)
+};
+static_assert(sizeof(RangeStats) == 16, "RangeStats is shared with device code as 4 raw words");
+
+inline int64_t range_begin(int64_t m, int64_t num_ranges, int64_t c) {
+  const int64_t lo = m / num_ranges, extra = m % num_ranges;
+  return c * lo + (c < extra ? c : extra);
+}
 
 // out = silu(x[:, :I]) * x[:, I:]
 struct SiluAndMulParams {
@@ -341,6 +361,10 @@ struct SampleParams {
   // Optional [>= M] I32: the tokens are also written here (the next decode step's ids buffer, so the
   // step needs no device copy of them between the sampling and its graph); may be empty.
   Tensor out_tokens_mirror;
+  // Optional [M, C, 4] F32: the logits rows' RangeStats (LinearParams::row_stats) as the logits stand.
+  // A backend may take the log-softmax and plain draws from them instead of a pass over the rows; the
+  // result is the same up to float summation order (CPU: ignored).
+  Tensor row_stats;
 };
 
 }  // namespace vireo

@@ -71,7 +71,8 @@ void DecoderModel::reset_graphs() {
   graphs_.inputs_fence = 0;
 }
 
-bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from) {
+bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from,
+                                   Tensor* stats) {
   if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0) return false;
   if (!is_decode_only(in) || kv.k.empty()) return false;
   DecoderGraphs& g = graphs_;
@@ -192,6 +193,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   }
   g.inputs_fence = be_->fence();
   logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();
+  if (stats && M == Sp) *stats = logit_stats_of(g.ws, Sp);  // the graph's lm_head wrote them (run_ops)
   return true;
 }
 

@@ -56,7 +56,7 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   logits_to_host(dev, logits);
 }
 
-Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from) {
+Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from, Tensor* stats) {
   validate(in, kv, cfg_.num_hidden_layers);
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
@@ -64,7 +64,8 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   if (T == 0) return Tensor();
   const std::vector<int32_t> state_slots = step_state_slots(in, num_state_slots());  // checked before graphs too
   Tensor graphed;
-  if (forward_graphed(in, kv, graphed, ids_from)) return graphed;
+  if (stats) *stats = Tensor();
+  if (forward_graphed(in, kv, graphed, ids_from, stats)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
@@ -113,6 +114,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
   run_ops(st, kv, ws_);
   if (M == 0) return Tensor();
+  if (stats) *stats = logit_stats_of(ws_, M);
   return ws_.logits.view({M, cfg_.vocab_size});
 }
 
@@ -386,6 +388,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     }
     LinearParams head = linear(sel, lm_head_, Tensor(), out);
     head.input_norm = final_norm_;
+    head.row_stats = logit_stats_of(ws, M);
     be_->linear(head);  // lm_head(model.norm(h))
     return;
   }
@@ -395,7 +398,13 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
   }
   be_->gather_rows({hid, logits_idx, sel});
-  be_->linear(linear(sel, lm_head_, Tensor(), out));  // lm_head
+  LinearParams head = linear(sel, lm_head_, Tensor(), out);
+  head.row_stats = logit_stats_of(ws, M);
+  be_->linear(head);  // lm_head
+}
+
+Tensor DecoderModel::logit_stats_of(const DecoderWorkspace& ws, int64_t num_rows) const {
+  return num_rows == 1 ? ws.logit_stats : Tensor();
 }
 
 void DecoderModel::logits_to_host(const Tensor& out, std::vector<float>& logits) {

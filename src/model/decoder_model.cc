@@ -322,7 +322,8 @@ size_t DecoderModel::kv_block_bytes(int block_size) const {
 
 void DecoderModel::free_workspace(DecoderWorkspace& ws) {
   for (Tensor* t : {&ws.ints, &ws.residual, &ws.hidden, &ws.branch, &ws.qkv, &ws.bcx, &ws.q, &ws.attn, &ws.mla_qa,
-                    &ws.mla_ckv, &ws.mla_kpe, &ws.mla_kv, &ws.gdn_proj, &ws.gdn_out, &ws.attn_gate, &ws.shared_gate, &ws.gate_up, &ws.act, &ws.rows, &ws.logits})
+                    &ws.mla_ckv, &ws.mla_kpe, &ws.mla_kv, &ws.gdn_proj, &ws.gdn_out, &ws.attn_gate, &ws.shared_gate, &ws.gate_up, &ws.act, &ws.rows, &ws.logits,
+                    &ws.logit_stats})
     if (!t->empty()) be_->free(*t);
   ws.token_cap = ws.logit_cap = ws.int_cap = 0;
 }
@@ -363,6 +364,10 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
   ws.act = be_->alloc({t, inter}, act);
   ws.rows = be_->alloc({m, hidden}, act);
   ws.logits = be_->alloc({m, cfg_.vocab_size}, act);
+  // A one-row step's logits statistics (decoder_forward.cc: the batch-1 lm_head writes them; the sampling
+  // then makes no pass of its own over the row).
+  const int64_t num_ranges = be_->row_stats_ranges(cfg_.vocab_size);
+  ws.logit_stats = num_ranges > 0 ? be_->alloc({1, num_ranges, 4}, DType::kF32) : Tensor();
   ws.token_cap = t;
   ws.logit_cap = m;
   ws.int_cap = n;

@@ -74,6 +74,7 @@ struct DecoderWorkspace {
   Tensor act;                   // [T, inter]
   Tensor rows;                  // [M, hidden] (logits rows)
   Tensor logits;                // [M, vocab]
+  Tensor logit_stats;           // [1, C, 4] F32 RangeStats of a one-row step's logits (empty: none)
 };
 
 // Device views of one step's integer inputs and the host-side sizes/hints the ops need.
@@ -144,7 +145,7 @@ class DecoderModel final : public Model {
   int launch_sampling(const SamplingBatch& batch) override;
   void discard_pending_samples() override {
     sampling_.pending.clear();
-    forwarded_ = Tensor();
+    forwarded_ = forwarded_stats_ = Tensor();
     forward_pending_ = false;
   }
   // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
@@ -188,10 +189,13 @@ class DecoderModel final : public Model {
   bool run_decode_stack(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws);
   // The step's logits rows [M, V] on the device (a view into a workspace; empty when M = 0).
   // ids_from: when set, the step's token ids come from the device instead (the previous sampling's).
-  Tensor run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from = nullptr);
+  // stats: when set, receives the logits' RangeStats when the lm_head wrote them (else empty).
+  Tensor run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from = nullptr, Tensor* stats = nullptr);
+  // ws.logit_stats when a step of num_rows logits rows has the lm_head write them (one row), else empty.
+  Tensor logit_stats_of(const DecoderWorkspace& ws, int64_t num_rows) const;
   void logits_to_host(const Tensor& logits, std::vector<float>& host);
   // Decode-only steps through a CUDA graph (cuda_graph_step.cc); false: the step must run eagerly.
-  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from);
+  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from, Tensor* stats);
   void reset_graphs();
 
   ModelConfig cfg_;
@@ -208,8 +212,8 @@ class DecoderModel final : public Model {
   DecoderWorkspace ws_;
   DecoderGraphs graphs_;
   SamplingWorkspace sampling_;
-  // launch_forward's logits rows, waiting for launch_sampling.
-  Tensor forwarded_;
+  // launch_forward's logits rows (and their RangeStats, or empty), waiting for launch_sampling.
+  Tensor forwarded_, forwarded_stats_;
   bool forward_pending_ = false;
   int64_t forwarded_rows_ = 0;
 };

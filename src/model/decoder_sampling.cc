@@ -8,8 +8,9 @@ namespace vireo {
 void DecoderModel::forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out) {
   if (batch.rows.size() != in.logits_indices.size())
     throw Error("forward_sample: one sampling row per logits row expected");
-  const Tensor logits = run_step(in, kv);  // empty only when there are no rows
-  sample_on_backend(*be_, logits, batch, out, sampling_);
+  Tensor stats;
+  const Tensor logits = run_step(in, kv, nullptr, &stats);  // empty only when there are no rows
+  sample_on_backend(*be_, logits, batch, out, sampling_, stats);
 }
 
 int DecoderModel::launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) {
@@ -30,7 +31,7 @@ void DecoderModel::launch_forward(const StepInput& in, KvCache& kv, bool tokens_
     last.tokens = Tensor(prev.data, DType::kI32, {T}, prev.device);  // its tokens come first
     last.mirror = sampling_.pending.back().mirror;
   }
-  forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr);
+  forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr, &forwarded_stats_);
   forwarded_rows_ = static_cast<int64_t>(in.logits_indices.size());
   forward_pending_ = true;
 }
@@ -40,9 +41,9 @@ int DecoderModel::launch_sampling(const SamplingBatch& batch) {
   if (static_cast<int64_t>(batch.rows.size()) != forwarded_rows_)
     throw Error("launch_sampling: one sampling row per logits row expected");
   forward_pending_ = false;
-  const Tensor logits = forwarded_;
-  forwarded_ = Tensor();
-  return sample_on_backend_launch(*be_, logits, batch, sampling_);
+  const Tensor logits = forwarded_, stats = forwarded_stats_;
+  forwarded_ = forwarded_stats_ = Tensor();
+  return sample_on_backend_launch(*be_, logits, batch, sampling_, stats);
 }
 
 void DecoderModel::finish_sample(int ticket, SampledRows& out) { sample_on_backend_finish(*be_, ticket, out, sampling_); }

@@ -53,11 +53,12 @@ Tensor f32_view(const Tensor& buf, int64_t off, std::vector<int64_t> shape) {
 }  // namespace
 
 void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& batch, SampledRows& out,
-                       SamplingWorkspace& ws) {
-  sample_on_backend_finish(be, sample_on_backend_launch(be, logits, batch, ws), out, ws);
+                       SamplingWorkspace& ws, const Tensor& stats) {
+  sample_on_backend_finish(be, sample_on_backend_launch(be, logits, batch, ws, stats), out, ws);
 }
 
-int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBatch& batch, SamplingWorkspace& ws) {
+int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBatch& batch, SamplingWorkspace& ws,
+                             const Tensor& stats) {
   const int64_t M = static_cast<int64_t>(batch.rows.size());
   const int64_t N = batch.num_top_logprobs;
   if (N < 0 || N > 20) throw Error("sampling: num_top_logprobs must be in [0, 20]");
@@ -118,6 +119,8 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   p.out_logprobs = f32_view(out, M, {M, 1 + N});
   if (N > 0) p.out_top_ids = i32_view(out, M + M * (1 + N), {M, N});
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
+  // The statistics describe the logits as the linear left them: not after a bitmask or bias.
+  if (!stats.empty() && G == 0 && E3 == 0 && stats.ndim() == 3 && stats.dim(0) == M) p.row_stats = stats;
   const bool mirrored = !ws.mirror.empty() && ws.mirror.numel() >= M;
   if (mirrored) p.out_tokens_mirror = ws.mirror.view({M});
   be.sample(p);

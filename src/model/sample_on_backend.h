@@ -35,12 +35,15 @@ struct SamplingWorkspace {
   std::vector<std::vector<int32_t>> spare_host;  // result buffers of collected steps, reused
 };
 
-// logits: [M, V] on `be` (M = batch.rows.size()). Fills out (tokens, logprobs, top ids).
+// logits: [M, V] on `be` (M = batch.rows.size()). Fills out (tokens, logprobs, top ids). stats: the
+// logits' RangeStats [M, C, 4] from the linear that wrote them (LinearParams::row_stats), or empty; used
+// only when no bitmask or logit bias changes the logits first (SampleParams::row_stats).
 void sample_on_backend(Backend& be, const Tensor& logits, const SamplingBatch& batch, SampledRows& out,
-                       SamplingWorkspace& ws);
+                       SamplingWorkspace& ws, const Tensor& stats = Tensor());
 // The same in two halves: launch issues the sampling and the download and returns without waiting;
 // finish (in launch order) waits for that step's results.
-int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBatch& batch, SamplingWorkspace& ws);
+int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBatch& batch, SamplingWorkspace& ws,
+                             const Tensor& stats = Tensor());
 void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, SamplingWorkspace& ws);
 void free_sampling_workspace(Backend& be, SamplingWorkspace& ws);
 

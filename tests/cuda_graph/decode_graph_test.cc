@@ -259,6 +259,62 @@ TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
   chain->free_kv_cache(kv_c);
 }
 
+// One-row steps sample from the statistics the lm_head writes (LinearParams::row_stats, no pass of the
+// sample op over the logits): the prompt (eager, a gathered row) and decode steps (graphs). Each step
+// runs twice on one model and cache: forward (logits to the host), then forward_sample (it rewrites
+// the same K/V slots with the same values). Greedy steps must pick the host argmax, temperature-1 steps
+// a token whose cumulative probability brackets the uniform; logprobs within 1e-4.
+TEST(DecodeGraphs, OneRowSamplingFromLmHeadStatistics) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int64_t V = cfg.vocab_size;
+  const int bs = 16, max_len = 1024, blocks_per_seq = 8;
+  auto model = load(cfg, false, 8, max_len);
+  KvCache kv = model->allocate_kv_cache(1 + blocks_per_seq, bs);
+  Seq seq;
+  for (int b = 0; b < blocks_per_seq; ++b) seq.blocks.push_back(1 + b);
+  std::vector<int32_t> chunk = {5, 9, 200, 31, 7};
+  std::vector<float> logits;
+  SampledRows out;
+  for (int step = 0; step < 24; ++step) {
+    const StepInput in = make_step({&seq}, {chunk}, bs);
+    model->forward(in, kv, logits);
+    ASSERT_EQ(static_cast<int64_t>(logits.size()), V);
+    SamplingBatch b;
+    b.rows.resize(1);
+    const bool greedy = step % 2 == 0;
+    b.rows[0].temperature = greedy ? 0.0f : 1.0f;
+    b.rows[0].uniform = static_cast<float>(((step + 1) * 37 % 100) / 100.0);
+    b.num_top_logprobs = step % 3 == 0 ? 1 : 0;
+    model->forward_sample(in, kv, b, out);
+    const int t = out.tokens.at(0);
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, V);
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(l - mx);
+    const double lse = mx + std::log(sum);
+    const int argmax = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (greedy) {
+      EXPECT_EQ(t, argmax) << "step " << step;
+    } else {
+      double before = 0.0;
+      for (int i = 0; i < t; ++i) before += std::exp(logits[i] - lse);
+      const double after = before + std::exp(logits[t] - lse);
+      EXPECT_LE(before - 1e-5, b.rows[0].uniform) << "step " << step << " token " << t;
+      EXPECT_LT(b.rows[0].uniform, after + 1e-5) << "step " << step << " token " << t;
+    }
+    EXPECT_NEAR(out.logprobs.at(0), logits[t] - lse, 1e-4) << "step " << step;
+    if (b.num_top_logprobs == 1) {
+      EXPECT_EQ(out.top_ids.at(0), argmax) << "step " << step;
+      EXPECT_NEAR(out.logprobs.at(1), logits[argmax] - lse, 1e-4) << "step " << step;
+    }
+    chunk = {t};
+  }
+  EXPECT_GT(num_graphs(*model), 0);
+  model->free_kv_cache(kv);
+}
+
 // Contexts longer than the graphs' attention hint (min(max_model_len, 8192)): the kernels must
 // stretch the planned split length from the real seq_lens. One model and one cache: each decode step
 // runs through the graph, then the same step again eagerly (it rewrites the same K/V slots with the

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 
+#include "backend/cpu/cpu_range_stats.h"
 #include "backend/cpu/cpu_sampling.h"
 #include "cuda_test_util.h"
 #include "model/sample_on_backend.h"
@@ -161,9 +162,20 @@ class SampleTest : public CudaOpsTest {
     return false;
   }
 
+  // The logits' RangeStats over `ranges` ranges (cpu::range_stats), on the GPU as [M, C, 4] F32.
+  Tensor gpu_range_stats(const std::vector<float>& logits, int vocab, int m, int ranges) {
+    std::vector<RangeStats> st(size_t(m) * ranges);
+    for (int r = 0; r < m; ++r) cpu::range_stats(&logits[size_t(r) * vocab], vocab, ranges, &st[size_t(r) * ranges]);
+    std::vector<int> words(st.size() * 4);
+    std::memcpy(words.data(), st.data(), words.size() * sizeof(int));
+    const Tensor t = gpu_i32(words, {int64_t(words.size())});
+    return Tensor(t.data, DType::kF32, {m, ranges, 4}, t.device);
+  }
+
   // One batch: M rows of `mode` over V logits of dtype dt, N top logprobs. host_rows: hand the op the
-  // host copy of the rows (the CUDA backend then skips kernels no row needs).
-  void run_case(int vocab, int m, DType dt, int n, Mode mode, bool host_rows = false) {
+  // host copy of the rows (the CUDA backend then skips kernels no row needs). stats_ranges > 0: drawn
+  // rows get temperature 1 and the op gets the logits' RangeStats over that many ranges (host rows on).
+  void run_case(int vocab, int m, DType dt, int n, Mode mode, bool host_rows = false, int stats_ranges = 0) {
     SCOPED_TRACE(std::string(mode_name(mode)) + " V " + std::to_string(vocab) + " M " + std::to_string(m) + " " +
                  std::string(dtype_name(dt)) + " N " + std::to_string(n) + (host_rows ? " host rows" : "") +
                  " seed " + std::to_string(seed_));
@@ -211,6 +223,11 @@ class SampleTest : public CudaOpsTest {
         rows[r].mask_end = static_cast<int>(masks.size());
       }
     }
+    if (stats_ranges > 0) {
+      host_rows = true;
+      for (SamplingRow& s : rows)
+        if (s.temperature >= 1e-5f) s.temperature = 1.0f;
+    }
     std::vector<int> words(size_t(m) * 14);
     std::memcpy(words.data(), rows.data(), rows.size() * sizeof(SamplingRow));
     const int e = static_cast<int>(pairs.size() / 2);
@@ -222,6 +239,7 @@ class SampleTest : public CudaOpsTest {
     SampleParams gp{gpu_from(logits, {m, vocab}, dt), gpu_i32(words, {m * 14}), e ? gpu_i32(pairs, {e, 2}) : Tensor(),
                     masks.empty() ? Tensor() : gpu_i32(masks, {int64_t(masks.size())}), n, g_tokens, g_lps, g_ids};
     if (host_rows) gp.host_rows = rows.data();
+    if (stats_ranges > 0) gp.row_stats = gpu_range_stats(logits, vocab, m, stats_ranges);
     gpu_->sample(gp);
     // CPU
     std::vector<int> c_tokens(m, -7), c_ids(size_t(m) * n, -7);
@@ -425,6 +443,65 @@ TEST_F(SampleTest, HostRowsLeanMerge) {
       for (int n : {0, 1})
         for (Mode mode : {Mode::kGreedy, Mode::kTemperature, Mode::kForced})
           for (int m : {1, 3, 64}) run_case(vocab, m, dt, n, mode, true);
+}
+
+// Plain temperature-1 / greedy / forced batches with N <= 1 and the logits' RangeStats take
+// stats_sample_kernel (no chunk pass): the lm_head's C (1,056 on an H200: ~144-id ranges), ranges of
+// one id, of 1,024 ids (the longest one block scans) and of more (the chunk path instead), vocabularies
+// that split unevenly, rows that are not 16-byte aligned, batches past one row.
+TEST_F(SampleTest, RangeStatsMerge) {
+  use_dtype(DType::kBF16);
+  for (int vocab : {1000, 32003, 151936})
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (int n : {0, 1})
+        for (Mode mode : {Mode::kGreedy, Mode::kTemperature, Mode::kForced})
+          for (int m : {1, 3}) run_case(vocab, m, dt, n, mode, true, 1056);
+  for (int ranges : {1000, 149, 150, 7})  // V 1,000: one id a range; V 151,936: 1,020, 1,013 ids, 21,705 (chunk path)
+    run_case(ranges == 1000 ? 1000 : 151936, 2, DType::kBF16, 1, Mode::kTemperature, true, ranges);
+}
+
+// The statistics are read only where they apply: doctored statistics (a range claiming id 7 as its
+// maximum at 100) decide a greedy row with N <= 1, and nothing else (N = 5, a temperature 0.7 row in the
+// batch, no host rows).
+TEST_F(SampleTest, RangeStatsOnlyWhenApplicable) {
+  use_dtype(DType::kBF16);
+  const int vocab = 1000, ranges = 10;
+  std::vector<float> logits = rand_vec(2 * vocab, -6.0f, 6.0f, DType::kBF16);
+  for (int r = 0; r < 2; ++r) logits[size_t(r) * vocab + 7] = -6.0f;  // id 7 is never the argmax
+  std::vector<RangeStats> st(2 * ranges);
+  for (int r = 0; r < 2; ++r) cpu::range_stats(&logits[size_t(r) * vocab], vocab, ranges, &st[size_t(r) * ranges]);
+  for (int r = 0; r < 2; ++r) st[size_t(r) * ranges] = RangeStats{100.0f, 1.0f, 100.0f, 7};
+  std::vector<int> words(st.size() * 4);
+  std::memcpy(words.data(), st.data(), words.size() * sizeof(int));
+  const Tensor st_i = gpu_i32(words, {int64_t(words.size())});
+  const Tensor stats(st_i.data, DType::kF32, {2, ranges, 4}, st_i.device);
+  const Tensor g_logits = gpu_from(logits, {2, vocab}, DType::kBF16);
+  auto run = [&](SamplingRow second, int n, bool host) {
+    std::vector<SamplingRow> rows(2);
+    rows[0].temperature = 0.0f;
+    rows[1] = second;
+    std::vector<int> rw(2 * 14);
+    std::memcpy(rw.data(), rows.data(), sizeof(SamplingRow) * 2);
+    Tensor tokens = gpu_i32({-7, -7}, {2});
+    SampleParams p{g_logits, gpu_i32(rw, {28}), Tensor(), Tensor(), n, tokens, gpu_poisoned({2, 1 + n}, DType::kF32),
+                   n ? gpu_i32(std::vector<int>(2 * n, -7), {2, n}) : Tensor()};
+    if (host) p.host_rows = rows.data();
+    p.row_stats = stats;
+    gpu_->sample(p);
+    std::vector<int> got(2);
+    gpu_->copy_to_host(tokens, got.data());
+    return got[0];
+  };
+  SamplingRow greedy, warm;
+  greedy.temperature = 0.0f;
+  warm.temperature = 0.7f;
+  warm.uniform = 0.5f;
+  EXPECT_EQ(run(greedy, 1, true), 7) << "applicable: the statistics decide";
+  EXPECT_EQ(run(greedy, 0, true), 7) << "applicable: the statistics decide";
+  const int argmax = cpu::argmax(std::span<const float>(logits.data(), vocab));
+  EXPECT_EQ(run(greedy, 5, true), argmax) << "N = 5: the chunk path";
+  EXPECT_EQ(run(warm, 1, true), argmax) << "a temperature 0.7 row: the chunk path";
+  EXPECT_EQ(run(greedy, 1, false), argmax) << "no host rows: the chunk path";
 }
 
 }  // namespace

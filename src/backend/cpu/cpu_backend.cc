@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_range_stats.h"
 #include "backend/cpu/cpu_sampling.h"
 #include "backend/cpu/thread_pool.h"
 #include "core/error.h"
@@ -100,7 +101,10 @@ class CpuBackend final : public Backend {
 
   void embedding(const EmbeddingParams& p) override { cpu::embedding(pool_, p); }
   void rms_norm(const RmsNormParams& p) override { cpu::rms_norm(pool_, p); }
-  void linear(const LinearParams& p) override { cpu::linear_fused(pool_, p); }
+  void linear(const LinearParams& p) override {
+    cpu::linear_fused(pool_, p);
+    if (!p.row_stats.empty()) cpu::linear_row_stats(p);
+  }
   void silu_and_mul(const SiluAndMulParams& p) override { cpu::silu_and_mul(pool_, p); }
   void add(const AddParams& p) override { cpu::add(pool_, p); }
   void moe(const MoeParams& p) override { cpu::moe(pool_, p); }

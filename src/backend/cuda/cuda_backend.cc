@@ -205,7 +205,24 @@ void CudaBackend::rms_norm(const RmsNormParams& p) {
 }
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
-  run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
+  if (p.row_stats.empty()) {
+    run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
+    return;
+  }
+  // The batch-1 lm_head writes the statistics in its epilogue; any other linear gets a pass of its own.
+  if (!batch_invariant_ && launch_gemv_row_stats(p, stream_)) return;
+  LinearParams q = p;
+  q.row_stats = Tensor();
+  run_linear(*gemm_, q, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
+  launch_row_stats(p, stream_);
+}
+// VIREO_ROW_STATS=0: the model asks for none (the sample op then makes its own pass over the logits).
+int64_t CudaBackend::row_stats_ranges(int64_t m) const {
+  static const bool on = [] {
+    const char* e = std::getenv("VIREO_ROW_STATS");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on && !batch_invariant_ && m >= 1 ? gemv_row_stats_ranges() : 0;
 }
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
 void CudaBackend::moe(const MoeParams& p) {

@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   void embedding(const EmbeddingParams& p) override;
   void rms_norm(const RmsNormParams& p) override;
   void linear(const LinearParams& p) override;
+  int64_t row_stats_ranges(int64_t m) const override;
   void silu_and_mul(const SiluAndMulParams& p) override;
   void add(const AddParams& p) override;
   void gather_rows(const GatherRowsParams& p) override;

@@ -23,6 +23,12 @@ void launch_bias_add(void* out, DType out_dtype, const void* bias, DType bias_dt
 // linear for N <= 4 rows of bf16/f16 (decode), with the fused forms of LinearParams (input_norm,
 // silu_mul_input, residual); false when the shape or dtype is not covered.
 bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream);
+// LinearParams::row_stats: the C the batch-1 streaming GEMV writes in its epilogue (a range a warp),
+// and that launch (out and row_stats) when p is such a GEMV with C ranges; false: nothing launched.
+int64_t gemv_row_stats_ranges();
+bool launch_gemv_row_stats(const LinearParams& p, cudaStream_t stream);
+// p.row_stats from p.out ([N, M] F32/BF16/F16) in a pass of its own (range_stats.cu): one warp a range.
+void launch_row_stats(const LinearParams& p, cudaStream_t stream);
 // Batch-invariant linear (gemm_invariant.cu), plain form (x, w, bias, out): every output element is
 // accumulated in the same K order whatever N is, so a row's bits never depend on the other rows.
 void launch_gemm_invariant(const LinearParams& p, cudaStream_t stream);

@@ -237,15 +237,15 @@ void launch_typed(const GemvArgs& a, int64_t n, cudaStream_t stream) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-}  // namespace
-
-bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
+// The kernel arguments of a linear the GEMVs take, and its row count n; false when the shape or dtype
+// is not covered.
+bool gemv_args_of(const LinearParams& p, GemvArgs& a, int64_t& n) {
   if (p.w.ndim() != 2) return false;
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
   if (norm && silu) return false;  // rejected by the caller with an Error
   const int64_t m = p.w.dim(0), k = p.w.dim(1), in_k = silu ? 2 * k : k;
   if (k == 0 || m == 0 || p.x.dim(-1) != in_k || p.x.numel() % in_k != 0) return false;
-  const int64_t n = p.x.numel() / in_k;
+  n = p.x.numel() / in_k;
   const DType t = p.x.dtype;
   if (n < 1 || n > 4 || k % 8 != 0 || (t != DType::kBF16 && t != DType::kF16)) return false;
   const bool silu_out = p.silu_mul_output;
@@ -260,7 +260,7 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   if (norm && (p.input_norm.numel() != k || !is_float_dtype(p.input_norm.dtype))) return false;
   if (!aligned16(p.x.data) || !aligned16(p.w.data)) return false;
   if (static_cast<size_t>(n * k) * dtype_size(t) > kMaxStageBytes) return false;
-  GemvArgs a{};
+  a = GemvArgs{};
   a.x = p.x.data;
   a.w = p.w.data;
   a.bias = p.bias.empty() ? nullptr : p.bias.data;
@@ -275,9 +275,45 @@ bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
   a.m = m;
   a.eps = p.norm_eps;
   a.prefetch_bytes = m * k * static_cast<int64_t>(dtype_size(t)) <= pdl_max_bytes() ? kPrefetchBytes : 0;
-  if (t == DType::kBF16) launch_typed<__nv_bfloat16>(a, n, stream);
+  return true;
+}
+
+int num_sms_here() {
+  int dev = 0, sms = 132;
+  VIREO_CUDA_CHECK(cudaGetDevice(&dev));
+  VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+}  // namespace
+
+bool launch_gemv_small_n(const LinearParams& p, cudaStream_t stream) {
+  GemvArgs a;
+  int64_t n = 0;
+  if (!gemv_args_of(p, a, n)) return false;
+  if (p.x.dtype == DType::kBF16) launch_typed<__nv_bfloat16>(a, n, stream);
   else launch_typed<__half>(a, n, stream);
   return true;
+}
+
+int64_t gemv_row_stats_ranges() { return int64_t{num_sms_here()} * kWarps; }
+
+bool launch_gemv_row_stats(const LinearParams& p, cudaStream_t stream) {
+  GemvArgs a;
+  int64_t n = 0;
+  if (!gemv_args_of(p, a, n) || n != 1 || a.silu_out) return false;
+  const Tensor& s = p.row_stats;
+  const int sms = num_sms_here();
+  if (s.dtype != DType::kF32 || s.numel() != int64_t{sms} * kWarps * 4 || !aligned16(s.data)) return false;
+  // Only where the plain launch takes the streaming kernel too: asking for statistics never changes y.
+  ResidentPlan rp;
+  const bool resident = p.x.dtype == DType::kBF16 ? resident_plan<__nv_bfloat16>(a, sms, rp) : resident_plan<__half>(a, sms, rp);
+  if (!stream_applies(a, sms) || (resident_enabled() && resident)) return false;
+  a.row_stats = static_cast<float4*>(s.data);
+  const bool done = p.x.dtype == DType::kBF16 ? launch_stream_rows<__nv_bfloat16>(a, sms, stream)
+                                              : launch_stream_rows<__half>(a, sms, stream);
+  if (done) check_launch("gemv row stats");
+  return done;
 }
 
 }  // namespace vireo::cuda

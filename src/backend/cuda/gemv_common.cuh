@@ -32,6 +32,7 @@ struct GemvArgs {
   int64_t k, m;
   float eps;
   int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
+  float4* row_stats;       // [C] RangeStats of the output row, a range a warp (gemv_stream_rows.cuh), or null
 };
 
 // What a launch does, when known at compile time: the forms of a pre-norm decoder layer's decode GEMVs

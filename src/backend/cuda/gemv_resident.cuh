@@ -152,25 +152,37 @@ void launch_bulk(dim3 grid, size_t smem, cudaStream_t stream, const GemvArgs& a,
   launch_pdl(kKernel, grid, dim3(kThreads), smem, stream, a, units_per_warp);
 }
 
-// The resident launch for this shape, or false (rows do not fit one wave of registers, or K is not a
-// multiple of 32 * 16-byte vectors up to kMaxVecs of them).
-template <typename T, int NR>
-bool launch_resident(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+// How the resident kernel would take this shape: vectors a lane, units a warp, blocks.
+struct ResidentPlan {
+  int64_t vpl = 0, per_warp = 0, blocks = 0;
+};
+
+// False when rows do not fit one wave of registers, or K is not a multiple of 32 * 16-byte vectors up
+// to kMaxVecs of them.
+template <typename T>
+bool resident_plan(const GemvArgs& a, int num_sms, ResidentPlan& plan) {
   constexpr int kN = Vec<T>::kN;
   if (a.k % (32 * kN) != 0) return false;
   const int64_t vpl = a.k / (32 * kN);
   if (vpl != 4 && vpl != 8 && vpl != 12 && vpl != 16) return false;
   const int64_t max_rows = kMaxVecs / vpl, rpu = a.silu_out ? 2 : 1, units = a.m / rpu;
-  int64_t per_warp = 0, blocks = 0;
-  for (int per_sm = 1; per_sm <= 2 && per_warp == 0; ++per_sm) {
+  for (int per_sm = 1; per_sm <= 2; ++per_sm) {
     const int64_t warps = int64_t{num_sms} * per_sm * kWarps;
     const int64_t u = (units + warps - 1) / warps;
     if (u * rpu <= max_rows) {
-      per_warp = u;
-      blocks = (units + u * kWarps - 1) / (u * kWarps);
+      plan = ResidentPlan{vpl, u, (units + u * kWarps - 1) / (u * kWarps)};
+      return true;
     }
   }
-  if (per_warp == 0) return false;
+  return false;
+}
+
+// The resident launch for this shape, or false (resident_plan).
+template <typename T, int NR>
+bool launch_resident(const GemvArgs& a, int num_sms, cudaStream_t stream) {
+  ResidentPlan plan;
+  if (!resident_plan<T>(a, num_sms, plan)) return false;
+  const int64_t vpl = plan.vpl, per_warp = plan.per_warp, blocks = plan.blocks, rpu = a.silu_out ? 2 : 1;
   // x' is at most 4 x 4096 x 2 bytes: under the 48 KiB that needs no opt-in; kBulk adds the warps' rows
   // (<= 8 x 8 KiB) and their barriers.
   const size_t x_bytes = static_cast<size_t>(NR) * a.k * sizeof(T);

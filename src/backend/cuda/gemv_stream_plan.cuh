@@ -17,6 +17,7 @@ struct StreamPlan {
   int64_t rows_lo;     // rows per warp (floor)
   int64_t rows_extra;  // warps [0, rows_extra) take one more row
   bool group_copy = false;  // gemv_stream_rows.cuh: one bulk copy a group of rows
+  int stats_cap = 0;        // gemv_stream_rows.cuh with row_stats: floats a warp parks its outputs in
 };
 
 // Shared memory of one block: x' [NR, K], then the warps' stages, then their barriers.
@@ -77,13 +78,16 @@ bool launch_stream_plan(void (*kernel)(GemvArgs, StreamPlan), size_t max_smem, i
                         int num_sms, cudaStream_t stream, bool group_copy = false) {
   constexpr int kMaxStages = (24 << 10) / (kCv * 16);
   const size_t limit = stream_cap_bytes() > 0 ? std::min(stream_cap_bytes(), max_smem) : max_smem;
-  int stages = kMaxStages / stage_multiple * stage_multiple;
-  while (stages >= 2 && stream_smem_bytes<T, NR, kCv>(a.k, stages) > limit) stages -= stage_multiple;
-  if (stages < std::max(2, stage_multiple)) return false;
-  const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages);
   const int64_t warps = int64_t{num_sms} * kWarps;
   const int64_t units = a.silu_out ? a.m / 2 : a.m;
-  StreamPlan p{stages, units / warps, units % warps, group_copy};
+  // row_stats: each warp's outputs, one float a row, after the barriers.
+  const int64_t stats_cap = a.row_stats ? (units / warps + 4) / 4 * 4 : 0;
+  const size_t stats_bytes = static_cast<size_t>(kWarps * stats_cap) * sizeof(float);
+  int stages = kMaxStages / stage_multiple * stage_multiple;
+  while (stages >= 2 && stream_smem_bytes<T, NR, kCv>(a.k, stages) + stats_bytes > limit) stages -= stage_multiple;
+  if (stages < std::max(2, stage_multiple)) return false;
+  const size_t smem = stream_smem_bytes<T, NR, kCv>(a.k, stages) + stats_bytes;
+  StreamPlan p{stages, units / warps, units % warps, group_copy, static_cast<int>(stats_cap)};
   launch_maybe_pdl(stream_pdl(), kernel, dim3(static_cast<unsigned>(num_sms)), dim3(kThreads), smem, stream, a, p);
   return true;
 }

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "backend/cuda/gemv_stream_plan.cuh"
+#include "backend/cuda/range_stats.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -41,6 +42,9 @@ constexpr int log2_small(int g) { return g <= 1 ? 0 : 1 + log2_small(g / 2); }
 
 // out[row] = x' . w[row] + bias[row] for the rows of each warp (StreamPlan); no residual, no SiLU.
 // kCv: 16-byte vectors a row (128 or 256); G: rows a group (stages are a multiple of it).
+// a.row_stats: each warp also writes the RangeStats of its rows (as stored) to row_stats[warp]; the
+// plan's even split of the rows over the grid's warps is RangeStats' split into C = warps ranges. The
+// loop only parks each stored value in shared memory; the statistics come after it (range_stats.cuh).
 template <typename T, int kCv, int kForm, int G>
 __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs a, StreamPlan p) {
   using V = Vec<T>;
@@ -55,6 +59,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
   uint4* xs = reinterpret_cast<uint4*>(smem);  // x' [K]
   uint4* ring = xs + kCv + static_cast<size_t>(warp) * stages * kCv;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kRowBytes + size_t{kWarps} * stages * kRowBytes) + warp * stages;
+  // row_stats: the warp's outputs as stored, one float a row (StreamPlan::stats_cap), after the barriers.
+  float* parked = reinterpret_cast<float*>(smem + kRowBytes + size_t{kWarps} * stages * (kRowBytes + 8)) +
+                  warp * p.stats_cap;
 
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t row0 = gw * p.rows_lo + (gw < p.rows_extra ? gw : p.rows_extra);
@@ -106,6 +113,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
   const bool writer = (lane & ((32 >> kLogG) - 1)) == 0;
   int slot = 0;
   uint32_t parity = 0;
+  const bool stats = a.row_stats != nullptr;
   for (int64_t r = 0; r < nrows; r += G) {
     const bool store = writer && r + mine < nrows;
     const float b = bias && store ? to_f(bias[row0 + r + mine]) : 0.f;  // in flight during the group
@@ -136,7 +144,14 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_rows_kernel(GemvArgs 
       v[g] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
     const float sum = warp_sum_rows<G>(v, lane);
-    if (store) out[row0 + r + mine] = from_f<T>(sum + b);
+    const T y = from_f<T>(sum + b);
+    if (store) out[row0 + r + mine] = y;
+    if (stats && store) parked[r + mine] = to_f(y);  // a shared store: nothing in the loop waits for it
+  }
+  if (stats) {  // the warp's range, two passes over the parked values
+    __syncwarp();
+    const float4 st = warp_range_stats(static_cast<int>(nrows), row0, [&](int i) { return parked[i]; });
+    if (lane == 0) a.row_stats[gw] = st;
   }
 }
 

@@ -63,6 +63,7 @@
 #include "backend/cuda/sampling_slow.cuh"
 #include "backend/cuda/sampling_fast.cuh"
 #include "backend/cuda/sampling_lean.cuh"
+#include "backend/cuda/sampling_stats.cuh"
 #include "backend/cuda/sampling_mid.cuh"
 
 namespace vireo::cuda {
@@ -188,6 +189,14 @@ bool lean_enabled() {
   return on;
 }
 
+// Whether every row may take stats_sample_kernel: forced, greedy, or plain temperature exactly 1 (the
+// statistics are untempered). Exact on the side of "no", as plain_rows_only (which the caller checks too).
+bool stats_rows_only(const SamplingRow* rows, int64_t m) {
+  for (int64_t r = 0; r < m; ++r)
+    if (rows[r].forced_token < 0 && rows[r].temperature >= 1e-5f && rows[r].temperature != 1.0f) return false;
+  return true;
+}
+
 // VIREO_SAMPLE_MID=0: mid path off (those rows take the single-block slow path), for A/B measurements.
 bool mid_path_enabled() {
   static const bool on = [] {
@@ -305,8 +314,22 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
   const bool plain = plain_enabled() && p.host_rows &&
                      plain_rows_only(static_cast<const SamplingRow*>(p.host_rows), m, vocab, a.num_pairs, a.num_masks,
                                      entries);
+  // The logits' RangeStats replace chunk_kernel for plain batches of temperature-1 rows with N <= 1
+  // (sampling_stats.cuh), when their ranges are short enough for one scan of a block.
+  const Tensor& rs = p.row_stats;
+  const bool stats = plain && n <= 1 && !batch_invariant && !rs.empty() && rs.dtype == DType::kF32 &&
+                     rs.ndim() == 3 && rs.dim(0) == m && rs.dim(2) == 4 && rs.dim(1) >= 1 &&
+                     (vocab + rs.dim(1) - 1) / rs.dim(1) <= kStatsMaxRange &&
+                     stats_rows_only(static_cast<const SamplingRow*>(p.host_rows), m);
   dispatch_float(p.logits.dtype, "sample: logits", [&](auto t) {
     using T = decltype(t);
+    if (stats) {
+      a.num_chunks = static_cast<int>(rs.dim(1));
+      a.range_stats = static_cast<const float4*>(rs.data);
+      launch_pdl(stats_sample_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kLeanThreads), 0, stream, a);
+      check_launch("sample stats_sample_kernel");
+      return;
+    }
     if (plain) {
       // The lean merge sums in another order than sample_kernel: not in batch-invariant mode (whether a
       // batch is plain depends on its other rows).

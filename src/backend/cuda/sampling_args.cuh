@@ -31,6 +31,8 @@ struct Args {
   float* ptsum;                // draw rows: sum exp((l - chunk max) / T)
   float* ptop_v;               // chunk top-K values, best first ([M, C, kMaxTop]: stride kMaxTop)
   int32_t* ptop_i;             // their ids (INT_MAX: none)
+  // stats_sample_kernel (sampling_stats.cuh): the logits' RangeStats [M, C] (C = num_chunks), or null.
+  const float4* range_stats;
   // Mid path (sampling_mid.cuh): rows with penalties/masks or threshold searches, over all chunks.
   // plan null: off (those rows take the slow path).
   struct MidPlan* plan;                // [M] the threshold plan of rows with top-k/top-p (hist_kernel)
