@@ -34,11 +34,10 @@ __global__ void __launch_bounds__(kLeanThreads) stats_sample_kernel(Args a) {
   __shared__ float2 red_ms[kLeanWarps];
   __shared__ float red_bv[kLeanWarps], red_scan_c[kLeanWarps], red_scan_i[kLeanWarps];
   __shared__ int red_bi[kLeanWarps];
-  __shared__ int sel, sel_last, picked, picked_last;
-  __shared__ float sel_rem;
+  __shared__ LeanDraw draw;
   pdl_enter();  // the statistics' and logits' writers complete before any read
   const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int C = a.num_chunks, V = a.vocab, n = a.num_top;
+  const int C = a.num_chunks, V = a.vocab;
   const SamplingRow row = a.rows[r];
   const float4* st = a.range_stats + static_cast<int64_t>(r) * C;
   // 1. Thread t merges ranges [cb, ce): the max first, then the rescaled sums (independent expf, not an
@@ -78,7 +77,7 @@ __global__ void __launch_bounds__(kLeanThreads) stats_sample_kernel(Args a) {
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   warp_best(bv, bi);
   if (lane == 0) red_ms[warp] = make_float2(wm, s), red_bv[warp] = bv, red_bi[warp] = bi;
-  if (tid == 0) sel = INT_MAX, sel_last = -1, picked = INT_MAX, picked_last = -1;
+  if (tid == 0) draw.reset();
   __syncthreads();
   m = red_ms[0].x, bv = red_bv[0], bi = red_bi[0];
 #pragma unroll
@@ -90,26 +89,10 @@ __global__ void __launch_bounds__(kLeanThreads) stats_sample_kernel(Args a) {
 #pragma unroll
   for (int w = 0; w < kLeanWarps; ++w) s += rescale(red_ms[w].x, m, red_ms[w].y);
   const float lse = m + logf(s);
-  float* out_lp = a.out_logprobs + static_cast<int64_t>(r) * (1 + n);
-  auto write = [&](int token, float value) {  // one thread
-    a.out_tokens[r] = token;
-    if (a.out_tokens_mirror) a.out_tokens_mirror[r] = token;
-    out_lp[0] = token >= 0 && token < V ? value - lse : __int_as_float(0x7fc00000);
-    if (n > 0) {  // n == 1 here: the top-1
-      out_lp[1] = bv - lse;
-      a.out_top_ids[r] = bi;
-    }
-  };
+  const LeanWriter write{a, r, V, lse, bv, bi};
   const T* raw = static_cast<const T*>(a.logits) + static_cast<int64_t>(r) * V;
   const int best = bi == INT_MAX ? 0 : bi;
-  if (row.forced_token >= 0) {
-    if (tid == 0) write(row.forced_token, row.forced_token < V ? to_f(raw[row.forced_token]) : 0.0f);
-    return;
-  }
-  if (row.temperature < 1e-5f || !(m > neg_inf())) {  // greedy; all -inf: 0, as slow_row
-    if (tid == 0) write(best, bi == INT_MAX ? to_f(raw[0]) : bv);
-    return;
-  }
+  if (lean_no_draw(row, raw, m, write)) return;
 
   // 2. The draw (temperature 1): the range where the cumulative rescaled mass passes uniform * total.
   auto mass_of = [&](float pm, float ps) { return pm > neg_inf() ? ps * expf(pm - m) : 0.0f; };
@@ -121,27 +104,8 @@ __global__ void __launch_bounds__(kLeanThreads) stats_sample_kernel(Args a) {
   float total;
   const float excl = lean_excl_scan(local, total, red_scan_c);
   const float target = row.uniform * total;
-  {
-    float acc = excl, rem = 0.0f;
-    int found = -1, last = -1;
-    auto visit = [&](int c, float w) {
-      if (w > 0.0f) {
-        last = c;
-        if (found < 0 && acc + w > target) found = c, rem = target - acc;
-      }
-      acc += w;
-    };
-#pragma unroll
-    for (int q = 0; q < kStatsKeep; ++q) visit(cb + q, kept_mass[q]);
-    for (int c = cb + kStatsKeep; c < ce; ++c) visit(c, mass_of(st[c].x, st[c].y));
-    if (found >= 0) atomicMin(&sel, found);
-    if (last >= 0) atomicMax(&sel_last, last);
-    __syncthreads();
-    if (found >= 0 && found == sel) sel_rem = rem;
-    __syncthreads();
-  }
-  const int c = sel != INT_MAX ? sel : sel_last;
-  const float rr = sel != INT_MAX ? sel_rem : pos_inf();  // rounding: past the total
+  float rr;
+  const int c = lean_select(excl, target, cb, ce, kept_mass, [&](int c) { return mass_of(st[c].x, st[c].y); }, draw, rr);
   if (c < 0) {  // no mass anywhere (block-uniform)
     if (tid == 0) write(best, bv);
     return;
@@ -154,34 +118,9 @@ __global__ void __launch_bounds__(kLeanThreads) stats_sample_kernel(Args a) {
   float v[kStatsMaxIds], ex[kStatsMaxIds];
 #pragma unroll
   for (int q = 0; q < kStatsMaxIds; ++q) v[q] = q < pt && i0 + q < e ? to_f(raw[i0 + q]) : neg_inf();
-  float ls = 0.0f;
 #pragma unroll
-  for (int q = 0; q < kStatsMaxIds; ++q) {
-    ex[q] = v[q] != neg_inf() ? expf(v[q] - m) : 0.0f;
-    ls += ex[q];
-  }
-  float range_total;
-  float run = lean_excl_scan(ls, range_total, red_scan_i);
-  int idx = -1, lastnz = -1;
-  float idx_v = 0.0f, last_v = 0.0f;
-#pragma unroll
-  for (int q = 0; q < kStatsMaxIds; ++q)
-    if (ex[q] > 0.0f) {
-      lastnz = i0 + q, last_v = v[q];
-      run += ex[q];
-      if (idx < 0 && run > rr) idx = i0 + q, idx_v = v[q];
-    }
-  if (idx >= 0) atomicMin(&picked, idx);
-  if (lastnz >= 0) atomicMax(&picked_last, lastnz);
-  __syncthreads();
-  // The thread holding the picked id writes (ids are unique); none: the fallback, by thread 0.
-  if (picked != INT_MAX) {
-    if (idx == picked) write(idx, idx_v);
-  } else if (picked_last >= 0) {
-    if (lastnz == picked_last) write(lastnz, last_v);
-  } else if (tid == 0) {
-    write(best, bv);
-  }
+  for (int q = 0; q < kStatsMaxIds; ++q) ex[q] = v[q] != neg_inf() ? expf(v[q] - m) : 0.0f;
+  lean_pick(v, ex, i0, rr, draw, red_scan_i, best, bv, write);
 }
 
 }  // namespace
