@@ -180,16 +180,22 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
 
 // Many tokens, 2-byte types, head dim 64 or 128, per-head norms (the prefill steps of the Qwen3 / Llama /
 // HunYuan shapes): a block of kTokWarps warps per token, warp w taking the token's heads w, w + kTokWarps,
-// ... It loads up to kTokHeads of its heads before it computes any (~1.5 KB in flight a warp at the 8B
-// shape, against one 256-byte head for the warp-per-head kernel and a shared-memory round trip plus four
-// block barriers for the block-per-token one: both measured at ~37% of HBM at 16k tokens), then runs
+// ... It loads kTokHeads of its heads before it computes any (the warp-per-head kernel has one 256-byte
+// head in flight a warp, the block-per-token one a shared-memory round trip plus four block barriers: both
+// measured at ~37% of HBM at 16k tokens), then runs
 // prepare_head's code on each (the warp-per-head kernel's math, lane for lane), so the two give the same
 // bits and the choice between them may follow the step's size even in batch-invariant mode.
+//
+// Occupancy is what bounds it: each block's life is a few dependent L2 round trips (position -> RoPE row,
+// then the heads) for ~8-12 KB. Measured (session 24, ncu, one 8,192-token prefill step a layer; 0.6B /
+// 8B us): 8 heads loaded ahead at 80-88 registers (2-3 blocks an SM) 88.9 / 118.4; 4 heads at 64 (4 blocks)
+// 72.5 / 106.6; 2 heads at 48 (5 blocks, a few spilled bytes) 73.1 / 102.7.
 constexpr int kTokWarps = 8;
-constexpr int kTokHeads = 8;
+constexpr int kTokHeads = 2;
+constexpr int kTokMinBlocks = 5;
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kTokWarps * 32) qkv_prepare_tokens_kernel(QkvArgs a) {
+__global__ void __launch_bounds__(kTokWarps * 32, kTokMinBlocks) qkv_prepare_tokens_kernel(QkvArgs a) {
   static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
   constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
   __shared__ float rows[kTokWarps][D];
@@ -295,8 +301,9 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2) {
       if (tokens) {
-        if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, dim3(static_cast<unsigned>(t)), dim3(kTokWarps * 32), 0, stream, a);
-        else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, dim3(static_cast<unsigned>(t)), dim3(kTokWarps * 32), 0, stream, a);
+        const dim3 grid(static_cast<unsigned>(t)), block(kTokWarps * 32);
+        if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, grid, block, 0, stream, a);
+        else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, grid, block, 0, stream, a);
         return;
       }
     }
