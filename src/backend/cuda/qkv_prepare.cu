@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/gemv_common.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/qkv_head.cuh"
 
@@ -246,6 +247,67 @@ __global__ void __launch_bounds__(kTokWarps * 32, kTokMinBlocks) qkv_prepare_tok
   }
 }
 
+// The same work with the token's whole qkv row brought into shared memory by one bulk copy (8 KB at the
+// 0.6B shape, 12 KB at the 8B's) while the threads load the position and RoPE row: the bytes in flight no
+// longer live in registers, so a block holds a whole row in flight at ~40 registers and 6 blocks an SM.
+// Rows of up to kTokBulkMaxBytes; VIREO_QKV_TOKENS_BULK=0 takes the register kernel above (A/B).
+constexpr int kTokBulkMaxBytes = 32 * 1024;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_bulk_kernel(QkvArgs a) {
+  static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
+  constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
+  __shared__ float rows[kTokWarps][D];
+  __shared__ uint64_t bar;
+  extern __shared__ __align__(16) unsigned char row_raw[];  // the token's qkv row [nh, D]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = blockIdx.x;
+  const int h = a.num_heads, hk = a.num_kv_heads, nh = h + 2 * hk;
+  const uint32_t bytes = static_cast<uint32_t>(nh) * D * sizeof(T);
+  if (threadIdx.x == 0) {
+    mbar_init(&bar);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  pdl_enter();  // launched with PDL (pdl.cuh): qkv comes from the previous kernel
+  if (threadIdx.x == 0) {
+    uint64_t policy;  // read once: evict first
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    mbar_arrive_expect(&bar, bytes);
+    bulk_copy_only(row_raw, static_cast<const T*>(a.qkv) + t * (static_cast<int64_t>(nh) * D), bytes, &bar, policy);
+  }
+  const int slot = a.slots[t];
+  HeadCoeffs<kPL> coeffs;  // the token's constants, loaded once for the warp's heads (beside the copy)
+  load_head_coeffs<kPL>(a, a.positions[t], true, coeffs);
+  mbar_wait(&bar, 0);
+  const unsigned* row = reinterpret_cast<const unsigned*>(row_raw) + lane;  // pairs: element 2 lane + 64 jj
+  for (int hh = warp; hh < nh; hh += kTokWarps) {
+    unsigned raw[kPL / 2];
+#pragma unroll
+    for (int jj = 0; jj < kPL / 2; ++jj) raw[jj] = row[hh * (D / 2) + 32 * jj];
+    T* dst;
+    if (hh >= h + hk) {  // a v head: copied unchanged into the cache
+      if (slot < 0) continue;
+      dst = static_cast<T*>(a.v_cache) + (static_cast<int64_t>(slot) * hk + (hh - h - hk)) * D + 2 * lane;
+#pragma unroll
+      for (int jj = 0; jj < kPL / 2; ++jj) *reinterpret_cast<unsigned*>(dst + 64 * jj) = raw[jj];
+      continue;
+    }
+    const bool is_q = hh < h;
+    if (!is_q && slot < 0) continue;  // a k head with nothing to write
+    float x[kPL];
+    prepare_head_from<T, kPL, true>(
+        a, [&](int j, int) { return raw[j / 2]; }, [](int) { return T(); }, 0, is_q, true, rows[warp], x, &coeffs);
+    dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(D) + 2 * lane
+               : static_cast<T*>(a.k_cache) + (static_cast<int64_t>(slot) * hk + (hh - h)) * D + 2 * lane;
+#pragma unroll
+    for (int jj = 0; jj < kPL / 2; ++jj) {
+      T e[2] = {from_f<T>(x[2 * jj]), from_f<T>(x[2 * jj + 1])};
+      *reinterpret_cast<unsigned*>(dst + 64 * jj) = *reinterpret_cast<const unsigned*>(e);
+    }
+  }
+}
+
 }  // namespace
 
 QkvArgs make_qkv_args(const QkvPrepareParams& p) {
@@ -302,6 +364,16 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
     if constexpr (sizeof(T) == 2) {
       if (tokens) {
         const dim3 grid(static_cast<unsigned>(t)), block(kTokWarps * 32);
+        static const bool bulk_on = [] {
+          const char* v = std::getenv("VIREO_QKV_TOKENS_BULK");
+          return !(v && v[0] == '0');
+        }();
+        const size_t row_bytes = static_cast<size_t>(h + 2 * hk) * d * sizeof(T);
+        if (bulk_on && row_bytes <= kTokBulkMaxBytes) {
+          if (d == 64) launch_pdl(qkv_prepare_tokens_bulk_kernel<T, 64>, grid, block, row_bytes, stream, a);
+          else launch_pdl(qkv_prepare_tokens_bulk_kernel<T, 128>, grid, block, row_bytes, stream, a);
+          return;
+        }
         if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, grid, block, 0, stream, a);
         else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, grid, block, 0, stream, a);
         return;
