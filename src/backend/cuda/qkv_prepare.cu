@@ -181,80 +181,21 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
 
 // Many tokens, 2-byte types, head dim 64 or 128, per-head norms (the prefill steps of the Qwen3 / Llama /
 // HunYuan shapes): a block of kTokWarps warps per token, warp w taking the token's heads w, w + kTokWarps,
-// ... It loads kTokHeads of its heads before it computes any (the warp-per-head kernel has one 256-byte
-// head in flight a warp, the block-per-token one a shared-memory round trip plus four block barriers: both
-// measured at ~37% of HBM at 16k tokens), then runs
-// prepare_head's code on each (the warp-per-head kernel's math, lane for lane), so the two give the same
-// bits and the choice between them may follow the step's size even in batch-invariant mode.
+// ... The token's whole qkv row comes into shared memory by one bulk copy (8 KB at the 0.6B shape, 12 KB at
+// the 8B's) while the threads load the position and RoPE row; then each warp runs prepare_head's code on its
+// heads (the warp-per-head kernel's math, lane for lane), so the two give the same bits and the choice
+// between them may follow the step's size even in batch-invariant mode.
 //
-// Occupancy is what bounds it: each block's life is a few dependent L2 round trips (position -> RoPE row,
-// then the heads) for ~8-12 KB. Measured (session 24, ncu, one 8,192-token prefill step a layer; 0.6B /
-// 8B us): 8 heads loaded ahead at 80-88 registers (2-3 blocks an SM) 88.9 / 118.4; 4 heads at 64 (4 blocks)
-// 72.5 / 106.6; 2 heads at 48 (5 blocks, a few spilled bytes) 73.1 / 102.7.
+// The bytes in flight are what bound it: each block's life is a few dependent round trips (position -> RoPE
+// row, the row's copy) for 8-12 KB. Measured (session 24, ncu, one 8,192-token prefill step a layer; 0.6B /
+// 8B us): the warp-per-head and block-per-token kernels ~37% of HBM at 16k tokens; the heads loaded into
+// registers, 8 ahead a warp at 80-88 registers (2-3 blocks an SM) 88.9 / 118.4, 2 ahead at 48 (5 blocks)
+// 73.1 / 102.9; the row by bulk copy (~40 registers, 6 blocks) 61.0 / 85.1, ~52-56% of HBM.
 constexpr int kTokWarps = 8;
-constexpr int kTokHeads = 2;
-constexpr int kTokMinBlocks = 5;
+constexpr int kTokMaxRowBytes = 32 * 1024;  // dynamic shared memory without an opt-in, beside `rows`
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kTokWarps * 32, kTokMinBlocks) qkv_prepare_tokens_kernel(QkvArgs a) {
-  static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
-  constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
-  __shared__ float rows[kTokWarps][D];
-  pdl_enter();  // launched with PDL (pdl.cuh): qkv comes from the previous kernel
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t t = blockIdx.x;
-  const int h = a.num_heads, hk = a.num_kv_heads, nh = h + 2 * hk;
-  const T* src = static_cast<const T*>(a.qkv) + t * (static_cast<int64_t>(nh) * D) + 2 * lane;
-  const int slot = a.slots[t];
-  HeadCoeffs<kPL> coeffs;  // the token's constants, loaded once for the warp's heads
-  load_head_coeffs<kPL>(a, a.positions[t], true, coeffs);
-  for (int base = warp; base < nh; base += kTokWarps * kTokHeads) {
-    unsigned raw[kTokHeads][kPL / 2];  // every head's values are loaded before any is used
-#pragma unroll
-    for (int u = 0; u < kTokHeads; ++u) {
-      const int hh = base + kTokWarps * u;
-#pragma unroll
-      for (int jj = 0; jj < kPL / 2; ++jj)
-        raw[u][jj] = hh < nh ? *reinterpret_cast<const unsigned*>(src + static_cast<int64_t>(hh) * D + 64 * jj) : 0u;
-    }
-#pragma unroll
-    for (int u = 0; u < kTokHeads; ++u) {
-      const int hh = base + kTokWarps * u;
-      if (hh >= nh) break;
-      T* dst;
-      if (hh >= h + hk) {  // a v head: copied unchanged into the cache
-        if (slot < 0) continue;
-        dst = static_cast<T*>(a.v_cache) + (static_cast<int64_t>(slot) * hk + (hh - h - hk)) * D + 2 * lane;
-#pragma unroll
-        for (int jj = 0; jj < kPL / 2; ++jj) *reinterpret_cast<unsigned*>(dst + 64 * jj) = raw[u][jj];
-        continue;
-      }
-      const bool is_q = hh < h;
-      if (!is_q && slot < 0) continue;  // a k head with nothing to write
-      // prepare_head's code on the loaded values: lane_elem(true, lane, j) = 64 (j / 2) + 2 lane + j % 2.
-      float x[kPL];
-      prepare_head_from<T, kPL, true>(
-          a, [&](int j, int) { return raw[u][j / 2]; }, [](int) { return T(); }, 0, is_q, true, rows[warp], x,
-          &coeffs);
-      dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(D) + 2 * lane
-                 : static_cast<T*>(a.k_cache) + (static_cast<int64_t>(slot) * hk + (hh - h)) * D + 2 * lane;
-#pragma unroll
-      for (int jj = 0; jj < kPL / 2; ++jj) {
-        T e[2] = {from_f<T>(x[2 * jj]), from_f<T>(x[2 * jj + 1])};
-        *reinterpret_cast<unsigned*>(dst + 64 * jj) = *reinterpret_cast<const unsigned*>(e);
-      }
-    }
-  }
-}
-
-// The same work with the token's whole qkv row brought into shared memory by one bulk copy (8 KB at the
-// 0.6B shape, 12 KB at the 8B's) while the threads load the position and RoPE row: the bytes in flight no
-// longer live in registers, so a block holds a whole row in flight at ~40 registers and 6 blocks an SM.
-// Rows of up to kTokBulkMaxBytes; VIREO_QKV_TOKENS_BULK=0 takes the register kernel above (A/B).
-constexpr int kTokBulkMaxBytes = 32 * 1024;
-
-template <typename T, int D>
-__global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_bulk_kernel(QkvArgs a) {
+__global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(QkvArgs a) {
   static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
   constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
   __shared__ float rows[kTokWarps][D];
@@ -358,24 +299,16 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
   const bool per_head =
       p.qk_norm != QkNorm::kFullWidth && d <= kMaxHeadDim && (batch_invariant || t <= kHeadPathMaxTokens);
   const bool tokens = tokens_on && t > kHeadPathMaxTokens && p.qk_norm != QkNorm::kFullWidth && a.vec &&
-                      dtype_size(p.qkv.dtype) == 2 && (d == 64 || d == 128);
+                      dtype_size(p.qkv.dtype) == 2 && (d == 64 || d == 128) &&
+                      static_cast<int64_t>(h + 2 * hk) * d * 2 <= kTokMaxRowBytes;
   dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2) {
       if (tokens) {
         const dim3 grid(static_cast<unsigned>(t)), block(kTokWarps * 32);
-        static const bool bulk_on = [] {
-          const char* v = std::getenv("VIREO_QKV_TOKENS_BULK");
-          return !(v && v[0] == '0');
-        }();
         const size_t row_bytes = static_cast<size_t>(h + 2 * hk) * d * sizeof(T);
-        if (bulk_on && row_bytes <= kTokBulkMaxBytes) {
-          if (d == 64) launch_pdl(qkv_prepare_tokens_bulk_kernel<T, 64>, grid, block, row_bytes, stream, a);
-          else launch_pdl(qkv_prepare_tokens_bulk_kernel<T, 128>, grid, block, row_bytes, stream, a);
-          return;
-        }
-        if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, grid, block, 0, stream, a);
-        else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, grid, block, 0, stream, a);
+        if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, grid, block, row_bytes, stream, a);
+        else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, grid, block, row_bytes, stream, a);
         return;
       }
     }
