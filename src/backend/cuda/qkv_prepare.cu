@@ -192,7 +192,10 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
 // registers, 8 ahead a warp at 80-88 registers (2-3 blocks an SM) 88.9 / 118.4, 2 ahead at 48 (5 blocks)
 // 73.1 / 102.9; the row by bulk copy (~40 registers, 6 blocks) 61.0 / 85.1, ~52-56% of HBM.
 constexpr int kTokWarps = 8;
-constexpr int kTokMaxRowBytes = 32 * 1024;  // dynamic shared memory without an opt-in, beside `rows`
+// Rows up to this size (dynamic shared memory without an opt-in, beside `rows`): every shape to 128 heads of
+// D 128. Larger rows take the kernels of steps without this one (per-head, or the fp32 block kernel over
+// 1,024 tokens outside batch-invariant mode), as with VIREO_QKV_TOKENS=0.
+constexpr int kTokMaxRowBytes = 32 * 1024;
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(QkvArgs a) {
