@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "cpu_op_fixture.h"
 #include "core/error.h"
 
 namespace vireo {
@@ -15,19 +16,7 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct Fx : ::testing::Test {
-  std::unique_ptr<Backend> be = create_backend("cpu");
-  std::mt19937 rng{42};
-  std::vector<float> randn(size_t n, float scale = 1.0f) {
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-  }
-  static Tensor view(std::vector<float>& v, std::vector<int64_t> shape) { return Tensor(v.data(), DType::kF32, shape); }
-  static Tensor view(std::vector<int32_t>& v, std::vector<int64_t> shape) { return Tensor(v.data(), DType::kI32, shape); }
-  static Tensor view16(std::vector<uint16_t>& v, DType t, std::vector<int64_t> shape) { return Tensor(v.data(), t, shape); }
-};
+struct Fx : CpuOpFixture<42> {};
 
 void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());

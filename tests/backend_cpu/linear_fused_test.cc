@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "cpu_op_fixture.h"
 #include "core/error.h"
 
 namespace vireo {
@@ -16,17 +17,7 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-struct FusedLinear : ::testing::Test {
-  std::unique_ptr<Backend> be = create_backend("cpu");
-  std::mt19937 rng{7};
-  std::vector<float> randn(size_t n, float scale = 1.0f) {
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-  }
-  static Tensor view(std::vector<float>& v, std::vector<int64_t> shape) { return Tensor(v.data(), DType::kF32, shape); }
-};
+struct FusedLinear : CpuOpFixture<7> {};
 
 void expect_bits_equal(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
