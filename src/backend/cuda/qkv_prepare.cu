@@ -217,8 +217,7 @@ __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(Q
   if (threadIdx.x == 0) {
     uint64_t policy;  // read once: evict first
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    mbar_arrive_expect(&bar, bytes);
-    bulk_copy_only(row_raw, static_cast<const T*>(a.qkv) + t * (static_cast<int64_t>(nh) * D), bytes, &bar, policy);
+    bulk_copy(row_raw, static_cast<const T*>(a.qkv) + t * (static_cast<int64_t>(nh) * D), bytes, &bar, policy);
   }
   const int slot = a.slots[t];
   HeadCoeffs<kPL> coeffs;  // the token's constants, loaded once for the warp's heads (beside the copy)
