@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cctype>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -95,6 +96,10 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
 
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
+  // The samplers return at most 20 top logprobs a token (SampleParams::num_top_logprobs).
+  if (const int m = a.server.limits.max_logprobs; m < 0 || m > 20)
+    throw Error("--max-logprobs " + std::to_string(m) + ": must be in [0, 20] (the samplers return at most 20 top " +
+                "logprobs a token; vLLM's -1, the whole vocabulary, is not supported)");
   for (auto* list : {&a.server.cors.allowed_origins, &a.server.cors.allowed_methods, &a.server.cors.allowed_headers})
     *list = parse_string_list(*list);
   if (!a.model_positional.empty()) {
@@ -217,6 +222,10 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--allowed-methods", s.cors.allowed_methods, "CORS methods (default [\"*\"])");
   app.add_option("--allowed-headers", s.cors.allowed_headers, "CORS headers (default [\"*\"])");
   app.add_flag("--allowed-credentials", s.cors.allow_credentials, "CORS: allow credentials");
+  app.add_option("--max-logprobs", s.limits.max_logprobs,
+                 "Most logprobs / top_logprobs / prompt_logprobs a request may ask for (0 to 20; vLLM's -1, the "
+                 "whole vocabulary, is not offered)")
+      ->capture_default_str();
   app.add_option("--chat-template", c.chat_template,
                  "Jinja chat template: a file (.jinja, or a tokenizer_config.json) or the template text "
                  "(default: the tokenizer's)");
