@@ -242,3 +242,25 @@ TEST(ServerE2E, SmallKvCacheForcesPreemptionWithIdenticalOutputs) {
   EXPECT_EQ(node ? run_node("preemption.js", srv.url()) : run_python("preemption", srv.url()), 0);
   EXPECT_EQ(srv.terminate(60s), 0);
 }
+
+// --max-logprobs (vLLM's flag) caps what a request may ask for; above the samplers' 20 the server does
+// not start.
+TEST(ServerE2E, MaxLogprobsFlag) {
+  ServeProcess srv({"--max-logprobs", "2"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
+  httplib::Client cli(srv.url());
+  cli.set_read_timeout(120, 0);
+  auto post = [&](const std::string& path, const std::string& body) {
+    auto r = cli.Post(path, body, "application/json");
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"hi","max_tokens":1,"logprobs":2})"), 200);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"hi","max_tokens":1,"logprobs":3})"), 400);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt":"hi","max_tokens":1,"prompt_logprobs":3})"), 400);
+  EXPECT_EQ(post("/v1/chat/completions",
+                 R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"logprobs":true,"top_logprobs":3})"),
+            400);
+  EXPECT_EQ(srv.terminate(60s), 0);
+  ServeProcess over({"--max-logprobs", "21"});
+  EXPECT_FALSE(over.wait_healthy(60s)) << "--max-logprobs 21 must stop the server at start-up";
+}
