@@ -181,6 +181,9 @@ struct AttentionParams {
   int num_seqs = 0, max_blocks_per_seq = 0, block_size = 16;
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
+  // Sliding-window attention (Mistral, Qwen2's sliding layers): > 0 limits the query at position pos to
+  // keys (pos - window, pos], itself included (HF's sliding mask: kv_idx > q_idx - window); 0: full causal.
+  int window = 0;
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
   // Optional host-side hint: the sequences with more than one query token (prompts, prefill chunks),
   // in order, [num_prefill_seqs] I32; num_prefill_seqs < 0: not given. A backend may plan its prefill
@@ -189,6 +192,9 @@ struct AttentionParams {
   Tensor prefill_seqs;
   int num_prefill_seqs = -1;
 };
+
+// The first key a query at position pos sees: pos - window + 1 with a sliding window, else 0.
+inline int window_start(int pos, int window) { return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0; }
 
 // LFM2's gated short convolution (Lfm2ShortConv after in_proj), its state kept like a KV cache: the
 // paged `state` holds bx = B * x of every token, addressed by the block tables and slot mapping the

@@ -124,16 +124,10 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
     parts.config.max_num_seqs = std::min(parts.config.max_num_seqs, parts.model->num_state_slots());
   const ModelConfig& mc = parts.model->config();
   int derived_len = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 2048;
-  if (mc.sliding_window > 0 && mc.sliding_window < derived_len) {
-    // Up to the window, full-causal attention (all vireo has) is exactly sliding-window attention;
-    // past it the model would see keys it was trained not to see. Refuse rather than differ.
-    if (config.max_model_len > mc.sliding_window)
-      throw Error(fmt::format("--max-model-len {}: this model uses sliding-window attention (window {}), which vireo "
-                              "does not implement; the longest supported context is {} tokens",
-                              config.max_model_len, mc.sliding_window, mc.sliding_window));
-    log_warn("sliding-window attention (window {}) is not implemented: max_model_len capped at {} (from {})",
-             mc.sliding_window, mc.sliding_window, derived_len);
-    derived_len = mc.sliding_window;
+  if (mc.sliding_window > 0) {
+    int n = 0;
+    for (uint8_t x : mc.sliding_layers) n += x != 0;
+    log_info("sliding-window attention: window {} on {} of {} layers", mc.sliding_window, n, mc.num_hidden_layers);
   }
   if (config.max_model_len > 0) {
     if (config.max_model_len > derived_len)

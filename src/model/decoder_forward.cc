@@ -323,6 +323,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       qp.v_cache = kv.v[l];
       ap.k_cache = kv.k[l];
       ap.v_cache = kv.v[l];
+      ap.window = cfg_.layer_window(l);
       be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
       mixed = attn.view({T, static_cast<int64_t>(H) * D});
       if (!w.attn_gate_w.empty()) {  // Qwen3-Next: attn *= sigmoid(gate rows of q_proj(x))

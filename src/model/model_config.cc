@@ -102,22 +102,28 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
 namespace {
 // HF's rules: `layer_types` (transformers >= 4.54 writes it) names each layer's attention; without it,
 // Mistral-style configs slide on every layer when sliding_window is set, and Qwen2-style configs only
-// when use_sliding_window is true, on layers >= max_window_layers.
-int parse_sliding_window(const json& j, const std::string& source, int num_layers) {
+// when use_sliding_window is true, on layers >= max_window_layers. Sets c.sliding_window and
+// c.sliding_layers (c.num_hidden_layers is known).
+void parse_sliding_window(const json& j, const std::string& source, ModelConfig& c) {
+  const int n = c.num_hidden_layers;
+  c.sliding_window = 0;
+  c.sliding_layers.clear();
   auto sw = j.find("sliding_window");
-  if (sw == j.end() || sw->is_null()) return 0;
+  if (sw == j.end() || sw->is_null()) return;
   const int window = get_int(j, source, "sliding_window");
-  if (window <= 0) return 0;
-  bool slides = false;
+  if (window <= 0) return;
+  std::vector<uint8_t> slides(n, 0);
   if (auto lt = j.find("layer_types"); lt != j.end() && lt->is_array()) {
-    for (const auto& t : *lt) slides = slides || (t.is_string() && t.get<std::string>() == "sliding_attention");
+    for (int l = 0; l < n && l < static_cast<int>(lt->size()); ++l) slides[l] = (*lt)[l].is_string() && (*lt)[l].get<std::string>() == "sliding_attention";
   } else if (j.contains("use_sliding_window")) {
-    slides = get_bool(j, source, "use_sliding_window", false) &&
-             get_int(j, source, "max_window_layers", num_layers) < num_layers;
+    if (get_bool(j, source, "use_sliding_window", false))
+      for (int l = std::max(0, get_int(j, source, "max_window_layers", n)); l < n; ++l) slides[l] = 1;
   } else {
-    slides = true;  // Mistral / Mixtral: a non-null sliding_window applies to every layer
+    slides.assign(n, 1);  // Mistral / Mixtral: a non-null sliding_window applies to every layer
   }
-  return slides ? window : 0;
+  if (std::find(slides.begin(), slides.end(), 1) == slides.end()) return;
+  c.sliding_window = window;
+  c.sliding_layers = std::move(slides);
 }
 }  // namespace
 
@@ -187,7 +193,7 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");
   parse_moe(j, source, c);
-  c.sliding_window = parse_sliding_window(j, source, c.num_hidden_layers);
+  parse_sliding_window(j, source, c);
   if (lfm2) parse_lfm2(j, source, c);
   if (qwen3_next) parse_qwen3_next(j, source, c);
   if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3" ||

@@ -49,9 +49,11 @@ struct ModelConfig {
   bool mlp_bias = false;                // gate/up/down biases
   std::string hidden_act = "silu";
   // Sliding-window attention: the window (keys per query, itself included) of the layers that use
-  // it, 0 when none does. Vireo's attention is full-causal, so the engine caps max_model_len at this
-  // window (where full and sliding attention agree) instead of serving different tokens past it.
+  // it, 0 when none does; sliding_layers[l] != 0 for those layers ([num_hidden_layers] when the
+  // window is set, else empty).
   int sliding_window = 0;
+  std::vector<uint8_t> sliding_layers;
+  int layer_window(int l) const { return sliding_window > 0 && sliding_layers[l] ? sliding_window : 0; }
   // Sparse MoE MLPs (architectures whose ArchSpec has moe): layer l is sparse unless it is in
   // mlp_only_layers or (l + 1) is not a multiple of decoder_sparse_step (HF Qwen3-MoE's rule).
   int num_experts = 0;  // num_experts, or num_local_experts (transformers 5 writes that)

@@ -1,8 +1,8 @@
-// paged_attention on the CPU: exact two-pass softmax in fp32 over each query row's keys
-// [0, position], K/V rows addressed through the block table (see AttentionParams). Decode rows
-// (query length 1) go to cpu_attention_decode.cc, which reads the paged cache in place. Longer query
-// chunks gather their sequence's K/V into contiguous fp32 once and take OpenBLAS GEMMs over blocks of
-// query rows, so a 32k-token prefill takes minutes, not hours.
+// paged_attention on the CPU: exact two-pass softmax in fp32 over each query row's keys [0, position]
+// (the last `window` of them with a sliding window), K/V rows addressed through the block table (see
+// AttentionParams). Decode rows (query length 1) go to cpu_attention_decode.cc, which reads the paged
+// cache in place. Longer query chunks gather their sequence's K/V into contiguous fp32 once and take
+// OpenBLAS GEMMs over blocks of query rows, so a 32k-token prefill takes minutes, not hours.
 #include <cblas.h>
 
 #include <algorithm>
@@ -57,11 +57,12 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
   // Per sequence of more than one query row and KV head: gather its keys/values [0, len) into
   // contiguous fp32 [len, D] (through the block table), then per query head and block of kQueryBlock
   // query rows:
-  //   scores[rows, kend] = scale * Q[rows] K[0, kend)^T             (cblas_sgemm)
-  //   row r (position pos_r): softmax over keys [0, pos_r], exact zeros for keys > pos_r (causal mask)
-  //   out[rows] = P[rows, kend] V[0, kend) / rowsum                 (cblas_sgemm)
-  // where kend = position of the block's last row + 1. Same math as one row at a time; the GEMMs only
-  // change the fp32 summation order.
+  //   scores[rows, kbeg..kend) = scale * Q[rows] K[kbeg, kend)^T    (cblas_sgemm)
+  //   row r (position pos_r): softmax over keys [lo_r, pos_r], exact zeros elsewhere (causal mask;
+  //   lo_r = 0, or pos_r - window + 1 with a sliding window)
+  //   out[rows] = P[rows, kbeg..kend) V[kbeg, kend) / rowsum        (cblas_sgemm)
+  // where kend = position of the block's last row + 1 and kbeg = lo of its first row. Same math as one
+  // row at a time; the GEMMs only change the fp32 summation order.
   constexpr int kQueryBlock = 64;
   const DType cdt = p.k_cache.dtype;
   const int group = H / Hkv;
@@ -93,21 +94,24 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
         for (int r0 = 0; r0 < q_len; r0 += kQueryBlock) {
           const int rows = std::min(kQueryBlock, q_len - r0);
-          const int kend = first_pos + r0 + rows;  // keys [0, kend) are visible to some row of the block
+          const int kend = first_pos + r0 + rows;  // keys [kbeg, kend) are visible to some row of the block
+          const int kbeg = window_start(first_pos + r0, p.window), nk = kend - kbeg;
           const float* q = p.q.ptr<float>() + (static_cast<int64_t>(qs[s] + r0) * H + h) * D;  // rows at stride ld_q
           float* out = p.out.ptr<float>() + (static_cast<int64_t>(qs[s] + r0) * H + h) * D;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, D, p.scale, q, ld_q, kc.data(), D, 0.0f,
-                      scores.data(), kend);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, D, p.scale, q, ld_q,
+                      kc.data() + static_cast<int64_t>(kbeg) * D, D, 0.0f, scores.data(), nk);
           pool.parallel_for(rows, [&](int64_t b, int64_t e) {
             for (int64_t r = b; r < e; ++r) {
-              float* sc = scores.data() + r * kend;
+              float* sc = scores.data() + r * nk;  // sc[i]: key kbeg + i
               const int last = first_pos + r0 + static_cast<int>(r);  // this row's position
-              rowsum[r] = softmax_numerators(sc, last + 1);
-              std::fill(sc + last + 1, sc + kend, 0.0f);
+              const int lo = window_start(last, p.window) - kbeg;
+              std::fill(sc, sc + lo, 0.0f);
+              rowsum[r] = softmax_numerators(sc + lo, last + 1 - kbeg - lo);
+              std::fill(sc + (last + 1 - kbeg), sc + nk, 0.0f);
             }
           });
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, kend, 1.0f, scores.data(), kend, vc.data(), D,
-                      0.0f, out, ld_q);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, nk, 1.0f, scores.data(), nk,
+                      vc.data() + static_cast<int64_t>(kbeg) * D, D, 0.0f, out, ld_q);
           for (int r = 0; r < rows; ++r) {
             const float inv = 1.0f / rowsum[r];
             for (int d = 0; d < D; ++d) out[r * ld_q + d] *= inv;

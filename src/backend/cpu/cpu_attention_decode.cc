@@ -126,17 +126,22 @@ class DecodeRows {
     float* out = p_.out.ptr<float>() + head0 * D;    // [nh, D]
     sc_.resize(static_cast<size_t>(it.nh) * len);     // scores, then numerators: [nh, len]
     const int nb = (len + bs - 1) / bs;
-    for (int b = 0; b < nb; ++b) {
+    // Keys [lo, len): all of them, or the sliding window's; blocks from b0 (its keys before lo get p = 0).
+    const int lo = window_start(len - 1, p_.window), b0 = lo / bs;
+    for (int b = b0; b < nb; ++b) {
       const int n = std::min(bs, len - b * bs);
       with_block(p_.k_cache, table[b], it.kvh, n, [&](const auto* k, int64_t ld) {
         qk_block(q, it.nh, D, k, ld, n, p_.scale, sc_.data() + b * bs, len);
       });
     }
     inv_.resize(it.nh);
-    for (int h = 0; h < it.nh; ++h)
-      inv_[h] = 1.0f / softmax_numerators(sc_.data() + static_cast<int64_t>(h) * len, len);
+    for (int h = 0; h < it.nh; ++h) {
+      float* sh = sc_.data() + static_cast<int64_t>(h) * len;
+      std::fill(sh + b0 * bs, sh + lo, 0.0f);
+      inv_[h] = 1.0f / softmax_numerators(sh + lo, len - lo);
+    }
     std::fill(out, out + static_cast<int64_t>(it.nh) * D, 0.0f);
-    for (int b = 0; b < nb; ++b) {
+    for (int b = b0; b < nb; ++b) {
       const int n = std::min(bs, len - b * bs);
       with_block(p_.v_cache, table[b], it.kvh, n, [&](const auto* v, int64_t ld) {
         pv_block(sc_.data() + b * bs, len, it.nh, v, ld, n, D, out);

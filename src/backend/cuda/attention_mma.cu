@@ -574,6 +574,10 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
                             cudaStream_t stream, const AttentionTuning& tuning) {
   check_attention(p);
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
+  if (p.window > 0) {  // sliding-window layers: only the plain kernel bounds the keys from below
+    launch_paged_attention_simple(p, stream);
+    return;
+  }
   if (!mma_supported(p)) {
     // Head dims 192 / 256 (bf16/f16): the CUDA-core flash-decoding kernel; F32 and other dims: simple.
     if (decode_wide_supported(p)) launch_paged_attention_decode_wide(p, workspace, dev, stream);
@@ -593,7 +597,7 @@ namespace {
 // per-head norm, and both ops naming the same cache and shapes.
 bool prepare_fusable(const QkvPrepareParams& qp, const AttentionParams& p) {
   const int group = p.num_heads / p.num_kv_heads;
-  return mma_supported(p) && p.max_query_len > 0 && int64_t{p.max_query_len} * group <= 16 &&
+  return p.window == 0 && mma_supported(p) && p.max_query_len > 0 && int64_t{p.max_query_len} * group <= 16 &&
          qp.qk_norm != QkNorm::kFullWidth && qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
          qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads && qp.num_kv_heads == p.num_kv_heads &&
          qp.head_dim == p.head_dim && qp.positions.numel() * p.num_heads * p.head_dim == p.q.numel();

@@ -1,6 +1,6 @@
 // Reference paged attention: one warp per (token, query head), keys scored a warp-width at a time
-// with an online softmax. Any float dtype, head dim <= 256. Slow but plain; the F32 path and the
-// fallback of the tensor-core kernels (attention_mma.cu).
+// with an online softmax. Any float dtype, head dim <= 256, sliding windows. Slow but plain; the F32
+// path, the sliding-window layers' kernel and the fallback of the tensor-core kernels (attention_mma.cu).
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -19,6 +19,7 @@ struct SimpleArgs {
   const int* block_tables;
   int num_seqs, max_blocks_per_seq, block_size, num_heads, num_kv_heads, head_dim;
   float scale;
+  int window;  // AttentionParams::window
   int64_t num_tokens;
 };
 
@@ -38,7 +39,8 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
   const int s = lo;
   const int q_len = a.query_start[s + 1] - a.query_start[s];
   const int j = static_cast<int>(t - a.query_start[s]);
-  const int pos = a.seq_lens[s] - q_len + j;  // attends to keys [0, pos]
+  const int pos = a.seq_lens[s] - q_len + j;  // attends to keys [first_key, pos]
+  const int first_key = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int d = a.head_dim, hk = hq / (a.num_heads / a.num_kv_heads);
   const T* q = static_cast<const T*>(a.q) + (t * a.num_heads + hq) * d;
   const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
@@ -46,7 +48,7 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) acc[i] = 0.f;
   float m = -INFINITY, l = 0.f;
-  for (int base = 0; base <= pos; base += 32) {
+  for (int base = first_key; base <= pos; base += 32) {
     const int key = base + lane;
     float score = -INFINITY;
     int64_t row = 0;
@@ -94,7 +96,7 @@ void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream
   if (p.head_dim > 256) throw Error("paged_attention: head_dim > 256 is not supported");
   SimpleArgs a{p.q.data, p.k_cache.data, p.v_cache.data, p.out.data, p.query_start.ptr<int>(), p.seq_lens.ptr<int>(),
                p.block_tables.ptr<int>(), p.num_seqs, p.max_blocks_per_seq, p.block_size, p.num_heads,
-               p.num_kv_heads, p.head_dim, p.scale, t};
+               p.num_kv_heads, p.head_dim, p.scale, p.window, t};
   dispatch_float(p.q.dtype, "paged_attention", [&](auto tag) {
     using T = decltype(tag);
     launch_pdl(attention_simple_kernel<T>, dim3(static_cast<unsigned>(t), p.num_heads), dim3(32), 0, stream, a);

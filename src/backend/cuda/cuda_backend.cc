@@ -258,7 +258,7 @@ int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_he
 
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
-  if (batch_invariant_) {
+  if (batch_invariant_ && p.window == 0) {  // (the sliding-window kernel is invariant as it is)
     launch_paged_attention_invariant(p, stream_);
     return;
   }
