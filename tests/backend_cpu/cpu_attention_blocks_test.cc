@@ -1,6 +1,7 @@
 // paged_attention on the CPU with query chunks longer than its 64-row GEMM blocks (cpu_attention.cc):
 // a chunked-prefill chunk over a cached prefix and a fresh prompt, both spanning several blocks, plus a
-// decode row, over scattered KV blocks; checked against a naive double-precision causal softmax.
+// decode row, over scattered KV blocks; checked against a naive double-precision causal softmax, with
+// full attention and with sliding windows (1 key, a window inside a GEMM block, one past several blocks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,13 +18,14 @@
 namespace vireo {
 namespace {
 
-TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausal) {
+TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausalAndSlidingWindows) {
   auto be = create_backend("cpu");
   std::mt19937 rng{7};
   std::normal_distribution<float> nd(0.0f, 1.0f);
   // D 12: the decode row's dot products have a tail past their 8 partial sums.
-  for (auto [cache_t, D] : {std::pair{DType::kF32, 16}, std::pair{DType::kBF16, 16}, std::pair{DType::kBF16, 12}}) {
-    SCOPED_TRACE(std::string(dtype_name(cache_t)) + " D " + std::to_string(D));
+  for (auto [cache_t, D] : {std::pair{DType::kF32, 16}, std::pair{DType::kBF16, 16}, std::pair{DType::kBF16, 12}})
+  for (int window : {0, 1, 37, 100}) {
+    SCOPED_TRACE(std::string(dtype_name(cache_t)) + " D " + std::to_string(D) + " window " + std::to_string(window));
     const int H = 6, Hkv = 2, bs = 16, mb = 16;
     const std::vector<int32_t> q_lens{150, 1, 130}, seq_lens{220, 97, 130};
     const int S = 3, num_blocks = S * mb;
@@ -61,6 +63,7 @@ TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausal) {
     p.num_kv_heads = Hkv;
     p.head_dim = D;
     p.scale = 0.25f;
+    p.window = window;
     p.max_query_len = 150;
     p.max_seq_len = 220;
     be->paged_attention(p);
@@ -73,21 +76,22 @@ TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausal) {
       };
       for (int j = 0; j < q_lens[s]; ++j) {
         const int t = qs[s] + j, qpos = L - q_lens[s] + j;
+        const int lo = window > 0 ? std::max(0, qpos - window + 1) : 0;  // keys [lo, qpos]
         for (int h = 0; h < H; ++h) {
           const int kvh = h / (H / Hkv);
           std::vector<double> sc(qpos + 1);
           double mx = -1e300;
-          for (int i = 0; i <= qpos; ++i) {  // causal: keys [0, qpos]
+          for (int i = lo; i <= qpos; ++i) {
             double dot = 0;
             for (int d = 0; d < D; ++d) dot += q[(size_t(t) * H + h) * D + d] * kv_at(k32, i, kvh, d);
             sc[i] = dot * 0.25;
             mx = std::max(mx, sc[i]);
           }
           double z = 0;
-          for (double& x : sc) z += (x = std::exp(x - mx));
+          for (int i = lo; i <= qpos; ++i) z += (sc[i] = std::exp(sc[i] - mx));
           for (int d = 0; d < D; ++d) {
             double o = 0;
-            for (int i = 0; i <= qpos; ++i) o += sc[i] / z * kv_at(v32, i, kvh, d);
+            for (int i = lo; i <= qpos; ++i) o += sc[i] / z * kv_at(v32, i, kvh, d);
             const float got = out[(size_t(t) * H + h) * D + d];
             ASSERT_FALSE(std::isnan(got)) << "seq " << s << " row " << j << " head " << h << " not written";
             ASSERT_NEAR(got, o, 1e-5 * (1 + std::abs(o))) << "seq " << s << " row " << j << " head " << h << " d " << d;

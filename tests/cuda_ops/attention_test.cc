@@ -1,7 +1,8 @@
 // paged_attention vs the CPU backend: decode at lengths 1..32k (split-K), GQA 1..16, head dims 64 and
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
-// 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests).
+// 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
+// sliding windows (the simple kernel).
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
@@ -29,6 +30,7 @@ struct AttnCase {
   bool wide = false;        // launch_paged_attention_decode_wide directly (any head dim it takes, 64/128 too)
   int min_wide_splits = 0;  // > 0: the wide kernel's plan must have at least this many key splits (merge runs)
   bool list_prefill = false;  // give AttentionParams::prefill_seqs (the sequences with q_len > 1)
+  int window = 0;             // AttentionParams::window (sliding-window layers)
 };
 
 class AttentionTest : public CudaOpsTest {
@@ -104,7 +106,8 @@ class AttentionTest : public CudaOpsTest {
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                        " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " hint " +
                        std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " cluster " +
-                       std::to_string(c.decode_cluster) + " wide " + std::to_string(c.wide) + " seqs";
+                       std::to_string(c.decode_cluster) + " wide " + std::to_string(c.wide) + " window " +
+                       std::to_string(c.window) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -148,6 +151,7 @@ class AttentionTest : public CudaOpsTest {
     g.num_kv_heads = c.hkv;
     g.head_dim = c.d;
     g.scale = 1.f / std::sqrt(float(c.d));
+    g.window = c.window;
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
     if (c.list_prefill) {
@@ -375,6 +379,29 @@ TEST_F(AttentionTest, SimplePathF32AndOddHeadDim) {
   run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 128}, DType::kF32);
   use_dtype(DType::kBF16);
   run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 96}, DType::kBF16);
+}
+
+// Sliding windows (Mistral, Qwen2's sliding layers): windows of 1 key, inside a page, across pages and longer
+// than every context, over decode rows, prompts and a chunk over a cached prefix, through the backend
+// (bf16, f32 and head dim 256) and inside a graph.
+TEST_F(AttentionTest, SlidingWindow) {
+  const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {1, 37}, {129, 300}};
+  for (int window : {1, 7, 16, 100, 4096}) {
+    AttnCase c{mix, 16, 4, 128};
+    c.window = window;
+    use_dtype(DType::kBF16);
+    run(c, DType::kBF16);
+    use_dtype(DType::kF32);
+    run(c, DType::kF32);
+  }
+  use_dtype(DType::kBF16);
+  AttnCase wide{{{1, 700}, {20, 300}}, 8, 2, 256};
+  wide.window = 50;
+  run(wide, DType::kBF16);
+  AttnCase graph{{{1, 1500}, {1, 40}}, 16, 8, 128};
+  graph.window = 64;
+  graph.graph = 1;
+  run(graph, DType::kBF16);
 }
 
 // CUDA-core flash decoding (attention_decode_wide.cu): head dim 256 (Qwen3.5 / Qwen3-Next, GQA 16/4 and

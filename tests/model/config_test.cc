@@ -67,6 +67,7 @@ TEST(ModelConfig, SlidingWindowFollowsHfRules) {
   mistral["architectures"] = {"MistralForCausalLM"};
   mistral["sliding_window"] = 4096;  // every layer slides
   EXPECT_EQ(ModelConfig::from_json(mistral, "c").sliding_window, 4096);
+  EXPECT_EQ(ModelConfig::from_json(mistral, "c").sliding_layers, (std::vector<uint8_t>{1, 1}));
   mistral["sliding_window"] = nullptr;
   EXPECT_EQ(ModelConfig::from_json(mistral, "c").sliding_window, 0);
   json qwen = base();
@@ -78,11 +79,15 @@ TEST(ModelConfig, SlidingWindowFollowsHfRules) {
   EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 0);
   qwen["max_window_layers"] = 1;
   EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 128);
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_layers, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").layer_window(0), 0);
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").layer_window(1), 128);
   qwen["layer_types"] = {"full_attention", "full_attention"};  // layer_types wins when present
   EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 0);
-  qwen["layer_types"] = {"full_attention", "sliding_attention"};
+  qwen["layer_types"] = {"sliding_attention", "full_attention"};
   qwen["use_sliding_window"] = false;
   EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_window, 128);
+  EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_layers, (std::vector<uint8_t>{1, 0}));
 }
 
 TEST(ModelConfig, ErrorsNameFileAndField) {

@@ -88,9 +88,7 @@ def case_llama(rng):
 
 def case_mistral(rng):
     kw = common(rng) | attn_shape(rng)
-    # A window below the context caps max_model_len (vireo has no sliding-window kernels; up to the window
-    # full attention is the same), so only windows past the longest prompt are decoded here.
-    kw |= dict(sliding_window=pick(rng, [None, 4096]))
+    kw |= dict(sliding_window=pick(rng, [None, 8, 16, 48, 4096]))
     return "MistralConfig", kw
 
 
@@ -99,7 +97,7 @@ def case_qwen2(rng):
     kw.pop("head_dim")  # Qwen2 derives it from hidden / heads
     kw["hidden_size"] = kw["num_attention_heads"] * pick(rng, [16, 32, 64])
     if rng.random() < 0.5:
-        kw |= dict(use_sliding_window=True, sliding_window=4096, max_window_layers=1)
+        kw |= dict(use_sliding_window=True, sliding_window=pick(rng, [8, 32]), max_window_layers=1)
     return "Qwen2Config", kw
 
 

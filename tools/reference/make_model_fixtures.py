@@ -79,6 +79,10 @@ CASES = [
                                                       original_max_position_embeddings=128)),
      torch.float32, None),
     ("qwen2", "Qwen2Config", dict(tie_word_embeddings=True), torch.float32, None),
+    # Sliding-window attention on layer 1 only (use_sliding_window, max_window_layers 1), a window of 8 keys:
+    # prompts of 17 and 40 tokens and the greedy continuations run past it.
+    ("qwen2_sliding", "Qwen2Config", dict(tie_word_embeddings=False, use_sliding_window=True, sliding_window=8,
+                                          max_window_layers=1), torch.float32, None),
     ("qwen3", "Qwen3Config", dict(tie_word_embeddings=True, head_dim=32, rope_theta=1000000.0), torch.float32, None),
     ("qwen3_bf16_sharded", "Qwen3Config", dict(tie_word_embeddings=True, head_dim=32), torch.bfloat16, "60KB"),
     ("olmo2", "Olmo2Config", dict(tie_word_embeddings=False), torch.float32, None),
