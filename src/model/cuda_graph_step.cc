@@ -170,7 +170,9 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
                                                            cfg_.head_dim, step_max_len)
                                : 0;
   if (bucket > 0) st.max_seq_len = std::min(st.max_seq_len, bucket);
-  const int64_t key = (int64_t{bucket} << 32) + 4 * Sp + (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
+  st.beyond_window = cfg_.sliding_window > 0 && step_max_len > cfg_.sliding_window;
+  const int64_t key = (int64_t{bucket} << 32) + (int64_t{st.beyond_window} << 31) + 4 * Sp +
+                      (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
 
   auto it = g.graph_of_size.find(key);
   if (it != g.graph_of_size.end() && it->second >= 0) {

@@ -112,6 +112,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   }
   st.logits_rows_are_tokens = M == T;
   for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
+  st.beyond_window = cfg_.sliding_window > 0 && st.max_seq_len > cfg_.sliding_window;
   run_ops(st, kv, ws_);
   if (M == 0) return Tensor();
   if (stats) *stats = logit_stats_of(ws_, M);
@@ -323,7 +324,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       qp.v_cache = kv.v[l];
       ap.k_cache = kv.k[l];
       ap.v_cache = kv.v[l];
-      ap.window = cfg_.layer_window(l);
+      ap.window = st.beyond_window ? cfg_.layer_window(l) : 0;
       be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
       mixed = attn.view({T, static_cast<int64_t>(H) * D});
       if (!w.attn_gate_w.empty()) {  // Qwen3-Next: attn *= sigmoid(gate rows of q_proj(x))

@@ -91,13 +91,17 @@ struct StepTensors {
   int S = 0, max_blocks_per_seq = 0;
   int max_query_len = 0, max_seq_len = 0;  // attention planning hints
   bool logits_rows_are_tokens = false;     // logits_idx is 0..T-1 (decode-only steps): no gather
+  // Some context is longer than the sliding window: the sliding layers bound their keys. Up to the
+  // window sliding and full attention are the same, and full attention keeps the fast kernels.
+  bool beyond_window = false;
 };
 
 // Decode-only CUDA graphs, one per padded batch size, over fixed-address buffers (graphs keep
 // device pointers, so these never move while a graph exists).
 struct DecoderGraphs {
   std::vector<int> sizes;          // capture sizes, ascending
-  // (context bucket << 32) + 4 * padded batch + 2 * gathered logits + long context -> graph id (-1: eager)
+  // (context bucket << 32) + (beyond the sliding window << 31) + 4 * padded batch + 2 * gathered logits +
+  // long context -> graph id (-1: eager)
   std::map<int64_t, int> graph_of_size;
   DecoderWorkspace ws;             // activations + packed ints for the largest size
   std::vector<int32_t> host;       // staging of the packed ints
