@@ -244,8 +244,18 @@ void DecoderModel::load_mla(const std::string& a, DecoderLayerWeights& w) {
 
 // Router and experts of a sparse layer: per-expert tensors (HF checkpoints) stacked at load, or the
 // stacked form transformers 5 uses in memory (mlp.experts.gate_up_proj [E, 2I, hidden], down_proj).
-void DecoderModel::load_moe(const std::string& m, DecoderLayerWeights& w) {
+// Mixtral's hub checkpoints name the block block_sparse_moe and its experts' gate / down / up w1 / w2 / w3.
+void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+  std::string m = mlp;
+  bool w123 = false;
+  if (ckpt_ && !ckpt_->has(m + "gate.weight") && m.size() > 4 && m.compare(m.size() - 4, 4, "mlp.") == 0) {
+    const std::string alt = m.substr(0, m.size() - 4) + "block_sparse_moe.";
+    if (ckpt_->has(alt + "gate.weight")) {
+      m = alt;
+      w123 = ckpt_->has(m + "experts.0.w1.weight");
+    }
+  }
   w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
   if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
   if (cfg_.shared_expert_width() > 0) {
@@ -267,9 +277,9 @@ void DecoderModel::load_moe(const std::string& m, DecoderLayerWeights& w) {
   std::vector<Part> gate_up, down;
   for (int64_t e = 0; e < E; ++e) {
     const std::string x = m + "experts." + std::to_string(e) + ".";
-    gate_up.push_back({x + "gate_proj.weight", {I, hidden}});
-    gate_up.push_back({x + "up_proj.weight", {I, hidden}});
-    down.push_back({x + "down_proj.weight", {hidden, I}});
+    gate_up.push_back({x + (w123 ? "w1.weight" : "gate_proj.weight"), {I, hidden}});
+    gate_up.push_back({x + (w123 ? "w3.weight" : "up_proj.weight"), {I, hidden}});
+    down.push_back({x + (w123 ? "w2.weight" : "down_proj.weight"), {hidden, I}});
   }
   w.experts_gate_up = load(stacked, gate_up, kDummyStd).view({E, 2 * I, hidden});
   w.experts_down = load(m + "experts.down_proj", down, kDummyStd).view({E, hidden, I});

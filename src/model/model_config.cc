@@ -84,9 +84,13 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
   c.num_experts_per_tok = get_int(j, source, "num_experts_per_tok");
   if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
     fail(source, "num_experts_per_tok", "must be in [1, num_experts]");
-  c.moe_intermediate_size = get_int(j, source, "moe_intermediate_size");
-  if (c.moe_intermediate_size <= 0) fail(source, "moe_intermediate_size", "must be > 0");
-  c.norm_topk_prob = get_bool(j, source, "norm_topk_prob", false);
+  // Mixtral: every expert is intermediate_size wide and the top-k weights are always renormalised
+  // (MixtralSparseMoeBlock); its config has neither key.
+  const bool mixtral = c.architecture == "MixtralForCausalLM" || c.model_type == "mixtral";
+  c.moe_intermediate_size = mixtral ? c.intermediate_size : get_int(j, source, "moe_intermediate_size");
+  if (c.moe_intermediate_size <= 0)
+    fail(source, mixtral ? "intermediate_size" : "moe_intermediate_size", "must be > 0");
+  c.norm_topk_prob = mixtral || get_bool(j, source, "norm_topk_prob", false);
   c.decoder_sparse_step = get_int(j, source, "decoder_sparse_step", 1);
   if (c.decoder_sparse_step <= 0) fail(source, "decoder_sparse_step", "must be > 0");
   auto only = j.find("mlp_only_layers");

@@ -92,6 +92,13 @@ def case_mistral(rng):
     return "MistralConfig", kw
 
 
+def case_mixtral(rng):
+    kw = common(rng) | attn_shape(rng)
+    kw |= dict(num_local_experts=pick(rng, [4, 8]), num_experts_per_tok=pick(rng, [1, 2]),
+               intermediate_size=8 * rng.randrange(4, 20), sliding_window=pick(rng, [None, 16, 4096]))
+    return "MixtralConfig", kw
+
+
 def case_qwen2(rng):
     kw = common(rng) | attn_shape(rng)
     kw.pop("head_dim")  # Qwen2 derives it from hidden / heads
@@ -201,7 +208,7 @@ def case_deepseek(rng, v3=True):
 
 
 FAMILIES = {
-    "llama": case_llama, "mistral": case_mistral, "qwen2": case_qwen2, "qwen3": case_qwen3,
+    "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False),
@@ -352,7 +359,7 @@ def report(rows, modes):
         knobs = ", ".join(f"{a}={k[a]}" for a in ("num_attention_heads", "num_key_value_heads", "head_dim",
                                                    "hidden_size", "tie_word_embeddings") if a in k)
         extra = [f"rope={k['rope']['rope_type']}" for _ in [0] if k.get("rope")]
-        for a in ("sliding_window", "num_experts", "num_experts_per_tok", "norm_topk_prob", "layer_types",
+        for a in ("sliding_window", "num_experts", "num_local_experts", "num_experts_per_tok", "norm_topk_prob", "layer_types",
                   "q_lora_rank", "attention_bias", "mlp_bias"):
             if a in k:
                 extra.append(f"{a}={k[a]}")

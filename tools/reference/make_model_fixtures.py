@@ -97,6 +97,11 @@ CASES = [
                                                num_experts_per_tok=3, moe_intermediate_size=40,
                                                norm_topk_prob=False, mlp_only_layers=[0]),
      torch.float32, None),
+    # Mixtral: Mistral attention with a sliding window of 16 keys, 4 experts top-2 in every layer (always
+    # renormalised), experts as wide as intermediate_size.
+    ("mixtral", "MixtralConfig", dict(tie_word_embeddings=False, head_dim=16, num_local_experts=4,
+                                      num_experts_per_tok=2, intermediate_size=48, sliding_window=16),
+     torch.float32, None),
     # Hybrid LFM2: short-conv and attention layers, conv biases, Lfm2MLP's width rule
     # (int(2 * 200 / 3) = 133, * 1.25 -> 166, rounded up to 32 -> 192).
     ("lfm2", "Lfm2Config", dict(tie_word_embeddings=True, rope_theta=1000000.0, norm_eps=1e-5,

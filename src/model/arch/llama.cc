@@ -1,9 +1,12 @@
 // Llama family: pre-norm, fused [q;k;v] and [gate;up], optional biases from config, neox RoPE.
+// Mixtral: Mistral attention and sparse MoE MLPs in every layer (block_sparse_moe.gate and experts
+// w1 / w3 / w2, or transformers 5's mlp.experts.gate_up_proj / down_proj), softmax top-k renormalised.
 #include "model/arch_spec.h"
 
 namespace vireo {
 void register_llama_family(std::vector<ArchSpec>& out) {
   out.push_back({.name = "LlamaForCausalLM"});
   out.push_back({.name = "MistralForCausalLM"});
+  out.push_back({.name = "MixtralForCausalLM", .moe = true});
 }
 }  // namespace vireo
