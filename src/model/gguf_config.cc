@@ -93,9 +93,17 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   j["model_type"] = a;
   j["hidden_size"] = required_int(f, a + ".embedding_length");
   j["num_hidden_layers"] = required_int(f, a + ".block_count");
-  if (f.get_int(a + ".expert_count").value_or(0) > 0) {
+  if (f.get_int(a + ".expert_count").value_or(0) > 0 && a == "llama") {
+    // Mixtral: llama.cpp's converter writes it as "llama" with experts feed_forward_length wide (ffn_*_exps),
+    // every layer sparse, the top-k weights renormalised.
+    j["architectures"] = {"MixtralForCausalLM"};
+    j["num_experts"] = required_int(f, a + ".expert_count");
+    j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
+    j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
+  } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe")
-      throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe only");
+      throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe and "
+                  "llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it).
     j["num_experts"] = required_int(f, a + ".expert_count");
@@ -108,6 +116,8 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
   }
   j["max_position_embeddings"] = required_int(f, a + ".context_length");
+  // llama.cpp's key for a window on every layer (where a converter writes it), as Mistral's config.json has it.
+  if (auto sw = f.get_int(a + ".attention.sliding_window"); sw && *sw > 0) j["sliding_window"] = *sw;
   const int64_t heads = required_int(f, a + ".attention.head_count");
   j["num_attention_heads"] = heads;
   j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;

@@ -70,7 +70,7 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
       olmo2_(c.architecture == "Olmo2ForCausalLM"),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen and OLMo-2 files use NeoX RoPE.
-      llama_(c.architecture == "LlamaForCausalLM"),
+      llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM"),  // "llama" in the file
       num_heads_(c.num_attention_heads),
       num_kv_heads_(c.num_key_value_heads) {}
 

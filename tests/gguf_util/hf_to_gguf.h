@@ -31,7 +31,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
       {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"},
       {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}};
+      {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}, {"block_sparse_moe.gate", "ffn_gate_inp"}};
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
@@ -63,7 +63,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   const nlohmann::json c = read_json(dir + "/config.json");
   static const std::map<std::string, std::string> archs = {{"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"},
                                                            {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"},
-                                                           {"Qwen3MoeForCausalLM", "qwen3moe"}};
+                                                           {"Qwen3MoeForCausalLM", "qwen3moe"},
+                                                           {"MixtralForCausalLM", "llama"}};  // as the converter does
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -84,11 +85,14 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
   w.add_f32(a + ".rope.freq_base", static_cast<float>(theta));
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", 1e-6f));
+  if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
+    w.add_u32(a + ".attention.sliding_window", c["sliding_window"]);
   const int64_t num_experts = c.value("num_experts", c.value("num_local_experts", int64_t{0}));
   if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width
     w.add_u32(a + ".expert_count", static_cast<uint32_t>(num_experts));
     w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
-    w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+    // (Mixtral, as "llama": the experts are feed_forward_length wide; no expert_feed_forward_length)
+    if (c.contains("moe_intermediate_size")) w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
   }
   const std::string rope_type = rope.value("rope_type", "default");
   if (rope_type == "yarn") {
@@ -140,11 +144,17 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       Tensor t = f.tensor(name);
       std::vector<float> v(t.numel());
       convert_to_f32(t.data, t.dtype, v.data(), v.size());
-      if (const size_t x = name.find(".mlp.experts."); x != std::string::npos) {
-        // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
-        const size_t a0 = std::string("model.layers.").size(), e0 = x + std::string(".mlp.experts.").size();
+      const size_t xm = name.find(".mlp.experts."), xb = name.find(".block_sparse_moe.experts.");
+      if (const size_t x = xm != std::string::npos ? xm : xb; x != std::string::npos) {
+        // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, or Mixtral's
+        // model.layers.L.block_sparse_moe.experts.E.{w1,w3,w2}.weight (gate, up, down)
+        const size_t a0 = std::string("model.layers.").size();
+        const size_t e0 = x + std::string(xm != std::string::npos ? ".mlp.experts." : ".block_sparse_moe.experts.").size();
         const size_t e1 = name.find('.', e0);
-        const std::string kind = name.substr(e1 + 1, name.find("_proj") - e1 - 1);
+        std::string kind = name.substr(e1 + 1, name.find(xm != std::string::npos ? "_proj" : ".weight") - e1 - 1);
+        if (kind == "w1") kind = "gate";
+        if (kind == "w3") kind = "up";
+        if (kind == "w2") kind = "down";
         const std::pair<std::string, std::string> key{name.substr(a0, x - a0), kind};
         experts[key][std::stoll(name.substr(e0, e1 - e0))] = std::move(v);
         expert_shape[key] = t.shape;

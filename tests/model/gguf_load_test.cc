@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3", testing::kGgmlF16, 2e-3}, Case{"llama3", testing::kGgmlBF16, 2e-2},
                       Case{"qwen3", testing::kGgmlQ8_0, 5e-2}, Case{"llama_yarn_bias", testing::kGgmlQ8_0, 5e-2},
                       Case{"olmo2", testing::kGgmlQ8_0, 5e-2}, Case{"qwen3_moe", testing::kGgmlF32, 0},
-                      Case{"qwen3_moe", testing::kGgmlF16, 2e-3}),
+                      Case{"qwen3_moe", testing::kGgmlF16, 2e-3}, Case{"mixtral", testing::kGgmlF32, 0}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and tokens on the GPU; a Q8_0 file, dequantized at load, stays near its CPU run (bf16 vs fp32 math).
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe"}) {
+  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
