@@ -25,10 +25,10 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import traceback
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -244,21 +244,12 @@ def reference(model_dir, prompts, new_tokens, top_k, device, dtype="float32"):
 
 
 def run_vireo(vireo, model_dir, prompts, mode, new_tokens, top_k, workdir, tokenizer):
+    """`vireo generate` of every prompt in one process (parity.vireo_decode) with the mode's flags."""
+    import parity
     flags, batch, _ = MODES[mode]
-    pf = os.path.join(workdir, "prompts.jsonl")
-    with open(pf, "w") as f:
-        for ids in prompts:
-            f.write(json.dumps({"prompt_ids": ids}) + "\n")
-    cmd = [vireo, "generate", "--model", model_dir, "--json", "--temperature", "0", "--ignore-eos",
-           "--logprobs", str(top_k), "--prompts-file", pf, "--max-num-seqs", str(batch),
-           "--max-tokens", str(new_tokens), "--tokenizer", tokenizer] + flags
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"vireo exit {proc.returncode}: {proc.stderr.strip()[-600:]}")
-    sides = pl.parse_vireo_output(proc.stdout)
-    if len(sides) != len(prompts):
-        raise RuntimeError(f"{len(sides)} outputs for {len(prompts)} prompts")
-    return sides
+    args = types.SimpleNamespace(vireo=vireo, top_k=top_k, max_tokens_flag="--max-tokens", max_new_tokens=new_tokens,
+                                 passthrough=["--ignore-eos", "--tokenizer", tokenizer] + flags)
+    return parity.vireo_decode(args, model_dir, prompts, batch, workdir)
 
 
 def judge(ref, got, top_k, tie_margin):
