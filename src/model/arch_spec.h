@@ -43,6 +43,9 @@ struct ArchSpec {
   // mlp.shared_expert scaled by sigmoid(mlp.shared_expert_gate(x)).
   bool gated_delta_net = false;
   bool qkvz_interleaved = false;  // Qwen3-Next's per-key-head in_proj_qkvz / in_proj_ba (else in_proj_qkv/z/b/a)
+  // MoE layers with one shared expert (mlp.shared_expert.*, config.shared_expert_intermediate_size wide)
+  // scaled by sigmoid(mlp.shared_expert_gate(x)): Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE.
+  bool gated_shared_expert = false;
   // Multimodal wrappers: the text model's weights are under model.language_model.* (lm_head.weight stays).
   bool language_model_prefix = false;
   ModuleNames names;

@@ -85,7 +85,7 @@ Tensor DecoderModel::load(const std::string& fused_name, const std::vector<Part>
 void DecoderModel::load_weights() {
   const int64_t hidden = cfg_.hidden_size, inter = cfg_.intermediate_size, vocab = cfg_.vocab_size;
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
-  const bool qkv_bias = spec_.qkv_bias || cfg_.attention_bias;
+  const bool qkv_bias = (spec_.qkv_bias && !cfg_.qkv_bias_off) || cfg_.attention_bias;
   const ModuleNames& n = spec_.names;
   if (spec_.mla && !cfg_.mla_attention())
     throw Error(cfg_.architecture + ": config.json has no kv_lora_rank > 0 (MLA attention)");
@@ -260,9 +260,9 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
   if (cfg_.shared_expert_width() > 0) {
     const int64_t Is = cfg_.shared_expert_width();
-    // DeepSeek: mlp.shared_experts.*; Qwen3-Next: mlp.shared_expert.* and its sigmoid gate.
-    const std::string s = m + (spec_.gated_delta_net ? "shared_expert." : "shared_experts.");
-    if (spec_.gated_delta_net)
+    // DeepSeek: mlp.shared_experts.*; Qwen2-MoE / Qwen3-Next: mlp.shared_expert.* and its sigmoid gate.
+    const std::string s = m + (spec_.gated_shared_expert ? "shared_expert." : "shared_experts.");
+    if (spec_.gated_shared_expert)
       w.shared_expert_gate_w = load(m + "shared_expert_gate.weight", {{m + "shared_expert_gate.weight", {1, hidden}}}, kDummyStd);
     w.shared_gate_up_w = load(s + "gate_up_proj.weight",
                               {{s + "gate_proj.weight", {Is, hidden}}, {s + "up_proj.weight", {Is, hidden}}}, kDummyStd);
@@ -368,8 +368,8 @@ void DecoderModel::ensure_workspace(DecoderWorkspace& ws, int64_t tokens, int64_
     ws.gdn_proj = be_->alloc({t, 2 * static_cast<int64_t>(la.num_k_heads) * la.head_k_dim + 2 * vd + 2 * la.num_v_heads}, act);
     ws.gdn_out = be_->alloc({t, vd}, act);
     ws.attn_gate = be_->alloc({t, H * D}, act);
-    ws.shared_gate = be_->alloc({t, 1}, act);
   }
+  if (spec_.gated_shared_expert) ws.shared_gate = be_->alloc({t, 1}, act);
   ws.gate_up = be_->alloc({t, 2 * inter}, act);
   ws.act = be_->alloc({t, inter}, act);
   ws.rows = be_->alloc({m, hidden}, act);

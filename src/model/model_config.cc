@@ -91,6 +91,11 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
   if (c.moe_intermediate_size <= 0)
     fail(source, mixtral ? "intermediate_size" : "moe_intermediate_size", "must be > 0");
   c.norm_topk_prob = mixtral || get_bool(j, source, "norm_topk_prob", false);
+  // Qwen2-MoE's shared expert (Qwen3-Next reads the same key in parse_qwen3_next).
+  if (c.architecture == "Qwen2MoeForCausalLM" || c.model_type == "qwen2_moe") {
+    c.shared_expert_intermediate_size = get_int(j, source, "shared_expert_intermediate_size", 0);
+    if (c.shared_expert_intermediate_size < 0) fail(source, "shared_expert_intermediate_size", "must be >= 0");
+  }
   c.decoder_sparse_step = get_int(j, source, "decoder_sparse_step", 1);
   if (c.decoder_sparse_step <= 0) fail(source, "decoder_sparse_step", "must be > 0");
   auto only = j.find("mlp_only_layers");
@@ -193,6 +198,7 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
     fail(source, "partial_rotary_factor", "must be in (0, 1] and give an even rotary dimension");
   c.attention_bias = get_bool(j, source, "attention_bias", false);
   c.mlp_bias = get_bool(j, source, "mlp_bias", false);
+  c.qkv_bias_off = !get_bool(j, source, "qkv_bias", true);
   if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");

@@ -47,6 +47,7 @@ struct ModelConfig {
   float partial_rotary_factor = 1.0f;   // rotary_dim = head_dim * factor
   bool attention_bias = false;          // q/k/v/o biases
   bool mlp_bias = false;                // gate/up/down biases
+  bool qkv_bias_off = false;            // config "qkv_bias": false (Qwen2-MoE) drops the family's q/k/v biases
   std::string hidden_act = "silu";
   // Sliding-window attention: the window (keys per query, itself included) of the layers that use
   // it, 0 when none does; sliding_layers[l] != 0 for those layers ([num_hidden_layers] when the

@@ -108,7 +108,7 @@ TEST_P(Parity, ChunkedPrefillMatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama3", "llama_yarn_bias", "qwen2", "qwen2_sliding", "qwen3", "qwen3_bf16_sharded", "olmo2",
-                                           "hunyuan_dense", "qwen3_moe", "qwen3_moe_mixed", "mixtral", "lfm2", "deepseek_v3",
+                                           "hunyuan_dense", "qwen3_moe", "qwen3_moe_mixed", "qwen2_moe", "mixtral", "lfm2", "deepseek_v3",
                                            "deepseek_v3_qproj", "deepseek_v2_lite", "qwen3_5", "qwen3_5_moe",
                                            "qwen3_next", "qwen3_5_vl"));
 

@@ -99,6 +99,15 @@ def case_mixtral(rng):
     return "MixtralConfig", kw
 
 
+def case_qwen2_moe(rng):
+    kw = case_qwen2(rng)[1]
+    kw |= dict(num_experts=pick(rng, [4, 8]), num_experts_per_tok=pick(rng, [1, 2, 4]),
+               moe_intermediate_size=8 * rng.randrange(2, 10), shared_expert_intermediate_size=8 * rng.randrange(1, 10),
+               norm_topk_prob=rng.random() < 0.5, decoder_sparse_step=pick(rng, [1, 2]),
+               mlp_only_layers=[0] if rng.random() < 0.3 else [])
+    return "Qwen2MoeConfig", kw
+
+
 def case_qwen2(rng):
     kw = common(rng) | attn_shape(rng)
     kw.pop("head_dim")  # Qwen2 derives it from hidden / heads
@@ -208,7 +217,7 @@ def case_deepseek(rng, v3=True):
 
 
 FAMILIES = {
-    "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen3": case_qwen3,
+    "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False),

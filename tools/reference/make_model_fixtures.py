@@ -97,6 +97,12 @@ CASES = [
                                                num_experts_per_tok=3, moe_intermediate_size=40,
                                                norm_topk_prob=False, mlp_only_layers=[0]),
      torch.float32, None),
+    # Qwen2-MoE: Qwen2 attention (q/k/v biases), layer 0 dense, then 8 experts top-2 not renormalised plus a
+    # shared expert scaled by sigmoid(shared_expert_gate(x)).
+    ("qwen2_moe", "Qwen2MoeConfig", dict(tie_word_embeddings=False, num_experts=8, num_experts_per_tok=2,
+                                         moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                         norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[0]),
+     torch.float32, None),
     # Mixtral: Mistral attention with a sliding window of 16 keys, 4 experts top-2 in every layer (always
     # renormalised), experts as wide as intermediate_size.
     ("mixtral", "MixtralConfig", dict(tie_word_embeddings=False, head_dim=16, num_local_experts=4,

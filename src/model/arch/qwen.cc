@@ -1,6 +1,7 @@
 // Qwen2: q/k/v biases always. Qwen3: per-head RMSNorm of q and k (self_attn.q_norm/k_norm) before RoPE.
 // Qwen3-MoE: Qwen3 attention, sparse MoE MLPs (router mlp.gate, experts mlp.experts.<e>.*; no shared
-// expert) except on config.mlp_only_layers.
+// expert) except on config.mlp_only_layers. Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen2 attention, the
+// same MoE plus a shared expert scaled by sigmoid(mlp.shared_expert_gate(x)).
 #include "model/arch_spec.h"
 
 namespace vireo {
@@ -8,5 +9,6 @@ void register_qwen_family(std::vector<ArchSpec>& out) {
   out.push_back({.name = "Qwen2ForCausalLM", .qkv_bias = true});
   out.push_back({.name = "Qwen3ForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope});
   out.push_back({.name = "Qwen3MoeForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .moe = true});
+  out.push_back({.name = "Qwen2MoeForCausalLM", .qkv_bias = true, .moe = true, .gated_shared_expert = true});
 }
 }  // namespace vireo

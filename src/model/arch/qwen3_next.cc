@@ -14,6 +14,7 @@ void register_qwen3_next_family(std::vector<ArchSpec>& out) {
     s.gated_delta_net = true;
     s.name = name;
     s.moe = moe;
+    s.gated_shared_expert = moe;
     s.qkvz_interleaved = interleaved;
     s.language_model_prefix = wrapper;
     out.push_back(s);
