@@ -19,6 +19,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen3", "Qwen3ForCausalLM"},
     {"olmo2", "Olmo2ForCausalLM"},
     {"qwen3moe", "Qwen3MoeForCausalLM"},
+    {"qwen2moe", "Qwen2MoeForCausalLM"},
 };
 
 int64_t required_int(const GgufFile& f, const std::string& key) {
@@ -101,15 +102,23 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
     j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
-    if (a != "qwen3moe")
-      throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe and "
-                  "llama (Mixtral) only");
+    if (a != "qwen3moe" && a != "qwen2moe")
+      throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
+                  "qwen2moe and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
-    // (expert_weights_norm, where a newer converter writes it).
+    // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
+    // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
     j["num_experts"] = required_int(f, a + ".expert_count");
     j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
     j["moe_intermediate_size"] = required_int(f, a + ".expert_feed_forward_length");
-    j["norm_topk_prob"] = f.get_bool(a + ".expert_weights_norm").value_or(true);
+    j["norm_topk_prob"] = f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
+    if (a == "qwen2moe" && f.find(a + ".expert_shared_feed_forward_length"))
+      j["shared_expert_intermediate_size"] = required_int(f, a + ".expert_shared_feed_forward_length");
+    // Layers without a router are dense (HF's mlp_only_layers; the released files have none).
+    json dense = json::array();
+    for (int64_t l = 0; l < j["num_hidden_layers"].get<int64_t>(); ++l)
+      if (!m.find_tensor("blk." + std::to_string(l) + ".ffn_gate_inp.weight").info) dense.push_back(l);
+    if (!dense.empty()) j["mlp_only_layers"] = dense;
     j["intermediate_size"] = f.find(a + ".feed_forward_length") ? required_int(f, a + ".feed_forward_length")
                                                                  : j["moe_intermediate_size"].get<int64_t>();
   } else {

@@ -20,6 +20,9 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
     {"mlp.gate", "ffn_gate_inp"},  // the MoE router
+    // Qwen2-MoE's shared expert and its gate ([1, hidden] in HF, [hidden] in the file)
+    {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
 };
 
 // transformers 5's stacked experts, the names DecoderModel::load_moe asks for: llama.cpp stores
@@ -92,7 +95,12 @@ GgufShards::Found GgufWeights::find_gguf(const std::string& g, const std::string
   if (g.empty() || !f.info)
     throw Error(files_->first().path() + ": missing tensor '" + (g.empty() ? name : g) + "' (for " + name + ")");
   const GgufTensorInfo* t = f.info;
-  if (t->shape() != expected)
+  // A file's 1-D vector stands for a one-row matrix (the converter squeezes Qwen2-MoE's shared expert gate).
+  auto squeezed = [](std::vector<int64_t> s) {
+    while (s.size() > 1 && s.front() == 1) s.erase(s.begin());
+    return s;
+  };
+  if (t->shape() != expected && squeezed(t->shape()) != squeezed(expected))
     throw Error(f.file->path() + ": tensor '" + g + "' has shape " + shape_string(t->shape()) + ", expected " +
                 shape_string(expected));
   if (!ggml_can_dequantize(t->type))
@@ -114,7 +122,7 @@ std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vect
   const GgufTensorInfo& t = *f.info;
   if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
   const DType dt = t.type == 0 ? DType::kF32 : t.type == 1 ? DType::kF16 : DType::kBF16;
-  return Tensor(const_cast<uint8_t*>(f.data()), dt, t.shape());
+  return Tensor(const_cast<uint8_t*>(f.data()), dt, expected);  // find() checked it holds `expected`
 }
 
 void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {

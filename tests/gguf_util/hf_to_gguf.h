@@ -31,7 +31,9 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
       {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"},
       {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}, {"block_sparse_moe.gate", "ffn_gate_inp"}};
+      {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}, {"block_sparse_moe.gate", "ffn_gate_inp"},
+      {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+      {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"}};
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
@@ -64,7 +66,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   static const std::map<std::string, std::string> archs = {{"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"},
                                                            {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"},
                                                            {"Qwen3MoeForCausalLM", "qwen3moe"},
-                                                           {"MixtralForCausalLM", "llama"}};  // as the converter does
+                                                           {"MixtralForCausalLM", "llama"},  // as the converter does
+                                                           {"Qwen2MoeForCausalLM", "qwen2moe"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -93,6 +96,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
     // (Mixtral, as "llama": the experts are feed_forward_length wide; no expert_feed_forward_length)
     if (c.contains("moe_intermediate_size")) w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+    if (c.contains("shared_expert_intermediate_size"))
+      w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
   }
   const std::string rope_type = rope.value("rope_type", "default");
   if (rope_type == "yarn") {
@@ -164,6 +169,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       if (a == "llama" && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
       if (a == "llama" && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
+      if (name.find("shared_expert_gate") != std::string::npos) ne = {t.numel()};  // squeezed, as the converter does
       const uint32_t type = t.ndim() == 2 ? o.type : kGgmlF32;
       w.add_tensor(converter_tensor_name(name, a), ne, type, encode_values(v.data(), t.numel(), type));
     }

@@ -97,7 +97,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3", testing::kGgmlF16, 2e-3}, Case{"llama3", testing::kGgmlBF16, 2e-2},
                       Case{"qwen3", testing::kGgmlQ8_0, 5e-2}, Case{"llama_yarn_bias", testing::kGgmlQ8_0, 5e-2},
                       Case{"olmo2", testing::kGgmlQ8_0, 5e-2}, Case{"qwen3_moe", testing::kGgmlF32, 0},
-                      Case{"qwen3_moe", testing::kGgmlF16, 2e-3}, Case{"mixtral", testing::kGgmlF32, 0}),
+                      Case{"qwen3_moe", testing::kGgmlF16, 2e-3}, Case{"mixtral", testing::kGgmlF32, 0},
+                      Case{"qwen2_moe", testing::kGgmlF32, 0}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -107,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and tokens on the GPU; a Q8_0 file, dequantized at load, stays near its CPU run (bf16 vs fp32 math).
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral"}) {
+  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
@@ -246,7 +247,7 @@ TEST(GgufModel, UnsupportedArchitecture) {
     load_model(p, create_backend("cpu"), LoadOptions{});
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("general.architecture 'gemma3' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe)"),
+    EXPECT_NE(std::string(e.what()).find("general.architecture 'gemma3' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe)"),
               std::string::npos)
         << e.what();
   }
