@@ -226,6 +226,10 @@ CommandRunner setup_serve(CLI::App& app) {
                  "Most logprobs / top_logprobs / prompt_logprobs a request may ask for (0 to 20; vLLM's -1, the "
                  "whole vocabulary, is not offered)")
       ->capture_default_str();
+  app.add_flag("--enable-prompt-tokens-details", s.enable_prompt_tokens_details,
+               "usage.prompt_tokens_details = {\"cached_tokens\": N}: prompt tokens served from the prefix cache");
+  app.add_flag("--return-tokens-as-token-ids", s.return_tokens_as_token_ids,
+               "Logprob tokens as \"token_id:<id>\" unless a request sets return_tokens_as_token_ids");
   app.add_option("--chat-template", c.chat_template,
                  "Jinja chat template: a file (.jinja, or a tokenizer_config.json) or the template text "
                  "(default: the tokenizer's)");

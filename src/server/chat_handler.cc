@@ -22,6 +22,13 @@ Json stop_reason_json(const ChoiceState& c) {
   return nullptr;
 }
 
+// usage.prompt_tokens_details.cached_tokens when the server reports it: the first choice's prefix-cache hits
+// (every choice has the one prompt).
+std::optional<int64_t> cached_of(const ChatRequest& req, const ChoiceGroup& group) {
+  if (!req.tokens_details) return std::nullopt;
+  return group.choices().empty() ? 0 : group.choices()[0].num_cached_tokens;
+}
+
 class ChatStreamFormatter : public StreamFormatter {
  public:
   ChatStreamFormatter(const Tokenizer& tok, ChatRequest req, ChatParsing parsing, std::string id, int64_t created,
@@ -84,13 +91,15 @@ class ChatStreamFormatter : public StreamFormatter {
     int64_t completion = 0;
     for (const auto& c : group.choices()) completion += c.num_output_tokens;
     return Json{{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", req_.model},
-                {"choices", Json::array()}, {"usage", usage_json(num_prompt_tokens_, completion)}};
+                {"choices", Json::array()}, {"usage", usage_json(num_prompt_tokens_, completion, cached_of(req_, group))}};
   }
 
  private:
   Json chunk(Json choices, const ChoiceState& c) const {
     Json j = {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", req_.model}, {"choices", choices}};
-    if (req_.continuous_usage) j["usage"] = usage_json(num_prompt_tokens_, c.num_output_tokens);
+    if (req_.continuous_usage)
+      j["usage"] = usage_json(num_prompt_tokens_, c.num_output_tokens,
+                              req_.tokens_details ? std::optional<int64_t>(c.num_cached_tokens) : std::nullopt);
     return j;
   }
   struct ChoiceParse {
@@ -132,7 +141,7 @@ Json chat_response(const Tokenizer& tok, const ChatRequest& req, const ChatParsi
   if (req.params.prompt_logprobs && !group.choices().empty())
     prompt_logprobs = prompt_logprobs_json(tok, prompt, group.choices()[0].prompt_logprobs, *req.params.prompt_logprobs);
   return {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", req.model},
-          {"choices", choices}, {"usage", usage_json(static_cast<int64_t>(prompt.size()), completion)},
+          {"choices", choices}, {"usage", usage_json(static_cast<int64_t>(prompt.size()), completion, cached_of(req, group))},
           {"prompt_logprobs", prompt_logprobs}};
 }
 
@@ -145,6 +154,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
   ChatRequest r = parse_chat_request(body, info, ctx.options().limits);
+  apply_server_defaults(ctx.options(), body, r.tokens_as_ids, r.tokens_details);
   ChatParsing parsing = chat_parsing_for(ctx.options(), r);
   std::vector<int32_t> ids = prepare_chat_prompt(*engine, r, info);
   const Tokenizer& tok = engine->tokenizer();

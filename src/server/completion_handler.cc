@@ -65,21 +65,24 @@ class CompletionStreamFormatter : public StreamFormatter {
       choice["stop_reason"] = stop_reason_json(c);
     }
     Json chunk = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model}, {"choices", {choice}}};
-    if (req_.continuous_usage) chunk["usage"] = usage_json(c.num_prompt_tokens, c.num_output_tokens);
+    if (req_.continuous_usage)
+      chunk["usage"] = usage_json(c.num_prompt_tokens, c.num_output_tokens,
+                                  req_.tokens_details ? std::optional<int64_t>(c.num_cached_tokens) : std::nullopt);
     return {chunk};
   }
 
   std::optional<Json> final_chunk(const ChoiceGroup& group) override {
     if (!req_.include_usage) return std::nullopt;
-    int64_t prompt = 0, completion = 0;
+    int64_t prompt = 0, completion = 0, cached = 0;
     std::vector<bool> seen(req_.prompts.size(), false);
     for (const auto& c : group.choices()) {
-      if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens;
+      if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens, cached += c.num_cached_tokens;
       seen[c.prompt_index] = true;
       completion += c.num_output_tokens;
     }
     return Json{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model},
-                {"choices", Json::array()}, {"usage", usage_json(prompt, completion)}};
+                {"choices", Json::array()},
+                {"usage", usage_json(prompt, completion, req_.tokens_details ? std::optional<int64_t>(cached) : std::nullopt)}};
   }
 
  private:
@@ -105,11 +108,11 @@ class CompletionStreamFormatter : public StreamFormatter {
 Json completion_response(const Tokenizer& tok, const CompletionRequest& req, const ChoiceGroup& group,
                          const std::string& id, int64_t created) {
   Json choices = Json::array();
-  int64_t prompt = 0, completion = 0;
+  int64_t prompt = 0, completion = 0, cached = 0;
   std::vector<bool> seen(req.prompts.size(), false);
   for (const auto& c : group.choices()) {
     const PromptInput& p = req.prompts[c.prompt_index];
-    if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens;
+    if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens, cached += c.num_cached_tokens;
     seen[c.prompt_index] = true;
     completion += c.num_output_tokens;
     std::string text = req.echo ? echo_text(tok, p) : "";
@@ -133,7 +136,8 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
                        {"prompt_logprobs", prompt_logprobs}});
   }
   return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", req.model},
-          {"choices", choices}, {"usage", usage_json(prompt, completion)}};
+          {"choices", choices},
+          {"usage", usage_json(prompt, completion, req.tokens_details ? std::optional<int64_t>(cached) : std::nullopt)}};
 }
 
 }  // namespace
@@ -145,6 +149,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
   CompletionRequest r = parse_completion_request(body, info, ctx.options().limits);
+  apply_server_defaults(ctx.options(), body, r.tokens_as_ids, r.tokens_details);
   const Tokenizer& tok = engine->tokenizer();
   r.params.bad_words_token_ids = tokenize_bad_words(r.params.bad_words, tok, info.vocab_size);
   for (auto& p : r.prompts) {

@@ -38,11 +38,11 @@ Json parse_json_body(const httplib::Request& req) {
   return body;
 }
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, std::optional<int64_t> cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
           {"completion_tokens", completion_tokens},
-          {"prompt_tokens_details", nullptr}};
+          {"prompt_tokens_details", cached_tokens ? Json{{"cached_tokens", *cached_tokens}} : Json(nullptr)}};
 }
 
 }  // namespace vireo::server

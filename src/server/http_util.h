@@ -1,5 +1,6 @@
 // Small helpers between cpp-httplib and the OpenAI JSON shapes.
 #pragma once
+#include <optional>
 #include <httplib.h>
 
 #include <ctime>
@@ -19,6 +20,7 @@ Json parse_json_body(const httplib::Request& req);
 
 inline int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-Json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// prompt_tokens_details is null (vLLM's default) unless cached_tokens is given (--enable-prompt-tokens-details).
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, std::optional<int64_t> cached_tokens = std::nullopt);
 
 }  // namespace vireo::server

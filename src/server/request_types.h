@@ -56,6 +56,7 @@ struct CompletionRequest {
   // and dropped, the choice is the prompt alone (text and logprobs).
   bool echo_only = false;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
+  bool tokens_details = false;  // usage.prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details)
   std::optional<int> truncate_prompt_tokens;  // keep the last N prompt tokens (prompt_truncation.h)
 };
 
@@ -77,6 +78,7 @@ struct ChatRequest {
   bool logprobs = false;
   int top_logprobs = 0;
   bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
+  bool tokens_details = false;  // usage.prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details)
   std::optional<int> truncate_prompt_tokens;  // keep the last N prompt tokens (prompt_truncation.h)
   // echo (vLLM): the last message's content, put before each choice's content when that message is
   // the one being answered or continued (the assistant's, or any without a generation prompt).

@@ -41,7 +41,20 @@ struct ServerOptions {
   bool enable_auto_tool_choice = false;
   CorsOptions cors;  // --allowed-origins / --allowed-methods / --allowed-headers / --allowed-credentials
   size_t responses_store_bytes = 64u << 20;  // stored /v1/responses for previous_response_id; 0 = none
+  // vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details = {"cached_tokens": N} (prefix cache hits).
+  bool enable_prompt_tokens_details = false;
+  // vLLM's --return-tokens-as-token-ids: the default of the request field return_tokens_as_token_ids.
+  bool return_tokens_as_token_ids = false;
 };
+
+// The request fields whose defaults are server flags: return_tokens_as_token_ids when the body leaves it
+// out (vLLM: the request's value wins when given), and whether usage reports prompt_tokens_details.
+inline void apply_server_defaults(const ServerOptions& o, const nlohmann::ordered_json& body, bool& tokens_as_ids,
+                                  bool& tokens_details) {
+  if (auto it = body.find("return_tokens_as_token_ids"); it == body.end() || it->is_null())
+    tokens_as_ids = o.return_tokens_as_token_ids;
+  tokens_details = o.enable_prompt_tokens_details;
+}
 
 class ServerContext {
  public:

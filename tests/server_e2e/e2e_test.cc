@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -264,3 +265,44 @@ TEST(ServerE2E, MaxLogprobsFlag) {
   ServeProcess over({"--max-logprobs", "21"});
   EXPECT_FALSE(over.wait_healthy(60s)) << "--max-logprobs 21 must stop the server at start-up";
 }
+
+namespace {
+
+// vLLM's --enable-prompt-tokens-details and --return-tokens-as-token-ids on a live server: usage reports
+// the prompt tokens the prefix cache served (the second of two identical prompts reuses at least one
+// whole 16-token block), logprob tokens come as "token_id:<id>", and a request's own
+// return_tokens_as_token_ids: false wins over the flag.
+TEST(ServerE2E, PromptTokensDetailsAndTokenIdsFlags) {
+  ServeProcess srv({"--enable-prompt-tokens-details", "--return-tokens-as-token-ids"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
+  httplib::Client cli(srv.url());
+  cli.set_read_timeout(120, 0);
+  auto post = [&](const std::string& path, const nlohmann::json& body) {
+    auto r = cli.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : std::string("no response"));
+    return r ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+  };
+  std::string prompt;
+  for (int i = 0; i < 6; ++i) prompt += "The quick brown fox jumps over the lazy dog near the river bank. ";
+  const nlohmann::json body = {{"prompt", prompt}, {"max_tokens", 2}, {"logprobs", 1}, {"temperature", 0}};
+  const nlohmann::json first = post("/v1/completions", body), second = post("/v1/completions", body);
+  ASSERT_TRUE(first["usage"]["prompt_tokens_details"].is_object()) << first.dump();
+  EXPECT_GE(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << second.dump();
+  EXPECT_LE(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            second["usage"]["prompt_tokens"].get<int>());
+  const std::string tok = second["choices"][0]["logprobs"]["tokens"][0].get<std::string>();
+  EXPECT_EQ(tok.rfind("token_id:", 0), 0u) << tok;
+  nlohmann::json plain = body;
+  plain["return_tokens_as_token_ids"] = false;
+  const nlohmann::json third = post("/v1/completions", plain);
+  EXPECT_NE(third["choices"][0]["logprobs"]["tokens"][0].get<std::string>().rfind("token_id:", 0), 0u);
+  const nlohmann::json chat = post("/v1/chat/completions",
+                                   {{"messages", {{{"role", "user"}, {"content", prompt}}}},
+                                    {"max_tokens", 2},
+                                    {"logprobs", true}});
+  ASSERT_TRUE(chat["usage"]["prompt_tokens_details"].is_object()) << chat.dump();
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["token"].get<std::string>().rfind("token_id:", 0), 0u);
+  EXPECT_EQ(srv.terminate(60s), 0);
+}
+
+}  // namespace
