@@ -28,6 +28,23 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--uvicorn-log-level", f.uvicorn_log_level, "No effect")->group(g);
   app.add_flag("--disable-uvicorn-access-log", f.disable_uvicorn_access_log, "No effect: no access log")->group(g);
   app.add_option("--tokenizer-mode", f.tokenizer_mode, "auto | hf | slow: one tokenizer (tokenizer.json)")->group(g);
+  app.add_flag("--disable-fastapi-docs", f.disable_fastapi_docs, "No effect: no documentation pages are served")
+      ->group(g);
+  app.add_option("--download-dir", f.download_dir, "No effect: models are local folders or files")->group(g);
+  app.add_option("--revision", f.revision, "No effect: models are local folders or files")->group(g);
+  app.add_option("--tokenizer-revision", f.tokenizer_revision, "No effect: tokenizers are local")->group(g);
+  app.add_flag("--disable-custom-all-reduce", f.disable_custom_all_reduce, "No effect: one GPU")->group(g);
+  app.add_flag("--disable-frontend-multiprocessing", f.disable_frontend_multiprocessing,
+               "No effect: the server and the engine share one process")
+      ->group(g);
+  app.add_option("--max-parallel-loading-workers", f.max_parallel_loading_workers, "No effect")->group(g);
+  app.add_option("--max-seq-len-to-capture", f.max_seq_len_to_capture,
+                 "No effect: decode graphs serve every context length (they plan attention with a fixed hint)")
+      ->group(g);
+  app.add_option("--response-role", f.response_role, "Only assistant (the role of chat replies)")->group(g);
+  app.add_option("--guided-decoding-backend", f.guided_decoding_backend,
+                 "auto | xgrammar | guidance | outlines | lm-format-enforcer: structured outputs have one backend")
+      ->group(g);
 }
 
 void check_vllm_compat_flags(const VllmCompatFlags& f) {
@@ -40,6 +57,12 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
     throw Error("--quantization " + f.quantization + ": not supported (GGUF files are dequantized at load)");
   if (f.tokenizer_mode != "auto" && f.tokenizer_mode != "hf" && f.tokenizer_mode != "slow")
     throw Error("--tokenizer-mode " + f.tokenizer_mode + ": not supported (auto)");
+  if (f.response_role != "assistant")
+    throw Error("--response-role " + f.response_role + ": only assistant is supported");
+  if (f.guided_decoding_backend != "auto" && f.guided_decoding_backend != "xgrammar" &&
+      f.guided_decoding_backend != "guidance" && f.guided_decoding_backend != "outlines" &&
+      f.guided_decoding_backend != "lm-format-enforcer")
+    throw Error("--guided-decoding-backend " + f.guided_decoding_backend + ": unknown backend");
   if (!f.enable_chunked_prefill) log_warn("--no-enable-chunked-prefill: prefill stays chunked (vireo's scheduler)");
 }
 

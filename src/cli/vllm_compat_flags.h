@@ -14,6 +14,9 @@ struct VllmCompatFlags {
        disable_log_stats = false, enable_chunked_prefill = true, disable_uvicorn_access_log = false;
   double swap_space = 4;
   std::string uvicorn_log_level = "info", tokenizer_mode = "auto";
+  bool disable_fastapi_docs = false, disable_custom_all_reduce = false, disable_frontend_multiprocessing = false;
+  int max_parallel_loading_workers = 0, max_seq_len_to_capture = 8192;
+  std::string download_dir, revision, tokenizer_revision, response_role = "assistant", guided_decoding_backend = "auto";
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);

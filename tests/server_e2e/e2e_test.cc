@@ -273,7 +273,10 @@ namespace {
 // whole 16-token block), logprob tokens come as "token_id:<id>", and a request's own
 // return_tokens_as_token_ids: false wins over the flag.
 TEST(ServerE2E, PromptTokensDetailsAndTokenIdsFlags) {
-  ServeProcess srv({"--enable-prompt-tokens-details", "--return-tokens-as-token-ids"});
+  // Also vLLM flags that have no effect here: the server must start with them.
+  ServeProcess srv({"--enable-prompt-tokens-details", "--return-tokens-as-token-ids", "--disable-fastapi-docs",
+                    "--download-dir", "/tmp", "--disable-custom-all-reduce", "--max-seq-len-to-capture", "8192",
+                    "--response-role", "assistant", "--guided-decoding-backend", "xgrammar"});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
   httplib::Client cli(srv.url());
   cli.set_read_timeout(120, 0);
