@@ -123,7 +123,8 @@ void parse_sliding_window(const json& j, const std::string& source, ModelConfig&
   if (window <= 0) return;
   std::vector<uint8_t> slides(n, 0);
   if (auto lt = j.find("layer_types"); lt != j.end() && lt->is_array()) {
-    for (int l = 0; l < n && l < static_cast<int>(lt->size()); ++l) slides[l] = (*lt)[l].is_string() && (*lt)[l].get<std::string>() == "sliding_attention";
+    for (int l = 0; l < n && l < static_cast<int>(lt->size()); ++l)
+      slides[l] = (*lt)[l].is_string() && (*lt)[l].get<std::string>() == "sliding_attention";
   } else if (j.contains("use_sliding_window")) {
     if (get_bool(j, source, "use_sliding_window", false))
       for (int l = std::max(0, get_int(j, source, "max_window_layers", n)); l < n; ++l) slides[l] = 1;

@@ -25,8 +25,7 @@ Json stop_reason_json(const ChoiceState& c) {
 // usage.prompt_tokens_details.cached_tokens when the server reports it: the first choice's prefix-cache hits
 // (every choice has the one prompt).
 std::optional<int64_t> cached_of(const ChatRequest& req, const ChoiceGroup& group) {
-  if (!req.tokens_details) return std::nullopt;
-  return group.choices().empty() ? 0 : group.choices()[0].num_cached_tokens;
+  return reported_cached(req.tokens_details, group.choices().empty() ? 0 : group.choices()[0].num_cached_tokens);
 }
 
 class ChatStreamFormatter : public StreamFormatter {
@@ -98,8 +97,7 @@ class ChatStreamFormatter : public StreamFormatter {
   Json chunk(Json choices, const ChoiceState& c) const {
     Json j = {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", req_.model}, {"choices", choices}};
     if (req_.continuous_usage)
-      j["usage"] = usage_json(num_prompt_tokens_, c.num_output_tokens,
-                              req_.tokens_details ? std::optional<int64_t>(c.num_cached_tokens) : std::nullopt);
+      j["usage"] = usage_json(num_prompt_tokens_, c.num_output_tokens, reported_cached(req_.tokens_details, c.num_cached_tokens));
     return j;
   }
   struct ChoiceParse {

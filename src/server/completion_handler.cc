@@ -34,6 +34,18 @@ void add_prompt_logprobs(CompletionLogprobs& lp, const PromptInput& p, const Cho
   }
 }
 
+// The request's usage: each prompt's tokens (and prefix-cache hits) counted once, every choice's output.
+Json completion_usage(const CompletionRequest& req, const ChoiceGroup& group) {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  std::vector<bool> seen(req.prompts.size(), false);
+  for (const auto& c : group.choices()) {
+    if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens, cached += c.num_cached_tokens;
+    seen[c.prompt_index] = true;
+    completion += c.num_output_tokens;
+  }
+  return usage_json(prompt, completion, reported_cached(req.tokens_details, cached));
+}
+
 class CompletionStreamFormatter : public StreamFormatter {
  public:
   CompletionStreamFormatter(const Tokenizer& tok, CompletionRequest req, std::string id, int64_t created)
@@ -67,22 +79,14 @@ class CompletionStreamFormatter : public StreamFormatter {
     Json chunk = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model}, {"choices", {choice}}};
     if (req_.continuous_usage)
       chunk["usage"] = usage_json(c.num_prompt_tokens, c.num_output_tokens,
-                                  req_.tokens_details ? std::optional<int64_t>(c.num_cached_tokens) : std::nullopt);
+                                  reported_cached(req_.tokens_details, c.num_cached_tokens));
     return {chunk};
   }
 
   std::optional<Json> final_chunk(const ChoiceGroup& group) override {
     if (!req_.include_usage) return std::nullopt;
-    int64_t prompt = 0, completion = 0, cached = 0;
-    std::vector<bool> seen(req_.prompts.size(), false);
-    for (const auto& c : group.choices()) {
-      if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens, cached += c.num_cached_tokens;
-      seen[c.prompt_index] = true;
-      completion += c.num_output_tokens;
-    }
     return Json{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model},
-                {"choices", Json::array()},
-                {"usage", usage_json(prompt, completion, req_.tokens_details ? std::optional<int64_t>(cached) : std::nullopt)}};
+                {"choices", Json::array()}, {"usage", completion_usage(req_, group)}};
   }
 
  private:
@@ -108,13 +112,8 @@ class CompletionStreamFormatter : public StreamFormatter {
 Json completion_response(const Tokenizer& tok, const CompletionRequest& req, const ChoiceGroup& group,
                          const std::string& id, int64_t created) {
   Json choices = Json::array();
-  int64_t prompt = 0, completion = 0, cached = 0;
-  std::vector<bool> seen(req.prompts.size(), false);
   for (const auto& c : group.choices()) {
     const PromptInput& p = req.prompts[c.prompt_index];
-    if (!seen[c.prompt_index]) prompt += c.num_prompt_tokens, cached += c.num_cached_tokens;
-    seen[c.prompt_index] = true;
-    completion += c.num_output_tokens;
     std::string text = req.echo ? echo_text(tok, p) : "";
     if (!req.echo_only) text += c.text;  // echo with max_tokens 0: the generated token is dropped
     Json logprobs = nullptr;
@@ -136,8 +135,7 @@ Json completion_response(const Tokenizer& tok, const CompletionRequest& req, con
                        {"prompt_logprobs", prompt_logprobs}});
   }
   return {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", req.model},
-          {"choices", choices},
-          {"usage", usage_json(prompt, completion, req.tokens_details ? std::optional<int64_t>(cached) : std::nullopt)}};
+          {"choices", choices}, {"usage", completion_usage(req, group)}};
 }
 
 }  // namespace

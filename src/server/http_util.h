@@ -22,5 +22,9 @@ inline int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // prompt_tokens_details is null (vLLM's default) unless cached_tokens is given (--enable-prompt-tokens-details).
 Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, std::optional<int64_t> cached_tokens = std::nullopt);
+// usage_json's cached_tokens: `cached` when the request reports prompt_tokens_details, else none.
+inline std::optional<int64_t> reported_cached(bool tokens_details, int64_t cached) {
+  return tokens_details ? std::optional<int64_t>(cached) : std::nullopt;
+}
 
 }  // namespace vireo::server
