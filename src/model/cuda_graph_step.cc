@@ -44,12 +44,18 @@ bool mirror_enabled() {
 constexpr int kGraphAttentionHint = 8192;
 constexpr int kGraphShortContext = 4096;  // = the CUDA cluster decode attention's limit (kClusterMaxKeys)
 
-// Offsets into the packed graph ints for capacity `n` sequences; tables last, `width` per row.
+constexpr int64_t kRowWords = sizeof(SamplingRow) / sizeof(int32_t);
+constexpr int64_t kSampleOutWords = 4;  // sample_out_words(1, 1): a batch-1 graph's results
+
+// Offsets into the packed graph ints for capacity `n` sequences; tables last, `width` per row, then
+// (never uploaded) the two result buffers of sampling inside batch-1 graphs.
 struct GraphLayout {
-  int64_t ids, pos, slots, lens, logits_idx, state_slots, query_start, tables;
+  int64_t ids, pos, slots, lens, logits_idx, state_slots, query_start, sample_row, tables;
   explicit GraphLayout(int64_t n)
       : ids(0), pos(n), slots(2 * n), lens(3 * n), logits_idx(4 * n), state_slots(5 * n), query_start(6 * n),
-        tables(7 * n + 1) {}
+        sample_row(7 * n + 1), tables(7 * n + 1 + kRowWords) {}
+  int64_t sample_out(int64_t n, int64_t width, int b) const { return tables + n * width + b * kSampleOutWords; }
+  int64_t total(int64_t n, int64_t width) const { return sample_out(n, width, 2); }
 };
 
 }  // namespace
@@ -61,6 +67,7 @@ int DecoderModel::num_graphs() const {
 }
 
 void DecoderModel::reset_graphs() {
+  for (int b = 0; b < 2; ++b) wait_sample_downloads(*be_, sampling_, kGraphOut + b);  // they read g.ws.ints
   for (const auto& [size, id] : graphs_.graph_of_size)
     if (id >= 0) be_->destroy_graph(id);
   graphs_.graph_of_size.clear();
@@ -72,7 +79,7 @@ void DecoderModel::reset_graphs() {
 }
 
 bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from,
-                                   Tensor* stats) {
+                                   Tensor* stats, GraphSample* gs) {
   if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0) return false;
   if (!is_decode_only(in) || kv.k.empty()) return false;
   DecoderGraphs& g = graphs_;
@@ -104,7 +111,7 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   const GraphLayout L(g.max_size);
   const int64_t used = L.tables + int64_t{Sp} * W;
   const void* ints_before = g.ws.ints.data;
-  ensure_workspace(g.ws, g.max_size, g.max_size, L.tables + int64_t{g.max_size} * W);
+  ensure_workspace(g.ws, g.max_size, g.max_size, L.total(g.max_size, W));
   if (g.ws.ints.data != ints_before) g.inputs_fence = 0;  // new memory: its last reader is unknown
   // Every sampling from now on also writes its tokens into the ids rows (when it has at most max_size).
   if (mirror_enabled())
@@ -131,6 +138,14 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
     std::fill(row + copied, row + W, 0);
   }
   for (int s = 0; s <= Sp; ++s) h[L.query_start + s] = s;
+  // Sampling inside the graph (batch 1): the row goes up with the inputs, the results into the buffer the
+  // previous graph sampling did not use (its download may still read that one).
+  const bool sample = gs && Sp == 1 && M == 1;
+  const int sample_buf = 1 - g.sample_buf;
+  if (sample) {
+    std::memcpy(h.data() + L.sample_row, gs->row, sizeof(SamplingRow));
+    wait_sample_downloads(*be_, sampling_, kGraphOut + sample_buf);
+  }
   auto iv = [&](int64_t off, int64_t n) {
     return Tensor(static_cast<int32_t*>(g.ws.ints.data) + off, DType::kI32, {n}, g.ws.ints.device);
   };
@@ -171,20 +186,28 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
                                : 0;
   if (bucket > 0) st.max_seq_len = std::min(st.max_seq_len, bucket);
   st.beyond_window = cfg_.sliding_window > 0 && step_max_len > cfg_.sliding_window;
-  const int64_t key = (int64_t{bucket} << 32) + (int64_t{st.beyond_window} << 31) + 4 * Sp +
+  // Graphs that sample differ in their result buffer and in N (the sample op's outputs).
+  const int64_t sample_bits =
+      sample ? (int64_t{1} << 30) + (int64_t{gs->num_top} << 29) + (int64_t{sample_buf} << 28) : 0;
+  const int64_t key = (int64_t{bucket} << 32) + (int64_t{st.beyond_window} << 31) + sample_bits + 4 * Sp +
                       (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
+  const Tensor sample_out = iv(L.sample_out(g.max_size, W, sample_buf), kSampleOutWords);
+  auto ops = [&] {
+    run_ops(st, kv, g.ws);
+    if (sample) sample_in_graph(*gs, iv(L.sample_row, kRowWords), sample_out);
+  };
 
   auto it = g.graph_of_size.find(key);
   if (it != g.graph_of_size.end() && it->second >= 0) {
     be_->replay_graph(it->second);
   } else {
-    run_ops(st, kv, g.ws);  // this step's answer; also the warm-up of the capture below
+    ops();  // this step's answer; also the warm-up of the capture below
     if (it == g.graph_of_size.end()) {
       int id = -1;
       be_->synchronize();
       be_->begin_capture();
       try {
-        run_ops(st, kv, g.ws);
+        ops();
         id = be_->end_capture();
       } catch (const Error& e) {
         be_->abort_capture();
@@ -194,9 +217,28 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
     }
   }
   g.inputs_fence = be_->fence();
+  if (sample) {
+    g.sample_buf = sample_buf;
+    gs->sampled = true;
+    gs->out = sample_out.view({sample_out_words(1, gs->num_top)});
+    gs->out_id = kGraphOut + sample_buf;
+  }
   logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();
   if (stats && M == Sp) *stats = logit_stats_of(g.ws, Sp);  // the graph's lm_head wrote them (run_ops)
   return true;
+}
+
+void DecoderModel::sample_in_graph(const GraphSample& gs, const Tensor& row_words, const Tensor& out) {
+  SampleParams p;
+  p.logits = graphs_.ws.logits.view({1, cfg_.vocab_size});
+  p.rows = row_words;
+  set_sample_outputs(p, out, 1, gs.num_top);
+  // A captured op keeps the choices the backend made from this row: every row sampleable_in_graph
+  // takes the same kernels (none of them depends on the row's kind).
+  p.host_rows = gs.row;
+  p.row_stats = logit_stats_of(graphs_.ws, 1);
+  if (!sampling_.mirror.empty()) p.out_tokens_mirror = sampling_.mirror.view({1});
+  be_->sample(p);
 }
 
 }  // namespace vireo

@@ -56,7 +56,8 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   logits_to_host(dev, logits);
 }
 
-Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from, Tensor* stats) {
+Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from, Tensor* stats,
+                              GraphSample* gs) {
   validate(in, kv, cfg_.num_hidden_layers);
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
@@ -65,7 +66,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   const std::vector<int32_t> state_slots = step_state_slots(in, num_state_slots());  // checked before graphs too
   Tensor graphed;
   if (stats) *stats = Tensor();
-  if (forward_graphed(in, kv, graphed, ids_from, stats)) return graphed;
+  if (forward_graphed(in, kv, graphed, ids_from, stats, gs)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;

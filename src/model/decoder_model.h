@@ -112,6 +112,18 @@ struct DecoderGraphs {
   // Backend::fence after the last step's graph (or eager run), the last reader of ws.ints: the next
   // step's upload waits only for it (0: for everything issued).
   int inputs_fence = 0;
+  int sample_buf = 0;  // the result buffer (0 / 1) the last sampling inside a graph wrote
+};
+
+// launch_sample's batch when one fixed op sequence samples it (sampleable_in_graph): a graphed batch-1
+// step then captures the sample op after its lm_head, so no launch gap and no separate kernel launch
+// follow the graph. forward_graphed sets `sampled` and the packed results (SamplingWorkspace layout).
+struct GraphSample {
+  const SamplingRow* row = nullptr;
+  int num_top = 0;
+  bool sampled = false;
+  Tensor out;      // [tokens 1][logprobs 1 + N][top ids N] I32 words
+  int out_id = 0;  // SamplingWorkspace::Pending::out (kGraphOut + buffer)
 };
 
 // A step's token ids already on the device (async scheduling): the previous sampling's tokens ([T] I32)
@@ -156,6 +168,9 @@ class DecoderModel final : public Model {
   int num_graphs() const;
   // Turns graphs off (true) or back on for later steps; captured graphs are kept.
   void set_enforce_eager(bool on) { opts_.enforce_eager = on; }
+  // Whether batch-1 decode graphs sample inside the graph (GraphSample; default on, VIREO_GRAPH_SAMPLE=0
+  // off): tests compare both ways.
+  void set_graph_sampling(bool on) { graph_sampling_ = on; }
 
  private:
   struct Part {
@@ -194,12 +209,21 @@ class DecoderModel final : public Model {
   // The step's logits rows [M, V] on the device (a view into a workspace; empty when M = 0).
   // ids_from: when set, the step's token ids come from the device instead (the previous sampling's).
   // stats: when set, receives the logits' RangeStats when the lm_head wrote them (else empty).
-  Tensor run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from = nullptr, Tensor* stats = nullptr);
+  // gs: when set, a graphed step may also sample (GraphSample::sampled).
+  Tensor run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from = nullptr, Tensor* stats = nullptr,
+                  GraphSample* gs = nullptr);
   // ws.logit_stats when a step of num_rows logits rows has the lm_head write them (one row), else empty.
   Tensor logit_stats_of(const DecoderWorkspace& ws, int64_t num_rows) const;
   void logits_to_host(const Tensor& logits, std::vector<float>& host);
   // Decode-only steps through a CUDA graph (cuda_graph_step.cc); false: the step must run eagerly.
-  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from, Tensor* stats);
+  bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from, Tensor* stats,
+                       GraphSample* gs);
+  // The sample op of a GraphSample inside a batch-1 graph (cuda_graph_step.cc), eager or being captured.
+  void sample_in_graph(const GraphSample& gs, const Tensor& row_words, const Tensor& out);
+  // launch_forward, and with gs the sampling too when the step is graphed (gs->sampled).
+  void launch_forward_step(const StepInput& in, KvCache& kv, bool tokens_from_last, GraphSample* gs);
+  // A GraphSample for the batch when graphs may sample it, else null (into `gs`).
+  GraphSample* graph_sample_for(const SamplingBatch& batch, GraphSample& gs) const;
   void reset_graphs();
 
   ModelConfig cfg_;
@@ -220,6 +244,7 @@ class DecoderModel final : public Model {
   Tensor forwarded_, forwarded_stats_;
   bool forward_pending_ = false;
   int64_t forwarded_rows_ = 0;
+  bool graph_sampling_ = true;
 };
 
 }  // namespace vireo

@@ -1,37 +1,76 @@
 // DecoderModel::forward_sample: the step's logits rows never leave the device; the backend's
-// sample op picks the tokens and only ids and logprobs come back.
+// sample op picks the tokens and only ids and logprobs come back. A batch-1 decode step whose row
+// qualifies (sampleable_in_graph) samples inside its graph (cuda_graph_step.cc).
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 #include "model/decoder_model.h"
 
 namespace vireo {
+namespace {
+
+// VIREO_GRAPH_SAMPLE=0: batch-1 graphs never sample inside (A/B).
+bool graph_sample_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_GRAPH_SAMPLE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+}  // namespace
+
+GraphSample* DecoderModel::graph_sample_for(const SamplingBatch& batch, GraphSample& gs) const {
+  if (!graph_sampling_ || !graph_sample_enabled() || !sampleable_in_graph(batch)) return nullptr;
+  gs.row = batch.rows.data();
+  gs.num_top = batch.num_top_logprobs;
+  return &gs;
+}
 
 void DecoderModel::forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out) {
   if (batch.rows.size() != in.logits_indices.size())
     throw Error("forward_sample: one sampling row per logits row expected");
   Tensor stats;
-  const Tensor logits = run_step(in, kv, nullptr, &stats);  // empty only when there are no rows
+  GraphSample gs;
+  const Tensor logits = run_step(in, kv, nullptr, &stats, graph_sample_for(batch, gs));  // empty only with no rows
+  if (gs.sampled) {
+    const int ticket = sample_on_backend_collect(*be_, sampling_, gs.out, gs.out_id, 1, gs.num_top, sampling_.mirror.data);
+    sample_on_backend_finish(*be_, ticket, out, sampling_);
+    return;
+  }
   sample_on_backend(*be_, logits, batch, out, sampling_, stats);
 }
 
 int DecoderModel::launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) {
   if (batch.rows.size() != in.logits_indices.size())
     throw Error("launch_sample: one sampling row per logits row expected");
-  launch_forward(in, kv, tokens_from_last);
+  GraphSample gs;
+  launch_forward_step(in, kv, tokens_from_last, graph_sample_for(batch, gs));
+  if (gs.sampled) return sample_on_backend_collect(*be_, sampling_, gs.out, gs.out_id, 1, gs.num_top, sampling_.mirror.data);
   return launch_sampling(batch);
 }
 
 void DecoderModel::launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last) {
+  launch_forward_step(in, kv, tokens_from_last, nullptr);
+}
+
+void DecoderModel::launch_forward_step(const StepInput& in, KvCache& kv, bool tokens_from_last, GraphSample* gs) {
   if (forward_pending_) throw Error("launch_forward: the previous forward's sampling was not launched");
   IdsOnDevice last;
   if (tokens_from_last) {
     const int64_t T = static_cast<int64_t>(in.token_ids.size());
-    const Tensor& prev = sampling_.out[sampling_.last_out];
+    const Tensor& prev = sampling_.last_tokens;
     if (sampling_.pending.empty() || sampling_.pending.back().rows != T || prev.empty())
       throw Error("launch_sample: tokens_from_last needs the previous launch to sample one row per token");
     last.tokens = Tensor(prev.data, DType::kI32, {T}, prev.device);  // its tokens come first
     last.mirror = sampling_.pending.back().mirror;
   }
-  forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr, &forwarded_stats_);
+  forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr, &forwarded_stats_, gs);
+  if (gs && gs->sampled) {  // nothing waits for launch_sampling
+    forwarded_ = forwarded_stats_ = Tensor();
+    return;
+  }
   forwarded_rows_ = static_cast<int64_t>(in.logits_indices.size());
   forward_pending_ = true;
 }

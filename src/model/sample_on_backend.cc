@@ -64,7 +64,7 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   if (N < 0 || N > 20) throw Error("sampling: num_top_logprobs must be in [0, 20]");
   if (batch.penalty_tokens.size() % 2 != 0) throw Error("sampling: penalty_tokens holds (id, count) pairs");
   if (M == 0) {
-    ws.pending.push_back({0, 0, N, {}});
+    ws.pending.push_back({0, 0, N, 0, nullptr, {}});
     return 0;
   }
   if (logits.dim(0) < M) throw Error("sampling: fewer logits rows than sampling rows");
@@ -101,7 +101,7 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   be.copy_from_host_after(ws.host_in.data(), up, ws.in_fence);  // beside the forward, on CUDA
 
   // Outputs: [tokens M][logprobs M*(1+N)][top ids M*N].
-  const int64_t n_out = M + M * (1 + N) + M * N;
+  const int64_t n_out = sample_out_words(M, N);
   const int b = 1 - ws.last_out;
   const Tensor out = take_out(be, ws, b, n_out);
 
@@ -114,10 +114,7 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   p.rows = i32_view(ws.in, 0, {M * kRowWords});
   if (E > 0) p.penalty_tokens = i32_view(ws.in, M * kRowWords, {E / 2, 2});
   if (E2 > 0) p.mask_tokens = i32_view(ws.in, M * kRowWords + E, {E2});
-  p.num_top_logprobs = static_cast<int>(N);
-  p.out_tokens = i32_view(out, 0, {M});
-  p.out_logprobs = f32_view(out, M, {M, 1 + N});
-  if (N > 0) p.out_top_ids = i32_view(out, M + M * (1 + N), {M, N});
+  set_sample_outputs(p, out, M, N);
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
   // The statistics describe the logits as the linear left them: not after a bitmask or bias.
   if (!stats.empty() && G == 0 && E3 == 0 && stats.ndim() == 3 && stats.dim(0) == M) p.row_stats = stats;
@@ -126,12 +123,18 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   be.sample(p);
   ws.in_fence = be.fence();
   ws.last_out = b;
+  return sample_on_backend_collect(be, ws, out, b, M, N, mirrored ? ws.mirror.data : nullptr);
+}
 
+int sample_on_backend_collect(Backend& be, SamplingWorkspace& ws, const Tensor& out, int out_id, int64_t M, int64_t N,
+                              const void* mirror) {
+  const int64_t n_out = sample_out_words(M, N);
+  ws.last_tokens = i32_view(out, 0, {M});
   SamplingWorkspace::Pending& pend = ws.pending.emplace_back();  // deque: stays put while others come and go
   pend.rows = M;
   pend.num_top = N;
-  pend.out = b;
-  pend.mirror = mirrored ? ws.mirror.data : nullptr;
+  pend.out = out_id;
+  pend.mirror = mirror;
   if (!ws.spare_host.empty()) {
     pend.host = std::move(ws.spare_host.back());
     ws.spare_host.pop_back();
@@ -144,6 +147,25 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
     throw;
   }
   return pend.ticket;
+}
+
+void set_sample_outputs(SampleParams& p, const Tensor& out, int64_t M, int64_t N) {
+  p.num_top_logprobs = static_cast<int>(N);
+  p.out_tokens = i32_view(out, 0, {M});
+  p.out_logprobs = f32_view(out, M, {M, 1 + N});
+  p.out_top_ids = N > 0 ? i32_view(out, M + M * (1 + N), {M, N}) : Tensor();
+}
+
+void wait_sample_downloads(Backend& be, const SamplingWorkspace& ws, int b) { wait_downloads(be, ws, b); }
+
+bool sampleable_in_graph(const SamplingBatch& batch) {
+  if (batch.rows.size() != 1 || batch.num_top_logprobs < 0 || batch.num_top_logprobs > 1) return false;
+  if (!batch.penalty_tokens.empty() || !batch.mask_tokens.empty() || !batch.bias_entries.empty() ||
+      !batch.bitmask_rows.empty() || batch.fill_token_bitmask)
+    return false;
+  const SamplingRow& r = batch.rows[0];
+  if (r.forced_token >= 0 || r.temperature < 1e-5f) return true;  // forced or greedy: no draw
+  return r.temperature == 1.0f && r.top_k <= 0 && r.top_p >= 1.0f && r.min_p <= 0.0f;
 }
 
 void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, SamplingWorkspace& ws) {
@@ -173,6 +195,7 @@ void free_sampling_workspace(Backend& be, SamplingWorkspace& ws) {
     t = Tensor();
   }
   ws.in = Tensor();
+  ws.last_tokens = Tensor();
   ws.in_cap = ws.out_cap = 0;
   ws.in_fence = 0;
 }

@@ -259,6 +259,81 @@ TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
   chain->free_kv_cache(kv_c);
 }
 
+// Batch-1 decode graphs sample inside the graph (GraphSample) when the row is forced, greedy or plain
+// temperature 1 with at most the top-1 logprob; other rows are sampled after the graph. Against the same
+// model with that off (sampling always after the graph): the same tokens, logprobs and top ids, bitwise,
+// over a chain of launched-ahead steps whose rows change kind (greedy, temperature 1, N = 1, temperature
+// 0.7, top-k) so the chain moves between sampling graphs, their two result buffers and plain graphs, with a
+// break (host ids) and synchronous steps at the end.
+TEST(DecodeGraphs, BatchOneSamplingInsideTheGraph) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int bs = 16, max_len = 1024, blocks_per_seq = 8, num_steps = 40, break_at = 17;
+  auto ref = load(cfg, false, 8, max_len);
+  auto fused = load(cfg, false, 8, max_len);
+  dynamic_cast<DecoderModel&>(*ref).set_graph_sampling(false);
+  auto row_for = [](int step) {
+    SamplingBatch b;
+    b.rows.resize(1);
+    SamplingRow& r = b.rows[0];
+    r.uniform = static_cast<float>(((step + 3) * 41 % 100) / 100.0);
+    switch ((step + 8) % 8) {
+      case 0: r.temperature = 0.0f; break;
+      case 1: case 2: r.temperature = 1.0f; break;
+      case 3: r.temperature = 1.0f, b.num_top_logprobs = 1; break;
+      case 4: r.temperature = 0.7f; break;  // sampled after the graph
+      case 5: r.temperature = 0.0f, b.num_top_logprobs = 1; break;
+      case 6: r.temperature = 1.0f, r.top_k = 5; break;  // after the graph
+      default: r.temperature = 1.0f; break;
+    }
+    return b;
+  };
+  struct Run {
+    std::vector<std::vector<int32_t>> tokens, top_ids;
+    std::vector<std::vector<float>> logprobs;
+  };
+  auto run = [&](Model& m) {
+    KvCache kv = m.allocate_kv_cache(1 + blocks_per_seq, bs);
+    Seq seq;
+    for (int b = 0; b < blocks_per_seq; ++b) seq.blocks.push_back(1 + b);
+    std::vector<Seq*> ps{&seq};
+    Run r;
+    auto keep = [&](const SampledRows& out) {
+      r.tokens.push_back(out.tokens);
+      r.logprobs.push_back(out.logprobs);
+      r.top_ids.push_back(out.top_ids);
+    };
+    SampledRows out;
+    m.forward_sample(make_step(ps, {{5, 9, 200, 31, 7}}, bs), kv, row_for(-1), out);
+    keep(out);
+    int ticket = m.launch_sample(make_step(ps, {{out.tokens[0]}}, bs), kv, row_for(0), false);
+    for (int step = 1; step <= num_steps; ++step) {
+      int next = 0;
+      if (step < num_steps && step != break_at) next = m.launch_sample(make_step(ps, {{0}}, bs), kv, row_for(step), true);
+      m.finish_sample(ticket, out);
+      keep(out);
+      if (step == break_at) next = m.launch_sample(make_step(ps, {{out.tokens[0]}}, bs), kv, row_for(step), false);
+      ticket = next;
+    }
+    for (int step = num_steps; step < num_steps + 6; ++step) {  // synchronous steps
+      m.forward_sample(make_step(ps, {{out.tokens[0]}}, bs), kv, row_for(step), out);
+      keep(out);
+    }
+    m.free_kv_cache(kv);
+    return r;
+  };
+  const Run want = run(*ref), got = run(*fused);
+  ASSERT_EQ(got.tokens.size(), want.tokens.size());
+  for (size_t i = 0; i < want.tokens.size(); ++i) {
+    EXPECT_EQ(got.tokens[i], want.tokens[i]) << "step " << i;
+    EXPECT_EQ(got.logprobs[i], want.logprobs[i]) << "step " << i;
+    EXPECT_EQ(got.top_ids[i], want.top_ids[i]) << "step " << i;
+  }
+  // The sampling graphs come on top of the plain ones (two result buffers, N 0 and 1).
+  EXPECT_GT(num_graphs(*fused), num_graphs(*ref));
+  EXPECT_GT(num_graphs(*ref), 0);
+}
+
 // One-row steps sample from the statistics the lm_head writes (LinearParams::row_stats, no pass of the
 // sample op over the logits): the prompt (eager, a gathered row) and decode steps (graphs). Each step
 // runs twice on one model and cache: forward (logits to the host), then forward_sample (it rewrites

@@ -54,6 +54,13 @@ class RecordingBackend final : public Backend {
   void qkv_prepare(const QkvPrepareParams& p) override { op([=, this] { cpu_->qkv_prepare(p); }); }
   void paged_attention(const AttentionParams& p) override { op([=, this] { cpu_->paged_attention(p); }); }
   void short_conv(const ShortConvParams& p) override { op([=, this] { cpu_->short_conv(p); }); }
+  void sample(const SampleParams& p) override { op([=, this] { cpu_->sample(p); }); }
+  void add_logit_bias(const LogitBiasParams& p) override { op([=, this] { cpu_->add_logit_bias(p); }); }
+  void apply_token_bitmask(const TokenBitmaskParams& p) override { op([=, this] { cpu_->apply_token_bitmask(p); }); }
+  void copy(const Tensor& src, Tensor& dst) override {
+    if (capturing_) throw Error("copy while capturing");
+    cpu_->copy(src, dst);
+  }
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override {
@@ -202,6 +209,73 @@ TEST(RecordedGraphs, DecodeMatchesEagerOnHost) { decode_matches_eager(default_mo
 // position 0) read and write no state.
 TEST(RecordedGraphs, HybridConvDecodeMatchesEagerOnHost) {
   decode_matches_eager(ModelConfig::from_json(testing::tiny_lfm2_json(), "tiny-lfm2/config.json"));
+}
+
+// Sampling inside batch-1 graphs (GraphSample) on the host: the recorded graph holds the sample op after
+// the lm_head, reads the row from the graph inputs and writes one of two result buffers. Against the same
+// recording backend with that off, over launched-ahead steps (tokens from the previous sampling) whose rows
+// change kind, a chain break and synchronous steps: the same tokens, logprobs and top ids.
+TEST(RecordedGraphs, BatchOneSamplingInsideTheGraph) {
+  const ModelConfig cfg = default_model_config();
+  LoadOptions o;
+  o.load_format = "dummy";
+  o.seed = 4;
+  o.max_graph_batch_size = 4;
+  o.max_model_len = 256;
+  auto rb = std::make_unique<RecordingBackend>();
+  RecordingBackend* rec = rb.get();
+  auto fused = load_model(cfg, "", std::move(rb), o);
+  auto ref = load_model(cfg, "", std::make_unique<RecordingBackend>(), o);
+  dynamic_cast<DecoderModel&>(*ref).set_graph_sampling(false);
+  auto batch_for = [](int step) {
+    SamplingBatch b;
+    b.rows.resize(1);
+    SamplingRow& r = b.rows[0];
+    r.uniform = static_cast<float>(((step + 3) * 41 % 100) / 100.0);
+    const int kind = (step + 6) % 6;
+    r.temperature = kind == 0 || kind == 4 ? 0.0f : kind == 3 ? 0.7f : 1.0f;  // 3: sampled after the graph
+    b.num_top_logprobs = kind >= 4 ? 1 : 0;
+    return b;
+  };
+  using Results = std::vector<SampledRows>;
+  auto run = [&](Model& m) {
+    const int bs = 16, nb = 4;
+    KvCache kv = m.allocate_kv_cache(1 + nb, bs);
+    Results r;
+    int len = 0;
+    auto step_in = [&](int32_t tok) { return decode_step({len++}, {tok}, bs, nb, {0}); };
+    SampledRows out;
+    m.forward_sample(step_in(11), kv, batch_for(-1), out);  // one token: a graphed step already
+    r.push_back(out);
+    int ticket = m.launch_sample(step_in(out.tokens[0]), kv, batch_for(0), false);
+    for (int step = 1; step <= 24; ++step) {
+      int next = 0;
+      if (step < 24 && step != 9) next = m.launch_sample(step_in(0), kv, batch_for(step), true);
+      m.finish_sample(ticket, out);
+      r.push_back(out);
+      if (step == 9) next = m.launch_sample(step_in(out.tokens[0]), kv, batch_for(step), false);
+      ticket = next;
+    }
+    for (int step = 24; step < 30; ++step) {
+      m.forward_sample(step_in(out.tokens[0]), kv, batch_for(step), out);
+      r.push_back(out);
+    }
+    m.free_kv_cache(kv);
+    return r;
+  };
+  const Results want = run(*ref);
+  const int replays_before = rec->replays;
+  const Results got = run(*fused);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "step " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "step " << i;
+    EXPECT_EQ(got[i].top_ids, want[i].top_ids) << "step " << i;
+  }
+  // Graphs: one plain (temperature 0.7 rows), and sampling ones for N = 0 / 1 and both result buffers.
+  EXPECT_EQ(dynamic_cast<DecoderModel&>(*fused).num_graphs(), 5);
+  EXPECT_EQ(dynamic_cast<DecoderModel&>(*ref).num_graphs(), 1);
+  EXPECT_GT(rec->replays, replays_before + 20);
 }
 
 }  // namespace

@@ -295,6 +295,10 @@ void CudaBackend::decode_stack(const DecodeStackParams& p) {
 }
 void CudaBackend::sample(const SampleParams& p) {
   require_device(p.logits, "sample", "logits");
+  if (graphs_.capturing()) {  // sampling inside a graph: the graph's own events time it
+    launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
+    return;
+  }
   timer_->before_sample(stream_);
   launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
   timer_->after_sample(stream_);

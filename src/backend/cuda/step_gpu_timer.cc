@@ -55,21 +55,17 @@ StepGpuTimer::Events StepGpuTimer::take_free() {
 }
 
 void StepGpuTimer::collect_completed() {
-  // A step is read once its sampling ended; one that was never sampled is dropped once a later one is.
+  // A step is read once its sampling ended, or, when no sampling followed it (a graph that samples inside,
+  // or logits to the host), once a later step was recorded and its graph ended: its sampling counts 0.
   while (!recorded_.empty()) {
     Events& e = recorded_.front();
-    if (!e.sample) {
-      if (recorded_.size() == 1) return;  // still being issued
-      free_.push_back(e);
-      recorded_.pop_front();
-      continue;
-    }
-    if (!done(e.sample_end)) return;
+    if (!e.sample && recorded_.size() == 1) return;  // still being issued
+    if (!done(e.sample ? e.sample_end : e.graph_end)) return;
     graph_us_ += elapsed_us(e.graph_start, e.graph_end);
-    sample_us_ += elapsed_us(e.sample_start, e.sample_end);
+    if (e.sample) sample_us_ += elapsed_us(e.sample_start, e.sample_end);
     ++steps_;
     if (have_last_) {
-      gaps_us_.push_back(elapsed_us(last_.sample_end, e.graph_start));
+      gaps_us_.push_back(elapsed_us(last_.sample ? last_.sample_end : last_.graph_end, e.graph_start));
       free_.push_back(last_);
     }
     last_ = e;
