@@ -47,15 +47,17 @@ constexpr int kGraphShortContext = 4096;  // = the CUDA cluster decode attention
 constexpr int64_t kRowWords = sizeof(SamplingRow) / sizeof(int32_t);
 constexpr int64_t kSampleOutWords = 4;  // sample_out_words(1, 1): a batch-1 graph's results
 
-// Offsets into the packed graph ints for capacity `n` sequences; tables last, `width` per row, then
-// (never uploaded) the two result buffers of sampling inside batch-1 graphs.
+// Offsets into one region of the packed graph ints for capacity `n` sequences: tables last, `width` per
+// row, then (never uploaded) the results of sampling inside a batch-1 graph. There are two regions: graphs
+// that sample alternate between them, so one step's inputs go up while the graph before it still reads
+// the other region's (DecoderGraphs::inputs_fence).
 struct GraphLayout {
   int64_t ids, pos, slots, lens, logits_idx, state_slots, query_start, sample_row, tables;
   explicit GraphLayout(int64_t n)
       : ids(0), pos(n), slots(2 * n), lens(3 * n), logits_idx(4 * n), state_slots(5 * n), query_start(6 * n),
         sample_row(7 * n + 1), tables(7 * n + 1 + kRowWords) {}
-  int64_t sample_out(int64_t n, int64_t width, int b) const { return tables + n * width + b * kSampleOutWords; }
-  int64_t total(int64_t n, int64_t width) const { return sample_out(n, width, 2); }
+  int64_t sample_out(int64_t n, int64_t width) const { return tables + n * width; }
+  int64_t region(int64_t n, int64_t width) const { return sample_out(n, width) + kSampleOutWords; }
 };
 
 }  // namespace
@@ -75,7 +77,7 @@ void DecoderModel::reset_graphs() {
   sampling_.mirror = Tensor();
   graphs_.kv_pages.clear();
   graphs_.kv_block_size = 0;
-  graphs_.inputs_fence = 0;
+  graphs_.inputs_fence[0] = graphs_.inputs_fence[1] = 0;
 }
 
 bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from,
@@ -109,13 +111,25 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   if (in.max_blocks_per_seq > g.table_width) return false;  // longer than max_model_len: eager
   const int W = g.table_width, mb = in.max_blocks_per_seq;
   const GraphLayout L(g.max_size);
-  const int64_t used = L.tables + int64_t{Sp} * W;
+  const int64_t used = L.tables + int64_t{Sp} * W, region_words = L.region(g.max_size, W);
   const void* ints_before = g.ws.ints.data;
-  ensure_workspace(g.ws, g.max_size, g.max_size, L.total(g.max_size, W));
-  if (g.ws.ints.data != ints_before) g.inputs_fence = 0;  // new memory: its last reader is unknown
-  // Every sampling from now on also writes its tokens into the ids rows (when it has at most max_size).
-  if (mirror_enabled())
-    sampling_.mirror = Tensor(static_cast<int32_t*>(g.ws.ints.data) + L.ids, DType::kI32, {g.max_size}, g.ws.ints.device);
+  ensure_workspace(g.ws, g.max_size, g.max_size, 2 * region_words);
+  if (g.ws.ints.data != ints_before) g.inputs_fence[0] = g.inputs_fence[1] = 0;  // new memory: last reader unknown
+  auto region_ids = [&](int r) { return static_cast<int32_t*>(g.ws.ints.data) + r * region_words + L.ids; };
+  // Every sampling after a graph also writes its tokens into region 0's ids rows (when it has at most
+  // max_size); graphs that sample write theirs into the other region's.
+  if (mirror_enabled()) sampling_.mirror = Tensor(region_ids(0), DType::kI32, {g.max_size}, g.ws.ints.device);
+
+  // Sampling inside the graph (batch 1). Region: the one the previous sampling mirrored this step's token
+  // into, else the one the last such graph did not use.
+  const bool sample = gs && Sp == 1 && M == 1;
+  const int r = !sample ? 0
+                : ids_from && ids_from->mirror == region_ids(0) ? 0
+                : ids_from && ids_from->mirror == region_ids(1) ? 1
+                                                               : 1 - g.sample_buf;
+  auto iv = [&](int64_t off, int64_t n) {
+    return Tensor(static_cast<int32_t*>(g.ws.ints.data) + r * region_words + off, DType::kI32, {n}, g.ws.ints.device);
+  };
 
   // Stage the padded inputs; only the prefix up to this size's tables is uploaded.
   std::vector<int32_t>& h = g.host;
@@ -138,28 +152,22 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
     std::fill(row + copied, row + W, 0);
   }
   for (int s = 0; s <= Sp; ++s) h[L.query_start + s] = s;
-  // Sampling inside the graph (batch 1): the row goes up with the inputs, the results into the buffer the
-  // previous graph sampling did not use (its download may still read that one).
-  const bool sample = gs && Sp == 1 && M == 1;
-  const int sample_buf = 1 - g.sample_buf;
   if (sample) {
-    std::memcpy(h.data() + L.sample_row, gs->row, sizeof(SamplingRow));
-    wait_sample_downloads(*be_, sampling_, kGraphOut + sample_buf);
+    std::memcpy(h.data() + L.sample_row, gs->row, sizeof(SamplingRow));  // goes up with the inputs
+    wait_sample_downloads(*be_, sampling_, kGraphOut + r);  // an older step's results may still go down
   }
-  auto iv = [&](int64_t off, int64_t n) {
-    return Tensor(static_cast<int32_t*>(g.ws.ints.data) + off, DType::kI32, {n}, g.ws.ints.device);
-  };
   StepTensors st;
   st.ids = iv(L.ids, Sp);
   // Tokens sampled by the previous step (async scheduling) are in the ids rows already when that
   // sampling mirrored them there, else copied on the device first; the upload starts after their rows
-  // (at the padding rows' ids) and waits only for the previous graph, not for the sampling after it: it
-  // runs beside that sampling. Without such tokens the upload rewrites rows that a sampling still in
-  // flight may mirror into: it waits for everything issued.
+  // (at the padding rows' ids) and waits only for the last graph that read this region, not for the
+  // sampling after it: it runs beside that sampling (or, from a graph that samples, beside that graph).
+  // Without such tokens the upload rewrites rows that a sampling still in flight may mirror into: it
+  // waits for everything issued.
   const int64_t upload_from = ids_from ? L.ids + ids_from->tokens.numel() : 0;
   if (ids_from && ids_from->mirror != st.ids.data) be_->copy(ids_from->tokens, st.ids);
   Tensor upload = iv(upload_from, used - upload_from);
-  be_->copy_from_host_after(h.data() + upload_from, upload, ids_from ? g.inputs_fence : 0);
+  be_->copy_from_host_after(h.data() + upload_from, upload, ids_from ? g.inputs_fence[r] : 0);
   st.positions = iv(L.pos, Sp);
   st.slots = iv(L.slots, Sp);
   st.query_start = iv(L.query_start, Sp + 1);
@@ -186,15 +194,16 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
                                : 0;
   if (bucket > 0) st.max_seq_len = std::min(st.max_seq_len, bucket);
   st.beyond_window = cfg_.sliding_window > 0 && step_max_len > cfg_.sliding_window;
-  // Graphs that sample differ in their result buffer and in N (the sample op's outputs).
-  const int64_t sample_bits =
-      sample ? (int64_t{1} << 30) + (int64_t{gs->num_top} << 29) + (int64_t{sample_buf} << 28) : 0;
+  // Graphs that sample differ in their region and in N (the sample op's outputs).
+  const int64_t sample_bits = sample ? (int64_t{1} << 30) + (int64_t{gs->num_top} << 29) + (int64_t{r} << 28) : 0;
   const int64_t key = (int64_t{bucket} << 32) + (int64_t{st.beyond_window} << 31) + sample_bits + 4 * Sp +
                       (st.logits_rows_are_tokens ? 0 : 2) + (short_ctx ? 0 : 1);
-  const Tensor sample_out = iv(L.sample_out(g.max_size, W, sample_buf), kSampleOutWords);
+  const Tensor sample_out = iv(L.sample_out(g.max_size, W), kSampleOutWords);
+  // The sampled token also goes to the other region's ids row, where the next step's graph reads it.
+  const Tensor next_ids = mirror_enabled() ? Tensor(region_ids(1 - r), DType::kI32, {1}, g.ws.ints.device) : Tensor();
   auto ops = [&] {
     run_ops(st, kv, g.ws);
-    if (sample) sample_in_graph(*gs, iv(L.sample_row, kRowWords), sample_out);
+    if (sample) sample_in_graph(*gs, iv(L.sample_row, kRowWords), sample_out, next_ids);
   };
 
   auto it = g.graph_of_size.find(key);
@@ -216,19 +225,21 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
       g.graph_of_size[key] = id;
     }
   }
-  g.inputs_fence = be_->fence();
+  g.inputs_fence[r] = be_->fence();
   if (sample) {
-    g.sample_buf = sample_buf;
+    g.sample_buf = r;
     gs->sampled = true;
     gs->out = sample_out.view({sample_out_words(1, gs->num_top)});
-    gs->out_id = kGraphOut + sample_buf;
+    gs->out_id = kGraphOut + r;
+    gs->mirror = next_ids.data;
   }
   logits = M > 0 ? g.ws.logits.view({M, cfg_.vocab_size}) : Tensor();
   if (stats && M == Sp) *stats = logit_stats_of(g.ws, Sp);  // the graph's lm_head wrote them (run_ops)
   return true;
 }
 
-void DecoderModel::sample_in_graph(const GraphSample& gs, const Tensor& row_words, const Tensor& out) {
+void DecoderModel::sample_in_graph(const GraphSample& gs, const Tensor& row_words, const Tensor& out,
+                                   const Tensor& mirror) {
   SampleParams p;
   p.logits = graphs_.ws.logits.view({1, cfg_.vocab_size});
   p.rows = row_words;
@@ -237,7 +248,7 @@ void DecoderModel::sample_in_graph(const GraphSample& gs, const Tensor& row_word
   // takes the same kernels (none of them depends on the row's kind).
   p.host_rows = gs.row;
   p.row_stats = logit_stats_of(graphs_.ws, 1);
-  if (!sampling_.mirror.empty()) p.out_tokens_mirror = sampling_.mirror.view({1});
+  p.out_tokens_mirror = mirror;
   be_->sample(p);
 }
 

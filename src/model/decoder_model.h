@@ -109,10 +109,10 @@ struct DecoderGraphs {
   // The KV cache the graphs were captured against (its pointers are inside them).
   std::vector<const void*> kv_pages, kv_scratch;  // every layer's K then V (conv layers: state, null)
   int kv_block_size = 0;
-  // Backend::fence after the last step's graph (or eager run), the last reader of ws.ints: the next
-  // step's upload waits only for it (0: for everything issued).
-  int inputs_fence = 0;
-  int sample_buf = 0;  // the result buffer (0 / 1) the last sampling inside a graph wrote
+  // Backend::fence after the last graph (or eager run) that read each of the two regions of ws.ints
+  // (cuda_graph_step.cc): a step's upload waits only for it (0: for everything issued).
+  int inputs_fence[2] = {0, 0};
+  int sample_buf = 0;  // the region (0 / 1) of the last graph that sampled inside
 };
 
 // launch_sample's batch when one fixed op sequence samples it (sampleable_in_graph): a graphed batch-1
@@ -124,6 +124,7 @@ struct GraphSample {
   bool sampled = false;
   Tensor out;      // [tokens 1][logprobs 1 + N][top ids N] I32 words
   int out_id = 0;  // SamplingWorkspace::Pending::out (kGraphOut + buffer)
+  const void* mirror = nullptr;  // where the token was also written (the next graph's ids row), or null
 };
 
 // A step's token ids already on the device (async scheduling): the previous sampling's tokens ([T] I32)
@@ -219,7 +220,7 @@ class DecoderModel final : public Model {
   bool forward_graphed(const StepInput& in, KvCache& kv, Tensor& logits, const IdsOnDevice* ids_from, Tensor* stats,
                        GraphSample* gs);
   // The sample op of a GraphSample inside a batch-1 graph (cuda_graph_step.cc), eager or being captured.
-  void sample_in_graph(const GraphSample& gs, const Tensor& row_words, const Tensor& out);
+  void sample_in_graph(const GraphSample& gs, const Tensor& row_words, const Tensor& out, const Tensor& mirror);
   // launch_forward, and with gs the sampling too when the step is graphed (gs->sampled).
   void launch_forward_step(const StepInput& in, KvCache& kv, bool tokens_from_last, GraphSample* gs);
   // A GraphSample for the batch when graphs may sample it, else null (into `gs`).

@@ -35,7 +35,7 @@ void DecoderModel::forward_sample(const StepInput& in, KvCache& kv, const Sampli
   GraphSample gs;
   const Tensor logits = run_step(in, kv, nullptr, &stats, graph_sample_for(batch, gs));  // empty only with no rows
   if (gs.sampled) {
-    const int ticket = sample_on_backend_collect(*be_, sampling_, gs.out, gs.out_id, 1, gs.num_top, sampling_.mirror.data);
+    const int ticket = sample_on_backend_collect(*be_, sampling_, gs.out, gs.out_id, 1, gs.num_top, gs.mirror);
     sample_on_backend_finish(*be_, ticket, out, sampling_);
     return;
   }
@@ -47,7 +47,7 @@ int DecoderModel::launch_sample(const StepInput& in, KvCache& kv, const Sampling
     throw Error("launch_sample: one sampling row per logits row expected");
   GraphSample gs;
   launch_forward_step(in, kv, tokens_from_last, graph_sample_for(batch, gs));
-  if (gs.sampled) return sample_on_backend_collect(*be_, sampling_, gs.out, gs.out_id, 1, gs.num_top, sampling_.mirror.data);
+  if (gs.sampled) return sample_on_backend_collect(*be_, sampling_, gs.out, gs.out_id, 1, gs.num_top, gs.mirror);
   return launch_sampling(batch);
 }
 
