@@ -55,7 +55,8 @@ RopeScaling parse_rope(const json& r, const std::string& source, const std::stri
     fail(source, field + ".rope_type", "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn)");
   if (rs.type != "default" && rs.type != "linear" && rs.type != "dynamic" && rs.type != "llama3" && rs.type != "yarn")
     fail(source, field + ".rope_type", "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn)");
-  rs.factor = get_float(r, source, "factor", 1.0f);
+  rs.factor_set = r.contains("factor") && !r["factor"].is_null();
+  if (rs.factor_set) rs.factor = get_float(r, source, "factor", 1.0f);
   rs.low_freq_factor = get_float(r, source, "low_freq_factor", 1.0f);
   rs.high_freq_factor = get_float(r, source, "high_freq_factor", 4.0f);
   rs.original_max_position_embeddings = get_int(r, source, "original_max_position_embeddings", 0);
@@ -68,7 +69,9 @@ RopeScaling parse_rope(const json& r, const std::string& source, const std::stri
   rs.alpha = opt_float(r, source, "alpha");
   if (rs.type == "llama3" && rs.original_max_position_embeddings <= 0)
     fail(source, field + ".original_max_position_embeddings", "is required for llama3 rope");
-  if ((rs.type == "linear" || rs.type == "llama3" || rs.type == "yarn") && !(rs.factor > 0))
+  // YaRN may leave the factor out when both context lengths are given (transformers derives it from them).
+  const bool derived = rs.type == "yarn" && !rs.factor_set && rs.original_max_position_embeddings > 0;
+  if ((rs.type == "linear" || rs.type == "llama3" || rs.type == "yarn") && !derived && !(rs.factor > 0))
     fail(source, field + ".factor", "must be > 0");
   return rs;
 }

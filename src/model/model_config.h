@@ -12,6 +12,7 @@ namespace vireo {
 struct RopeScaling {
   std::string type = "default";
   float factor = 1.0f;
+  bool factor_set = true;  // false: absent from the config (YaRN then derives it from the context lengths)
   // llama3
   float low_freq_factor = 1.0f, high_freq_factor = 4.0f;
   int original_max_position_embeddings = 0;  // llama3, yarn (0: max_position_embeddings)

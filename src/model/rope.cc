@@ -60,13 +60,14 @@ RopeFrequencies rope_frequencies(const ModelConfig& c) {
     }
     out.inv_freq = inv;
   } else if (rs.type == "yarn") {
+    // The explicit factor, as transformers 5 and vLLM: a Qwen3 config turning YaRN on sets factor 4 and
+    // original_max_position_embeddings 32768 beside max_position_embeddings 40960, and means 4 (older
+    // transformers took 40960 / 32768 instead). Only a config without a factor gets the lengths' ratio.
+    double orig = rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings
+                                                          : c.max_position_embeddings;
     double factor = rs.factor;
-    double orig = c.max_position_embeddings;
-    if (rs.original_max_position_embeddings > 0) {
-      // transformers derives the factor from the two lengths when both are given.
-      orig = rs.original_max_position_embeddings;
+    if (!rs.factor_set && rs.original_max_position_embeddings > 0)
       factor = static_cast<double>(c.max_position_embeddings) / orig;
-    }
     double attn = 1.0;
     if (rs.attention_factor) {
       attn = *rs.attention_factor;

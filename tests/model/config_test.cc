@@ -61,6 +61,21 @@ TEST(ModelConfig, NewStyleRopeParameters) {
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 64);
 }
 
+// YaRN takes the factor as written, as transformers 5 and vLLM do: Qwen3's way of turning it on (factor 4,
+// original_max_position_embeddings 32768) leaves max_position_embeddings at 40960, a ratio of 1.25 that
+// older transformers used instead. Without a factor, the ratio of the two lengths.
+TEST(ModelConfig, YarnUsesTheExplicitFactor) {
+  json j = base();
+  j["max_position_embeddings"] = 40960;
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  ModelConfig c = ModelConfig::from_json(j, "x/config.json");
+  RopeFrequencies rf = rope_frequencies(c);
+  EXPECT_NEAR(rf.attention_scaling, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  j["rope_scaling"].erase("factor");
+  c = ModelConfig::from_json(j, "x/config.json");
+  EXPECT_NEAR(rope_frequencies(c).attention_scaling, 0.1 * std::log(40960.0 / 32768.0) + 1.0, 1e-6);
+}
+
 TEST(ModelConfig, SlidingWindowFollowsHfRules) {
   EXPECT_EQ(ModelConfig::from_json(base(), "c").sliding_window, 0);
   json mistral = base();
