@@ -199,6 +199,11 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--kv-cache-memory-bytes", a->kv_cache_memory, "KV cache size (bytes, or with K/M/G/KiB/MiB/GiB)");
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching)->capture_default_str();
+  app.add_option("--scheduling-policy", c.scheduling_policy,
+                 "fcfs: first come, first served; priority: by the request's priority (lower first), then "
+                 "arrival, preempting the least important running request when KV memory runs out")
+      ->check(CLI::IsMember({"fcfs", "priority"}))
+      ->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, c.async_scheduling);
   app.add_flag("--batch-invariant", c.batch_invariant,

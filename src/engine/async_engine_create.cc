@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "engine/async_engine_impl.h"
 #include "engine/model_runner.h"
+#include "engine/scheduling_policy.h"
 #include "model/default_model.h"
 #include "template/chat_template_file.h"
 #include "tokenizer/default_dir.h"
@@ -99,6 +100,7 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   if (parts.config.block_size <= 0) throw Error("--block-size must be positive");
   if (parts.config.max_num_seqs < 0) throw Error("--max-num-seqs must be positive (0: auto)");
   if (parts.config.max_num_batched_tokens < 0) throw Error("--max-num-batched-tokens must be positive (0: auto)");
+  parse_scheduling_policy(parts.config.scheduling_policy);  // before the load: a typo fails at once
 
   parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
   const Tokenizer& tok = *parts.tokenizer;
@@ -166,9 +168,10 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
            static_cast<double>(kv_tokens) / parts.max_model_len);
   if (parts.config.async_scheduling < 0)
     parts.config.async_scheduling = parts.model->backend().kind() == DeviceKind::kCPU ? 0 : 1;
-  log_info("Scheduler: max_num_seqs {}, max_num_batched_tokens {}{}, async scheduling {}", parts.config.max_num_seqs,
-           parts.config.max_num_batched_tokens, config.max_num_seqs == 0 ? " (max_num_seqs auto)" : "",
-           parts.config.async_scheduling ? "on" : "off");
+  log_info("Scheduler: max_num_seqs {}, max_num_batched_tokens {}{}, async scheduling {}, policy {}",
+           parts.config.max_num_seqs, parts.config.max_num_batched_tokens,
+           config.max_num_seqs == 0 ? " (max_num_seqs auto)" : "", parts.config.async_scheduling ? "on" : "off",
+           parts.config.scheduling_policy);
   return std::make_unique<AsyncEngineImpl>(std::move(parts));
 }
 

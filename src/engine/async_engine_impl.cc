@@ -56,6 +56,7 @@ AsyncEngineImpl::AsyncEngineImpl(EngineParts parts)
   cc.scheduler.num_blocks = parts.num_kv_blocks;
   cc.scheduler.enable_prefix_caching = config_.enable_prefix_caching;
   cc.scheduler.eos_token_ids = parts.eos_token_ids;
+  cc.scheduler.policy = parse_scheduling_policy(config_.scheduling_policy);
   core_ = std::make_unique<EngineCore>(std::move(parts.model), tokenizer_.get(), cc);
   core_->fill_stats(stats_);
   thread_ = std::thread([this] { loop(); });
@@ -67,6 +68,9 @@ std::shared_ptr<RequestStream> AsyncEngineImpl::add_request(const std::string& r
                                                             std::vector<int32_t> prompt_token_ids,
                                                             const SamplingParams& params) {
   validate_request(prompt_token_ids, params, model_config_.vocab_size, max_model_len_);
+  // vLLM's check and message (clients match it to retry without the field).
+  if (params.priority != 0 && config_.scheduling_policy != "priority")
+    throw Error(fmt::format("Got priority {} but Priority scheduling is not enabled.", params.priority));
   auto req = std::make_shared<Request>(request_id, std::move(prompt_token_ids), params, monotonic_seconds());
   if (req->params.top_k < 0) req->params.top_k = 0;
   auto stream = std::make_shared<QueueRequestStream>();

@@ -24,6 +24,9 @@ struct EngineConfig {
   int max_num_batched_tokens = 0;
   int block_size = 16;
   bool enable_prefix_caching = true;
+  // vLLM's --scheduling-policy: fcfs | priority (engine/scheduling_policy.h). Requests may set a non-zero
+  // priority only with priority.
+  std::string scheduling_policy = "fcfs";
   std::optional<size_t> kv_cache_memory_bytes;
   double gpu_memory_utilization = 0.9;
   std::string generation_config = "auto";  // auto | vllm | a folder

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <span>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace vireo {
 
@@ -34,23 +36,49 @@ ComputedBlocks KvCacheManager::get_computed_blocks(Request& req) {
   return out;
 }
 
-bool KvCacheManager::allocate_slots(Request& req, int num_new_tokens, const ComputedBlocks& computed) {
+int KvCacheManager::num_new_blocks(const Request& req, int num_new_tokens, const ComputedBlocks& computed) const {
   const int num_total = req.num_computed_tokens + computed.num_tokens + num_new_tokens;
   const int num_needed_blocks = (num_total + block_size_ - 1) / block_size_;
   const int num_have = static_cast<int>(req.block_ids.size() + computed.block_ids.size());
-  const int num_new_blocks = std::max(0, num_needed_blocks - num_have);
+  return std::max(0, num_needed_blocks - num_have);
+}
+
+int KvCacheManager::num_blocks_available(const ComputedBlocks& computed) const {
   // Computed blocks sitting in the free queue stop being free once taken.
   int num_evictable_computed = 0;
   for (int32_t id : computed.block_ids)
     if (pool_.block(id).ref_cnt == 0) ++num_evictable_computed;
-  if (num_new_blocks > pool_.num_free_blocks() - num_evictable_computed) return false;
+  return pool_.num_free_blocks() - num_evictable_computed;
+}
+
+int KvCacheManager::num_blocks_short(const Request& req, int num_new_tokens, const ComputedBlocks& computed) const {
+  return std::max(0, num_new_blocks(req, num_new_tokens, computed) - num_blocks_available(computed));
+}
+
+std::optional<int> KvCacheManager::num_requests_to_free(std::span<const Request* const> candidates, int num_blocks,
+                                                        const ComputedBlocks& computed) const {
+  if (num_blocks <= 0) return 0;
+  const std::unordered_set<int32_t> taken(computed.block_ids.begin(), computed.block_ids.end());
+  std::unordered_map<int32_t, int> num_released_refs;  // block id -> holders among the candidates so far
+  int num_released = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    for (int32_t id : candidates[i]->block_ids)
+      if (++num_released_refs[id] == pool_.block(id).ref_cnt && !taken.count(id)) ++num_released;
+    if (num_released >= num_blocks) return static_cast<int>(i + 1);
+  }
+  return std::nullopt;
+}
+
+bool KvCacheManager::allocate_slots(Request& req, int num_new_tokens, const ComputedBlocks& computed) {
+  const int num_fresh = num_new_blocks(req, num_new_tokens, computed);
+  if (num_fresh > num_blocks_available(computed)) return false;
 
   pool_.touch(computed.block_ids);
   req.block_ids.insert(req.block_ids.end(), computed.block_ids.begin(), computed.block_ids.end());
   // Computed blocks are already registered in the cache.
   req.num_hashed_cached_blocks = static_cast<int>(req.block_ids.size());
-  if (num_new_blocks > 0) {
-    auto fresh = pool_.get_new_blocks(num_new_blocks);
+  if (num_fresh > 0) {
+    auto fresh = pool_.get_new_blocks(num_fresh);
     req.block_ids.insert(req.block_ids.end(), fresh.begin(), fresh.end());
   }
   return true;

@@ -2,6 +2,8 @@
 // Hides the BlockPool from the scheduler (vLLM v1's KVCacheManager).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "engine/block_pool.h"
@@ -26,6 +28,13 @@ class KvCacheManager {
   // Makes room for num_new_tokens more tokens after req.num_computed_tokens (+ the computed
   // blocks, which are taken for the request). false (nothing changed) if not enough free blocks.
   bool allocate_slots(Request& req, int num_new_tokens, const ComputedBlocks& computed = {});
+  // How many more free blocks allocate_slots(req, num_new_tokens, computed) would need (0: it succeeds).
+  int num_blocks_short(const Request& req, int num_new_tokens, const ComputedBlocks& computed) const;
+  // How many of `candidates`, freed in this order, release num_blocks blocks that a request taking
+  // `computed` could use; nullopt if all of them do not. A block is released once all its holders are
+  // freed (prefix sharing), and one of `computed` is taken again, so neither counts until then.
+  std::optional<int> num_requests_to_free(std::span<const Request* const> candidates, int num_blocks,
+                                          const ComputedBlocks& computed) const;
   // Registers the request's full, computed blocks (first req.num_computed_tokens tokens) in the
   // prefix cache.
   void cache_computed_blocks(Request& req);
@@ -43,6 +52,8 @@ class KvCacheManager {
 
  private:
   void update_block_hashes(Request& req);
+  int num_new_blocks(const Request& req, int num_new_tokens, const ComputedBlocks& computed) const;
+  int num_blocks_available(const ComputedBlocks& computed) const;  // free, less computed ones in the free queue
 
   int block_size_;
   BlockPool pool_;

@@ -73,8 +73,9 @@ struct Request {
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;
   bool prompt_logprobs_sent = false;
 
-  // Timing (seconds on a monotonic clock) for metrics.
+  // Timing (seconds on a monotonic clock) for metrics; arrival_time also orders the priority policy.
   double arrival_time = 0.0;
+  uint64_t arrival_seq = 0;  // set by Scheduler::add_request: breaks arrival_time ties (priority policy)
   double first_scheduled_time = -1.0;
   double first_token_time = -1.0;
   double last_token_time = -1.0;

@@ -47,6 +47,11 @@ struct SamplingParams {
   // With a reasoning parser (vLLM's reasoning-gated structured outputs): the grammar applies only
   // after this token (the end of reasoning, "</think>"), from the start if the prompt holds it.
   std::optional<int32_t> grammar_start_token;
+  // vLLM's request priority (--scheduling-policy priority): lower is served first, ties by arrival.
+  // Not a sampling setting (vLLM passes it beside the params), but it rides here so every path that
+  // adds a request (server, LLM, bench) carries it without another argument. Non-zero needs the
+  // priority policy (AsyncEngine::add_request refuses it otherwise, as vLLM does).
+  int64_t priority = 0;
 };
 
 }  // namespace vireo

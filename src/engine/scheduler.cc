@@ -14,8 +14,22 @@ Scheduler::Scheduler(const SchedulerConfig& cfg)
 void Scheduler::add_request(std::shared_ptr<Request> req) {
   if (requests_.count(req->request_id)) throw Error("request id '" + req->request_id + "' is already in use");
   req->status = RequestStatus::kWaiting;
+  req->arrival_seq = num_added_++;
   requests_[req->request_id] = req;
-  waiting_.push_back(std::move(req));
+  enqueue_waiting(std::move(req), false);
+}
+
+void Scheduler::enqueue_waiting(std::shared_ptr<Request> req, bool preempted) {
+  if (cfg_.policy == SchedulingPolicy::kPriority) {
+    // Sorted insert (after equals, though keys are unique): the front is always the most important.
+    auto at = std::upper_bound(waiting_.begin(), waiting_.end(), req,
+                               [](const auto& a, const auto& b) { return comes_before(*a, *b); });
+    waiting_.insert(at, std::move(req));
+  } else if (preempted) {
+    waiting_.push_front(std::move(req));
+  } else {
+    waiting_.push_back(std::move(req));
+  }
 }
 
 std::shared_ptr<Request> Scheduler::find(const std::string& id) const {
@@ -44,7 +58,38 @@ void Scheduler::preempt(std::shared_ptr<Request> req) {
   req->status = RequestStatus::kPreempted;
   ++req->num_preemptions;
   ++num_preemptions_;
-  waiting_.push_front(std::move(req));
+  enqueue_waiting(std::move(req), true);
+}
+
+size_t Scheduler::remove_running(const std::shared_ptr<Request>& victim, SchedulerOutput& out, int& budget) {
+  const auto it = std::find(running_.begin(), running_.end(), victim);
+  const size_t index = static_cast<size_t>(it - running_.begin());
+  running_.erase(it);
+  auto s = std::find_if(out.scheduled.begin(), out.scheduled.end(), [&](const auto& x) { return x.req == victim; });
+  if (s != out.scheduled.end()) {
+    budget += s->num_new_tokens;
+    out.scheduled.erase(s);
+  }
+  return index;
+}
+
+bool Scheduler::preempt_for_waiting(const Request& req, int num_new, const ComputedBlocks& computed,
+                                    SchedulerOutput& out, int& budget) {
+  std::vector<std::shared_ptr<Request>> after;  // running requests less important than req, least first
+  for (const auto& r : running_)
+    if (comes_before(req, *r)) after.push_back(r);
+  std::sort(after.begin(), after.end(), [](const auto& a, const auto& b) { return comes_before(*b, *a); });
+  std::vector<const Request*> candidates;
+  for (const auto& r : after) candidates.push_back(r.get());
+  // Counted first so that nobody is preempted for a request that would still not fit.
+  const auto num_victims = kv_.num_requests_to_free(candidates, kv_.num_blocks_short(req, num_new, computed), computed);
+  if (!num_victims) return false;
+  for (int v = 0; v < *num_victims; ++v) {
+    remove_running(after[v], out, budget);
+    out.preempted.push_back(after[v]->request_id);
+    preempt(after[v]);
+  }
+  return true;
 }
 
 SchedulerOutput Scheduler::schedule() {
@@ -65,9 +110,18 @@ SchedulerOutput Scheduler::schedule() {
         scheduled = true;
         break;
       }
-      // Out of blocks: preempt the newest running request (possibly this one).
-      auto victim = running_.back();
-      running_.pop_back();
+      // Out of blocks: preempt the newest running request (fcfs), or the least important (priority);
+      // possibly this one. Either way none that comes before req: it is running too.
+      std::shared_ptr<Request> victim;
+      if (cfg_.policy == SchedulingPolicy::kPriority) {
+        victim = *std::max_element(running_.begin(), running_.end(),
+                                   [](const auto& a, const auto& b) { return comes_before(*a, *b); });
+        // One scheduled earlier in this step gives its tokens back; the ones after it shift down.
+        if (remove_running(victim, out, budget) < i) --i;
+      } else {
+        victim = running_.back();
+        running_.pop_back();
+      }
       out.preempted.push_back(victim->request_id);
       preempt(victim);
       if (victim == req) break;
@@ -79,7 +133,8 @@ SchedulerOutput Scheduler::schedule() {
   }
 
   // 2. Waiting requests (not in a step that had to preempt: memory is tight).
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  const bool running_preempted = !out.preempted.empty();
+  while (!running_preempted && !waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
     auto req = waiting_.front();
     ComputedBlocks computed;
@@ -89,7 +144,15 @@ SchedulerOutput Scheduler::schedule() {
     // Recurrent-state models: a slot per running request (max_num_seqs of them, so one is free
     // whenever running_ has room; checked anyway).
     if (state_slots_.enabled() && state_slots_.num_free() == 0) break;
-    if (!kv_.allocate_slots(*req, num_new, computed)) break;
+    // Priority policy: a waiting request may take the blocks of less important running ones (vLLM v0's
+    // priority preemption; v1 only preempts for running requests). Then memory is tight: it is the last.
+    bool made_room = false;
+    if (!kv_.allocate_slots(*req, num_new, computed)) {
+      if (cfg_.policy != SchedulingPolicy::kPriority || !preempt_for_waiting(*req, num_new, computed, out, budget) ||
+          !kv_.allocate_slots(*req, num_new, computed))
+        break;
+      made_room = true;
+    }
     if (state_slots_.enabled()) req->state_slot = state_slots_.acquire();
     waiting_.pop_front();
     if (req->num_cached_tokens < 0) {
@@ -101,6 +164,7 @@ SchedulerOutput Scheduler::schedule() {
     running_.push_back(req);
     out.scheduled.push_back({req, num_new});
     budget -= num_new;
+    if (made_room) break;
   }
   out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
   return out;

@@ -13,6 +13,7 @@
 
 #include "engine/kv_cache_manager.h"
 #include "engine/request.h"
+#include "engine/scheduling_policy.h"
 #include "engine/state_slot_pool.h"
 
 namespace vireo {
@@ -28,6 +29,7 @@ struct SchedulerConfig {
   // slot and turns prefix caching off (a cached prefix has no saved recurrent state).
   int num_state_slots = 0;
   std::vector<int32_t> eos_token_ids;  // stop the request unless ignore_eos
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
 };
 
 struct ScheduledRequest {
@@ -83,6 +85,16 @@ class Scheduler {
 
  private:
   void preempt(std::shared_ptr<Request> req);
+  // Where a new or preempted request waits: fcfs at the back (new) or front (preempted); priority
+  // in (priority, arrival) order.
+  void enqueue_waiting(std::shared_ptr<Request> req, bool preempted);
+  // Takes `victim` out of running_ and, if this step scheduled it, out of `out` (its tokens back into
+  // `budget`). Returns its index in running_.
+  size_t remove_running(const std::shared_ptr<Request>& victim, SchedulerOutput& out, int& budget);
+  // Priority policy: preempts running requests that come after waiting `req`, least important first,
+  // until num_new tokens fit; none if even all of them would not free enough. True when they fit.
+  bool preempt_for_waiting(const Request& req, int num_new, const ComputedBlocks& computed, SchedulerOutput& out,
+                           int& budget);
   void release_resources(Request& req);  // KV blocks and state slot
   bool check_stop(Request& req) const;
   // Moves the request's grammar (if any) past its new output token.
@@ -97,6 +109,7 @@ class Scheduler {
   std::unordered_map<std::string, std::shared_ptr<Request>> requests_;
   std::set<int32_t> eos_;
   uint64_t num_preemptions_ = 0;
+  uint64_t num_added_ = 0;  // arrival_seq of the next request
 };
 
 }  // namespace vireo

@@ -35,6 +35,8 @@ struct ModelInfo {
   // chat structured outputs start after it, as vLLM's do.
   std::optional<int32_t> reasoning_end_token;
   std::vector<std::string> served_model_aliases;  // the other served names requests may use
+  // The engine runs --scheduling-policy priority: requests may set a non-zero "priority".
+  bool priority_scheduling = false;
 };
 
 struct PromptInput {

@@ -148,6 +148,12 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
     if (*v > (1 << 30)) throw bad_request(fmt::format("min_tokens is too large: {}", *v), "min_tokens");
     p.min_tokens = static_cast<int>(*v);
   }
+  if (auto v = get_int(body, "priority")) {
+    // vLLM's check and message (clients match it to retry without the field); 0 is always accepted.
+    if (*v != 0 && !model.priority_scheduling)
+      throw bad_request(fmt::format("Got priority {} but Priority scheduling is not enabled.", *v), "priority");
+    p.priority = *v;
+  }
   get_string(body, "user");  // accepted, type-checked, unused
   p.grammar = parse_structured_outputs(body);
   return p;

@@ -74,6 +74,7 @@ struct FakeEngine::Job {
 FakeEngine::FakeEngine(FakeEngineOptions opts) : opts_(opts) {
   config_.model = "fake-model";
   config_.served_model_name = "fake-model";
+  config_.scheduling_policy = opts.scheduling_policy;
   model_config_.vocab_size = tok_.vocab_size();
   if (opts_.with_chat_template) {
     std::string source = opts_.chat_template;

@@ -50,6 +50,7 @@ struct FakeEngineOptions {
   bool with_chat_template = true;
   std::string chat_template;  // "" = the default "<role>content\n...<assistant>" template
   std::vector<std::pair<std::string, std::string>> scripts;  // prompt substring -> output text (non-empty)
+  std::string scheduling_policy = "fcfs";  // what config() reports (the server checks "priority" against it)
 };
 
 class FakeEngine : public AsyncEngine {
