@@ -115,13 +115,19 @@ StepInput decode_step(const std::vector<int>& lens_before, const std::vector<int
   return in;
 }
 
-void decode_matches_eager(const ModelConfig& cfg) {
-  const int64_t V = cfg.vocab_size;
+// Dummy weights (seed 4), graphs up to `max_batch` sequences, 256-token contexts.
+LoadOptions graph_options(int max_batch) {
   LoadOptions o;
   o.load_format = "dummy";
   o.seed = 4;
-  o.max_graph_batch_size = 8;
+  o.max_graph_batch_size = max_batch;
   o.max_model_len = 256;
+  return o;
+}
+
+void decode_matches_eager(const ModelConfig& cfg) {
+  const int64_t V = cfg.vocab_size;
+  LoadOptions o = graph_options(8);
   auto rb = std::make_unique<RecordingBackend>();
   RecordingBackend* rec = rb.get();
   auto graph = load_model(cfg, "", std::move(rb), o);
@@ -217,11 +223,7 @@ TEST(RecordedGraphs, HybridConvDecodeMatchesEagerOnHost) {
 // change kind, a chain break and synchronous steps: the same tokens, logprobs and top ids.
 TEST(RecordedGraphs, BatchOneSamplingInsideTheGraph) {
   const ModelConfig cfg = default_model_config();
-  LoadOptions o;
-  o.load_format = "dummy";
-  o.seed = 4;
-  o.max_graph_batch_size = 4;
-  o.max_model_len = 256;
+  const LoadOptions o = graph_options(4);
   auto rb = std::make_unique<RecordingBackend>();
   RecordingBackend* rec = rb.get();
   auto fused = load_model(cfg, "", std::move(rb), o);

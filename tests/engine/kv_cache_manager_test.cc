@@ -2,14 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "token_seq.h"
+
 namespace vireo {
 namespace {
 
-std::vector<int32_t> seq(int n, int start = 0) {
-  std::vector<int32_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = (start + i) % 50;
-  return v;
-}
+using testing::seq;
 
 // Admits a request the way the scheduler does and marks its whole prompt computed.
 void run_prefill(KvCacheManager& kv, Request& r) {

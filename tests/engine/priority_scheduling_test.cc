@@ -10,15 +10,12 @@
 #include "engine/llm.h"
 #include "engine/scheduler.h"
 #include "fakes.h"
+#include "token_seq.h"
 
 namespace vireo {
 namespace {
 
-std::vector<int32_t> seq(int n, int start = 0) {
-  std::vector<int32_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = (start + i) % 50;
-  return v;
-}
+using testing::seq;
 
 SchedulerConfig config(SchedulingPolicy policy, int num_usable_blocks) {
   SchedulerConfig c;

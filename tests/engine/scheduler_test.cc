@@ -4,14 +4,12 @@
 
 #include <map>
 
+#include "token_seq.h"
+
 namespace vireo {
 namespace {
 
-std::vector<int32_t> seq(int n, int start = 0) {
-  std::vector<int32_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = (start + i) % 50;
-  return v;
-}
+using testing::seq;
 
 SchedulerConfig small_config() {
   SchedulerConfig c;
