@@ -7,11 +7,13 @@
 
 namespace vireo {
 
-// out[t, :] = table[ids[t], :]
+// out[t, :] = table[ids[t], :] * scale (Gemma's sqrt(hidden) normaliser; the caller rounds scale to the
+// activation dtype as HF does; the product is rounded once)
 struct EmbeddingParams {
   Tensor table;  // [vocab, hidden] weight dtype
   Tensor ids;    // [T] I32
   Tensor out;    // [T, hidden] activation dtype
+  float scale = 1.0f;
 };
 
 // With residual: residual += x; out = rmsnorm(residual) * weight   (fused add + norm)
@@ -66,10 +68,17 @@ inline int64_t range_begin(int64_t m, int64_t num_ranges, int64_t c) {
   return c * lo + (c < extra ? c : extra);
 }
 
-// out = silu(x[:, :I]) * x[:, I:]
+// The gated MLP's activation (config.json hidden_act / hidden_activation).
+enum class Activation : uint8_t {
+  kSilu,      // silu / swish: x * sigmoid(x)
+  kGeluTanh,  // gelu_pytorch_tanh / gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+};
+
+// out = act(x[:, :I]) * x[:, I:]   (act: SiLU unless set; fp32 math, one rounding)
 struct SiluAndMulParams {
   Tensor x;    // [N, 2*I]
   Tensor out;  // [N, I]
+  Activation act = Activation::kSilu;
 };
 
 // out = a + b (same shape)

@@ -90,6 +90,16 @@ TEST_F(Fx, SiluAndMulAddGatherEmbedding) {
     }
   expect_close(out, want, 1e-6);
 
+  // GELU with the tanh approximation (Gemma's gelu_pytorch_tanh), double-precision formula.
+  std::vector<float> gout(n * inter, kNaN);
+  be->silu_and_mul({view(x, {n, 2 * inter}), view(gout, {n, inter}), Activation::kGeluTanh});
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < inter; ++i) {
+      double g = x[r * 2 * inter + i], u = x[r * 2 * inter + inter + i];
+      want[r * inter + i] = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+    }
+  expect_close(gout, want, 1e-6);
+
   auto a = randn(37), b = randn(37);
   std::vector<float> sum(37, kNaN);
   be->add({view(a, {37}), view(b, {37}), view(sum, {37})});
@@ -117,6 +127,10 @@ TEST_F(Fx, SiluAndMulAddGatherEmbedding) {
   for (int id : ids)
     for (int j = 0; j < 6; ++j) ew.push_back(bf16_to_f32(tb[id * 6 + j]));
   expect_close(emb, ew, 0);
+  std::vector<float> scaled(3 * 6, kNaN);  // Gemma's sqrt(hidden) factor
+  be->embedding({view16(tb, DType::kBF16, {9, 6}), view(ids, {3}), view(scaled, {3, 6}), 2.5f});
+  for (double& v : ew) v *= 2.5;
+  expect_close(scaled, ew, 1e-7);
   std::vector<int32_t> bad{9};
   EXPECT_THROW(be->embedding({view16(tb, DType::kBF16, {9, 6}), view(bad, {1}), view(emb, {1, 6})}), Error);
 }

@@ -1,4 +1,5 @@
-// Embedding, RMSNorm (plain, fused residual, aliased), SiLU-and-mul, add, gather_rows vs the CPU backend.
+// Embedding (plain and scaled), RMSNorm (plain, fused residual, aliased), SiLU- and GELU-tanh-and-mul, add,
+// gather_rows vs the CPU backend.
 #include "cuda_test_util.h"
 
 namespace vireo::testing {
@@ -21,6 +22,13 @@ TEST_F(CudaOpsTest, Embedding) {
       Tensor ref = cpu_poisoned({t, hidden});
       cpu_->embedding({cpu_f32(table, {vocab, hidden}), cpu_i32(ids, {t}), ref});
       expect_close(to_host(out), to_host(ref), {1e-4f, 0}, "embedding");
+      // Gemma's scaled embedding: the factor as the activation dtype holds it, one rounding.
+      const float scale = rand_vec(1, 2, 60, act)[0];
+      Tensor scaled = gpu_poisoned({t, hidden}, act);
+      gpu_->embedding({gpu_from(table, {vocab, hidden}, table_dt), gpu_i32(ids, {t}), scaled, scale});
+      Tensor scaled_ref = cpu_poisoned({t, hidden});
+      cpu_->embedding({cpu_f32(table, {vocab, hidden}), cpu_i32(ids, {t}), scaled_ref, scale});
+      expect_close(to_host(scaled), to_host(scaled_ref), tol_for(act), "scaled embedding");
     }
   }
 }
@@ -51,16 +59,19 @@ TEST_F(CudaOpsTest, RmsNorm) {
 }
 
 TEST_F(CudaOpsTest, SiluAndMul) {
-  for (DType act : kDtypes) {
-    use_dtype(act);
-    for (auto [n, i] : std::vector<std::pair<int, int>>{{1, 12288}, {17, 1024}, {3, 37}, {4, 100}}) {
-      SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " I " + std::to_string(i));
-      auto x = rand_vec(size_t(n) * 2 * i, -4, 4, act);
-      Tensor out = gpu_poisoned({n, i}, act);
-      gpu_->silu_and_mul({gpu_from(x, {n, 2 * i}, act), out});
-      Tensor ref = cpu_poisoned({n, i});
-      cpu_->silu_and_mul({cpu_f32(x, {n, 2 * i}), ref});
-      expect_close(to_host(out), to_host(ref), tol_for(act), "silu_and_mul");
+  for (Activation fn : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (DType act : kDtypes) {
+      use_dtype(act);
+      for (auto [n, i] : std::vector<std::pair<int, int>>{{1, 12288}, {17, 1024}, {3, 37}, {4, 100}}) {
+        SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " I " + std::to_string(i) +
+                     (fn == Activation::kGeluTanh ? " gelu_tanh" : " silu"));
+        auto x = rand_vec(size_t(n) * 2 * i, -6, 6, act);
+        Tensor out = gpu_poisoned({n, i}, act);
+        gpu_->silu_and_mul({gpu_from(x, {n, 2 * i}, act), out, fn});
+        Tensor ref = cpu_poisoned({n, i});
+        cpu_->silu_and_mul({cpu_f32(x, {n, 2 * i}), ref, fn});
+        expect_close(to_host(out), to_host(ref), tol_for(act), "silu_and_mul");
+      }
     }
   }
 }

@@ -36,9 +36,12 @@ void embedding(ThreadPool& pool, const EmbeddingParams& p) {
       throw Error("cpu embedding: token id " + std::to_string(ids[t]) + " outside vocab of " + std::to_string(vocab));
   float* out = p.out.ptr<float>();
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
+    for (int64_t t = b; t < e; ++t) {
       convert_to_f32(static_cast<const char*>(p.table.data) + ids[t] * hidden * dtype_size(p.table.dtype),
                      p.table.dtype, out + t * hidden, hidden);
+      if (p.scale != 1.0f)
+        for (int64_t c = 0; c < hidden; ++c) out[t * hidden + c] *= p.scale;
+    }
   });
 }
 
@@ -121,7 +124,14 @@ void silu_and_mul(ThreadPool& pool, const SiluAndMulParams& p) {
     for (int64_t r = b; r < e; ++r) {
       const float* g = x + r * 2 * inter;
       const float* u = g + inter;
-      for (int64_t i = 0; i < inter; ++i) out[r * inter + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      float* o = out + r * inter;
+      if (p.act == Activation::kGeluTanh) {
+        constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+        for (int64_t i = 0; i < inter; ++i)
+          o[i] = 0.5f * g[i] * (1.0f + std::tanh(kBeta * (g[i] + 0.044715f * g[i] * g[i] * g[i]))) * u[i];
+        continue;
+      }
+      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     }
   });
 }

@@ -26,7 +26,7 @@ bool aligned16(const T* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; 
 // out[t, :] = table[ids[t], :]; one block per token.
 template <typename TOut, typename TTab>
 __global__ void embedding_kernel(const TTab* __restrict__ table, const int* __restrict__ ids, TOut* __restrict__ out,
-                                 int64_t hidden, int64_t vocab) {
+                                 int64_t hidden, int64_t vocab, float scale) {
   pdl_enter();  // every kernel here: launched with PDL (pdl.cuh), first thing
   const int64_t t = blockIdx.x;
   const int id = ids[t];
@@ -36,7 +36,7 @@ __global__ void embedding_kernel(const TTab* __restrict__ table, const int* __re
     return;
   }
   const TTab* row = table + static_cast<int64_t>(id) * hidden;
-  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) o[c] = from_f<TOut>(to_f(row[c]));
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) o[c] = from_f<TOut>(to_f(row[c]) * scale);
 }
 
 // Same dtype, 16-byte copies.
@@ -161,7 +161,16 @@ __global__ void rms_norm_scalar_kernel(const T* __restrict__ x, T* __restrict__ 
     out[row * cols + c] = from_f<T>(to_f(src[c]) * inv * load_any(weight, wt, c));
 }
 
-template <typename T>
+template <Activation kAct>
+__device__ __forceinline__ float gate_act(float g) {
+  if constexpr (kAct == Activation::kGeluTanh) {
+    return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));  // tanhf: not the approximation
+  } else {
+    return g / (1.f + __expf(-g));
+  }
+}
+
+template <typename T, Activation kAct>
 __global__ void silu_and_mul_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t inter) {
   // Grid-stride over 16-byte chunks of the output when inter % kN == 0, else elements.
   using V = Vec<T>;
@@ -179,13 +188,12 @@ __global__ void silu_and_mul_kernel(const T* __restrict__ x, T* __restrict__ out
       u.raw = reinterpret_cast<const uint4*>(x + r * 2 * inter + inter)[c];
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
-        const float gf = to_f(g.v[k]);
-        o.v[k] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(u.v[k]));
+        o.v[k] = from_f<T>(gate_act<kAct>(to_f(g.v[k])) * to_f(u.v[k]));
       }
       reinterpret_cast<uint4*>(out + r * inter)[c] = o.raw;
     } else {
       const float gf = to_f(x[r * 2 * inter + c]);
-      out[r * inter + c] = from_f<T>(gf / (1.f + __expf(-gf)) * to_f(x[r * 2 * inter + inter + c]));
+      out[r * inter + c] = from_f<T>(gate_act<kAct>(gf) * to_f(x[r * 2 * inter + inter + c]));
     }
   }
 }
@@ -264,7 +272,7 @@ void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   const int64_t t = p.ids.numel(), hidden = p.table.dim(1), vocab = p.table.dim(0);
   require(p.out.numel() == t * hidden, "embedding: out must be [T, hidden]");
   if (t == 0) return;
-  if (p.table.dtype == p.out.dtype && (hidden * dtype_size(p.out.dtype)) % 16 == 0) {
+  if (p.table.dtype == p.out.dtype && p.scale == 1.0f && (hidden * dtype_size(p.out.dtype)) % 16 == 0) {
     launch_pdl(copy_rows_vec_kernel, dim3(static_cast<unsigned>(t)), dim3(128), 0, stream,
                static_cast<const uint4*>(p.table.data), p.ids.ptr<int>(), static_cast<uint4*>(p.out.data),
                hidden * static_cast<int64_t>(dtype_size(p.out.dtype)) / 16, vocab);
@@ -276,7 +284,7 @@ void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
     dispatch_float(p.table.dtype, "embedding table", [&](auto w) {
       using TW = decltype(w);
       launch_pdl(embedding_kernel<TO, TW>, dim3(static_cast<unsigned>(t)), dim3(256), 0, stream, p.table.ptr<TW>(),
-                 p.ids.ptr<int>(), p.out.ptr<TO>(), hidden, vocab);
+                 p.ids.ptr<int>(), p.out.ptr<TO>(), hidden, vocab, p.scale);
     });
   });
   check_launch("embedding");
@@ -318,8 +326,9 @@ void launch_silu_and_mul(const SiluAndMulParams& p, cudaStream_t stream) {
   dispatch_float(p.x.dtype, "silu_and_mul", [&](auto tag) {
     using T = decltype(tag);
     const int64_t work = rows * inter / (inter % Vec<T>::kN == 0 ? Vec<T>::kN : 1);
-    launch_pdl(silu_and_mul_kernel<T>, dim3(grid_for(work, 256)), dim3(256), 0, stream, p.x.ptr<T>(), p.out.ptr<T>(),
-               rows, inter);
+    auto kernel = p.act == Activation::kGeluTanh ? silu_and_mul_kernel<T, Activation::kGeluTanh>
+                                                 : silu_and_mul_kernel<T, Activation::kSilu>;
+    launch_pdl(kernel, dim3(grid_for(work, 256)), dim3(256), 0, stream, p.x.ptr<T>(), p.out.ptr<T>(), rows, inter);
   });
   check_launch("silu_and_mul");
 }
@@ -378,7 +387,7 @@ void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream) {
     dispatch_float(p.x.dtype, "gather_rows", [&](auto tag) {
       using T = decltype(tag);
       launch_pdl(embedding_kernel<T, T>, dim3(static_cast<unsigned>(m)), dim3(128), 0, stream, p.x.ptr<T>(),
-                 p.indices.ptr<int>(), p.out.ptr<T>(), cols, p.x.numel() / cols);
+                 p.indices.ptr<int>(), p.out.ptr<T>(), cols, p.x.numel() / cols, 1.0f);
     });
   }
   check_launch("gather_rows");
