@@ -13,6 +13,7 @@ const std::vector<ArchSpec>& arch_specs() {
     register_lfm2_family(v);
     register_deepseek_family(v);
     register_qwen3_next_family(v);
+    register_gemma_family(v);
     return v;
   }();
   return specs;

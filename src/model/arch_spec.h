@@ -48,6 +48,13 @@ struct ArchSpec {
   bool gated_shared_expert = false;
   // Multimodal wrappers: the text model's weights are under model.language_model.* (lm_head.weight stays).
   bool language_model_prefix = false;
+  // Gemma 3: four norms a layer: h += post_attention_layernorm(attn(input_layernorm(h)));
+  // h += post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))).
+  bool sandwich_norm = false;
+  // Every RMSNorm, q_norm / k_norm included, is norm(x) * (1 + w) (Gemma): 1 is added to w at load.
+  bool zero_centred_norm = false;
+  // Embeddings scaled by sqrt(hidden_size), the factor rounded to the activation dtype (Gemma).
+  bool scaled_embedding = false;
   ModuleNames names;
 };
 
@@ -65,5 +72,6 @@ void register_hunyuan_family(std::vector<ArchSpec>& out);
 void register_lfm2_family(std::vector<ArchSpec>& out);
 void register_deepseek_family(std::vector<ArchSpec>& out);
 void register_qwen3_next_family(std::vector<ArchSpec>& out);
+void register_gemma_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

@@ -62,5 +62,11 @@ void parse_deepseek(const json& j, const std::string& source, ModelConfig& c);
 bool is_qwen3_next(const std::string& architecture, const std::string& model_type);
 json qwen3_next_normalize(const json& in, const std::string& source);
 void parse_qwen3_next(const json& j, const std::string& source, ModelConfig& c);
+// Gemma 3 (model_config_gemma3.cc): normalize lifts a multimodal wrapper's text_config, fills the
+// family's defaults and flattens per-layer-type RoPE; parse_gemma3 sets the attention scale and the
+// local RoPE layers.
+bool is_gemma3(const std::string& architecture, const std::string& model_type);
+json gemma3_normalize(const json& in, const std::string& source);
+void parse_gemma3(const json& j, const std::string& source, ModelConfig& c);
 }  // namespace config_json
 }  // namespace vireo

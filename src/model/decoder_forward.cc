@@ -272,9 +272,13 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue, SiLU-mul
   // in gate_up's epilogue, residual add in the epilogue): 5 kernels a layer instead of 9 on the GEMV
   // path. Larger steps keep the separate ops (the GEMMs dominate there).
-  const bool fused = kUseFusedLinear && !spec_.post_norm && T <= kFusedLinearMaxRows;
+  // (GELU-tanh MLPs and sandwich norms have no fused forms: the fused epilogues apply SiLU.)
+  const bool fused = kUseFusedLinear && !spec_.post_norm && !spec_.sandwich_norm && mlp_act_ == Activation::kSilu &&
+                     T <= kFusedLinearMaxRows;
+  // The residual stream is whole at each layer's start (no MLP output waiting to be added).
+  const bool whole_residual = spec_.post_norm || spec_.sandwich_norm;
 
-  be_->embedding({embed_, ids, residual});  // residual = embed_tokens(input_ids)
+  be_->embedding({embed_, ids, residual, embed_scale_});  // residual = embed_tokens(input_ids) (* sqrt(hidden))
   const bool stacked = run_decode_stack(st, kv, ws);  // every layer in one backend op
   for (int l = 0; l < cfg_.num_hidden_layers && !stacked; ++l) {
     const DecoderLayerWeights& w = layers_[l];
@@ -299,7 +303,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     } else if (fused) {
       in_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
     } else if (!spec_.post_norm) {
-      if (l == 0) {
+      if (l == 0 || spec_.sandwich_norm) {
         be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
       } else {
         be_->rms_norm({branch, w.input_norm, hid, residual, eps});  // h += mlp_out; input_layernorm(h)
@@ -321,6 +325,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     } else {
       qp.q_norm = w.q_norm;
       qp.k_norm = w.k_norm;
+      qp.rope_cos_sin = rope_of(l);
       qp.k_cache = kv.k[l];
       qp.v_cache = kv.v[l];
       ap.k_cache = kv.k[l];
@@ -359,7 +364,11 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     }
     be_->linear(linear(mixed, w.o_w, w.o_b, branch));  // o_proj (conv: out_proj)
     Tensor mlp_in;
-    if (spec_.post_norm) {
+    if (spec_.sandwich_norm) {
+      be_->rms_norm({branch, w.post_attn_norm, branch, Tensor(), eps});  // post_attention_layernorm(attn_out)
+      be_->rms_norm({branch, w.pre_ffn_norm, hid, residual, eps});       // h += that; pre_feedforward_layernorm(h)
+      mlp_in = hid;
+    } else if (spec_.post_norm) {
       be_->rms_norm({branch, w.post_attn_norm, hid, Tensor(), eps});  // post_attention_layernorm(attn_out)
       be_->add({residual, hid, residual});                            // h = h + that
       mlp_in = residual;
@@ -372,10 +381,10 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       shared_expert(mlp_in, w, branch, hid, false);  // + shared experts (DeepSeek); hid is free after
     } else {
       be_->linear(linear(mlp_in, w.gate_up_w, w.gate_up_b, gate_up));  // [gate_proj; up_proj](x)
-      be_->silu_and_mul({gate_up, act});                                // act_fn(gate) * up
+      be_->silu_and_mul({gate_up, act, mlp_act_});                      // act_fn(gate) * up
       be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
     }
-    if (spec_.post_norm) {
+    if (whole_residual) {
       be_->rms_norm({branch, w.post_ffn_norm, hid, Tensor(), eps});  // post_feedforward_layernorm(mlp_out)
       be_->add({residual, hid, residual});
     }
@@ -395,7 +404,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     be_->linear(head);  // lm_head(model.norm(h))
     return;
   }
-  if (spec_.post_norm) {
+  if (whole_residual) {
     be_->rms_norm({residual, final_norm_, hid, Tensor(), eps});  // model.norm(h)
   } else {
     be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)

@@ -45,10 +45,10 @@ Tensor DecoderModel::load_row_picks(const std::string& fused_name, const std::ve
   return dev;
 }
 
-// Qwen3NextRMSNorm: out = norm(x) * (1 + w), computed by HF in fp32. The CPU keeps 1 + w in F32 (its
-// rms_norm reads any float weight); other backends get it in the weight dtype.
+// Qwen3NextRMSNorm / Gemma3RMSNorm: out = norm(x) * (1 + w), computed by HF in fp32. The CPU keeps
+// 1 + w in F32 (its rms_norm reads any float weight); other backends get it in the weight dtype.
 Tensor DecoderModel::load_norm(const std::string& name, int64_t n) {
-  if (!spec_.gated_delta_net) return load(name, {{name, {n}}}, 0);
+  if (!spec_.gated_delta_net && !spec_.zero_centred_norm) return load(name, {{name, {n}}}, 0);
   if (!ckpt_) return load(name, {{name, {n}}}, 0);  // dummy: w = 0, so 1 + w = ones
   std::vector<float> host(static_cast<size_t>(n));
   ckpt_->read(name, {n}, DType::kF32, host.data());

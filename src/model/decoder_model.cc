@@ -2,6 +2,7 @@
 #include "model/decoder_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <cstring>
 
@@ -15,23 +16,43 @@ namespace {
 constexpr float kDummyStd = 0.02f;
 }  // namespace
 
+float DecoderModel::round_to_dtype(float v) const {
+  const DType dt = be_->activation_dtype();
+  std::vector<uint8_t> buf(dtype_size(dt));
+  store_f32_as(&v, 1, dt, buf.data());
+  float out = 0;
+  convert_to_f32(buf.data(), dt, &out, 1);
+  return out;
+}
+
 DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique_ptr<Backend> backend,
                            std::unique_ptr<WeightSource> checkpoint, const LoadOptions& opts)
     : cfg_(std::move(config)), spec_(spec), be_(std::move(backend)), ckpt_(std::move(checkpoint)), opts_(opts) {
   // Weights live in the backend's choice for this checkpoint: the activation dtype on CUDA (per --dtype),
   // F32 or BF16 on the CPU.
   wdtype_ = be_->weight_dtype(cfg_.torch_dtype);
+  mlp_act_ = cfg_.hidden_act.rfind("gelu", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu;
+  if (spec_.scaled_embedding) embed_scale_ = round_to_dtype(static_cast<float>(std::sqrt(cfg_.hidden_size)));
   try {
     load_weights();
     // One row per position the engine may use: --max-model-len may exceed max_position_embeddings
     // (vLLM allows it with a warning); positions past the table would be an error.
     const int num_positions = std::max(cfg_.max_position_embeddings, opts_.max_model_len);
-    auto table = rope_cos_sin_table(cfg_, num_positions);
-    Tensor host(table.data(), DType::kF32, {num_positions, cfg_.rotary_dim()});
-    rope_ = be_->alloc(host.shape, DType::kF32);
-    owned_.push_back(rope_);
-    be_->copy_from_host(table.data(), rope_);
-    be_->synchronize();
+    auto upload_table = [&](const ModelConfig& c) {
+      auto table = rope_cos_sin_table(c, num_positions);
+      Tensor dev = be_->alloc({num_positions, c.rotary_dim()}, DType::kF32);
+      owned_.push_back(dev);
+      be_->copy_from_host(table.data(), dev);
+      be_->synchronize();
+      return dev;
+    };
+    rope_ = upload_table(cfg_);
+    if (cfg_.rope_local_theta > 0) {  // Gemma 3's local layers: default RoPE, their own base
+      ModelConfig local = cfg_;
+      local.rope_theta = cfg_.rope_local_theta;
+      local.rope_scaling = RopeScaling{};
+      rope_local_ = upload_table(local);
+    }
   } catch (...) {
     for (auto& t : owned_) be_->free(t);
     throw;
@@ -89,6 +110,8 @@ void DecoderModel::load_weights() {
   const ModuleNames& n = spec_.names;
   if (spec_.mla && !cfg_.mla_attention())
     throw Error(cfg_.architecture + ": config.json has no kv_lora_rank > 0 (MLA attention)");
+  if (mlp_act_ != Activation::kSilu && (spec_.moe || spec_.gated_delta_net || spec_.mla))
+    throw Error(cfg_.architecture + ": hidden_act '" + cfg_.hidden_act + "' is supported for dense MLPs only");
   if (spec_.moe && cfg_.num_experts <= 0)
     throw Error(cfg_.architecture + ": config.json has no num_experts (or num_local_experts) > 0");
   embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
@@ -119,15 +142,21 @@ void DecoderModel::load_weights() {
       if (spec_.qk_norm != QkNorm::kNone) {
         const bool full = spec_.qk_norm == QkNorm::kFullWidth;
         const std::string qn = a + spec_.q_norm_name + ".weight", kn = a + spec_.k_norm_name + ".weight";
-        w.q_norm = load(qn, {{qn, {full ? H * D : D}}}, 0);
-        w.k_norm = load(kn, {{kn, {full ? Hkv * D : D}}}, 0);
+        if (spec_.zero_centred_norm) {
+          w.q_norm = load_norm(qn, full ? H * D : D);
+          w.k_norm = load_norm(kn, full ? Hkv * D : D);
+        } else {
+          w.q_norm = load(qn, {{qn, {full ? H * D : D}}}, 0);
+          w.k_norm = load(kn, {{kn, {full ? Hkv * D : D}}}, 0);
+        }
       }
       const std::string o = a + n.o_proj + ".";
       w.o_w = load(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
       if (cfg_.attention_bias) w.o_b = load(o + "bias", {{o + "bias", {hidden}}}, kDummyStd);
     }
     w.post_attn_norm = norm(n.post_attn_norm);
-    if (spec_.post_norm) w.post_ffn_norm = norm("post_feedforward_layernorm");
+    if (spec_.post_norm || spec_.sandwich_norm) w.post_ffn_norm = norm("post_feedforward_layernorm");
+    if (spec_.sandwich_norm) w.pre_ffn_norm = norm("pre_feedforward_layernorm");
     if (spec_.moe && cfg_.moe_layer(l)) {
       load_moe(m, w);
       continue;

@@ -19,7 +19,8 @@ struct DecoderLayerWeights {
   Tensor q_norm, k_norm;   // self_attn.q_norm/k_norm: [D] per head or [H*D] / [Hkv*D] full width
   Tensor o_w, o_b;         // self_attn.o_proj: [hidden, H*D]
   Tensor post_attn_norm;   // post_attention_layernorm.weight [hidden]
-  Tensor post_ffn_norm;    // post_feedforward_layernorm.weight [hidden] (post-norm only)
+  Tensor post_ffn_norm;    // post_feedforward_layernorm.weight [hidden] (post-norm and sandwich-norm only)
+  Tensor pre_ffn_norm;     // pre_feedforward_layernorm.weight [hidden] (sandwich-norm only: the MLP's input norm)
   Tensor gate_up_w, gate_up_b;  // mlp.{gate,up}_proj fused: [2 * inter, hidden]
   Tensor down_w, down_b;   // mlp.down_proj: [hidden, inter]
   // Sparse MoE layers (ArchSpec::moe and config.moe_layer(l)) instead of gate_up / down:
@@ -195,7 +196,8 @@ class DecoderModel final : public Model {
     std::vector<int64_t> shape, rows;
   };
   Tensor load_row_picks(const std::string& fused_name, const std::vector<RowPick>& picks, float stddev);
-  Tensor load_norm(const std::string& name, int64_t n);  // spec_.gated_delta_net: 1 + w (zero-centred)
+  // An RMSNorm weight [n]; 1 + w for zero-centred families (Qwen3-Next, Gemma).
+  Tensor load_norm(const std::string& name, int64_t n);
   void load_gated_attention(const std::string& attn_prefix, DecoderLayerWeights& w);
   void load_gated_delta_net(const std::string& prefix, DecoderLayerWeights& w);
   void allocate_gdn_states();
@@ -226,6 +228,7 @@ class DecoderModel final : public Model {
   // A GraphSample for the batch when graphs may sample it, else null (into `gs`).
   GraphSample* graph_sample_for(const SamplingBatch& batch, GraphSample& gs) const;
   void reset_graphs();
+  float round_to_dtype(float v) const;  // v as the activation dtype holds it
 
   ModelConfig cfg_;
   ArchSpec spec_;
@@ -234,6 +237,11 @@ class DecoderModel final : public Model {
   LoadOptions opts_;
   DType wdtype_;
   Tensor embed_, final_norm_, lm_head_, rope_;
+  Tensor rope_local_;             // Gemma 3's sliding layers' RoPE table (cfg_.local_rope_layer); empty: none
+  float embed_scale_ = 1.0f;      // spec_.scaled_embedding: sqrt(hidden) in the activation dtype
+  Activation mlp_act_ = Activation::kSilu;  // the dense MLP's act_fn (cfg_.hidden_act)
+  // The RoPE table layer l rotates with.
+  const Tensor& rope_of(int l) const { return cfg_.local_rope_layer(l) ? rope_local_ : rope_; }
   std::vector<DecoderLayerWeights> layers_;
   std::vector<GdnLayerState> gdn_states_;  // [num layers] (empty entries for attention layers); empty: none
   int state_slots_ = 0;

@@ -18,8 +18,9 @@ bool plain_dense_layer(const DecoderLayerWeights& w) {
 bool DecoderModel::run_decode_stack(const StepTensors& st, KvCache& kv, DecoderWorkspace& ws) {
   const int64_t T = st.T;
   if (!be_->offers_decode_stack()) return false;  // before building the layer table
-  if (spec_.post_norm || spec_.mla || st.max_query_len != 1 || T != st.S || st.M > T) return false;
-  if (spec_.qk_norm == QkNorm::kFullWidth || cfg_.sliding_window > 0) return false;
+  if (spec_.post_norm || spec_.sandwich_norm || spec_.mla || st.max_query_len != 1 || T != st.S || st.M > T) return false;
+  if (spec_.qk_norm == QkNorm::kFullWidth || cfg_.sliding_window > 0 || mlp_act_ != Activation::kSilu) return false;
+  if (embed_scale_ != 1.0f || !rope_local_.empty()) return false;
   const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
   DecodeStackParams p;
   p.layers.reserve(layers_.size());

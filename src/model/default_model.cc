@@ -83,14 +83,41 @@ ModelConfig llama3_8b_config() {
   return ModelConfig::from_json(j, "builtin:llama3-8b");
 }
 
+// google/gemma-3-1b-it's config.json (Gemma3ForCausalLM): 26 layers, 5 of 6 sliding (window 512, RoPE
+// base 10k), 4 query heads on 1 KV head of 256 dims, GELU-tanh MLP, 262k tied vocabulary.
+ModelConfig gemma3_1b_config() {
+  nlohmann::json j = {{"architectures", {"Gemma3ForCausalLM"}},
+                      {"model_type", "gemma3_text"},
+                      {"vocab_size", 262144},
+                      {"hidden_size", 1152},
+                      {"intermediate_size", 6912},
+                      {"num_hidden_layers", 26},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 1},
+                      {"head_dim", 256},
+                      {"max_position_embeddings", 32768},
+                      {"query_pre_attn_scalar", 256},
+                      {"rms_norm_eps", 1e-6},
+                      {"rope_theta", 1000000.0},
+                      {"rope_local_base_freq", 10000.0},
+                      {"sliding_window", 512},
+                      {"sliding_window_pattern", 6},
+                      {"hidden_activation", "gelu_pytorch_tanh"},
+                      {"torch_dtype", "bfloat16"},
+                      {"bos_token_id", 2},
+                      {"eos_token_id", {1, 106}}};
+  return ModelConfig::from_json(j, "builtin:gemma3-1b");
+}
+
 ModelConfig builtin_model_config(const std::string& name) {
   if (name == "default") return default_model_config();
   if (name == "qwen3-0.6b") return qwen3_0_6b_config();
   if (name == "qwen3-8b") return qwen3_8b_config();
   if (name == "qwen3-30b-a3b") return qwen3_30b_a3b_config();
   if (name == "llama3-8b") return llama3_8b_config();
+  if (name == "gemma3-1b") return gemma3_1b_config();
   throw Error("--model builtin:" + name +
-              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b)");
+              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b, gemma3-1b)");
 }
 
 }  // namespace vireo

@@ -152,8 +152,12 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   // LFM2 spells some fields its own way: read a normalised copy (raw keeps the file as given).
   const bool lfm2 = c.architecture == "Lfm2ForCausalLM" || c.model_type == "lfm2";
   const bool qwen3_next = is_qwen3_next(c.architecture, c.model_type);
-  const json normalized = lfm2 ? lfm2_normalize(in, source) : qwen3_next ? qwen3_next_normalize(in, source) : json();
-  const json& j = lfm2 || qwen3_next ? normalized : in;
+  const bool gemma3 = is_gemma3(c.architecture, c.model_type);
+  const json normalized = lfm2         ? lfm2_normalize(in, source)
+                          : qwen3_next ? qwen3_next_normalize(in, source)
+                          : gemma3     ? gemma3_normalize(in, source)
+                                       : json();
+  const json& j = lfm2 || qwen3_next || gemma3 ? normalized : in;
   c.vocab_size = get_int(j, source, "vocab_size");
   c.hidden_size = get_int(j, source, "hidden_size");
   c.intermediate_size = get_int(j, source, "intermediate_size");
@@ -204,12 +208,14 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   c.mlp_bias = get_bool(j, source, "mlp_bias", false);
   c.qkv_bias_off = !get_bool(j, source, "qkv_bias", true);
   if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();
-  if (c.hidden_act != "silu" && c.hidden_act != "swish")
-    fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu)");
+  if (c.hidden_act != "silu" && c.hidden_act != "swish" && c.hidden_act != "gelu_pytorch_tanh" &&
+      c.hidden_act != "gelu_new")
+    fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu, gelu_pytorch_tanh, gelu_new)");
   parse_moe(j, source, c);
   parse_sliding_window(j, source, c);
   if (lfm2) parse_lfm2(j, source, c);
   if (qwen3_next) parse_qwen3_next(j, source, c);
+  if (gemma3) parse_gemma3(j, source, c);
   if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3" ||
       c.architecture == "DeepseekV2ForCausalLM" || c.model_type == "deepseek_v2")
     parse_deepseek(j, source, c);

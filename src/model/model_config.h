@@ -49,7 +49,7 @@ struct ModelConfig {
   bool attention_bias = false;          // q/k/v/o biases
   bool mlp_bias = false;                // gate/up/down biases
   bool qkv_bias_off = false;            // config "qkv_bias": false (Qwen2-MoE) drops the family's q/k/v biases
-  std::string hidden_act = "silu";
+  std::string hidden_act = "silu";       // silu / swish, or gelu_pytorch_tanh / gelu_new (dense MLPs)
   // Sliding-window attention: the window (keys per query, itself included) of the layers that use
   // it, 0 when none does; sliding_layers[l] != 0 for those layers ([num_hidden_layers] when the
   // window is set, else empty).
@@ -111,6 +111,14 @@ struct ModelConfig {
   int64_t shared_expert_width() const {
     return shared_expert_intermediate_size > 0 ? shared_expert_intermediate_size
                                                : static_cast<int64_t>(n_shared_experts) * moe_intermediate_size;
+  }
+
+  // Gemma 3 (model_config_gemma3.cc): the sliding-window layers rotate with a default RoPE of base
+  // rope_local_theta (rope_local_base_freq) where local_rope_layers[l]; 0: one RoPE for every layer.
+  float rope_local_theta = 0;
+  std::vector<uint8_t> local_rope_layers;
+  bool local_rope_layer(int l) const {
+    return rope_local_theta > 0 && l >= 0 && l < static_cast<int>(local_rope_layers.size()) && local_rope_layers[l];
   }
 
   int rotary_dim() const { return rope_dim > 0 ? rope_dim : static_cast<int>(head_dim * partial_rotary_factor); }

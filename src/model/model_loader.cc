@@ -57,7 +57,13 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
   } else if (opts.load_format == "auto" || opts.load_format == "safetensors") {
     if (model_dir.empty()) throw Error("load_model: no model directory (use --load-format dummy for random weights)");
     ckpt = std::make_unique<Checkpoint>(model_dir);
-    if (spec.language_model_prefix) ckpt = with_model_prefix(std::move(ckpt), "model.language_model.");
+    if (spec.language_model_prefix) {
+      // transformers 5 saves model.language_model.*; older multimodal checkpoints (Gemma 3 on the hub)
+      // language_model.model.*.
+      const bool v4 = !ckpt->has("model.language_model.embed_tokens.weight") &&
+                      ckpt->has("language_model.model.embed_tokens.weight");
+      ckpt = with_model_prefix(std::move(ckpt), v4 ? "language_model.model." : "model.language_model.");
+    }
   } else if (opts.load_format == "gguf") {
     throw Error("--load-format gguf: '" + model_dir + "' is not a GGUF file");
   } else {

@@ -46,6 +46,16 @@ TEST_P(Parity, RopeFrequenciesMatchTransformers) {
   ASSERT_EQ(rf.inv_freq.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(rf.inv_freq[i], want[i], 1e-6 * std::abs(want[i]) + 1e-12) << i;
   EXPECT_NEAR(rf.attention_scaling, ref["attention_scaling"].get<double>(), 1e-6);
+  if (!ref.contains("local_inv_freq")) return;  // Gemma 3: the sliding layers' own default RoPE
+  ASSERT_GT(c.rope_local_theta, 0);
+  ModelConfig local = c;
+  local.rope_theta = c.rope_local_theta;
+  local.rope_scaling = RopeScaling{};
+  RopeFrequencies lf = rope_frequencies(local);
+  auto want_local = ref["local_inv_freq"].get<std::vector<float>>();
+  ASSERT_EQ(lf.inv_freq.size(), want_local.size());
+  for (size_t i = 0; i < want_local.size(); ++i)
+    EXPECT_NEAR(lf.inv_freq[i], want_local[i], 1e-6 * std::abs(want_local[i]) + 1e-12) << i;
 }
 
 TEST_P(Parity, LogitsAndGreedyMatchTransformers) {
@@ -110,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama3", "llama_yarn_bias", "qwen2", "qwen2_sliding", "qwen3", "qwen3_bf16_sharded", "olmo2",
                                            "hunyuan_dense", "qwen3_moe", "qwen3_moe_mixed", "qwen2_moe", "mixtral", "lfm2", "deepseek_v3",
                                            "deepseek_v3_qproj", "deepseek_v2_lite", "qwen3_5", "qwen3_5_moe",
-                                           "qwen3_next", "qwen3_5_vl"));
+                                           "qwen3_next", "qwen3_5_vl", "gemma3", "gemma3_vl"));
 
 TEST(ParityConfig, FixtureConfigsParseNewStyleRopeParameters) {
   ModelConfig h = ModelConfig::from_file(fixture_dir("hunyuan_dense") + "/config.json");

@@ -216,11 +216,22 @@ def case_deepseek(rng, v3=True):
     return "DeepseekV2Config", kw
 
 
+def case_gemma3(rng):
+    kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128, 256))
+    full = dict(rope_type="default", rope_theta=kw.pop("rope_theta")) | (rope_choice(rng) or {})
+    local = dict(rope_type="default", rope_theta=pick(rng, [10000.0, 50000.0]))
+    kw |= dict(layer_types=[pick(rng, ["sliding_attention", "full_attention"]) for _ in range(kw["num_hidden_layers"])],
+               sliding_window=pick(rng, [8, 32, 4096]), query_pre_attn_scalar=pick(rng, [kw["head_dim"], 24, 256]),
+               hidden_activation="gelu_pytorch_tanh",
+               rope_parameters={"full_attention": full, "sliding_attention": local})
+    return "Gemma3TextConfig", kw
+
+
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
-    "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False),
+    "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
 }
 
 

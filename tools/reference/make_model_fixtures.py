@@ -49,7 +49,20 @@ def rope_kwargs(cls, theta, params):
 NESTED_TEXT = {"Qwen3_5Config": ("Qwen3_5TextConfig", "Qwen3_5ForConditionalGeneration",
                                  dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
                                       out_hidden_size=64, patch_size=8, spatial_merge_size=2,
-                                      temporal_patch_size=2, num_position_embeddings=16))}
+                                      temporal_patch_size=2, num_position_embeddings=16)),
+               "Gemma3Config": ("Gemma3TextConfig", "Gemma3ForConditionalGeneration",
+                                dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=2, image_size=28, patch_size=14))}
+# Wrapper config kwargs beyond text/vision (Gemma3Config: image tokens per image, a square).
+NESTED_EXTRA = {"Gemma3Config": dict(mm_tokens_per_image=4)}
+
+# Gemma 3: RoPE per layer type (transformers 5): linear-scaled global layers, local layers with base 10000.
+GEMMA3_ROPE = {"full_attention": dict(rope_type="linear", factor=4.0, rope_theta=1000000.0),
+               "sliding_attention": dict(rope_type="default", rope_theta=10000.0)}
+GEMMA3 = dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=24,
+              sliding_window=8, hidden_activation="gelu_pytorch_tanh",
+              layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+              rope_parameters=GEMMA3_ROPE)
 
 
 def make_config(cls_name, rope_theta=10000.0, rope=None, **extra):
@@ -58,7 +71,7 @@ def make_config(cls_name, rope_theta=10000.0, rope=None, **extra):
         tie = extra.pop("tie_word_embeddings", False)
         text = make_config(text_cls, rope_theta=rope_theta, rope=rope, **extra)
         return getattr(transformers, cls_name)(text_config=text.to_dict(), vision_config=vision,
-                                               tie_word_embeddings=tie)
+                                               tie_word_embeddings=tie, **NESTED_EXTRA.get(cls_name, {}))
     cls = getattr(transformers, cls_name)
     kw = dict(BASE)
     if "norm_eps" in extra:  # LFM2 names it norm_eps; its strict config may refuse rms_norm_eps
@@ -196,6 +209,12 @@ CASES = [
                                          rope=dict(rope_type="default", partial_rotary_factor=0.25,
                                                    mrope_section=[2, 1, 1], mrope_interleaved=True)),
      torch.float32, None),
+    # Gemma 3 text: four zero-centred norms a layer, scaled embeddings, GELU-tanh MLP, attention scale
+    # 24^-0.5 (query_pre_attn_scalar, not head_dim), sliding layers (window 8) with their own RoPE base.
+    ("gemma3", "Gemma3TextConfig", dict(GEMMA3), torch.float32, None),
+    # Gemma 3 as released from 4B up (Gemma3ForConditionalGeneration: text_config nested, a tiny SigLIP).
+    ("gemma3_vl", "Gemma3Config", dict(GEMMA3, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
+                                       tie_word_embeddings=True), torch.float32, None),
 ]
 
 
@@ -273,9 +292,14 @@ def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
     ref = reference(model, torch.Generator().manual_seed(seed + 2000))
     inner = getattr(model.model, "language_model", model.model)  # multimodal wrappers
     rot = getattr(inner, "rotary_emb", None) or inner.pos_emb  # LFM2 names it pos_emb in some versions
-    ref["inv_freq"] = rounded(rot.inv_freq.float())
+    # Gemma 3 keeps one table per layer type (full_attention_inv_freq, sliding_attention_inv_freq).
+    inv = getattr(rot, "inv_freq", None)
+    ref["inv_freq"] = rounded((inv if inv is not None else rot.full_attention_inv_freq).float())
+    if getattr(rot, "sliding_attention_inv_freq", None) is not None:
+        ref["local_inv_freq"] = rounded(rot.sliding_attention_inv_freq.float())
     ref["rotary_class"] = type(rot).__name__
-    ref["attention_scaling"] = float(getattr(rot, "attention_scaling", 1.0))
+    ref["attention_scaling"] = float(getattr(rot, "attention_scaling",
+                                             getattr(rot, "full_attention_attention_scaling", 1.0)))
     ref["architecture"] = model.config.architectures[0]
     ref["transformers_version"] = transformers.__version__
     with open(os.path.join(d, "reference.json"), "w") as f:

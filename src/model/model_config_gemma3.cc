@@ -1,0 +1,88 @@
+// Gemma 3's config.json (transformers' Gemma3TextConfig, and the multimodal Gemma3Config whose text
+// model sits in text_config): hidden_activation, the attention scale from query_pre_attn_scalar, a
+// second RoPE base for the sliding-window layers (rope_local_base_freq, or transformers 5's
+// rope_parameters per layer type) and the layer pattern (layer_types or sliding_window_pattern).
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config_json.h"
+#include "model/model_config.h"
+
+namespace vireo::config_json {
+
+bool is_gemma3(const std::string& a, const std::string& t) {
+  return a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration" || t == "gemma3_text" || t == "gemma3";
+}
+
+namespace {
+bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+}  // namespace
+
+json gemma3_normalize(const json& in, const std::string& source) {
+  json j = in;
+  if (auto tc = in.find("text_config"); tc != in.end() && !tc->is_null()) {
+    if (!tc->is_object()) fail(source, "text_config", "must be an object");
+    j = *tc;
+    // The wrapper's own fields win where it has them (dtype, token ids); Gemma3Config ties the lm_head.
+    for (const char* key : {"architectures", "tie_word_embeddings", "dtype", "torch_dtype", "eos_token_id", "bos_token_id"})
+      if (has(in, key)) j[key] = in[key];
+  }
+  // Gemma3TextConfig's defaults where the generic parser's differ.
+  if (!has(j, "head_dim")) j["head_dim"] = 256;
+  if (!has(j, "num_key_value_heads")) j["num_key_value_heads"] = 4;
+  if (!has(j, "max_position_embeddings")) j["max_position_embeddings"] = 131072;
+  if (!has(j, "tie_word_embeddings")) j["tie_word_embeddings"] = true;
+  if (!has(j, "rope_theta")) j["rope_theta"] = 1000000.0;
+  if (!has(j, "sliding_window") && !j.contains("sliding_window")) j["sliding_window"] = 4096;
+  // The MLP reads hidden_activation (HF's Gemma3MLP ignores hidden_act).
+  j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
+    if (has(j, key)) fail(source, key, "is not supported (Gemma 3 checkpoints leave it null)");
+  if (get_bool(j, source, "use_bidirectional_attention", false))
+    fail(source, "use_bidirectional_attention", "is not supported (causal decoding only)");
+  // Layer kinds: layer_types, else every sliding_window_pattern-th layer global (Gemma3TextConfig).
+  const int n = get_int(j, source, "num_hidden_layers");
+  if (!has(j, "layer_types")) {
+    const int pattern = get_int(j, source, "sliding_window_pattern", 6);
+    if (pattern <= 0) fail(source, "sliding_window_pattern", "must be > 0");
+    json types = json::array();
+    for (int l = 0; l < n; ++l) types.push_back((l + 1) % pattern ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+  }
+  // transformers 5 nests RoPE by layer type: the global layers' entry is the model's RoPE, the local
+  // one's base becomes rope_local_base_freq.
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object() && rp->contains("full_attention")) {
+    const json full = (*rp)["full_attention"], local = rp->value("sliding_attention", json());
+    if (!full.is_object()) fail(source, "rope_parameters.full_attention", "must be an object");
+    if (local.is_object()) {
+      if (local.value("rope_type", "default") != "default")
+        fail(source, "rope_parameters.sliding_attention", "rope_type must be 'default'");
+      j["rope_local_base_freq"] = get_float(local, source, "rope_theta", 10000.0f);
+    }
+    j["rope_parameters"] = full;
+  }
+  return j;
+}
+
+void parse_gemma3(const json& j, const std::string& source, ModelConfig& c) {
+  const float qpas = get_float(j, source, "query_pre_attn_scalar", 256.0f);
+  if (!(qpas > 0)) fail(source, "query_pre_attn_scalar", "must be > 0");
+  c.attention_scale = static_cast<float>(std::pow(static_cast<double>(qpas), -0.5));
+  c.rope_local_theta = get_float(j, source, "rope_local_base_freq", 10000.0f);
+  if (!(c.rope_local_theta > 0)) fail(source, "rope_local_base_freq", "must be > 0");
+  const json& lt = j["layer_types"];
+  if (!lt.is_array() || static_cast<int>(lt.size()) != c.num_hidden_layers)
+    fail(source, "layer_types", "must be a list of num_hidden_layers names");
+  c.local_rope_layers.assign(c.num_hidden_layers, 0);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string name = lt[l].is_string() ? lt[l].get<std::string>() : lt[l].dump();
+    if (name != "sliding_attention" && name != "full_attention")
+      fail(source, "layer_types", "entry " + std::to_string(l) + " '" + name +
+                                      "' is not supported (sliding_attention, full_attention)");
+    c.local_rope_layers[l] = name == "sliding_attention";
+  }
+}
+
+}  // namespace vireo::config_json
