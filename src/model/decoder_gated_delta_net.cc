@@ -50,6 +50,7 @@ Tensor DecoderModel::load_row_picks(const std::string& fused_name, const std::ve
 Tensor DecoderModel::load_norm(const std::string& name, int64_t n) {
   if (!spec_.gated_delta_net && !spec_.zero_centred_norm) return load(name, {{name, {n}}}, 0);
   if (!ckpt_) return load(name, {{name, {n}}}, 0);  // dummy: w = 0, so 1 + w = ones
+  if (ckpt_->norms_include_one()) return load(name, {{name, {n}}}, 0);  // GGUF: the converter added the 1
   std::vector<float> host(static_cast<size_t>(n));
   ckpt_->read(name, {n}, DType::kF32, host.data());
   for (float& v : host) v += 1.0f;

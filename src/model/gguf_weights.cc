@@ -17,7 +17,8 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"self_attn.k_proj", "attn_k"},            {"self_attn.v_proj", "attn_v"},
     {"self_attn.o_proj", "attn_output"},       {"self_attn.q_norm", "attn_q_norm"},
     {"self_attn.k_norm", "attn_k_norm"},       {"post_attention_layernorm", "ffn_norm"},
-    {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"},
+    {"post_feedforward_layernorm", "post_ffw_norm"}, {"pre_feedforward_layernorm", "ffn_norm"},
+    {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
     {"mlp.gate", "ffn_gate_inp"},  // the MoE router
     // Qwen2-MoE's shared expert and its gate ([1, hidden] in HF, [hidden] in the file)
@@ -48,7 +49,7 @@ bool is_float_type(uint32_t t) { return t == 0 || t == 1 || t == 30; }  // F32, 
 
 }  // namespace
 
-std::string gguf_tensor_name(const std::string& hf, bool olmo2) {
+std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
@@ -62,7 +63,7 @@ std::string gguf_tensor_name(const std::string& hf, bool olmo2) {
   const std::string module = hf.substr(dot + 1, last - dot - 1), suffix = hf.substr(last);  // ".weight"/".bias"
   for (const auto& [from, to] : kLayerNames) {
     if (module != from) continue;
-    const std::string name = olmo2 && module == "post_attention_layernorm" ? "post_attention_norm" : to;
+    const std::string name = post_attention_norm && module == "post_attention_layernorm" ? "post_attention_norm" : to;
     return "blk." + layer + "." + name + suffix;
   }
   return "";
@@ -70,10 +71,11 @@ std::string gguf_tensor_name(const std::string& hf, bool olmo2) {
 
 GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c)
     : files_(std::move(files)),
-      olmo2_(c.architecture == "Olmo2ForCausalLM"),
+      post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Gemma3ForCausalLM"),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
-      // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen and OLMo-2 files use NeoX RoPE.
+      // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM"),  // "llama" in the file
+      gemma_(c.architecture == "Gemma3ForCausalLM"),
       num_heads_(c.num_attention_heads),
       num_kv_heads_(c.num_key_value_heads) {}
 
@@ -81,12 +83,12 @@ bool GgufWeights::has(const std::string& name) const {
   if (const std::string l = stacked_layer(name, kGateUpSuffix); !l.empty())
     return files_->find_tensor("blk." + l + ".ffn_gate_exps.weight").info &&
            files_->find_tensor("blk." + l + ".ffn_up_exps.weight").info;
-  const std::string g = gguf_tensor_name(name, olmo2_);
+  const std::string g = gguf_tensor_name(name, post_attention_norm_);
   return !g.empty() && files_->find_tensor(g).info != nullptr;
 }
 
 GgufShards::Found GgufWeights::find(const std::string& name, const std::vector<int64_t>& expected) const {
-  return find_gguf(gguf_tensor_name(name, olmo2_), name, expected);
+  return find_gguf(gguf_tensor_name(name, post_attention_norm_), name, expected);
 }
 
 GgufShards::Found GgufWeights::find_gguf(const std::string& g, const std::string& name,

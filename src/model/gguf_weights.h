@@ -12,8 +12,9 @@
 namespace vireo {
 
 // llama.cpp's tensor name for an HF one ("lm_head.weight" -> "output.weight"); "" when there is none.
-// olmo2 names its post-attention norm post_attention_norm where the others use ffn_norm.
-std::string gguf_tensor_name(const std::string& hf_name, bool olmo2);
+// OLMo-2 and Gemma 3 (post_attention_norm set) name their post-attention norm post_attention_norm where the
+// others use ffn_norm (Gemma 3's ffn_norm is its pre_feedforward_layernorm).
+std::string gguf_tensor_name(const std::string& hf_name, bool post_attention_norm);
 
 class GgufWeights final : public WeightSource {
  public:
@@ -22,6 +23,7 @@ class GgufWeights final : public WeightSource {
   bool has(const std::string& name) const override;
   std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override;
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
+  bool norms_include_one() const override { return gemma_; }
 
  private:
   // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.
@@ -34,7 +36,7 @@ class GgufWeights final : public WeightSource {
   int permuted_heads(const std::string& name) const;
 
   std::unique_ptr<GgufShards> files_;
-  bool olmo2_ = false, llama_ = false;
+  bool post_attention_norm_ = false, llama_ = false, gemma_ = false;
   int num_heads_ = 0, num_kv_heads_ = 0;
 };
 

@@ -18,6 +18,7 @@ class PrefixedWeights final : public WeightSource {
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override {
     inner_->read(map(name), expected, dtype, dst);
   }
+  bool norms_include_one() const override { return inner_->norms_include_one(); }
 
  private:
   std::string map(const std::string& name) const {

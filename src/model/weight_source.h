@@ -20,6 +20,9 @@ class WeightSource {
   virtual std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const = 0;
   // Writes the tensor, converted to `dtype` (F32/F16/BF16), to dst (numel * dtype_size bytes).
   virtual void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const = 0;
+  // Zero-centred RMSNorm weights (Gemma's norm(x) * (1 + w)) are stored as 1 + w already (llama.cpp's
+  // converter adds the 1), so the loader must not add it again.
+  virtual bool norms_include_one() const { return false; }
 };
 
 // Serves every "model.X" name from inner's "<prefix>X" (the multimodal wrappers keep the text model

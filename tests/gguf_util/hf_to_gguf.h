@@ -33,11 +33,12 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"post_feedforward_layernorm", "post_ffw_norm"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}, {"block_sparse_moe.gate", "ffn_gate_inp"},
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
-      {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"}};
+      {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+      {"pre_feedforward_layernorm", "ffn_norm"}};
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
-  if (arch == "olmo2" && module == "post_attention_layernorm") name = "post_attention_norm";
+  if ((arch == "olmo2" || arch == "gemma3") && module == "post_attention_layernorm") name = "post_attention_norm";
   return "blk." + hf.substr(a, dot - a) + "." + name + hf.substr(last);
 }
 
@@ -67,11 +68,13 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"},
                                                            {"Qwen3MoeForCausalLM", "qwen3moe"},
                                                            {"MixtralForCausalLM", "llama"},  // as the converter does
-                                                           {"Qwen2MoeForCausalLM", "qwen2moe"}};
+                                                           {"Qwen2MoeForCausalLM", "qwen2moe"},
+                                                           {"Gemma3ForCausalLM", "gemma3"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
-  const nlohmann::json rope = c.contains("rope_parameters") ? c["rope_parameters"] : nlohmann::json::object();
+  nlohmann::json rope = c.contains("rope_parameters") ? c["rope_parameters"] : nlohmann::json::object();
+  if (rope.contains("full_attention")) rope = rope["full_attention"];  // Gemma 3: the global layers' RoPE
   const double theta = rope.value("rope_theta", c.value("rope_theta", 10000.0));
   GgufWriter w;
   w.add_string("general.architecture", a);
@@ -100,6 +103,19 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
   }
   const std::string rope_type = rope.value("rope_type", "default");
+  if (rope_type == "linear") {
+    w.add_string(a + ".rope.scaling.type", "linear");
+    w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
+  }
+  if (a == "gemma3") {
+    // llama.cpp has no key for a layer order other than its period of 6, nor for query_pre_attn_scalar:
+    // the fixture's are written as <arch>.attention.sliding_window_pattern (one flag per layer) and
+    // <arch>.attention.scale, which vireo reads where present.
+    std::vector<int32_t> flags;
+    for (const auto& t : c["layer_types"]) flags.push_back(t == "sliding_attention");
+    w.add_i32_array(a + ".attention.sliding_window_pattern", flags);
+    w.add_f32(a + ".attention.scale", static_cast<float>(1.0 / std::sqrt(c["query_pre_attn_scalar"].get<double>())));
+  }
   if (rope_type == "yarn") {
     w.add_string(a + ".rope.scaling.type", "yarn");
     w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
@@ -166,6 +182,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
         continue;
       }
       const int64_t row = t.ndim() == 2 ? t.shape[1] : 1;
+      // convert_hf_to_gguf.py's Gemma3Model stores every RMSNorm weight as 1 + w (its norm_shift).
+      if (a == "gemma3" && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
+        for (float& x : v) x += 1.0f;
       if (a == "llama" && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
       if (a == "llama" && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());

@@ -4,6 +4,7 @@
 // and the same greedy tokens. Broken model files fail with a vireo::Error naming the tensor.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -98,7 +99,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3", testing::kGgmlQ8_0, 5e-2}, Case{"llama_yarn_bias", testing::kGgmlQ8_0, 5e-2},
                       Case{"olmo2", testing::kGgmlQ8_0, 5e-2}, Case{"qwen3_moe", testing::kGgmlF32, 0},
                       Case{"qwen3_moe", testing::kGgmlF16, 2e-3}, Case{"mixtral", testing::kGgmlF32, 0},
-                      Case{"qwen2_moe", testing::kGgmlF32, 0}),
+                      Case{"qwen2_moe", testing::kGgmlF32, 0}, Case{"gemma3", testing::kGgmlF32, 0},
+                      // The gemma3 fixture amplifies weight rounding ~8x more than qwen3's (F16: 6.4e-3 vs
+                      // 8.2e-4): four norms a layer whose 1 + w is ~2, and embeddings times sqrt(hidden).
+                      Case{"gemma3", testing::kGgmlF16, 1e-2}, Case{"gemma3", testing::kGgmlQ8_0, 0.15}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -108,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and tokens on the GPU; a Q8_0 file, dequantized at load, stays near its CPU run (bf16 vs fp32 math).
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe"}) {
+  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
@@ -146,6 +150,43 @@ TEST(GgufModel, ConfigFromMetadata) {
   EXPECT_EQ(c.rope_scaling.freq_factors.size(), static_cast<size_t>(want.head_dim / 2));
   testing::convert_model_fixture(fixture_dir("qwen3"), gguf);
   EXPECT_TRUE(gguf_model_config(GgufShards(gguf)).tie_word_embeddings);  // no output.weight
+  fs::remove(gguf);
+}
+
+// A Gemma 3 file as llama.cpp's converter writes it carries no layer order and no softmax scale: vireo
+// follows llama.cpp's rules (every 6th layer global, local RoPE base 10,000, 1/sqrt(head_dim), and
+// 1/sqrt(hidden / heads) for the 62-layer 27B).
+TEST(GgufModel, Gemma3DefaultsAsLlamaCpp) {
+  const std::string gguf = (temp_dir() / "gemma3_defaults.gguf").string();
+  for (int layers : {8, 62}) {
+    testing::GgufWriter w;
+    const std::string a = "gemma3";
+    w.add_string("general.architecture", a);
+    w.add_u32(a + ".context_length", 4096);
+    w.add_u32(a + ".embedding_length", 5376);
+    w.add_u32(a + ".block_count", static_cast<uint32_t>(layers));
+    w.add_u32(a + ".feed_forward_length", 21504);
+    w.add_u32(a + ".attention.head_count", 32);
+    w.add_u32(a + ".attention.head_count_kv", 16);
+    w.add_u32(a + ".attention.key_length", 128);
+    w.add_u32(a + ".attention.value_length", 128);
+    w.add_u32(a + ".attention.sliding_window", 1024);
+    w.add_f32(a + ".rope.freq_base", 1e6f);
+    w.add_string(a + ".rope.scaling.type", "linear");
+    w.add_f32(a + ".rope.scaling.factor", 8.0f);
+    w.add_u32(a + ".vocab_size", 1000);
+    w.write(gguf);
+    ModelConfig c = gguf_model_config(GgufShards(gguf));
+    EXPECT_EQ(c.architecture, "Gemma3ForCausalLM");
+    EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
+    EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / std::sqrt(layers == 62 ? 168.0f : 128.0f)) << layers;
+    EXPECT_FLOAT_EQ(c.rope_local_theta, 10000.0f);
+    EXPECT_EQ(c.rope_scaling.type, "linear");
+    for (int l = 0; l < layers; ++l) {
+      EXPECT_EQ(c.layer_window(l), (l + 1) % 6 ? 1024 : 0) << l;
+      EXPECT_EQ(c.local_rope_layer(l), (l + 1) % 6 != 0) << l;
+    }
+  }
   fs::remove(gguf);
 }
 
@@ -239,15 +280,15 @@ TEST(GgufModel, SplitFilesLoadLikeOne) {
 }
 
 TEST(GgufModel, UnsupportedArchitecture) {
-  const std::string p = (temp_dir() / "gemma.gguf").string();
+  const std::string p = (temp_dir() / "gemma2.gguf").string();
   testing::GgufWriter w;
-  w.add_string("general.architecture", "gemma3");
+  w.add_string("general.architecture", "gemma2");
   w.write(p);
   try {
     load_model(p, create_backend("cpu"), LoadOptions{});
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("general.architecture 'gemma3' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe)"),
+    EXPECT_NE(std::string(e.what()).find("general.architecture 'gemma2' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3)"),
               std::string::npos)
         << e.what();
   }
