@@ -45,6 +45,20 @@ inline bool get_bool(const json& j, const std::string& source, const std::string
   return it->get<bool>();
 }
 
+inline bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+// A multimodal wrapper's config (Qwen3.5, Gemma 3): its text model's text_config, with the wrapper's own
+// fields winning where it has them (architectures, lm_head tying, dtype, token ids); other configs as they are.
+inline json lift_text_config(const json& in, const std::string& source) {
+  auto tc = in.find("text_config");
+  if (tc == in.end() || tc->is_null()) return in;
+  if (!tc->is_object()) fail(source, "text_config", "must be an object");
+  json j = *tc;
+  for (const char* key : {"architectures", "tie_word_embeddings", "dtype", "torch_dtype", "eos_token_id", "bos_token_id"})
+    if (has(in, key)) j[key] = in[key];
+  return j;
+}
+
 }  // namespace vireo::config_json
 
 namespace vireo {

@@ -16,26 +16,15 @@ bool is_gemma3(const std::string& a, const std::string& t) {
   return a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration" || t == "gemma3_text" || t == "gemma3";
 }
 
-namespace {
-bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
-}  // namespace
-
 json gemma3_normalize(const json& in, const std::string& source) {
-  json j = in;
-  if (auto tc = in.find("text_config"); tc != in.end() && !tc->is_null()) {
-    if (!tc->is_object()) fail(source, "text_config", "must be an object");
-    j = *tc;
-    // The wrapper's own fields win where it has them (dtype, token ids); Gemma3Config ties the lm_head.
-    for (const char* key : {"architectures", "tie_word_embeddings", "dtype", "torch_dtype", "eos_token_id", "bos_token_id"})
-      if (has(in, key)) j[key] = in[key];
-  }
+  json j = lift_text_config(in, source);
   // Gemma3TextConfig's defaults where the generic parser's differ.
   if (!has(j, "head_dim")) j["head_dim"] = 256;
   if (!has(j, "num_key_value_heads")) j["num_key_value_heads"] = 4;
   if (!has(j, "max_position_embeddings")) j["max_position_embeddings"] = 131072;
   if (!has(j, "tie_word_embeddings")) j["tie_word_embeddings"] = true;
   if (!has(j, "rope_theta")) j["rope_theta"] = 1000000.0;
-  if (!has(j, "sliding_window") && !j.contains("sliding_window")) j["sliding_window"] = 4096;
+  if (!j.contains("sliding_window")) j["sliding_window"] = 4096;  // an explicit null: no window
   // The MLP reads hidden_activation (HF's Gemma3MLP ignores hidden_act).
   j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
   for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})

@@ -18,19 +18,8 @@ bool is_qwen3_next(const std::string& a, const std::string& t) {
          t == "qwen3_5_text" || t == "qwen3_5_moe_text" || t == "qwen3_5" || t == "qwen3_5_moe";
 }
 
-namespace {
-bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
-}  // namespace
-
 json qwen3_next_normalize(const json& in, const std::string& source) {
-  json j = in;
-  if (auto tc = in.find("text_config"); tc != in.end() && !tc->is_null()) {
-    if (!tc->is_object()) fail(source, "text_config", "must be an object");
-    j = *tc;
-    // The wrapper's own fields win where it has them (lm_head tying, dtype, token ids).
-    for (const char* key : {"architectures", "tie_word_embeddings", "dtype", "torch_dtype", "eos_token_id", "bos_token_id"})
-      if (has(in, key)) j[key] = in[key];
-  }
+  json j = lift_text_config(in, source);
   const bool moe_35 = j.value("model_type", "") == "qwen3_5_moe_text" || in.value("model_type", "") == "qwen3_5_moe" ||
                       (in.contains("architectures") && in["architectures"].dump().find("Qwen3_5Moe") != std::string::npos);
   if (!has(j, "head_dim")) j["head_dim"] = 256;
