@@ -8,7 +8,7 @@ Runs on the device machine (python3 + torch + transformers; no internet):
 
   python3 tools/parity/parity.py /path/to/hf_model --dtype bfloat16 -- --device cuda --dtype bfloat16
 
-Model: an HF folder, or a preset (qwen3-tiny, qwen3-0.6b) / --arch + --config-json, random-initialised
+Model: an HF folder, or a preset (qwen3-tiny, qwen3-0.6b, gemma3-small, gemma3-1b, ...) / --arch + --config-json, random-initialised
 (normal(0, --initializer-range), --seed) and saved in --dtype to a temp folder that both sides load.
 Prompts: --num-prompts lines of benchmarks/data/sonnet.txt, tokenized by the model's tokenizer; a model
 without a tokenizer gets random token-id prompts drawn with --seed.
@@ -33,7 +33,26 @@ import parity_lib as pl  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
+_GEMMA3_1B = {
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144,
+    "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+    "query_pre_attn_scalar": 256, "sliding_window": 512, "hidden_activation": "gelu_pytorch_tanh",
+    "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(26)],
+    "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+    "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+    "tokenizer_dir": "models/gemma3",
+}
+
 PRESETS = {
+    # google/gemma-3-1b-it's config.json, random-initialised, with the real Gemma 3 tokenizer.
+    "gemma3-1b": _GEMMA3_1B,
+    # The same architecture, small: 4 layers (sliding, sliding, full, sliding), a window of 32 keys.
+    "gemma3-small": dict(_GEMMA3_1B, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=64, query_pre_attn_scalar=64,
+                         sliding_window=32, layer_types=["sliding_attention", "sliding_attention",
+                                                         "full_attention", "sliding_attention"]),
     # A small Qwen3 with the real vocabulary, so the Qwen3 tokenizer (models/qwen3) can be used.
     "qwen3-tiny": {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
