@@ -2,7 +2,8 @@
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
 // 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
-// sliding windows (the simple kernel).
+// sliding windows (the simple kernel, and the wide kernel under VIREO_WINDOW_WIDE=1).
+#include <cstdlib>
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
@@ -402,6 +403,35 @@ TEST_F(AttentionTest, SlidingWindow) {
   graph.window = 64;
   graph.graph = 1;
   run(graph, DType::kBF16);
+}
+
+// The same windows through the CUDA-core flash-decoding kernel (VIREO_WINDOW_WIDE=1; bf16/f16, head dims
+// 64-256): decode and prefill rows, a chunk over a cached prefix, GQA 4 and 8, a captured graph.
+TEST_F(AttentionTest, SlidingWindowWideKernel) {
+  struct EnvOn {
+    EnvOn() { setenv("VIREO_WINDOW_WIDE", "1", 1); }
+    ~EnvOn() { unsetenv("VIREO_WINDOW_WIDE"); }
+  } on;
+  const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {1, 37}, {129, 300}};
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (int window : {1, 7, 16, 100, 512, 4096}) {
+      AttnCase c{mix, 16, 4, 128};
+      c.window = window;
+      run(c, act);
+      AttnCase wide{{{1, 700}, {20, 300}, {1, 2000}}, 4, 1, 256};  // Gemma 3 1B's heads
+      wide.window = window;
+      run(wide, act);
+    }
+  }
+  use_dtype(DType::kBF16);
+  AttnCase graph{{{1, 1500}, {1, 40}}, 16, 8, 128};
+  graph.window = 64;
+  graph.graph = 1;
+  run(graph, DType::kBF16);
+  AttnCase small{{{1, 600}, {3, 90}}, 8, 8, 64};
+  small.window = 33;
+  run(small, DType::kBF16);
 }
 
 // CUDA-core flash decoding (attention_decode_wide.cu): head dim 256 (Qwen3.5 / Qwen3-Next, GQA 16/4 and

@@ -1,7 +1,8 @@
 // CUDA-core flash-decoding paged attention for the head dims the tensor-core kernels do not take
 // (bf16/f16, head_dim a multiple of 64 up to 256: in practice Qwen3.5 / Qwen3-Next's 256 and DeepSeek
 // MLA's 192 after mla_pack). Decode and prefill rows alike (every row is independent, causal via its
-// position), so the same kernel serves chunked prefill of these models.
+// position), so the same kernel serves chunked prefill of these models, and sliding windows (a row's
+// keys start at its window) when VIREO_WINDOW_WIDE=1 routes those layers here (attention_mma.cu).
 //
 // One block per (token row, KV head, chunk of GC query heads of that KV head's group) and key split:
 //   - grid.x = T * Hkv * (G / GC), grid.y = key splits (chosen on the host so that the grid has >= 2
@@ -48,6 +49,7 @@ struct WideArgs {
   float* ws_o;    // [T * H][splits][D] unnormalised partial outputs (splits > 1)
   float2* ws_ml;  // [T * H][splits] (running max in log2 units, sum of exp2)
   int num_seqs, max_blocks_per_seq, block_size, num_heads, num_kv_heads, group, chunks, splits;
+  int window;    // AttentionParams::window: a row at key count n sees keys [max(0, n - window), n); 0: all
   float qscale;  // softmax scale * log2(e), folded into q
 };
 
@@ -138,10 +140,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_wide_kernel(Wide
   const int s = lo;
   const int q_len = a.query_start[s + 1] - a.query_start[s];
   const int j = static_cast<int>(t - a.query_start[s]);
-  const int n = a.seq_lens[s] - q_len + j + 1;  // keys [0, n)
-  // This block's keys: split z of the row's n keys cut into a.splits equal parts (>= 64 keys each).
-  const int len = max((n + a.splits - 1) / a.splits, kMinSplitKeys);
-  const int k_begin = min(z * len, n);  // z * len <= 128 * max(n, 64): no overflow
+  const int n = a.seq_lens[s] - q_len + j + 1;  // keys [first, n): all of them, or the sliding window's
+  const int first = a.window > 0 ? max(0, n - a.window) : 0;
+  // This block's keys: split z of the row's n - first keys cut into a.splits equal parts (>= 64 keys each).
+  const int len = max((n - first + a.splits - 1) / a.splits, kMinSplitKeys);
+  const int k_begin = first + min(z * len, n - first);  // z * len <= 128 * max(n, 64): no overflow
   const int k_end = min(k_begin + len, n);
   const int h0 = hk * a.group + c * GC;
 
@@ -330,7 +333,8 @@ int decode_wide_splits(const AttentionParams& p, const DeviceInfo& dev) {
   const int64_t blocks_x = num_tokens * p.num_kv_heads * (g / gc);
   const int64_t target = int64_t{std::max(dev.num_sms, 1)} * kBlocksPerSmTarget;
   if (blocks_x <= 0 || blocks_x >= target) return 1;
-  const int64_t max_kv = p.max_seq_len > 0 ? p.max_seq_len : int64_t{p.max_blocks_per_seq} * p.block_size;
+  int64_t max_kv = p.max_seq_len > 0 ? p.max_seq_len : int64_t{p.max_blocks_per_seq} * p.block_size;
+  if (p.window > 0) max_kv = std::min<int64_t>(max_kv, p.window);  // a row reads at most the window
   int64_t splits = std::min<int64_t>({(target + blocks_x - 1) / blocks_x, (max_kv + kMinSplitKeys - 1) / kMinSplitKeys,
                                       kMaxSplits});
   // Partials: T * H * splits * (D floats + (m, l)); capped like the tensor-core planner (512 MiB).
@@ -367,6 +371,7 @@ void launch_paged_attention_decode_wide(const AttentionParams& p, const Workspac
   a.group = g;
   a.chunks = g / gc;
   a.splits = decode_wide_splits(p, dev);
+  a.window = p.window;
   a.qscale = p.scale * kLog2e;
   if (a.splits > 1) {
     const int64_t rows = num_tokens * p.num_heads * a.splits;

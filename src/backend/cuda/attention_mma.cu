@@ -34,6 +34,11 @@ namespace {
 static_assert(kSplitPlanTileKeys == kBN, "the split planner counts tiles of kBN keys");
 constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
 
+bool window_wide_enabled() {  // read per launch: tests switch it
+  const char* v = std::getenv("VIREO_WINDOW_WIDE");
+  return v && v[0] == '1';
+}
+
 // The fused prepare_attention is opt-in (VIREO_FUSED_ATTENTION=1): on the H200 it is bitwise equal
 // to the two ops but measured slower in the decode chain (0.6B layer 30.9 vs 30.1 us, 8B 135.2 vs
 // 132.3 us, tests/cuda_bench H_DecodeLayerChainInGraph; 0.6B decode 980 vs 1013 tok/s): the prologue
@@ -574,8 +579,12 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
                             cudaStream_t stream, const AttentionTuning& tuning) {
   check_attention(p);
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
-  if (p.window > 0) {  // sliding-window layers: only the plain kernel bounds the keys from below
-    launch_paged_attention_simple(p, stream);
+  if (p.window > 0) {
+    // Sliding-window layers: the plain kernel bounds the keys from below; with VIREO_WINDOW_WIDE=1 the
+    // CUDA-core flash-decoding kernel does too (bf16/f16, head dims 64-256; split over the window). Off
+    // by default until it has run AttentionTest.SlidingWindow on a GPU (written without one).
+    if (window_wide_enabled() && decode_wide_supported(p)) launch_paged_attention_decode_wide(p, workspace, dev, stream);
+    else launch_paged_attention_simple(p, stream);
     return;
   }
   if (!mma_supported(p)) {

@@ -262,6 +262,10 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
     launch_paged_attention_invariant(p, stream_);
     return;
   }
+  if (batch_invariant_) {  // sliding window: the plain kernel (VIREO_WINDOW_WIDE's splits follow the batch)
+    launch_paged_attention_simple(p, stream_);
+    return;
+  }
   launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_);
 }
 void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
