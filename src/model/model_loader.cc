@@ -58,8 +58,8 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
     if (model_dir.empty()) throw Error("load_model: no model directory (use --load-format dummy for random weights)");
     ckpt = std::make_unique<Checkpoint>(model_dir);
     if (spec.language_model_prefix) {
-      // transformers 5 saves model.language_model.*; older multimodal checkpoints (Gemma 3 on the hub)
-      // language_model.model.*.
+      // Qwen3.5's checkpoints hold model.language_model.*; Gemma 3's (the hub's, and what transformers
+      // 5.17 saves for it) language_model.model.*.
       const bool v4 = !ckpt->has("model.language_model.embed_tokens.weight") &&
                       ckpt->has("language_model.model.embed_tokens.weight");
       ckpt = with_model_prefix(std::move(ckpt), v4 ? "language_model.model." : "model.language_model.");

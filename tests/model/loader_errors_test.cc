@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "safetensors_util.h"
 
 namespace vireo {
 namespace {
@@ -19,36 +20,9 @@ using nlohmann::json;
 
 const fs::path kQwen3 = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/qwen3";
 
-struct RawTensor {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::string bytes;
-};
-
-// Minimal safetensors writer for crafting broken files.
-void write_safetensors(const fs::path& path, const std::map<std::string, RawTensor>& tensors) {
-  json header = json::object();
-  std::string data;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-    data += t.bytes;
-  }
-  std::string h = header.dump();
-  uint64_t n = h.size();
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(&n), 8);
-  f << h << data;
-}
-
-std::map<std::string, RawTensor> read_all(const fs::path& path) {
-  SafetensorsFile f(path.string());
-  std::map<std::string, RawTensor> out;
-  for (const auto& [name, e] : f.entries()) {
-    Tensor t = f.tensor(name);
-    out[name] = {e.dtype, e.shape, std::string(static_cast<const char*>(t.data), t.nbytes())};
-  }
-  return out;
-}
+using testing::RawTensor;
+using testing::write_safetensors;
+std::map<std::string, RawTensor> read_all(const fs::path& path) { return testing::read_safetensors(path); }
 
 class LoaderErrors : public ::testing::Test {
  protected:

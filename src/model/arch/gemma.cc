@@ -3,7 +3,7 @@
 // sqrt(hidden), a GELU-tanh gated MLP (config hidden_activation), the attention scale from
 // query_pre_attn_scalar, and sliding-window layers with their own RoPE base (model_config_gemma3.cc).
 // Gemma3ForConditionalGeneration (4B and up) is read for its text model: weights under
-// model.language_model.* (transformers 5) or language_model.model.* (the hub's original files).
+// language_model.model.* (the hub's files, and what transformers 5.17 saves) or model.language_model.*.
 #include "model/arch_spec.h"
 
 namespace vireo {
