@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config_json.h"
@@ -18,12 +19,16 @@ bool is_gemma3(const std::string& a, const std::string& t) {
 
 json gemma3_normalize(const json& in, const std::string& source) {
   json j = lift_text_config(in, source);
-  // Gemma3TextConfig's defaults where the generic parser's differ.
-  if (!has(j, "head_dim")) j["head_dim"] = 256;
-  if (!has(j, "num_key_value_heads")) j["num_key_value_heads"] = 4;
-  if (!has(j, "max_position_embeddings")) j["max_position_embeddings"] = 131072;
-  if (!has(j, "tie_word_embeddings")) j["tie_word_embeddings"] = true;
-  if (!has(j, "rope_theta")) j["rope_theta"] = 1000000.0;
+  // Gemma3TextConfig's defaults: the released 4B / 12B / 27B configs give only what differs from them
+  // (gemma-3-4b-it's text_config: hidden_size, intermediate_size, num_hidden_layers, rope_scaling,
+  // sliding_window).
+  const std::pair<const char*, json> defaults[] = {
+      {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"rms_norm_eps", 1e-6},
+      {"max_position_embeddings", 131072}, {"tie_word_embeddings", true}, {"rope_theta", 1000000.0},
+      {"bos_token_id", 2}, {"eos_token_id", 1}};
+  for (const auto& [key, value] : defaults)
+    if (!has(j, key)) j[key] = value;
   if (!j.contains("sliding_window")) j["sliding_window"] = 4096;  // an explicit null: no window
   // The MLP reads hidden_activation (HF's Gemma3MLP ignores hidden_act).
   j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");

@@ -44,6 +44,35 @@ TEST(Gemma3Config, HubWrapperWithPatternAndLocalBase) {
   }
 }
 
+// google/gemma-3-4b-it's config.json as released: its text_config names only what differs from
+// Gemma3TextConfig's defaults.
+TEST(Gemma3Config, ReleasedFourBConfigLeansOnTheDefaults) {
+  json j = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},
+            {"eos_token_id", {1, 106}}, {"torch_dtype", "bfloat16"}, {"mm_tokens_per_image", 256},
+            {"text_config", {{"hidden_size", 2560}, {"intermediate_size", 10240}, {"model_type", "gemma3_text"},
+                             {"num_hidden_layers", 34}, {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}},
+                             {"sliding_window", 1024}}},
+            {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 1152}}}};
+  ModelConfig c = ModelConfig::from_json(j, "g/config.json");
+  EXPECT_EQ(c.vocab_size, 262208);
+  EXPECT_EQ(c.hidden_size, 2560);
+  EXPECT_EQ(c.num_hidden_layers, 34);
+  EXPECT_EQ(c.num_attention_heads, 8);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(c.bos_token_id, 2);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.rope_scaling.type, "linear");
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 8.0f);
+  EXPECT_FLOAT_EQ(c.rope_local_theta, 10000.0f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / 16.0f);
+  EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
+  for (int l = 0; l < 34; ++l) EXPECT_EQ(c.layer_window(l), (l + 1) % 6 ? 1024 : 0) << l;
+}
+
 TEST(Gemma3Config, TransformersFiveRopePerLayerType) {
   json j = hub_text();
   j["architectures"] = {"Gemma3ForCausalLM"};
