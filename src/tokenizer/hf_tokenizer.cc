@@ -217,9 +217,15 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(tok_path + ": unexpected content: " + e.what());
   }
-  // Newer checkpoints keep the template in its own file.
+  // Newer checkpoints keep the template in its own file; multimodal ones (Gemma 3, Qwen2-VL) in the
+  // processor's chat_template.json, which vLLM falls back to as well.
   if (t->chat_template().empty() && fs::exists(dir + "/chat_template.jinja"))
     t->set_chat_template(read_whole_file(dir + "/chat_template.jinja"));
+  if (t->chat_template().empty() && fs::exists(dir + "/chat_template.json")) {
+    const nlohmann::json j = parse_json(dir + "/chat_template.json");
+    if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
+      t->set_chat_template(j["chat_template"].get<std::string>());
+  }
   return t;
 }
 

@@ -93,6 +93,12 @@ TEST(TokenizerLoader, TinyTokenizerWithoutConfig) {
   EXPECT_EQ(tok->decode(std::vector<int32_t>{4, 2, 99}, false), "abc ab");  // unknown ids skipped
   EXPECT_FALSE(tok->bos_token().has_value());
   EXPECT_EQ(tok->chat_template(), "");
+  // A processor's chat_template.json (Gemma 3, Qwen2-VL) serves when nothing else has a template;
+  // chat_template.jinja wins over it.
+  std::ofstream(d / "chat_template.json") << R"({"chat_template": "{{ messages[0]['content'] }}"})";
+  EXPECT_EQ(Tokenizer::from_dir(d.string())->chat_template(), "{{ messages[0]['content'] }}");
+  std::ofstream(d / "chat_template.jinja") << "jinja";
+  EXPECT_EQ(Tokenizer::from_dir(d.string())->chat_template(), "jinja");
 }
 
 TEST(Tokenizer, KnownIds) {
