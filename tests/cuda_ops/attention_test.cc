@@ -434,6 +434,25 @@ TEST_F(AttentionTest, SlidingWindowWideKernel) {
   run(small, DType::kBF16);
 }
 
+// Host-side plan (no GPU needed): a sliding layer's rows read at most the window, so its key splits
+// are planned over the window, not the context.
+TEST(WideDecodePlan, SplitsFollowTheWindow) {
+  AttentionParams p;
+  p.q = Tensor(nullptr, DType::kBF16, {1, 4, 256});  // Gemma 3 1B: one decode row, 4 heads on 1 KV head
+  p.num_heads = 4;
+  p.num_kv_heads = 1;
+  p.head_dim = 256;
+  p.num_seqs = 1;
+  p.max_seq_len = 1152;
+  cuda::DeviceInfo dev;
+  dev.num_sms = 132;
+  EXPECT_EQ(cuda::decode_wide_splits(p, dev), 18);  // 1,152 keys in splits of >= 64
+  p.window = 512;
+  EXPECT_EQ(cuda::decode_wide_splits(p, dev), 8);
+  p.window = 4096;  // a window longer than the context changes nothing
+  EXPECT_EQ(cuda::decode_wide_splits(p, dev), 18);
+}
+
 // CUDA-core flash decoding (attention_decode_wide.cu): head dim 256 (Qwen3.5 / Qwen3-Next, GQA 16/4 and
 // 16/2, and 4/4) and 192 (DeepSeek MLA after mla_pack, no GQA), bf16 and f16, through the backend.
 // Batch-1 decode at lengths around the 16-token pages and the 4096 mark, and 8 sequences at once.
