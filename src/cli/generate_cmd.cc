@@ -216,6 +216,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--kv-cache-memory-bytes", o->kv_cache_memory_bytes, "KV cache size in bytes (overrides the fraction)");
   app.add_flag("--no-enable-prefix-caching", o->no_prefix_caching, "Disable prefix caching");
   app.add_option("--generation-config", e.generation_config, "auto | vllm | a folder");
+  app.add_option("--hf-overrides", e.hf_overrides, "JSON object merged into the model's config.json (vLLM's flag)");
   app.add_option("--engine-seed", e.seed, "Engine seed (dummy weights, unseeded sampling)");
   app.add_flag("--enforce-eager", e.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, e.async_scheduling);

@@ -196,6 +196,7 @@ CommandRunner setup_serve(CLI::App& app) {
                  "Require 'Authorization: Bearer <key>' with one of these keys on /v1 routes (also VLLM_API_KEY / VIREO_API_KEY)")
       ->expected(1, -1);
   app.add_option("--generation-config", c.generation_config, "auto | vllm | a folder")->capture_default_str();
+  app.add_option("--hf-overrides", c.hf_overrides, "JSON object merged into the model's config.json (vLLM's flag)");
   app.add_option("--kv-cache-memory-bytes", a->kv_cache_memory, "KV cache size (bytes, or with K/M/G/KiB/MiB/GiB)");
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching)->capture_default_str();

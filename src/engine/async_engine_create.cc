@@ -50,10 +50,18 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.max_graph_batch_size = std::min(cfg.max_num_seqs, kMaxGraphBatchSize);
   opts.max_num_seqs = state_slots;
   opts.max_model_len = cfg.max_model_len;
+  if (!cfg.hf_overrides.empty()) {
+    opts.hf_overrides = nlohmann::json::parse(cfg.hf_overrides, nullptr, /*allow_exceptions=*/false);
+    if (!opts.hf_overrides.is_object())
+      throw Error("--hf-overrides: must be a JSON object, e.g. '{\"max_position_embeddings\": 65536}'");
+  }
   if (is_builtin_model(cfg.model)) {
     // Built-in shapes have no checkpoint: dummy (seeded random) weights.
     opts.load_format = "dummy";
-    return load_model(builtin_model_config(builtin_name(cfg.model)), "", std::move(backend), opts);
+    ModelConfig c = builtin_model_config(builtin_name(cfg.model));
+    if (!opts.hf_overrides.is_null())
+      c = ModelConfig::from_json(ModelConfig::with_overrides(c.raw, opts.hf_overrides), cfg.model + " with --hf-overrides");
+    return load_model(c, "", std::move(backend), opts);
   }
   return load_model(cfg.model, std::move(backend), opts);
 }

@@ -30,6 +30,9 @@ struct EngineConfig {
   std::optional<size_t> kv_cache_memory_bytes;
   double gpu_memory_utilization = 0.9;
   std::string generation_config = "auto";  // auto | vllm | a folder
+  // vLLM --hf-overrides: a JSON object merged into the model's config.json before it is parsed
+  // (ModelConfig::with_overrides); "" = none. E.g. '{"rope_scaling": {...}, "max_position_embeddings": 131072}'.
+  std::string hf_overrides;
   bool enforce_eager = false;
   // --async-scheduling / --no-async-scheduling (vLLM's flags): decode steps issued one step ahead of their
   // inputs (EngineCoreConfig::async_scheduling). -1 = auto: on for a GPU backend (where the host's work

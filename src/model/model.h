@@ -50,6 +50,9 @@ struct LoadOptions {
   int max_graph_batch_size = 256;  // min(--max-num-seqs, 512), as vLLM's capture sizes
   int max_num_seqs = 256;          // --max-num-seqs: the recurrent-state slots of hybrid models
   int max_model_len = 0;           // block-table width of the graphs; 0: max_position_embeddings
+  // vLLM --hf-overrides: fields merged into config.json before it is parsed (objects merged key by key,
+  // anything else replaced); null or {}: none.
+  nlohmann::json hf_overrides;
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.

@@ -228,7 +228,24 @@ bool ModelConfig::moe_layer(int l) const {
   return std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
 }
 
-ModelConfig ModelConfig::from_file(const std::string& path) { return from_json(read_json_file(path), path); }
+ModelConfig ModelConfig::from_file(const std::string& path, const json& overrides) {
+  if (overrides.is_null() || overrides.empty()) return from_json(read_json_file(path), path);
+  return from_json(with_overrides(read_json_file(path), overrides), path + " with --hf-overrides");
+}
+
+json ModelConfig::with_overrides(json config, const json& overrides) {
+  if (overrides.is_null()) return config;
+  if (!overrides.is_object()) throw Error("--hf-overrides: must be a JSON object, got " + overrides.dump());
+  for (const auto& [key, value] : overrides.items()) {
+    auto it = config.find(key);
+    if (value.is_object() && it != config.end() && it->is_object()) {
+      *it = with_overrides(*it, value);
+    } else {
+      config[key] = value;
+    }
+  }
+  return config;
+}
 
 GenerationConfig GenerationConfig::from_dir(const std::string& model_dir) {
   GenerationConfig g;

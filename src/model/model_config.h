@@ -126,7 +126,11 @@ struct ModelConfig {
 
   // Parses and validates; errors name `source` (a path) and the field.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
-  static ModelConfig from_file(const std::string& config_json_path);
+  // config with `overrides` merged in (vLLM --hf-overrides): object values merge key by key, recursively;
+  // any other value replaces. Throws when overrides is neither null nor an object.
+  static nlohmann::json with_overrides(nlohmann::json config, const nlohmann::json& overrides);
+  // overrides: vLLM --hf-overrides, merged in first (with_overrides); errors then name them too.
+  static ModelConfig from_file(const std::string& config_json_path, const nlohmann::json& overrides = nullptr);
 };
 
 // generation_config.json: defaults vLLM applies with --generation-config auto.

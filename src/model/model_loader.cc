@@ -75,10 +75,14 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
 std::unique_ptr<Model> load_model(const std::string& model_path, std::unique_ptr<Backend> backend,
                                   const LoadOptions& opts) {
   if (!backend) throw Error("load_model: no backend");
-  if (is_gguf_model(model_path, opts.load_format)) return load_gguf_model(model_path, std::move(backend), opts);
+  if (is_gguf_model(model_path, opts.load_format)) {
+    if (!opts.hf_overrides.is_null() && !opts.hf_overrides.empty())
+      throw Error("--hf-overrides: not supported for GGUF files (their config comes from the file's metadata)");
+    return load_gguf_model(model_path, std::move(backend), opts);
+  }
   const std::string cfg = (std::filesystem::path(model_path) / "config.json").string();
   if (!std::filesystem::exists(cfg)) throw Error(cfg + ": model config not found");
-  return load_model(ModelConfig::from_file(cfg), model_path, std::move(backend), opts);
+  return load_model(ModelConfig::from_file(cfg, opts.hf_overrides), model_path, std::move(backend), opts);
 }
 
 }  // namespace vireo
