@@ -46,7 +46,8 @@ struct ArchSpec {
   // MoE layers with one shared expert (mlp.shared_expert.*, config.shared_expert_intermediate_size wide)
   // scaled by sigmoid(mlp.shared_expert_gate(x)): Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE.
   bool gated_shared_expert = false;
-  // Multimodal wrappers: the text model's weights are under model.language_model.* (lm_head.weight stays).
+  // Multimodal wrappers: the text model's weights are under model.language_model.* (Qwen3.5) or
+  // language_model.model.* (Gemma 3), whichever the checkpoint holds (model_loader.cc); lm_head.weight stays.
   bool language_model_prefix = false;
   // Gemma 3: four norms a layer: h += post_attention_layernorm(attn(input_layernorm(h)));
   // h += post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))).

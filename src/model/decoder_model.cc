@@ -142,13 +142,8 @@ void DecoderModel::load_weights() {
       if (spec_.qk_norm != QkNorm::kNone) {
         const bool full = spec_.qk_norm == QkNorm::kFullWidth;
         const std::string qn = a + spec_.q_norm_name + ".weight", kn = a + spec_.k_norm_name + ".weight";
-        if (spec_.zero_centred_norm) {
-          w.q_norm = load_norm(qn, full ? H * D : D);
-          w.k_norm = load_norm(kn, full ? Hkv * D : D);
-        } else {
-          w.q_norm = load(qn, {{qn, {full ? H * D : D}}}, 0);
-          w.k_norm = load(kn, {{kn, {full ? Hkv * D : D}}}, 0);
-        }
+        w.q_norm = load_norm(qn, full ? H * D : D);  // 1 + w where zero-centred (Gemma)
+        w.k_norm = load_norm(kn, full ? Hkv * D : D);
       }
       const std::string o = a + n.o_proj + ".";
       w.o_w = load(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
