@@ -83,6 +83,7 @@ class Backend {
   }
   virtual void silu_and_mul(const SiluAndMulParams& p) = 0;
   virtual void add(const AddParams& p) = 0;
+  virtual void softcap(const SoftcapParams& p) { (void)p, throw Error(name() + ": softcap is not implemented"); }
   virtual void gather_rows(const GatherRowsParams& p) = 0;
   virtual void qkv_prepare(const QkvPrepareParams& p) = 0;
   virtual void paged_attention(const AttentionParams& p) = 0;

@@ -16,8 +16,16 @@ struct EmbeddingParams {
   float scale = 1.0f;
 };
 
+// The gated MLP's activation (config.json hidden_act / hidden_activation).
+enum class Activation : uint8_t {
+  kSilu,      // silu / swish: x * sigmoid(x)
+  kGeluTanh,  // gelu_pytorch_tanh / gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+};
+
 // With residual: residual += x; out = rmsnorm(residual) * weight   (fused add + norm)
 // Without:       out = rmsnorm(x) * weight
+// add_after_norm (with residual): out = residual + round(rmsnorm(x) * weight), the residual read only
+//   (out may alias it): the norm-then-add of post-norm blocks (OLMo-2, Gemma's sandwich norms).
 // Rows are normalised independently; norm math in fp32.
 struct RmsNormParams {
   Tensor x;         // [N, C]
@@ -25,6 +33,7 @@ struct RmsNormParams {
   Tensor out;       // [N, C] (may alias x)
   Tensor residual;  // [N, C] or empty
   float eps = 1e-6f;
+  bool add_after_norm = false;
 };
 
 // out = x @ w^T + bias, with optional fusions for the decode path (each one is exactly the
@@ -33,8 +42,8 @@ struct RmsNormParams {
 //   silu_mul_input: x is [N, 2K]; x' = silu(x[:, :K]) * x[:, K:]  (silu_and_mul op), then the product
 //   residual:     out = residual + round(x' @ w^T + bias)  (add op); out may alias residual
 //   silu_mul_output: w is [2I, K] = [gate; up] rows; y = round(x' @ w^T + bias) [N, 2I], then
-//                 out [N, I] = silu(y[:, :I]) * y[:, I:]  (silu_and_mul op): a gate_up projection with
-//                 its activation, so the down projection reads x' directly
+//                 out [N, I] = act(y[:, :I]) * y[:, I:]  (silu_and_mul op with `act`, SiLU unless set):
+//                 a gate_up projection with its activation, so the down projection reads x' directly
 // input_norm and silu_mul_input are exclusive; silu_mul_output excludes silu_mul_input and residual.
 struct LinearParams {
   Tensor x;     // [N, K] activation dtype ([N, 2K] with silu_mul_input)
@@ -46,6 +55,7 @@ struct LinearParams {
   bool silu_mul_input = false;
   Tensor residual;    // [N, M] or empty
   bool silu_mul_output = false;
+  Activation act = Activation::kSilu;  // silu_mul_output's gate activation
   // Optional [N, C, 4] F32: the softmax statistics of each output row over C ranges (RangeStats), for
   // the sample op (SampleParams::row_stats). Backend::row_stats_ranges says which C is cheap; any C >= 1
   // is honoured. Only with the plain output (no silu_mul_output).
@@ -68,17 +78,17 @@ inline int64_t range_begin(int64_t m, int64_t num_ranges, int64_t c) {
   return c * lo + (c < extra ? c : extra);
 }
 
-// The gated MLP's activation (config.json hidden_act / hidden_activation).
-enum class Activation : uint8_t {
-  kSilu,      // silu / swish: x * sigmoid(x)
-  kGeluTanh,  // gelu_pytorch_tanh / gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-};
-
 // out = act(x[:, :I]) * x[:, I:]   (act: SiLU unless set; fp32 math, one rounding)
 struct SiluAndMulParams {
   Tensor x;    // [N, 2*I]
   Tensor out;  // [N, I]
   Activation act = Activation::kSilu;
+};
+
+// x = cap * tanh(x / cap), in place (fp32 math, one rounding): Gemma 2's final logit soft-capping.
+struct SoftcapParams {
+  Tensor x;  // [N, V] logits (activation dtype)
+  float cap = 0.0f;
 };
 
 // out = a + b (same shape)
@@ -193,6 +203,8 @@ struct AttentionParams {
   // Sliding-window attention (Mistral, Qwen2's sliding layers): > 0 limits the query at position pos to
   // keys (pos - window, pos], itself included (HF's sliding mask: kv_idx > q_idx - window); 0: full causal.
   int window = 0;
+  // Logit soft-capping (Gemma 2): > 0 replaces each score s (after scale) by softcap * tanh(s / softcap).
+  float softcap = 0.0f;
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
   // Optional host-side hint: the sequences with more than one query token (prompts, prefill chunks),
   // in order, [num_prefill_seqs] I32; num_prefill_seqs < 0: not given. A backend may plan its prefill

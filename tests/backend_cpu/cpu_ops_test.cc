@@ -50,6 +50,21 @@ TEST_F(Fx, RmsNormWithoutAndWithResidual) {
   be->rms_norm({view(x, {n, c}), view(w, {c}), view(x, {n, c}), view(res, {n, c}), 1e-5f});
   expect_close(res, res_want, 1e-6);
   expect_close(x, want, 1e-5);
+
+  // add_after_norm (post-norm / sandwich blocks): out = residual + norm(x) * w, out aliasing residual.
+  auto y = randn(n * c);
+  std::vector<double> after(n * c);
+  for (int r = 0; r < n; ++r) {
+    double ss = 0;
+    for (int i = 0; i < c; ++i) ss += double(y[r * c + i]) * y[r * c + i];
+    for (int i = 0; i < c; ++i) after[r * c + i] = double(res[r * c + i]) + y[r * c + i] / std::sqrt(ss / c + 1e-5) * w[i];
+  }
+  RmsNormParams pa{view(y, {n, c}), view(w, {c}), view(res, {n, c}), view(res, {n, c}), 1e-5f};
+  pa.add_after_norm = true;
+  be->rms_norm(pa);
+  expect_close(res, after, 1e-5);
+  pa.residual = Tensor();
+  EXPECT_THROW(be->rms_norm(pa), Error);  // add_after_norm needs a residual
 }
 
 TEST_F(Fx, LinearF32AndHalfWeightsWithBias) {
@@ -252,9 +267,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, QkvPrepare,
 
 // Three sequences (a decode row, a chunked-prefill chunk over a cached prefix, a fresh prompt) over
 // scattered blocks of size 4; the reference attends over contiguous K/V with an explicit mask.
+// With softcap > 0 (Gemma 2) each scaled score s becomes softcap * tanh(s / softcap) before the softmax.
 TEST_F(Fx, PagedAttentionMatchesNaiveCausal) {
-  for (DType cache_t : {DType::kF32, DType::kBF16}) {
-    SCOPED_TRACE(std::string(dtype_name(cache_t)));
+  for (DType cache_t : {DType::kF32, DType::kBF16})
+  for (float softcap : {0.0f, 0.8f}) {
+    SCOPED_TRACE(std::string(dtype_name(cache_t)) + " softcap " + std::to_string(softcap));
     const int H = 4, Hkv = 2, D = 8, bs = 4, num_blocks = 12, mb = 4;
     std::vector<int32_t> q_lens{1, 5, 9}, seq_lens{11, 13, 9};
     std::vector<int32_t> tables{7, 2, 10, 0, /**/ 3, 11, 5, 1, /**/ 9, 4, 6, 8};
@@ -290,6 +307,7 @@ TEST_F(Fx, PagedAttentionMatchesNaiveCausal) {
     p.num_kv_heads = Hkv;
     p.head_dim = D;
     p.scale = 0.37f;
+    p.softcap = softcap;
     p.max_query_len = 9;
     p.max_seq_len = 13;
     be->paged_attention(p);
@@ -310,7 +328,8 @@ TEST_F(Fx, PagedAttentionMatchesNaiveCausal) {
           for (int i = 0; i < L; ++i) {
             double dot = 0;
             for (int d = 0; d < D; ++d) dot += q[(t * H + h) * D + d] * kv_at(k32, i, kvh, d);
-            sc[i] = i <= qpos ? dot * 0.37 : -INFINITY;  // causal mask
+            const double scaled = softcap > 0 ? softcap * std::tanh(dot * 0.37 / softcap) : dot * 0.37;
+            sc[i] = i <= qpos ? scaled : -INFINITY;  // causal mask
             mx = std::max(mx, sc[i]);
           }
           double z = 0;

@@ -68,21 +68,25 @@ TEST_F(FusedLinear, EqualsUnfusedSequence) {
         }
 }
 
-// silu_mul_output: linear (with input_norm or not, bias or not) into [N, 2I], then silu_and_mul.
+// silu_mul_output: linear (with input_norm or not, bias or not) into [N, 2I], then silu_and_mul with the
+// gate activation (SiLU, or Gemma's GELU-tanh).
 TEST_F(FusedLinear, SiluMulOutputEqualsUnfusedSequence) {
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh})
   for (bool norm : {false, true})
     for (bool bias : {false, true})
       for (auto [n, k, i] : std::vector<std::tuple<int, int, int>>{{1, 64, 20}, {3, 48, 9}, {7, 128, 48}}) {
-        SCOPED_TRACE("norm " + std::to_string(norm) + " bias " + std::to_string(bias) + " N " + std::to_string(n));
+        SCOPED_TRACE("norm " + std::to_string(norm) + " bias " + std::to_string(bias) + " N " + std::to_string(n) +
+                     " gelu " + std::to_string(act == Activation::kGeluTanh));
         const int m = 2 * i;
         auto x = randn(size_t(n) * k), w = randn(size_t(m) * k, 0.1f), b = randn(m), g = randn(k);
         std::vector<float> xs = x, y(size_t(n) * m), want(size_t(n) * i, kNaN), out(size_t(n) * i, kNaN);
         if (norm) be->rms_norm({view(x, {n, k}), view(g, {k}), view(xs, {n, k}), Tensor(), 1e-5f});
         be->linear({view(xs, {n, k}), view(w, {m, k}), bias ? view(b, {m}) : Tensor(), view(y, {n, m})});
-        be->silu_and_mul({view(y, {n, m}), view(want, {n, i})});
+        be->silu_and_mul({view(y, {n, m}), view(want, {n, i}), act});
         LinearParams p{view(x, {n, k}), view(w, {m, k}), bias ? view(b, {m}) : Tensor(), view(out, {n, i})};
         if (norm) p.input_norm = view(g, {k}), p.norm_eps = 1e-5f;
         p.silu_mul_output = true;
+        p.act = act;
         be->linear(p);
         expect_bits_equal(out, want);
       }

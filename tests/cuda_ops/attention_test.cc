@@ -2,7 +2,7 @@
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
 // 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
-// sliding windows (the simple kernel, and the wide kernel under VIREO_WINDOW_WIDE=1).
+// sliding windows (the wide kernel, and the simple kernel under VIREO_WINDOW_WIDE=0).
 #include <cstdlib>
 #include <tuple>
 
@@ -32,6 +32,7 @@ struct AttnCase {
   int min_wide_splits = 0;  // > 0: the wide kernel's plan must have at least this many key splits (merge runs)
   bool list_prefill = false;  // give AttentionParams::prefill_seqs (the sequences with q_len > 1)
   int window = 0;             // AttentionParams::window (sliding-window layers)
+  float softcap = 0.f;        // AttentionParams::softcap (Gemma 2)
 };
 
 class AttentionTest : public CudaOpsTest {
@@ -108,7 +109,7 @@ class AttentionTest : public CudaOpsTest {
                        " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " hint " +
                        std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " cluster " +
                        std::to_string(c.decode_cluster) + " wide " + std::to_string(c.wide) + " window " +
-                       std::to_string(c.window) + " seqs";
+                       std::to_string(c.window) + " softcap " + std::to_string(c.softcap) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -153,6 +154,7 @@ class AttentionTest : public CudaOpsTest {
     g.head_dim = c.d;
     g.scale = 1.f / std::sqrt(float(c.d));
     g.window = c.window;
+    g.softcap = c.softcap;
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
     if (c.list_prefill) {
@@ -382,10 +384,14 @@ TEST_F(AttentionTest, SimplePathF32AndOddHeadDim) {
   run({{{1, 100}, {33, 33}, {10, 400}}, 8, 2, 96}, DType::kBF16);
 }
 
-// Sliding windows (Mistral, Qwen2's sliding layers): windows of 1 key, inside a page, across pages and longer
-// than every context, over decode rows, prompts and a chunk over a cached prefix, through the backend
-// (bf16, f32 and head dim 256) and inside a graph.
+// Sliding windows (Mistral, Qwen2's sliding layers) on the plain kernel (VIREO_WINDOW_WIDE=0; f32 always takes
+// it): windows of 1 key, inside a page, across pages and longer than every context, over decode rows,
+// prompts and a chunk over a cached prefix, through the backend (bf16, f32 and head dim 256) and inside a graph.
 TEST_F(AttentionTest, SlidingWindow) {
+  struct EnvOff {
+    EnvOff() { setenv("VIREO_WINDOW_WIDE", "0", 1); }
+    ~EnvOff() { unsetenv("VIREO_WINDOW_WIDE"); }
+  } off;
   const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {1, 37}, {129, 300}};
   for (int window : {1, 7, 16, 100, 4096}) {
     AttnCase c{mix, 16, 4, 128};
@@ -405,13 +411,9 @@ TEST_F(AttentionTest, SlidingWindow) {
   run(graph, DType::kBF16);
 }
 
-// The same windows through the CUDA-core flash-decoding kernel (VIREO_WINDOW_WIDE=1; bf16/f16, head dims
-// 64-256): decode and prefill rows, a chunk over a cached prefix, GQA 4 and 8, a captured graph.
+// The same windows through the CUDA-core flash-decoding kernel (the default for bf16/f16, head dims 64-256):
+// decode and prefill rows, a chunk over a cached prefix, GQA 4 and 8, a captured graph.
 TEST_F(AttentionTest, SlidingWindowWideKernel) {
-  struct EnvOn {
-    EnvOn() { setenv("VIREO_WINDOW_WIDE", "1", 1); }
-    ~EnvOn() { unsetenv("VIREO_WINDOW_WIDE"); }
-  } on;
   const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {1, 37}, {129, 300}};
   for (DType act : {DType::kBF16, DType::kF16}) {
     use_dtype(act);
@@ -432,6 +434,38 @@ TEST_F(AttentionTest, SlidingWindowWideKernel) {
   AttnCase small{{{1, 600}, {3, 90}}, 8, 8, 64};
   small.window = 33;
   run(small, DType::kBF16);
+}
+
+// Logit soft-capping (Gemma 2: softcap 50 at head dim 256, here also small caps that bend every score):
+// the wide kernel (bf16/f16) and the plain one (f32, VIREO_WINDOW_WIDE=0), decode and prefill rows, with
+// and without a sliding window, a captured graph.
+TEST_F(AttentionTest, SoftCap) {
+  const std::vector<Seq> mix{{1, 513}, {77, 77}, {40, 1000}, {1, 1}, {129, 300}};
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_dtype(act);
+    for (float cap : {50.f, 0.5f}) {
+      for (int window : {0, 100}) {
+        AttnCase c{mix, 8, 4, 256};
+        c.softcap = cap;
+        c.window = window;
+        run(c, act);
+        AttnCase small{{{1, 700}, {20, 300}}, 16, 8, 128};
+        small.softcap = cap;
+        small.window = window;
+        run(small, act);
+      }
+    }
+  }
+  use_dtype(DType::kBF16);
+  AttnCase graph{{{1, 1500}, {1, 40}}, 8, 4, 256};
+  graph.softcap = 0.5f;
+  graph.graph = 1;
+  run(graph, DType::kBF16);
+  setenv("VIREO_WINDOW_WIDE", "0", 1);
+  AttnCase plain{{{1, 700}, {20, 300}}, 8, 4, 256};
+  plain.softcap = 0.5f;
+  run(plain, DType::kBF16);
+  unsetenv("VIREO_WINDOW_WIDE");
 }
 
 // Host-side plan (no GPU needed): a sliding layer's rows read at most the window, so its key splits

@@ -38,21 +38,34 @@ TEST_F(CudaOpsTest, RmsNorm) {
     use_dtype(act);
     const Tolerance tol = tol_for(act);
     for (auto [n, c] : std::vector<std::pair<int, int>>{{1, 4096}, {7, 4096}, {33, 5120}, {3, 100}, {5, 37}}) {
-      for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 fused residual, 2 fused residual with out aliasing x
+      // 0 plain, 1 fused residual, 2 fused residual with out aliasing x, 3 add_after_norm into a new
+      // tensor, 4 add_after_norm with out aliasing the residual (post-norm / sandwich blocks).
+      for (int mode = 0; mode < 5; ++mode) {
         SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " C " + std::to_string(c) + " mode " + std::to_string(mode));
         auto x = rand_vec(size_t(n) * c, -2, 2, act);
         auto w = rand_vec(c, 0.5f, 1.5f, act);
         auto r = rand_vec(size_t(n) * c, -2, 2, act);
         Tensor gx = gpu_from(x, {n, c}, act);
         Tensor gr = mode ? gpu_from(r, {n, c}, act) : Tensor();
-        Tensor gout = mode == 2 ? gx : gpu_poisoned({n, c}, act);
-        gpu_->rms_norm({gx, gpu_from(w, {c}, act), gout, gr, 1e-6f});
+        Tensor gout = mode == 2 ? gx : mode == 4 ? gr : gpu_poisoned({n, c}, act);
+        RmsNormParams gp{gx, gpu_from(w, {c}, act), gout, gr, 1e-6f};
+        gp.add_after_norm = mode >= 3;
+        gpu_->rms_norm(gp);
         Tensor cx = cpu_f32(x, {n, c});
         Tensor cr = mode ? cpu_f32(r, {n, c}) : Tensor();
         Tensor cout = cpu_poisoned({n, c});
-        cpu_->rms_norm({cx, cpu_f32(w, {c}), cout, cr, 1e-6f});
+        if (mode >= 3) {  // the unfused ops: norm (rounded), then add (rounded)
+          cpu_->rms_norm({cx, cpu_f32(w, {c}), cout, Tensor(), 1e-6f});
+          auto nv = to_host(cout);
+          for (auto& v : nv) v = round_to(act, v);
+          Tensor normed = cpu_f32(nv, {n, c});
+          cpu_->add({cr, normed, cout});
+        } else {
+          cpu_->rms_norm({cx, cpu_f32(w, {c}), cout, cr, 1e-6f});
+        }
         expect_close(to_host(gout), to_host(cout), tol, "rms_norm out");
-        if (mode) expect_close(to_host(gr), to_host(cr), tol, "rms_norm residual");
+        if (mode == 1 || mode == 2) expect_close(to_host(gr), to_host(cr), tol, "rms_norm residual");
+        if (mode == 3) expect_close(to_host(gr), r, {0, 0}, "rms_norm residual (read only)");
       }
     }
   }

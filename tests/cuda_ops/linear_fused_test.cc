@@ -75,9 +75,9 @@ class FusedLinearTest : public CudaOpsTest {
   }
 
   // silu_mul_output on the GPU (w [2I, K]) vs the CPU's linear (+ input norm) -> rounded -> silu_and_mul.
-  void check_silu_out(int n, int k, int i, bool norm, bool with_bias) {
+  void check_silu_out(int n, int k, int i, bool norm, bool with_bias, Activation act = Activation::kSilu) {
     SCOPED_TRACE("silu_out N " + std::to_string(n) + " K " + std::to_string(k) + " I " + std::to_string(i) +
-                 (norm ? " norm" : "") + (with_bias ? " bias" : ""));
+                 (norm ? " norm" : "") + (with_bias ? " bias" : "") + (act == Activation::kGeluTanh ? " gelu" : ""));
     const int m = 2 * i;
     const float ws = 1.f / std::sqrt(float(k));
     auto w = rand_vec(size_t(m) * k, -ws, ws, act_);
@@ -86,12 +86,13 @@ class FusedLinearTest : public CudaOpsTest {
     auto x = rand_vec(size_t(n) * k, -1.f, 1.f, act_);
     const auto y = ref(x, n, k, m, norm ? Pro::kNorm : Pro::kNone, w, with_bias ? &b : nullptr, &g, nullptr);
     Tensor o = cpu_poisoned({n, i});
-    cpu_->silu_and_mul({view(y, {n, m}), o});
+    cpu_->silu_and_mul({view(y, {n, m}), o, act});
     const auto want = rounded(to_host(o));
     Tensor out = gpu_poisoned({n, i}, act_);
     LinearParams p{gpu_from(x, {n, k}, act_), gpu_from(w, {m, k}, act_), with_bias ? gpu_from(b, {m}, act_) : Tensor(), out};
     if (norm) p.input_norm = gpu_from(g, {k}, act_);
     p.silu_mul_output = true;
+    p.act = act;
     gpu_->linear(p);
     expect_close(to_host(out), want, tol_for(act_), "linear silu_mul_output");
   }
@@ -170,6 +171,18 @@ TEST_F(FusedLinearTest, SiluMulOutput) {
   use_dtype(DType::kF16);
   check_silu_out(3, 4096, 6000, true, false);
   check_silu_out(1, 1024, 3072, true, true);
+}
+
+// The same with Gemma's GELU-tanh gate (the generic kernels take it): Gemma 3 1B's gate_up (K 1152,
+// I 6912), the resident, streaming and grid-stride shapes above, the unfused path, f16.
+TEST_F(FusedLinearTest, GeluMulOutput) {
+  use_dtype(DType::kBF16);
+  for (auto [k, i] : std::vector<std::pair<int, int>>{{1152, 6912}, {1024, 1001}, {4096, 4099}, {1536, 700}})
+    for (int n : {1, 2, 4, 7}) check_silu_out(n, k, i, true, n == 2, Activation::kGeluTanh);
+  use_dtype(DType::kF16);
+  check_silu_out(1, 1152, 6912, true, false, Activation::kGeluTanh);
+  use_dtype(DType::kF32);  // the unfused path at every N
+  check_silu_out(2, 256, 96, true, true, Activation::kGeluTanh);
 }
 
 TEST_F(FusedLinearTest, Qwen3_8BShapes) {

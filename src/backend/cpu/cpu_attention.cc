@@ -58,7 +58,8 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
   // contiguous fp32 [len, D] (through the block table), then per query head and block of kQueryBlock
   // query rows:
   //   scores[rows, kbeg..kend) = scale * Q[rows] K[kbeg, kend)^T    (cblas_sgemm)
-  //   row r (position pos_r): softmax over keys [lo_r, pos_r], exact zeros elsewhere (causal mask;
+  //   row r (position pos_r): softmax over keys [lo_r, pos_r] (soft-capped first with p.softcap), exact
+//   zeros elsewhere (causal mask;
   //   lo_r = 0, or pos_r - window + 1 with a sliding window)
   //   out[rows] = P[rows, kbeg..kend) V[kbeg, kend) / rowsum        (cblas_sgemm)
   // where kend = position of the block's last row + 1 and kbeg = lo of its first row. Same math as one
@@ -106,6 +107,7 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
               const int last = first_pos + r0 + static_cast<int>(r);  // this row's position
               const int lo = window_start(last, p.window) - kbeg;
               std::fill(sc, sc + lo, 0.0f);
+              softcap_scores(sc + lo, last + 1 - kbeg - lo, p.softcap);
               rowsum[r] = softmax_numerators(sc + lo, last + 1 - kbeg - lo);
               std::fill(sc + (last + 1 - kbeg), sc + nk, 0.0f);
             }

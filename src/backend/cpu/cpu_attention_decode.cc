@@ -138,6 +138,7 @@ class DecodeRows {
     for (int h = 0; h < it.nh; ++h) {
       float* sh = sc_.data() + static_cast<int64_t>(h) * len;
       std::fill(sh + b0 * bs, sh + lo, 0.0f);
+      softcap_scores(sh + lo, len - lo, p_.softcap);
       inv_[h] = 1.0f / softmax_numerators(sh + lo, len - lo);
     }
     std::fill(out, out + static_cast<int64_t>(it.nh) * D, 0.0f);

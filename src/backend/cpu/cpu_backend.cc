@@ -107,6 +107,7 @@ class CpuBackend final : public Backend {
   }
   void silu_and_mul(const SiluAndMulParams& p) override { cpu::silu_and_mul(pool_, p); }
   void add(const AddParams& p) override { cpu::add(pool_, p); }
+  void softcap(const SoftcapParams& p) override { cpu::softcap(pool_, p); }
   void moe(const MoeParams& p) override { cpu::moe(pool_, p); }
   void short_conv(const ShortConvParams& p) override { cpu::short_conv(pool_, p); }
   void gated_delta_net(const GatedDeltaNetParams& p) override { cpu::gated_delta_net(pool_, p); }

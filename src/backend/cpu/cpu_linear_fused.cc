@@ -11,7 +11,7 @@ namespace vireo::cpu {
 
 namespace {
 
-// silu_mul_output: the product into y [N, 2I] (with the other fusions), then silu_and_mul into out.
+// silu_mul_output: the product into y [N, 2I] (with the other fusions), then silu_and_mul (p.act) into out.
 void linear_silu_output(ThreadPool& pool, const LinearParams& p) {
   if (p.silu_mul_input || !p.residual.empty())
     throw Error("cpu linear: silu_mul_output cannot be combined with silu_mul_input or residual");
@@ -26,7 +26,7 @@ void linear_silu_output(ThreadPool& pool, const LinearParams& p) {
   q.silu_mul_output = false;
   q.out = Tensor(ys.data(), DType::kF32, {n, m});
   linear_fused(pool, q);
-  silu_and_mul(pool, {q.out, p.out});
+  silu_and_mul(pool, {q.out, p.out, p.act});
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ constexpr int64_t kGemvMaxRows = 8;
 void gemv_bf16(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* out);
 void silu_and_mul(ThreadPool& pool, const SiluAndMulParams& p);
 void add(ThreadPool& pool, const AddParams& p);
+void softcap(ThreadPool& pool, const SoftcapParams& p);
 void gather_rows(ThreadPool& pool, const GatherRowsParams& p);
 void qkv_prepare(ThreadPool& pool, const QkvPrepareParams& p);
 void paged_attention(ThreadPool& pool, const AttentionParams& p);

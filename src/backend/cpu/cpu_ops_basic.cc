@@ -52,6 +52,7 @@ void rms_norm(ThreadPool& pool, const RmsNormParams& p) {
   const int64_t c = p.weight.numel();
   const int64_t rows = c ? p.x.numel() / c : 0;
   if (!p.residual.empty()) require_f32(p.residual, "rms_norm residual");
+  if (p.add_after_norm && p.residual.empty()) throw Error("rms_norm: add_after_norm needs a residual");
   std::vector<float> w(c);
   convert_to_f32(p.weight.data, p.weight.dtype, w.data(), c);
   const float* x = p.x.ptr<float>();
@@ -62,6 +63,14 @@ void rms_norm(ThreadPool& pool, const RmsNormParams& p) {
       const float* xr = x + r * c;
       float* orow = out + r * c;
       const float* src = xr;
+      if (p.add_after_norm) {  // out = residual + rmsnorm(x) * w (out may alias residual or x)
+        const float* rr = res + r * c;
+        double ss = 0.0;
+        for (int64_t i = 0; i < c; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / c) + p.eps);
+        for (int64_t i = 0; i < c; ++i) orow[i] = rr[i] + (xr[i] * inv) * w[i];
+        continue;
+      }
       if (res) {  // fused residual add: residual += x, then normalise the sum
         float* rr = res + r * c;
         for (int64_t i = 0; i < c; ++i) rr[i] += xr[i];
@@ -145,6 +154,15 @@ void add(ThreadPool& pool, const AddParams& p) {
   float* out = p.out.ptr<float>();
   pool.parallel_for(p.out.numel(), [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) out[i] = a[i] + b[i];
+  }, 4096);
+}
+
+void softcap(ThreadPool& pool, const SoftcapParams& p) {
+  require_f32(p.x, "softcap x");
+  if (!(p.cap > 0.0f)) throw Error("cpu backend: softcap needs cap > 0");
+  float* x = p.x.ptr<float>();
+  pool.parallel_for(p.x.numel(), [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) x[i] = p.cap * std::tanh(x[i] / p.cap);
   }, 4096);
 }
 

@@ -2,7 +2,7 @@
 // (bf16/f16, head_dim a multiple of 64 up to 256: in practice Qwen3.5 / Qwen3-Next's 256 and DeepSeek
 // MLA's 192 after mla_pack). Decode and prefill rows alike (every row is independent, causal via its
 // position), so the same kernel serves chunked prefill of these models, and sliding windows (a row's
-// keys start at its window) when VIREO_WINDOW_WIDE=1 routes those layers here (attention_mma.cu).
+// keys start at its window) and soft-capped scores (Gemma 2) route those layers here (attention_mma.cu).
 //
 // One block per (token row, KV head, chunk of GC query heads of that KV head's group) and key split:
 //   - grid.x = T * Hkv * (G / GC), grid.y = key splits (chosen on the host so that the grid has >= 2
@@ -51,6 +51,7 @@ struct WideArgs {
   int num_seqs, max_blocks_per_seq, block_size, num_heads, num_kv_heads, group, chunks, splits;
   int window;    // AttentionParams::window: a row at key count n sees keys [max(0, n - window), n); 0: all
   float qscale;  // softmax scale * log2(e), folded into q
+  float softcap_l2;  // AttentionParams::softcap * log2(e) (0: none): a score s becomes c tanh(s / c) in log2 units
 };
 
 // PER consecutive elements of T (one lane's slice of a row) as raw 32-bit words, loaded in the
@@ -204,6 +205,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_wide_kernel(Wide
       for (int g = 0; g < GC; ++g)
 #pragma unroll
         for (int u = 0; u < U; ++u) sc[g][u] += __shfl_xor_sync(0xffffffffu, sc[g][u], o);
+    if (a.softcap_l2 > 0.f) {  // Gemma 2: c tanh(s / c), in the log2 units the scores are kept in
+#pragma unroll
+      for (int g = 0; g < GC; ++g)
+#pragma unroll
+        for (int u = 0; u < U; ++u) sc[g][u] = a.softcap_l2 * tanhf(sc[g][u] / a.softcap_l2);
+    }
     float pr[GC][U];
 #pragma unroll
     for (int g = 0; g < GC; ++g) {
@@ -373,6 +380,7 @@ void launch_paged_attention_decode_wide(const AttentionParams& p, const Workspac
   a.splits = decode_wide_splits(p, dev);
   a.window = p.window;
   a.qscale = p.scale * kLog2e;
+  a.softcap_l2 = p.softcap > 0.f ? p.softcap * kLog2e : 0.f;
   if (a.splits > 1) {
     const int64_t rows = num_tokens * p.num_heads * a.splits;
     char* ws = static_cast<char*>(workspace(static_cast<size_t>(rows * (int64_t{p.head_dim} * 4 + 8))));

@@ -21,6 +21,7 @@ struct SimpleArgs {
   float scale;
   int window;  // AttentionParams::window
   int64_t num_tokens;
+  float softcap;  // AttentionParams::softcap (0: none)
 };
 
 template <typename T>
@@ -59,6 +60,7 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
       float dot = 0.f;
       for (int i = 0; i < d; ++i) dot += to_f(q[i]) * to_f(kr[i]);
       score = dot * a.scale;
+      if (a.softcap > 0.f) score = a.softcap * tanhf(score / a.softcap);
     }
     float cmax = score;
     for (int o = 16; o > 0; o >>= 1) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
@@ -96,7 +98,7 @@ void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream
   if (p.head_dim > 256) throw Error("paged_attention: head_dim > 256 is not supported");
   SimpleArgs a{p.q.data, p.k_cache.data, p.v_cache.data, p.out.data, p.query_start.ptr<int>(), p.seq_lens.ptr<int>(),
                p.block_tables.ptr<int>(), p.num_seqs, p.max_blocks_per_seq, p.block_size, p.num_heads,
-               p.num_kv_heads, p.head_dim, p.scale, p.window, t};
+               p.num_kv_heads, p.head_dim, p.scale, p.window, t, p.softcap};
   dispatch_float(p.q.dtype, "paged_attention", [&](auto tag) {
     using T = decltype(tag);
     launch_pdl(attention_simple_kernel<T>, dim3(static_cast<unsigned>(t), p.num_heads), dim3(32), 0, stream, a);

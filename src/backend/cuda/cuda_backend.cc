@@ -246,6 +246,7 @@ void CudaBackend::mla_pack(const MlaPackParams& p) {
   launch_mla_pack(p, stream_);
 }
 void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
+void CudaBackend::softcap(const SoftcapParams& p) { launch_softcap(p, stream_); }
 void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
 void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {
   require_device(p.k_cache, "qkv_prepare", "k_cache");
@@ -258,11 +259,11 @@ int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_he
 
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
-  if (batch_invariant_ && p.window == 0) {  // (the sliding-window kernel is invariant as it is)
+  if (batch_invariant_ && p.window == 0 && p.softcap == 0.f) {  // (the plain kernel is invariant as it is)
     launch_paged_attention_invariant(p, stream_);
     return;
   }
-  if (batch_invariant_) {  // sliding window: the plain kernel (VIREO_WINDOW_WIDE's splits follow the batch)
+  if (batch_invariant_) {  // sliding window, soft-capping: the plain kernel (the wide kernel's splits follow the batch)
     launch_paged_attention_simple(p, stream_);
     return;
   }

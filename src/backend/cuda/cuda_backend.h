@@ -49,6 +49,7 @@ class CudaBackend final : public Backend {
   int64_t row_stats_ranges(int64_t m) const override;
   void silu_and_mul(const SiluAndMulParams& p) override;
   void add(const AddParams& p) override;
+  void softcap(const SoftcapParams& p) override;
   void gather_rows(const GatherRowsParams& p) override;
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;

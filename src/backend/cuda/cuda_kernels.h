@@ -14,6 +14,7 @@ void launch_embedding(const EmbeddingParams& p, cudaStream_t stream);
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
 void launch_silu_and_mul(const SiluAndMulParams& p, cudaStream_t stream);
 void launch_add(const AddParams& p, cudaStream_t stream);
+void launch_softcap(const SoftcapParams& p, cudaStream_t stream);
 void launch_gather_rows(const GatherRowsParams& p, cudaStream_t stream);
 // dst[i] = src[i] converted; both device pointers, float dtypes.
 void launch_convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n, cudaStream_t stream);

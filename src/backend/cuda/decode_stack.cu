@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kStackThreads, 1) decode_stack_kernel(const __
                       [&](int64_t unit, float (&acc)[2][NR]) {
 #pragma unroll
                         for (int n = 0; n < NR; ++n)
-                          if (lane == n && n < T_) act_out[n * inter + unit] = silu_mul_round<T>(acc[0][n], acc[1][n]);
+                          if (lane == n && n < T_) act_out[n * inter + unit] = act_mul_round<T>(acc[0][n], acc[1][n]);
                       });
     grid_barrier(bar, ++n_bar * G, stamp(3));
     stack_stage_copy<T>(act_out, T_, inter, xs, xstride);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -69,9 +70,10 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // One block per row. Vectorised over 16-byte chunks of T (C % kN == 0 checked by the host); the
 // row's first kKeep chunks per thread stay in registers between the sum-of-squares and the scaling
 // pass, so the row is read from memory once.
+// add_after: out = residual + round(rmsnorm(x) * w), the residual read only (RmsNormParams::add_after_norm).
 template <typename T>
 __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residual, const void* __restrict__ weight,
-                                DType wt, T* __restrict__ out, int64_t cols, float eps) {
+                                DType wt, T* __restrict__ out, int64_t cols, float eps, bool add_after) {
   using V = Vec<T>;
   constexpr int kN = V::kN;
   constexpr int kKeep = 4;
@@ -85,7 +87,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
   float ss = 0.f;
   auto load_sum = [&](int64_t c, V& a) {
     a.raw = xv[c];
-    if (rv) {
+    if (rv && !add_after) {
       V r;
       r.raw = rv[c];
 #pragma unroll
@@ -109,7 +111,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
     load_sum(c, a);
   }
   const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(cols) + eps);
-  const uint4* src = rv ? rv : xv;
+  const uint4* src = rv && !add_after ? rv : xv;
   uint4* ov = reinterpret_cast<uint4*>(out + row * cols);
   const bool w_same = wt == (sizeof(T) == 4 ? DType::kF32 : std::is_same_v<T, __half> ? DType::kF16 : DType::kBF16);
   auto scale = [&](int64_t c, V& a) {
@@ -121,6 +123,12 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
     } else {
 #pragma unroll
       for (int k = 0; k < kN; ++k) a.v[k] = from_f<T>(to_f(a.v[k]) * inv * load_any(weight, wt, c * kN + k));
+    }
+    if (add_after) {
+      V r;
+      r.raw = rv[c];
+#pragma unroll
+      for (int k = 0; k < kN; ++k) a.v[k] = from_f<T>(to_f(r.v[k]) + to_f(a.v[k]));
     }
     ov[c] = a.raw;
   };
@@ -139,7 +147,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, T* __restrict__ residua
 // Scalar fallback for widths that are not a multiple of the vector.
 template <typename T>
 __global__ void rms_norm_scalar_kernel(const T* __restrict__ x, T* __restrict__ residual, const void* __restrict__ weight,
-                                       DType wt, T* __restrict__ out, int64_t cols, float eps) {
+                                       DType wt, T* __restrict__ out, int64_t cols, float eps, bool add_after) {
   __shared__ float scratch[32];
   pdl_enter();
   const int64_t row = blockIdx.x;
@@ -148,7 +156,7 @@ __global__ void rms_norm_scalar_kernel(const T* __restrict__ x, T* __restrict__ 
   float ss = 0.f;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     float f = to_f(xr[c]);
-    if (rr) {
+    if (rr && !add_after) {
       T s = from_f<T>(f + to_f(rr[c]));
       rr[c] = s;
       f = to_f(s);
@@ -156,18 +164,20 @@ __global__ void rms_norm_scalar_kernel(const T* __restrict__ x, T* __restrict__ 
     ss += f * f;
   }
   const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(cols) + eps);
-  const T* src = rr ? rr : xr;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    out[row * cols + c] = from_f<T>(to_f(src[c]) * inv * load_any(weight, wt, c));
+  const T* src = rr && !add_after ? rr : xr;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const T y = from_f<T>(to_f(src[c]) * inv * load_any(weight, wt, c));
+    out[row * cols + c] = add_after ? from_f<T>(to_f(rr[c]) + to_f(y)) : y;
+  }
 }
 
-template <Activation kAct>
-__device__ __forceinline__ float gate_act(float g) {
-  if constexpr (kAct == Activation::kGeluTanh) {
-    return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));  // tanhf: not the approximation
-  } else {
-    return g / (1.f + __expf(-g));
-  }
+// x = cap * tanh(x / cap) over the logits (grid-stride; fp32 math, one rounding).
+template <typename T>
+__global__ void softcap_kernel(T* __restrict__ x, int64_t n, float cap) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] = from_f<T>(cap * tanhf(to_f(x[i]) / cap));
 }
 
 template <typename T, Activation kAct>
@@ -296,6 +306,7 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   require(p.out.numel() == p.x.numel() && p.out.dtype == p.x.dtype, "rms_norm: out must match x");
   require(p.residual.empty() || (p.residual.numel() == p.x.numel() && p.residual.dtype == p.x.dtype),
           "rms_norm: residual must match x");
+  require(!p.add_after_norm || !p.residual.empty(), "rms_norm: add_after_norm needs a residual");
   if (rows == 0) return;
   dispatch_float(p.x.dtype, "rms_norm", [&](auto tag) {
     using T = decltype(tag);
@@ -310,10 +321,10 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
                       : (work >= 1024 ? 1024 : work >= 512 ? 512 : work >= 256 ? 256 : 128);
     if (vec)
       launch_pdl(rms_norm_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, p.x.ptr<T>(), res,
-                 p.weight.data, p.weight.dtype, p.out.ptr<T>(), cols, p.eps);
+                 p.weight.data, p.weight.dtype, p.out.ptr<T>(), cols, p.eps, p.add_after_norm);
     else
       launch_pdl(rms_norm_scalar_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, p.x.ptr<T>(),
-                 res, p.weight.data, p.weight.dtype, p.out.ptr<T>(), cols, p.eps);
+                 res, p.weight.data, p.weight.dtype, p.out.ptr<T>(), cols, p.eps, p.add_after_norm);
   });
   check_launch("rms_norm");
 }
@@ -352,6 +363,17 @@ void launch_sigmoid_gate(const SigmoidGateParams& p, cudaStream_t stream) {
                p.residual.empty() ? nullptr : p.residual.ptr<T>(), p.out.ptr<T>(), n, C, gc);
   });
   check_launch("sigmoid_gate");
+}
+
+void launch_softcap(const SoftcapParams& p, cudaStream_t stream) {
+  require(p.cap > 0.f, "softcap: cap must be > 0");
+  const int64_t n = p.x.numel();
+  if (n == 0) return;
+  dispatch_float(p.x.dtype, "softcap", [&](auto tag) {
+    using T = decltype(tag);
+    launch_pdl(softcap_kernel<T>, dim3(grid_for(n, 256)), dim3(256), 0, stream, p.x.ptr<T>(), n, p.cap);
+  });
+  check_launch("softcap");
 }
 
 void launch_add(const AddParams& p, cudaStream_t stream) {

@@ -54,7 +54,7 @@ void run_linear_silu_output(CublasLtGemm& gemm, const LinearParams& p, const Wor
     launch_rms_norm({p.x, p.input_norm, q.x, Tensor(), p.norm_eps}, stream);
   }
   product(gemm, q, stream, batch_invariant);
-  launch_silu_and_mul({q.out, p.out}, stream);
+  launch_silu_and_mul({q.out, p.out, p.act}, stream);
 }
 
 }  // namespace

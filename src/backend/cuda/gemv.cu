@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_kernel(GemvArgs a
         }
         if (ok[0] && lane == n) {
           const float bg = bias ? to_f(bias[i]) : 0.f, bu = bias ? to_f(bias[half + i]) : 0.f;
-          out[n * half + i] = silu_mul_round<T>(v[0] + bg, v[RPW - 1] + bu);
+          out[n * half + i] = act_mul_round<T, true>(v[0] + bg, v[RPW - 1] + bu, a.act);
         }
       }
       continue;
@@ -271,6 +271,7 @@ bool gemv_args_of(const LinearParams& p, GemvArgs& a, int64_t& n) {
   a.residual = res ? p.residual.data : nullptr;
   a.out = p.out.data;
   a.silu_out = silu_out;
+  a.act = p.act;
   a.k = k;
   a.m = m;
   a.eps = p.norm_eps;

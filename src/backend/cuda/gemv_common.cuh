@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdlib>
 
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -28,7 +29,8 @@ struct GemvArgs {
   int prologue;          // Prologue
   const void* residual;  // [N, M] or null; may alias out
   void* out;             // [N, M], or [N, M / 2] with silu_out
-  bool silu_out;         // rows [0, M/2) gate, [M/2, M) up: out = silu(round(gate)) * round(up), rounded
+  bool silu_out;         // rows [0, M/2) gate, [M/2, M) up: out = act(round(gate)) * round(up), rounded
+  Activation act;        // silu_out's gate activation (the forms: SiLU)
   int64_t k, m;
   float eps;
   int64_t prefetch_bytes;  // per block before the PDL wait (0: none, an ordinary launch)
@@ -49,6 +51,7 @@ constexpr int form_prologue(int form) {
 }
 
 inline GemvForm gemv_form_of(const GemvArgs& a) {
+  if (a.silu_out && a.act != Activation::kSilu) return kFormAny;  // GELU (Gemma): the generic kernels
   if (a.prologue == kNorm && a.norm_vec && !a.residual) return a.silu_out ? kFormNormSilu : kFormNormOut;
   if (a.prologue == kPlain && !a.silu_out) return a.residual ? kFormPlainResidual : kFormPlainOut;
   return kFormAny;
@@ -106,12 +109,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
-// The silu_and_mul op's element (elementwise_ops.cu): g / (1 + e^-g) * u in fp32 on the rounded gate
-// and up values, rounded.
-template <typename T>
-__device__ __forceinline__ T silu_mul_round(float g, float u) {
+// The silu_and_mul op's element (elementwise_ops.cu): act(g) * u in fp32 on the rounded gate and up
+// values, rounded. kAnyAct: the activation read from `act` (generic kernels), else SiLU (the forms).
+template <typename T, bool kAnyAct = false>
+__device__ __forceinline__ T act_mul_round(float g, float u, Activation act = Activation::kSilu) {
   const float gf = to_f(from_f<T>(g)), uf = to_f(from_f<T>(u));
-  return from_f<T>(gf / (1.f + __expf(-gf)) * uf);
+  if constexpr (kAnyAct) return from_f<T>(gate_act(act, gf) * uf);
+  else return from_f<T>(gate_act<Activation::kSilu>(gf) * uf);
 }
 
 __device__ __forceinline__ float load_any(const void* p, DType t, int64_t i) {

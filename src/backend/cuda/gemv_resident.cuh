@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) gemv_resident_kernel(GemvArgs a, int
       const bool writer = unit < units && lane == ((r / rpu) * NR + n) % 32;
       if (silu_out) {
         if (r % 2 == 0) gate[n] = v + pre_b[r][n];
-        else if (writer) out[n * half + unit] = silu_mul_round<T>(gate[n], v + pre_b[r][n]);
+        else if (writer) out[n * half + unit] = act_mul_round<T, kForm == kFormAny>(gate[n], v + pre_b[r][n], a.act);
       } else if (writer) {
         const int64_t idx = n * m + unit;
         T y = from_f<T>(v + pre_b[r][n]);

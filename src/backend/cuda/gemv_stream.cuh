@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_stream_kernel(GemvArgs a, St
           gate[n] = v;
         } else if (lane == n) {
           const float bg = bias ? to_f(bias[row]) : 0.f, bu = bias ? to_f(bias[half + row]) : 0.f;
-          out[n * half + row] = silu_mul_round<T>(gate[n] + bg, v + bu);
+          out[n * half + row] = act_mul_round<T, kForm == kFormAny>(gate[n] + bg, v + bu, a.act);
         }
       }
       col0 = 0;
