@@ -76,11 +76,16 @@ void parse_deepseek(const json& j, const std::string& source, ModelConfig& c);
 bool is_qwen3_next(const std::string& architecture, const std::string& model_type);
 json qwen3_next_normalize(const json& in, const std::string& source);
 void parse_qwen3_next(const json& j, const std::string& source, ModelConfig& c);
-// Gemma 3 (model_config_gemma3.cc): normalize lifts a multimodal wrapper's text_config, fills the
+// Gemma 3 (model_config_gemma.cc): normalize lifts a multimodal wrapper's text_config, fills the
 // family's defaults and flattens per-layer-type RoPE; parse_gemma3 sets the attention scale and the
 // local RoPE layers.
 bool is_gemma3(const std::string& architecture, const std::string& model_type);
 json gemma3_normalize(const json& in, const std::string& source);
 void parse_gemma3(const json& j, const std::string& source, ModelConfig& c);
+// Gemma 2 (model_config_gemma.cc): normalize fills Gemma2Config's defaults (soft-capping 50 / 30, a
+// window of 4096 on every other layer); parse_gemma2 sets the attention scale and the soft-capping.
+bool is_gemma2(const std::string& architecture, const std::string& model_type);
+json gemma2_normalize(const json& in, const std::string& source);
+void parse_gemma2(const json& j, const std::string& source, ModelConfig& c);
 }  // namespace config_json
 }  // namespace vireo

@@ -150,6 +150,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   ap.num_kv_heads = Hkv;
   ap.head_dim = D;
   ap.scale = cfg_.attention_scale > 0 ? cfg_.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
+  ap.softcap = cfg_.attn_logit_softcapping;  // Gemma 2
   ap.max_query_len = st.max_query_len;
   ap.max_seq_len = st.max_seq_len;
   ap.prefill_seqs = st.prefill_seqs;
@@ -269,14 +270,14 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     mp.v_dim = m.v_head_dim;
     be_->mla_pack(mp);
   };
-  // Decode-sized steps of pre-norm models use the fused linear forms (norm in the prologue, SiLU-mul
-  // in gate_up's epilogue, residual add in the epilogue): 5 kernels a layer instead of 9 on the GEMV
-  // path. Larger steps keep the separate ops (the GEMMs dominate there).
-  // (GELU-tanh MLPs and sandwich norms have no fused forms: the fused epilogues apply SiLU.)
-  const bool fused = kUseFusedLinear && !spec_.post_norm && !spec_.sandwich_norm && mlp_act_ == Activation::kSilu &&
-                     T <= kFusedLinearMaxRows;
   // The residual stream is whole at each layer's start (no MLP output waiting to be added).
   const bool whole_residual = spec_.post_norm || spec_.sandwich_norm;
+  // Decode-sized steps use the fused linear forms (norm in the prologue, the gate activation in
+  // gate_up's epilogue, residual add in the epilogue): 5 kernels a layer instead of 9 on the GEMV path
+  // of a pre-norm model; post-norm and sandwich-norm blocks (OLMo-2, Gemma) add each normalised branch
+  // with one rms_norm (add_after_norm) instead of a norm and an add. Larger steps keep the separate
+  // ops (the GEMMs dominate there). (No post-norm MoE family exists: those keep the separate ops.)
+  const bool fused = kUseFusedLinear && T <= kFusedLinearMaxRows && !(whole_residual && spec_.moe);
 
   be_->embedding({embed_, ids, residual, embed_scale_});  // residual = embed_tokens(input_ids) (* sqrt(hidden))
   const bool stacked = run_decode_stack(st, kv, ws);  // every layer in one backend op
@@ -301,7 +302,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     if (mla) {
       // projections done above
     } else if (fused) {
-      in_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
+      if (!spec_.post_norm) in_p.input_norm = w.input_norm;  // input_layernorm(h) in the prologue
     } else if (!spec_.post_norm) {
       if (l == 0 || spec_.sandwich_norm) {
         be_->rms_norm({residual, w.input_norm, hid, Tensor(), eps});  // input_layernorm(h)
@@ -342,6 +343,22 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
         be_->sigmoid_gate({mixed, gp.out, Tensor(), mixed});
       }
     }
+    if (fused && whole_residual) {  // h += norm(o_proj(attn)); h += norm(mlp(mlp_norm(h)))
+      be_->linear(linear(mixed, w.o_w, w.o_b, branch));
+      RmsNormParams post_attn{branch, w.post_attn_norm, residual, residual, eps};
+      post_attn.add_after_norm = true;
+      be_->rms_norm(post_attn);  // h += post_attention_layernorm(attn_out)
+      LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // act_fn(gate) * up
+      if (spec_.sandwich_norm) gu.input_norm = w.pre_ffn_norm;  // pre_feedforward_layernorm(h) in the prologue
+      gu.silu_mul_output = true;
+      gu.act = mlp_act_;
+      be_->linear(gu);
+      be_->linear(linear(act, w.down_w, w.down_b, branch));  // down_proj
+      RmsNormParams post_ffn{branch, w.post_ffn_norm, residual, residual, eps};
+      post_ffn.add_after_norm = true;
+      be_->rms_norm(post_ffn);  // h += post_feedforward_layernorm(mlp_out)
+      continue;
+    }
     if (fused) {
       LinearParams o = linear(mixed, w.o_w, w.o_b, residual);  // h += o_proj(attn) (conv: out_proj)
       o.residual = residual;
@@ -356,6 +373,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // silu(gate) * up, gate_up = norm(h) W^T
       gu.input_norm = w.post_attn_norm;
       gu.silu_mul_output = true;
+      gu.act = mlp_act_;
       be_->linear(gu);
       LinearParams down = linear(act, w.down_w, w.down_b, residual);  // h += down(act)
       down.residual = residual;
@@ -369,8 +387,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->rms_norm({branch, w.pre_ffn_norm, hid, residual, eps});       // h += that; pre_feedforward_layernorm(h)
       mlp_in = hid;
     } else if (spec_.post_norm) {
-      be_->rms_norm({branch, w.post_attn_norm, hid, Tensor(), eps});  // post_attention_layernorm(attn_out)
-      be_->add({residual, hid, residual});                            // h = h + that
+      RmsNormParams post_attn{branch, w.post_attn_norm, residual, residual, eps};
+      post_attn.add_after_norm = true;
+      be_->rms_norm(post_attn);  // h += post_attention_layernorm(attn_out)
       mlp_in = residual;
     } else {
       be_->rms_norm({branch, w.post_attn_norm, hid, residual, eps});  // h += attn_out; post_attention_layernorm(h)
@@ -385,8 +404,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
     }
     if (whole_residual) {
-      be_->rms_norm({branch, w.post_ffn_norm, hid, Tensor(), eps});  // post_feedforward_layernorm(mlp_out)
-      be_->add({residual, hid, residual});
+      RmsNormParams post_ffn{branch, w.post_ffn_norm, residual, residual, eps};
+      post_ffn.add_after_norm = true;
+      be_->rms_norm(post_ffn);  // h += post_feedforward_layernorm(mlp_out)
     }
   }
   if (M == 0) return;
@@ -402,6 +422,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     head.input_norm = final_norm_;
     head.row_stats = logit_stats_of(ws, M);
     be_->linear(head);  // lm_head(model.norm(h))
+    if (cfg_.final_logit_softcapping > 0) be_->softcap({out, cfg_.final_logit_softcapping});
     return;
   }
   if (whole_residual) {
@@ -413,10 +434,12 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   LinearParams head = linear(sel, lm_head_, Tensor(), out);
   head.row_stats = logit_stats_of(ws, M);
   be_->linear(head);  // lm_head
+  if (cfg_.final_logit_softcapping > 0) be_->softcap({out, cfg_.final_logit_softcapping});  // Gemma 2
 }
 
 Tensor DecoderModel::logit_stats_of(const DecoderWorkspace& ws, int64_t num_rows) const {
-  return num_rows == 1 ? ws.logit_stats : Tensor();
+  // (Soft-capped logits: the lm_head's statistics would describe the values before the cap.)
+  return num_rows == 1 && cfg_.final_logit_softcapping == 0 ? ws.logit_stats : Tensor();
 }
 
 void DecoderModel::logits_to_host(const Tensor& out, std::vector<float>& logits) {

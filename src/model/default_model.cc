@@ -109,6 +109,32 @@ ModelConfig gemma3_1b_config() {
   return ModelConfig::from_json(j, "builtin:gemma3-1b");
 }
 
+// google/gemma-2-2b's config.json (Gemma2ForCausalLM): 26 layers, every other one sliding (window 4096),
+// 8 query heads on 4 KV heads of 256 dims, soft-capping 50 (scores) and 30 (logits), 256k tied vocabulary.
+ModelConfig gemma2_2b_config() {
+  nlohmann::json j = {{"architectures", {"Gemma2ForCausalLM"}},
+                      {"model_type", "gemma2"},
+                      {"vocab_size", 256000},
+                      {"hidden_size", 2304},
+                      {"intermediate_size", 9216},
+                      {"num_hidden_layers", 26},
+                      {"num_attention_heads", 8},
+                      {"num_key_value_heads", 4},
+                      {"head_dim", 256},
+                      {"max_position_embeddings", 8192},
+                      {"query_pre_attn_scalar", 256},
+                      {"rms_norm_eps", 1e-6},
+                      {"rope_theta", 10000.0},
+                      {"sliding_window", 4096},
+                      {"attn_logit_softcapping", 50.0},
+                      {"final_logit_softcapping", 30.0},
+                      {"hidden_activation", "gelu_pytorch_tanh"},
+                      {"torch_dtype", "bfloat16"},
+                      {"bos_token_id", 2},
+                      {"eos_token_id", {1, 107}}};
+  return ModelConfig::from_json(j, "builtin:gemma2-2b");
+}
+
 ModelConfig builtin_model_config(const std::string& name) {
   if (name == "default") return default_model_config();
   if (name == "qwen3-0.6b") return qwen3_0_6b_config();
@@ -116,8 +142,9 @@ ModelConfig builtin_model_config(const std::string& name) {
   if (name == "qwen3-30b-a3b") return qwen3_30b_a3b_config();
   if (name == "llama3-8b") return llama3_8b_config();
   if (name == "gemma3-1b") return gemma3_1b_config();
+  if (name == "gemma2-2b") return gemma2_2b_config();
   throw Error("--model builtin:" + name +
-              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b, gemma3-1b)");
+              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b, gemma3-1b, gemma2-2b)");
 }
 
 }  // namespace vireo

@@ -13,6 +13,7 @@ ModelConfig qwen3_8b_config();
 ModelConfig qwen3_30b_a3b_config();  // sparse MoE (Qwen3MoeForCausalLM)
 ModelConfig llama3_8b_config();
 ModelConfig gemma3_1b_config();  // builtin:gemma3-1b (google/gemma-3-1b-it shape)
+ModelConfig gemma2_2b_config();  // builtin:gemma2-2b (google/gemma-2-2b shape)
 // "default", "qwen3-0.6b", "qwen3-8b", "qwen3-30b-a3b", "llama3-8b"; anything else throws listing these.
 ModelConfig builtin_model_config(const std::string& name);
 

@@ -21,14 +21,19 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen3moe", "Qwen3MoeForCausalLM"},
     {"qwen2moe", "Qwen2MoeForCausalLM"},
     {"gemma3", "Gemma3ForCausalLM"},
+    {"gemma2", "Gemma2ForCausalLM"},
 };
 
-// Gemma 3 as llama.cpp runs it (llama-model.cpp, LLM_ARCH_GEMMA3): sliding layers by a period of 6 (every
-// 6th layer global) unless <arch>.attention.sliding_window_pattern says otherwise (a period, or one flag per
-// layer, true = sliding); the local layers' RoPE base 10,000 (or rope.freq_base_swa); the softmax scale
-// <arch>.attention.scale where written, else 1/sqrt(head_dim), and 1/sqrt(hidden / heads) for the 27B
-// (62 layers), as llama.cpp computes it; GELU-tanh MLP; norms stored as 1 + w (GgufWeights).
-void gemma3_fields(const GgufFile& f, const std::string& a, json& j) {
+// Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
+// period of 2 (Gemma 2: every other layer global) or 6 (Gemma 3: every 6th) unless
+// <arch>.attention.sliding_window_pattern says otherwise (a period, or one flag per layer, true = sliding);
+// Gemma 3's local layers' RoPE base 10,000 (or rope.freq_base_swa); the softmax scale
+// <arch>.attention.scale where written, else 1/sqrt(head_dim), and 1/sqrt(hidden / heads) for the 27Bs
+// (46 layers for Gemma 2, 62 for Gemma 3), as llama.cpp computes it; Gemma 2's soft-capping from
+// <arch>.attn_logit_softcapping / final_logit_softcapping (absent: 50 / 30, Gemma2Config's and llama.cpp's
+// defaults); GELU-tanh MLP; norms stored as 1 + w (GgufWeights).
+void gemma_fields(const GgufFile& f, const std::string& a, json& j) {
+  const bool gemma2 = a == "gemma2";
   const int64_t n = j["num_hidden_layers"].get<int64_t>();
   std::vector<bool> sliding(static_cast<size_t>(n));
   const std::string pk = a + ".attention.sliding_window_pattern";
@@ -38,7 +43,7 @@ void gemma3_fields(const GgufFile& f, const std::string& a, json& j) {
       throw Error(f.path() + ": metadata '" + pk + "' must hold one flag per layer");
     for (int64_t l = 0; l < n; ++l) sliding[l] = pv->value[l].is_boolean() ? pv->value[l].get<bool>() : pv->value[l] != 0;
   } else {
-    const int64_t period = pv ? *f.get_int(pk) : 6;
+    const int64_t period = pv ? *f.get_int(pk) : gemma2 ? 2 : 6;
     if (period <= 0) throw Error(f.path() + ": metadata '" + pk + "' must be > 0");
     for (int64_t l = 0; l < n; ++l) sliding[l] = (l + 1) % period != 0;
   }
@@ -46,12 +51,17 @@ void gemma3_fields(const GgufFile& f, const std::string& a, json& j) {
   for (bool s : sliding) types.push_back(s ? "sliding_attention" : "full_attention");
   j["layer_types"] = types;
   if (!j.contains("sliding_window")) j["sliding_window"] = nullptr;  // no window key: every layer global
-  j["rope_local_base_freq"] = f.get_float(a + ".rope.freq_base_swa").value_or(10000.0);
+  if (gemma2) {
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+      if (auto v = f.get_float(a + "." + key)) j[key] = *v;
+  } else {
+    j["rope_local_base_freq"] = f.get_float(a + ".rope.freq_base_swa").value_or(10000.0);
+  }
   const int64_t hidden = j["hidden_size"].get<int64_t>(), heads = j["num_attention_heads"].get<int64_t>();
   if (auto scale = f.get_float(a + ".attention.scale"); scale && *scale > 0) {
     j["query_pre_attn_scalar"] = 1.0 / (*scale * *scale);
   } else {
-    j["query_pre_attn_scalar"] = n == 62 ? hidden / heads : j["head_dim"].get<int64_t>();
+    j["query_pre_attn_scalar"] = n == (gemma2 ? 46 : 62) ? hidden / heads : j["head_dim"].get<int64_t>();
   }
   j["hidden_activation"] = "gelu_pytorch_tanh";
 }
@@ -196,7 +206,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     if (auto id = f.get_int(k); id && std::find(eos.begin(), eos.end(), json(*id)) == eos.end()) eos.push_back(*id);
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
-  if (a == "gemma3") gemma3_fields(f, a, j);
+  if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
 
   ModelConfig c = ModelConfig::from_json(j, f.path());
   c.rope_scaling.freq_factors = rope_freq_factors(m, c.rotary_dim() / 2);

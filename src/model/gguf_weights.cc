@@ -71,11 +71,12 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
 
 GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c)
     : files_(std::move(files)),
-      post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Gemma3ForCausalLM"),
+      post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Gemma3ForCausalLM" ||
+                           c.architecture == "Gemma2ForCausalLM"),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM"),  // "llama" in the file
-      gemma_(c.architecture == "Gemma3ForCausalLM"),
+      gemma_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM"),
       num_heads_(c.num_attention_heads),
       num_kv_heads_(c.num_key_value_heads) {}
 

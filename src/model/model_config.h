@@ -113,7 +113,10 @@ struct ModelConfig {
                                                : static_cast<int64_t>(n_shared_experts) * moe_intermediate_size;
   }
 
-  // Gemma 3 (model_config_gemma3.cc): the sliding-window layers rotate with a default RoPE of base
+  // Gemma 2 (model_config_gemma.cc): scores and final logits become cap * tanh(x / cap); 0: none.
+  float attn_logit_softcapping = 0, final_logit_softcapping = 0;
+
+  // Gemma 3 (model_config_gemma.cc): the sliding-window layers rotate with a default RoPE of base
   // rope_local_theta (rope_local_base_freq) where local_rope_layers[l]; 0: one RoPE for every layer.
   float rope_local_theta = 0;
   std::vector<uint8_t> local_rope_layers;

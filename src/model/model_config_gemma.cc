@@ -1,7 +1,9 @@
-// Gemma 3's config.json (transformers' Gemma3TextConfig, and the multimodal Gemma3Config whose text
-// model sits in text_config): hidden_activation, the attention scale from query_pre_attn_scalar, a
-// second RoPE base for the sliding-window layers (rope_local_base_freq, or transformers 5's
-// rope_parameters per layer type) and the layer pattern (layer_types or sliding_window_pattern).
+// Gemma 2 and 3 config.json files. Gemma 3 (transformers' Gemma3TextConfig, and the multimodal
+// Gemma3Config whose text model sits in text_config): hidden_activation, the attention scale from
+// query_pre_attn_scalar, a second RoPE base for the sliding-window layers (rope_local_base_freq, or
+// transformers 5's rope_parameters per layer type) and the layer pattern (layer_types or
+// sliding_window_pattern). Gemma 2 (Gemma2Config): the same scale and activation, one RoPE, every other
+// layer sliding, and tanh soft-capping of the attention scores and the final logits.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -32,8 +34,6 @@ json gemma3_normalize(const json& in, const std::string& source) {
   if (!j.contains("sliding_window")) j["sliding_window"] = 4096;  // an explicit null: no window
   // The MLP reads hidden_activation (HF's Gemma3MLP ignores hidden_act).
   j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
-    if (has(j, key)) fail(source, key, "is not supported (Gemma 3 checkpoints leave it null)");
   if (get_bool(j, source, "use_bidirectional_attention", false))
     fail(source, "use_bidirectional_attention", "is not supported (causal decoding only)");
   // Layer kinds: layer_types, else every sliding_window_pattern-th layer global (Gemma3TextConfig).
@@ -60,10 +60,57 @@ json gemma3_normalize(const json& in, const std::string& source) {
   return j;
 }
 
+namespace {
+// attn_logit_softcapping / final_logit_softcapping (null or absent: none).
+void parse_softcaps(const json& j, const std::string& source, ModelConfig& c) {
+  for (auto [key, out] : {std::pair<const char*, float*>{"attn_logit_softcapping", &c.attn_logit_softcapping},
+                          {"final_logit_softcapping", &c.final_logit_softcapping}}) {
+    *out = has(j, key) ? get_float(j, source, key, 0.0f) : 0.0f;
+    if (!(*out >= 0)) fail(source, key, "must be > 0 or null");
+  }
+}
+}  // namespace
+
+bool is_gemma2(const std::string& a, const std::string& t) { return a == "Gemma2ForCausalLM" || t == "gemma2"; }
+
+json gemma2_normalize(const json& in, const std::string& source) {
+  json j = in;
+  // Gemma2Config's defaults (the released 2B / 9B / 27B configs write most of them out).
+  const std::pair<const char*, json> defaults[] = {
+      {"vocab_size", 256000}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"rms_norm_eps", 1e-6},
+      {"max_position_embeddings", 8192}, {"tie_word_embeddings", true}, {"rope_theta", 10000.0},
+      {"bos_token_id", 2}, {"eos_token_id", 1}};
+  for (const auto& [key, value] : defaults)
+    if (!has(j, key)) j[key] = value;
+  // Absent: the defaults; an explicit null: none.
+  if (!j.contains("sliding_window")) j["sliding_window"] = 4096;
+  if (!j.contains("final_logit_softcapping")) j["final_logit_softcapping"] = 30.0;
+  if (!j.contains("attn_logit_softcapping")) j["attn_logit_softcapping"] = 50.0;
+  j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
+  if (get_bool(j, source, "use_bidirectional_attention", false))
+    fail(source, "use_bidirectional_attention", "is not supported (causal decoding only)");
+  if (!has(j, "layer_types")) {  // layer 0 slides, layer 1 is global, and so on
+    json types = json::array();
+    for (int l = 0; l < get_int(j, source, "num_hidden_layers"); ++l)
+      types.push_back((l + 1) % 2 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+  }
+  return j;
+}
+
+void parse_gemma2(const json& j, const std::string& source, ModelConfig& c) {
+  const float qpas = get_float(j, source, "query_pre_attn_scalar", 256.0f);
+  if (!(qpas > 0)) fail(source, "query_pre_attn_scalar", "must be > 0");
+  c.attention_scale = static_cast<float>(std::pow(static_cast<double>(qpas), -0.5));
+  parse_softcaps(j, source, c);
+}
+
 void parse_gemma3(const json& j, const std::string& source, ModelConfig& c) {
   const float qpas = get_float(j, source, "query_pre_attn_scalar", 256.0f);
   if (!(qpas > 0)) fail(source, "query_pre_attn_scalar", "must be > 0");
   c.attention_scale = static_cast<float>(std::pow(static_cast<double>(qpas), -0.5));
+  parse_softcaps(j, source, c);  // Gemma3TextConfig has them too (null in the released checkpoints)
   c.rope_local_theta = get_float(j, source, "rope_local_base_freq", 10000.0f);
   if (!(c.rope_local_theta > 0)) fail(source, "rope_local_base_freq", "must be > 0");
   const json& lt = j["layer_types"];

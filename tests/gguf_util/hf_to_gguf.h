@@ -38,7 +38,8 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
-  if ((arch == "olmo2" || arch == "gemma3") && module == "post_attention_layernorm") name = "post_attention_norm";
+  if ((arch == "olmo2" || arch == "gemma3" || arch == "gemma2") && module == "post_attention_layernorm")
+    name = "post_attention_norm";
   return "blk." + hf.substr(a, dot - a) + "." + name + hf.substr(last);
 }
 
@@ -69,7 +70,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen3MoeForCausalLM", "qwen3moe"},
                                                            {"MixtralForCausalLM", "llama"},  // as the converter does
                                                            {"Qwen2MoeForCausalLM", "qwen2moe"},
-                                                           {"Gemma3ForCausalLM", "gemma3"}};
+                                                           {"Gemma3ForCausalLM", "gemma3"},
+                                                           {"Gemma2ForCausalLM", "gemma2"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -107,8 +109,12 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_string(a + ".rope.scaling.type", "linear");
     w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
   }
-  if (a == "gemma3") {
-    // llama.cpp has no key for a layer order other than its period of 6, nor for query_pre_attn_scalar:
+  if (a == "gemma2") {  // what convert_hf_to_gguf.py's Gemma2Model writes
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+      if (c.contains(key) && !c[key].is_null()) w.add_f32(a + "." + key, c[key].get<float>());
+  }
+  if (a == "gemma3" || a == "gemma2") {
+    // llama.cpp has no key for a layer order other than its period of 6 (2), nor for query_pre_attn_scalar:
     // the fixture's are written as <arch>.attention.sliding_window_pattern (one flag per layer) and
     // <arch>.attention.scale, which vireo reads where present.
     std::vector<int32_t> flags;
@@ -182,8 +188,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
         continue;
       }
       const int64_t row = t.ndim() == 2 ? t.shape[1] : 1;
-      // convert_hf_to_gguf.py's Gemma3Model stores every RMSNorm weight as 1 + w (its norm_shift).
-      if (a == "gemma3" && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
+      // convert_hf_to_gguf.py's Gemma2/3 models store every RMSNorm weight as 1 + w (its norm_shift).
+      if ((a == "gemma3" || a == "gemma2") && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
         for (float& x : v) x += 1.0f;
       if (a == "llama" && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
       if (a == "llama" && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);

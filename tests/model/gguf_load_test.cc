@@ -190,6 +190,40 @@ TEST(GgufModel, Gemma3DefaultsAsLlamaCpp) {
   fs::remove(gguf);
 }
 
+// A Gemma 2 file as llama.cpp's converter writes it (gemma-2-27b's shape: 46 layers, hidden 4608 / 32 heads
+// of 128): every other layer slides, soft-capping from its keys (absent: 50 / 30), 1/sqrt(head_dim) and
+// 1/sqrt(hidden / heads) for the 27B.
+TEST(GgufModel, Gemma2DefaultsAsLlamaCpp) {
+  const std::string gguf = (temp_dir() / "gemma2_defaults.gguf").string();
+  for (int layers : {8, 46}) {
+    testing::GgufWriter w;
+    const std::string a = "gemma2";
+    w.add_string("general.architecture", a);
+    w.add_u32(a + ".context_length", 8192);
+    w.add_u32(a + ".embedding_length", 4608);
+    w.add_u32(a + ".block_count", static_cast<uint32_t>(layers));
+    w.add_u32(a + ".feed_forward_length", 36864);
+    w.add_u32(a + ".attention.head_count", 32);
+    w.add_u32(a + ".attention.head_count_kv", 16);
+    w.add_u32(a + ".attention.key_length", 128);
+    w.add_u32(a + ".attention.value_length", 128);
+    w.add_u32(a + ".attention.sliding_window", 4096);
+    w.add_f32(a + ".rope.freq_base", 10000.0f);
+    if (layers == 46) w.add_f32(a + ".attn_logit_softcapping", 40.0f);
+    w.add_u32(a + ".vocab_size", 1000);
+    w.write(gguf);
+    ModelConfig c = gguf_model_config(GgufShards(gguf));
+    EXPECT_EQ(c.architecture, "Gemma2ForCausalLM");
+    EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
+    EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / std::sqrt(layers == 46 ? 144.0f : 128.0f)) << layers;
+    EXPECT_FLOAT_EQ(c.attn_logit_softcapping, layers == 46 ? 40.0f : 50.0f);
+    EXPECT_FLOAT_EQ(c.final_logit_softcapping, 30.0f);
+    EXPECT_FLOAT_EQ(c.rope_local_theta, 0.0f);
+    for (int l = 0; l < layers; ++l) EXPECT_EQ(c.layer_window(l), l % 2 == 0 ? 4096 : 0) << l;
+  }
+  fs::remove(gguf);
+}
+
 // A tensor of 2^21 values is read by several threads in chunks; the result must equal a plain
 // one-thread dequantization.
 TEST(GgufModel, LargeTensorReadInParallelChunks) {
@@ -280,15 +314,15 @@ TEST(GgufModel, SplitFilesLoadLikeOne) {
 }
 
 TEST(GgufModel, UnsupportedArchitecture) {
-  const std::string p = (temp_dir() / "gemma2.gguf").string();
+  const std::string p = (temp_dir() / "phi3.gguf").string();
   testing::GgufWriter w;
-  w.add_string("general.architecture", "gemma2");
+  w.add_string("general.architecture", "phi3");
   w.write(p);
   try {
     load_model(p, create_backend("cpu"), LoadOptions{});
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("general.architecture 'gemma2' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3)"),
+    EXPECT_NE(std::string(e.what()).find("general.architecture 'phi3' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3, gemma2)"),
               std::string::npos)
         << e.what();
   }

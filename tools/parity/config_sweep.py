@@ -227,11 +227,21 @@ def case_gemma3(rng):
     return "Gemma3TextConfig", kw
 
 
+def case_gemma2(rng):
+    kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128, 256))
+    kw |= dict(layer_types=[pick(rng, ["sliding_attention", "full_attention"]) for _ in range(kw["num_hidden_layers"])],
+               sliding_window=pick(rng, [8, 32, 4096]), query_pre_attn_scalar=pick(rng, [kw["head_dim"], 24, 256]),
+               hidden_activation="gelu_pytorch_tanh", rope=rope_choice(rng),
+               attn_logit_softcapping=pick(rng, [None, 50.0, 1.5]), final_logit_softcapping=pick(rng, [None, 30.0, 2.0]))
+    return "Gemma2Config", kw
+
+
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
+    "gemma2": case_gemma2,
 }
 
 
@@ -247,7 +257,8 @@ def build_checkpoint(cls_name, kw, seed, out_dir):
     theta = kw.pop("rope_theta", 10000.0)
     cfg = mmf.make_config(cls_name, rope_theta=theta, rope=rope, **kw)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg).float().eval()
+    attn = {"attn_implementation": "eager"} if getattr(cfg, "attn_logit_softcapping", None) else {}
+    model = AutoModelForCausalLM.from_config(cfg, **attn).float().eval()
     with torch.no_grad():
         for _, p in model.named_parameters():
             if p.dim() >= 2:

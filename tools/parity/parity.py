@@ -49,6 +49,14 @@ PRESETS = {
     # google/gemma-3-1b-it's config.json, random-initialised, with the real Gemma 3 tokenizer.
     "gemma3-1b": _GEMMA3_1B,
     # The same architecture, small: 4 layers (sliding, sliding, full, sliding), a window of 32 keys.
+    "gemma2-small": {
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 256000,
+        "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "query_pre_attn_scalar": 64, "sliding_window": 32,
+        "hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "max_position_embeddings": 8192,
+        "bos_token_id": 2, "eos_token_id": 1, "tokenizer_dir": "models/gemma3",
+    },
     "gemma3-small": dict(_GEMMA3_1B, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=64, query_pre_attn_scalar=64,
                          sliding_window=32, layer_types=["sliding_attention", "sliding_attention",
@@ -146,12 +154,22 @@ def parse_args(argv):
     return args
 
 
-def _with_dtype(fn, arg, dtype):
+def _with_dtype(fn, arg, dtype, **kw):
     """transformers 5 names it dtype=, 4.x torch_dtype=."""
     try:
-        return fn(arg, dtype=dtype)
+        return fn(arg, dtype=dtype, **kw)
     except TypeError:
-        return fn(arg, torch_dtype=dtype)
+        return fn(arg, torch_dtype=dtype, **kw)
+
+
+def _attention_kwargs(model_dir):
+    """Gemma 2's attention soft-capping exists in the eager attention only (sdpa drops the softcap)."""
+    try:
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = json.load(f)
+    except OSError:
+        return {}
+    return {"attn_implementation": "eager"} if cfg.get("attn_logit_softcapping") else {}
 
 
 def build_random_model(args, dtype_name, out_dir):
@@ -215,7 +233,8 @@ def reference_decode(model_dir, dtype_name, prompts, max_new_tokens, top_k, devi
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     dtype = getattr(torch, TORCH_DTYPES[dtype_name])
-    model = _with_dtype(AutoModelForCausalLM.from_pretrained, model_dir, dtype).to(device).eval()
+    model = _with_dtype(AutoModelForCausalLM.from_pretrained, model_dir, dtype,
+                        **_attention_kwargs(model_dir)).to(device).eval()
     sides = []
     with torch.no_grad():
         for ids in prompts:

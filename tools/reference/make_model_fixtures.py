@@ -212,6 +212,11 @@ CASES = [
     # Gemma 3 text: four zero-centred norms a layer, scaled embeddings, GELU-tanh MLP, attention scale
     # 24^-0.5 (query_pre_attn_scalar, not head_dim), sliding layers (window 8) with their own RoPE base.
     ("gemma3", "Gemma3TextConfig", dict(GEMMA3), torch.float32, None),
+    # Gemma 2: Gemma 3's layer without q/k norms, one RoPE, tanh soft-capping of the attention scores and
+    # the final logits (caps small enough to bend these random weights' values), window 8 on layers 0 and 2.
+    ("gemma2", "Gemma2Config", dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=24,
+                                    sliding_window=8, hidden_activation="gelu_pytorch_tanh",
+                                    attn_logit_softcapping=1.5, final_logit_softcapping=2.0), torch.float32, None),
     # Gemma 3 as released from 4B up (Gemma3ForConditionalGeneration: text_config nested, a tiny SigLIP).
     ("gemma3_vl", "Gemma3Config", dict(GEMMA3, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
                                        tie_word_embeddings=True), torch.float32, None),
