@@ -14,6 +14,7 @@ const std::vector<ArchSpec>& arch_specs() {
     register_deepseek_family(v);
     register_qwen3_next_family(v);
     register_gemma_family(v);
+    register_phi_family(v);
     return v;
   }();
   return specs;

@@ -74,5 +74,6 @@ void register_lfm2_family(std::vector<ArchSpec>& out);
 void register_deepseek_family(std::vector<ArchSpec>& out);
 void register_qwen3_next_family(std::vector<ArchSpec>& out);
 void register_gemma_family(std::vector<ArchSpec>& out);
+void register_phi_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

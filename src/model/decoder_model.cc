@@ -83,6 +83,10 @@ Tensor DecoderModel::load(const std::string& fused_name, const std::vector<Part>
     }
     return dev;
   }
+  // Phi-3 stores q/k/v and gate/up fused already (self_attn.qkv_proj, mlp.gate_up_proj): read it whole
+  // where the parts are absent.
+  if (parts.size() > 1 && !ckpt_->has(parts[0].name) && ckpt_->has(fused_name))
+    return load(fused_name, {{fused_name, shape}}, stddev);
   if (parts.size() == 1) {  // may be a view of the mmapped file on the CPU
     if (auto view = ckpt_->view(parts[0].name, parts[0].shape)) {
       Tensor dev = be_->upload(*view, wdtype_);

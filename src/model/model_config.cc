@@ -51,10 +51,23 @@ RopeScaling parse_rope(const json& r, const std::string& source, const std::stri
   } else if (r.contains("type") && r["type"].is_string()) {
     rs.type = r["type"].get<std::string>();
   }
-  if (rs.type == "su" || rs.type == "longrope" || rs.type == "mrope" || rs.type == "deepseek_yarn")
-    fail(source, field + ".rope_type", "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn)");
-  if (rs.type != "default" && rs.type != "linear" && rs.type != "dynamic" && rs.type != "llama3" && rs.type != "yarn")
-    fail(source, field + ".rope_type", "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn)");
+  if (rs.type == "su") rs.type = "longrope";  // Phi-3's first name for it
+  if (rs.type != "default" && rs.type != "linear" && rs.type != "dynamic" && rs.type != "llama3" && rs.type != "yarn" &&
+      rs.type != "longrope")
+    fail(source, field + ".rope_type",
+         "'" + rs.type + "' is not supported (default, linear, dynamic, llama3, yarn, longrope)");
+  if (rs.type == "longrope") {
+    for (auto [key, out] : {std::pair<const char*, std::vector<float>*>{"short_factor", &rs.short_factor},
+                            {"long_factor", &rs.long_factor}}) {
+      const auto f = r.find(key);
+      if (f == r.end() || !f->is_array() || f->empty())
+        fail(source, field + "." + key, "must be a list of numbers (longrope)");
+      for (const auto& v : *f) {
+        if (!v.is_number() || !(v.get<double>() > 0)) fail(source, field + "." + key, "must hold numbers > 0");
+        out->push_back(v.get<float>());
+      }
+    }
+  }
   rs.factor_set = r.contains("factor") && !r["factor"].is_null();
   if (rs.factor_set) rs.factor = get_float(r, source, "factor", 1.0f);
   rs.low_freq_factor = get_float(r, source, "low_freq_factor", 1.0f);
@@ -203,6 +216,9 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
     break;
   }
   if (!(c.rope_theta > 0)) fail(source, "rope_theta", "must be > 0");
+  // Phi-3 keeps the pretrained context length beside the rope object (longrope's short / long switch).
+  if (c.rope_scaling.type == "longrope" && c.rope_scaling.original_max_position_embeddings <= 0)
+    c.rope_scaling.original_max_position_embeddings = get_int(j, source, "original_max_position_embeddings", 0);
   c.partial_rotary_factor = get_float(j, source, "partial_rotary_factor", c.partial_rotary_factor);
   if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() % 2 != 0)
     fail(source, "partial_rotary_factor", "must be in (0, 1] and give an even rotary dimension");

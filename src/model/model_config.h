@@ -20,6 +20,8 @@ struct RopeScaling {
   float beta_fast = 32.0f, beta_slow = 1.0f;
   std::optional<float> attention_factor, mscale, mscale_all_dim;
   bool truncate = true;
+  // longrope (Phi-3 "su"): per-frequency divisors of inv_freq below / from original_max_position_embeddings
+  std::vector<float> short_factor, long_factor;
   // dynamic NTK-alpha (HunYuan): base = theta * alpha ** (dim / (dim - 2))
   std::optional<float> alpha;
   // Per-frequency divisors of inv_freq (GGUF's rope_freqs.weight: llama.cpp stores llama3 scaling

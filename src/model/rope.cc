@@ -96,6 +96,31 @@ RopeFrequencies rope_frequencies(const ModelConfig& c) {
       out.inv_freq[i] = interp * (1 - extrap_factor) + extrap * extrap_factor;
     }
     out.attention_scaling = static_cast<float>(attn);
+  } else if (rs.type == "longrope") {
+    // transformers' _compute_longrope_parameters: inv_freq = 1 / (ext * base^(2i/dim)), ext the short
+    // factors up to original_max_position_embeddings and the long ones past it (longrope_frequency_update);
+    // cos / sin times sqrt(1 + ln(factor) / ln(original)), factor = max_position / original (Phi-3), else
+    // the config's factor.
+    if (rs.short_factor.size() != static_cast<size_t>(dim / 2) || rs.long_factor.size() != static_cast<size_t>(dim / 2))
+      throw Error("rope_scaling: longrope needs " + std::to_string(dim / 2) + " short_factor and long_factor values, got " +
+                  std::to_string(rs.short_factor.size()) + " and " + std::to_string(rs.long_factor.size()));
+    const int orig = rs.original_max_position_embeddings;
+    const double factor = orig > 0 ? static_cast<double>(c.max_position_embeddings) / orig : rs.factor;
+    const double attn_base = orig > 0 ? orig : c.max_position_embeddings;
+    out.attention_scaling = rs.attention_factor ? *rs.attention_factor
+                            : factor <= 1.0     ? 1.0f
+                                                : static_cast<float>(std::sqrt(1 + std::log(factor) / std::log(attn_base)));
+    auto scaled = [&](const std::vector<float>& ext) {
+      std::vector<float> f(dim / 2);
+      for (int i = 0; i < dim / 2; ++i) {
+        const float pw = static_cast<float>(std::pow(base, static_cast<double>(static_cast<float>(2 * i) / dim)));
+        f[i] = 1.0f / (ext[i] * pw);
+      }
+      return f;
+    };
+    out.inv_freq = scaled(rs.short_factor);
+    out.inv_freq_long = scaled(rs.long_factor);
+    out.long_from = orig > 0 ? orig : c.max_position_embeddings;
   } else {
     throw Error("rope_scaling: unsupported rope_type '" + rs.type + "'");
   }
@@ -104,6 +129,7 @@ RopeFrequencies rope_frequencies(const ModelConfig& c) {
       throw Error("rope: " + std::to_string(rs.freq_factors.size()) + " frequency factors for " +
                   std::to_string(out.inv_freq.size()) + " frequencies");
     for (size_t i = 0; i < out.inv_freq.size(); ++i) out.inv_freq[i] /= rs.freq_factors[i];
+    for (size_t i = 0; i < out.inv_freq_long.size(); ++i) out.inv_freq_long[i] /= rs.freq_factors[i];
   }
   return out;
 }
@@ -114,8 +140,9 @@ std::vector<float> rope_cos_sin_table(const ModelConfig& c, int max_positions) {
   std::vector<float> table(static_cast<size_t>(max_positions) * rd);
   for (int p = 0; p < max_positions; ++p) {
     float* row = table.data() + static_cast<size_t>(p) * rd;
+    const std::vector<float>& inv = !rf.inv_freq_long.empty() && p >= rf.long_from ? rf.inv_freq_long : rf.inv_freq;
     for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(p) * rf.inv_freq[i];
+      const float angle = static_cast<float>(p) * inv[i];
       row[i] = std::cos(angle) * rf.attention_scaling;  // fp32 like torch's emb.cos()
       row[half + i] = std::sin(angle) * rf.attention_scaling;
     }

@@ -133,6 +133,35 @@ TEST(ModelConfig, ErrorsNameFileAndField) {
   expect_error(j, "eos_token_id");
 }
 
+// Phi-3's LongRoPE ("su" in its first configs): inv_freq = 1 / (ext * base^(2i/d)), the short factors up
+// to original_max_position_embeddings (beside the rope object), the long ones from there; cos / sin times
+// sqrt(1 + ln(max / original) / ln(original)).
+TEST(RopeTable, LongRopeSwitchesFactorsAtTheOriginalLength) {
+  json j = base();  // head_dim 16: 8 frequencies
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["max_position_embeddings"] = 512;
+  j["original_max_position_embeddings"] = 128;
+  const std::vector<float> sf{1.0f, 1.1f, 1.3f, 1.6f, 2.0f, 2.5f, 3.0f, 4.0f}, lf{1, 2, 3, 4, 5, 6, 7, 8};
+  j["rope_scaling"] = {{"type", "su"}, {"short_factor", sf}, {"long_factor", lf}};
+  ModelConfig c = ModelConfig::from_json(j, "x/config.json");
+  EXPECT_EQ(c.rope_scaling.type, "longrope");
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 128);
+  const RopeFrequencies rf = rope_frequencies(c);
+  const double attn = std::sqrt(1 + std::log(4.0) / std::log(128.0));
+  EXPECT_NEAR(rf.attention_scaling, attn, 1e-6);
+  auto t = rope_cos_sin_table(c, 300);
+  for (int p : {0, 5, 127, 128, 299})
+    for (int i = 0; i < 8; ++i) {
+      const double f = std::pow(10000.0, -2.0 * i / 16) / (p < 128 ? sf[i] : lf[i]);
+      EXPECT_NEAR(t[p * 16 + i], std::cos(p * f) * attn, 2e-5) << p << " " << i;
+      EXPECT_NEAR(t[p * 16 + 8 + i], std::sin(p * f) * attn, 2e-5) << p << " " << i;
+    }
+  j["rope_scaling"]["long_factor"] = {1, 2};  // one value per frequency
+  EXPECT_THROW(rope_frequencies(ModelConfig::from_json(j, "x/config.json")), Error);
+  j["rope_scaling"]["long_factor"] = {1, 2, 3, 4, 5, 6, 7, -8};
+  EXPECT_THROW(ModelConfig::from_json(j, "x/config.json"), Error);
+}
+
 TEST(RopeTable, LayoutIsCosThenSinPerPosition) {
   ModelConfig c = ModelConfig::from_json(base(), "x");
   auto t = rope_cos_sin_table(c, 10);

@@ -227,6 +227,20 @@ def case_gemma3(rng):
     return "Gemma3TextConfig", kw
 
 
+def case_phi3(rng):
+    kw = common(rng) | attn_shape(rng)
+    kw.pop("head_dim")  # Phi-3 derives it from hidden / heads
+    kw["hidden_size"] = kw["num_attention_heads"] * pick(rng, [16, 32, 64])
+    rot = int(kw["hidden_size"] // kw["num_attention_heads"] * kw.setdefault("partial_rotary_factor", pick(rng, [1.0, 0.75, 0.5]))) // 2
+    if rng.random() < 0.5:  # sequences stay under original_max_position_embeddings: the short factors rotate them
+        kw |= dict(original_max_position_embeddings=256,
+                   rope=dict(rope_type="longrope", short_factor=[round(1 + 0.3 * rng.random() * i, 3) for i in range(rot)],
+                             long_factor=[round(1 + 0.9 * i, 3) for i in range(rot)], original_max_position_embeddings=256))
+    if rng.random() < 0.3:
+        kw["sliding_window"] = pick(rng, [8, 32])
+    return "Phi3Config", kw
+
+
 def case_gemma2(rng):
     kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128, 256))
     kw |= dict(layer_types=[pick(rng, ["sliding_attention", "full_attention"]) for _ in range(kw["num_hidden_layers"])],
@@ -241,7 +255,7 @@ FAMILIES = {
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
-    "gemma2": case_gemma2,
+    "gemma2": case_gemma2, "phi3": case_phi3,
 }
 
 

@@ -212,6 +212,14 @@ CASES = [
     # Gemma 3 text: four zero-centred norms a layer, scaled embeddings, GELU-tanh MLP, attention scale
     # 24^-0.5 (query_pre_attn_scalar, not head_dim), sliding layers (window 8) with their own RoPE base.
     ("gemma3", "Gemma3TextConfig", dict(GEMMA3), torch.float32, None),
+    # Phi-3 / Phi-4-mini: q/k/v and gate/up fused in the checkpoint, partial rotary 0.75 (rotary dim 12 of
+    # 16), LongRoPE (factor 512 / 128: cos / sin scaled by sqrt(1 + ln 4 / ln 128); the fixture's sequences stay
+    # under original_max_position_embeddings, so the short factors rotate them), a sliding window of 24.
+    ("phi3", "Phi3Config", dict(tie_word_embeddings=False, partial_rotary_factor=0.75, sliding_window=24,
+                                original_max_position_embeddings=128,
+                                rope=dict(rope_type="longrope", short_factor=[1.0, 1.3, 1.7, 2.2, 3.1, 4.0],
+                                          long_factor=[1.5, 2.5, 4.0, 6.0, 9.0, 14.0],
+                                          original_max_position_embeddings=128)), torch.float32, None),
     # Gemma 2: Gemma 3's layer without q/k norms, one RoPE, tanh soft-capping of the attention scores and
     # the final logits (caps small enough to bend these random weights' values), window 8 on layers 0 and 2.
     ("gemma2", "Gemma2Config", dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=24,
