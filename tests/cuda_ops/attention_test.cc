@@ -1,7 +1,7 @@
 // paged_attention vs the CPU backend: decode at lengths 1..32k (split-K), GQA 1..16, head dims 64 and
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
-// 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
+// 96 / 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
 // sliding windows (the wide kernel, and the simple kernel under VIREO_WINDOW_WIDE=0).
 #include <cstdlib>
 #include <tuple>
@@ -466,6 +466,27 @@ TEST_F(AttentionTest, SoftCap) {
   plain.softcap = 0.5f;
   run(plain, DType::kBF16);
   unsetenv("VIREO_WINDOW_WIDE");
+}
+
+// Head dim 96 (Phi-3-mini / Phi-3.5-mini: 3072 / 32) on the CUDA-core flash-decoding kernel, 3 elements a
+// lane in 2-byte loads: decode lengths around pages and splits, prefill and chunks, MHA and GQA 4, bf16 and
+// f16, with a window and a soft-cap, a captured graph.
+TEST_F(AttentionTest, HeadDim96) {
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    std::vector<Seq> seqs;
+    for (int len : {1, 2, 15, 16, 17, 63, 64, 65, 1000, 4097}) seqs.push_back({1, len});
+    run({seqs, 32, 32, 96}, act);
+    run({{{1, 1025}, {77, 77}, {40, 1000}, {129, 300}}, 16, 4, 96}, act);
+    AttnCase w{{{1, 700}, {20, 300}}, 8, 8, 96};
+    w.window = 100;
+    w.softcap = 30.f;
+    run(w, act);
+  }
+  use_dtype(DType::kBF16);
+  AttnCase graph{{{1, 1500}, {1, 40}}, 32, 32, 96};
+  graph.graph = 1;
+  run(graph, DType::kBF16);
 }
 
 // Host-side plan (no GPU needed): a sliding layer's rows read at most the window, so its key splits

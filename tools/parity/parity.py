@@ -49,6 +49,17 @@ PRESETS = {
     # google/gemma-3-1b-it's config.json, random-initialised, with the real Gemma 3 tokenizer.
     "gemma3-1b": _GEMMA3_1B,
     # The same architecture, small: 4 layers (sliding, sliding, full, sliding), a window of 32 keys.
+    # Phi-3-mini's layer at a small size: head_dim 96 (3072 / 32 in the real one), MHA, LongRoPE, Llama 2's
+    # tokenizer (Phi-3 extends its 32,000 tokens to 32,064).
+    "phi3-small": {
+        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 32064,
+        "hidden_size": 384, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "sliding_window": 262144,
+        "rope_scaling": {"type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(48)],
+                         "long_factor": [1.0 + 1.5 * i for i in range(48)]},
+        "bos_token_id": 1, "eos_token_id": 32000, "tokenizer_dir": "models/llama2",
+    },
     "gemma2-small": {
         "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 256000,
         "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,

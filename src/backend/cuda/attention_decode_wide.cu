@@ -1,6 +1,6 @@
 // CUDA-core flash-decoding paged attention for the head dims the tensor-core kernels do not take
-// (bf16/f16, head_dim a multiple of 64 up to 256: in practice Qwen3.5 / Qwen3-Next's 256 and DeepSeek
-// MLA's 192 after mla_pack). Decode and prefill rows alike (every row is independent, causal via its
+// (bf16/f16, head_dim 96 or a multiple of 64 up to 256: in practice Qwen3.5 / Qwen3-Next's 256, DeepSeek
+// MLA's 192 after mla_pack, Phi-3-mini's 96). Decode and prefill rows alike (every row is independent, causal via its
 // position), so the same kernel serves chunked prefill of these models, and sliding windows (a row's
 // keys start at its window) and soft-capped scores (Gemma 2) route those layers here (attention_mma.cu).
 //
@@ -10,7 +10,7 @@
 //     equal splits in the kernel from the row's own length (so a graph captured with a smaller or
 //     larger max_seq_len hint stays correct; splits past the end are empty);
 //   - 4 warps take U-key steps in turn; per key the 32 lanes read the K and V rows coalesced (lane l
-//     owns dims [l * D/32, (l+1) * D/32): 2..8 elements, 4-, 8- or 16-byte loads), K and V of all U
+//     owns dims [l * D/32, (l+1) * D/32): 2..8 elements, 4-, 8- or 16-byte loads, 2-byte ones for D 96), K and V of all U
 //     keys in flight before any math; each lane dots its slice with the GC query heads (q in
 //     registers, fp32, pre-scaled by scale * log2 e), a butterfly reduces the scores, an online
 //     softmax per head (exp2) rescales the fp32 V accumulator;
@@ -55,16 +55,23 @@ struct WideArgs {
 };
 
 // PER consecutive elements of T (one lane's slice of a row) as raw 32-bit words, loaded in the
-// widest vectors the slice's size and alignment allow (rows start 128-byte aligned: D % 64 == 0).
+// widest vectors the slice's size and alignment allow (rows start 128-byte aligned when D % 64 == 0).
+// An odd PER of 16-bit elements (D 96: Phi-3-mini) is loaded element by element (2-byte alignment).
 template <typename T, int PER>
 struct Slice {
   static constexpr int kBytes = PER * static_cast<int>(sizeof(T));
-  static constexpr int kWords = kBytes / 4;
-  static constexpr int kChunk = kBytes % 16 == 0 ? 16 : kBytes % 8 == 0 ? 8 : 4;
+  static constexpr bool kOdd = sizeof(T) == 2 && PER % 2 != 0;
+  static constexpr int kWords = kOdd ? 1 : kBytes / 4;
+  static constexpr int kChunk = kOdd ? 2 : kBytes % 16 == 0 ? 16 : kBytes % 8 == 0 ? 8 : 4;
   uint32_t w[kWords];
+  unsigned short h[kOdd ? PER : 1];
 
   __device__ __forceinline__ void load(const T* p) {
-    if constexpr (kChunk == 16) {
+    if constexpr (kChunk == 2) {
+      const unsigned short* v = reinterpret_cast<const unsigned short*>(p);
+#pragma unroll
+      for (int i = 0; i < PER; ++i) h[i] = __ldg(v + i);
+    } else if constexpr (kChunk == 16) {
       const uint4* v = reinterpret_cast<const uint4*>(p);
 #pragma unroll
       for (int i = 0; i < kBytes / 16; ++i) {
@@ -89,24 +96,37 @@ struct Slice {
     }
   }
   __device__ __forceinline__ void zero() {
+    if constexpr (kOdd) {
 #pragma unroll
-    for (int i = 0; i < kWords; ++i) w[i] = 0u;
+      for (int i = 0; i < PER; ++i) h[i] = 0;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) w[i] = 0u;
+    }
   }
   __device__ __forceinline__ void to_float(float (&f)[PER]) const {
+    if constexpr (kOdd) {
 #pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        f[i] = __uint_as_float(w[i]);
-      } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-      } else {
-        __half2 h;
-        static_assert(sizeof(h) == 4);
-        memcpy(&h, &w[i], 4);
-        const float2 x = __half22float2(h);
-        f[2 * i] = x.x;
-        f[2 * i + 1] = x.y;
+      for (int i = 0; i < PER; ++i) {
+        if constexpr (std::is_same_v<T, __nv_bfloat16>) f[i] = __uint_as_float(static_cast<uint32_t>(h[i]) << 16);
+        else f[i] = __half2float(__ushort_as_half(h[i]));
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) {
+        if constexpr (sizeof(T) == 4) {
+          f[i] = __uint_as_float(w[i]);
+        } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+          f[2 * i] = __uint_as_float(w[i] << 16);
+          f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        } else {
+          __half2 hh;
+          static_assert(sizeof(hh) == 4);
+          memcpy(&hh, &w[i], 4);
+          const float2 x = __half22float2(hh);
+          f[2 * i] = x.x;
+          f[2 * i + 1] = x.y;
+        }
       }
     }
   }
@@ -320,6 +340,7 @@ template <typename T>
 void launch_wide_typed(const WideArgs& a, int d, int gc, int64_t blocks_x, cudaStream_t stream) {
   switch (d) {
     case 64: launch_wide_gc<T, 2>(a, gc, blocks_x, stream); return;
+    case 96: launch_wide_gc<T, 3>(a, gc, blocks_x, stream); return;
     case 128: launch_wide_gc<T, 4>(a, gc, blocks_x, stream); return;
     case 192: launch_wide_gc<T, 6>(a, gc, blocks_x, stream); return;
     default: launch_wide_gc<T, 8>(a, gc, blocks_x, stream); return;
@@ -329,8 +350,8 @@ void launch_wide_typed(const WideArgs& a, int d, int gc, int64_t blocks_x, cudaS
 }  // namespace
 
 bool decode_wide_supported(const AttentionParams& p) {
-  return (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) && p.head_dim % 64 == 0 && p.head_dim >= 64 &&
-         p.head_dim <= 256;
+  return (p.q.dtype == DType::kBF16 || p.q.dtype == DType::kF16) &&
+         (p.head_dim == 96 || (p.head_dim % 64 == 0 && p.head_dim >= 64 && p.head_dim <= 256));
 }
 
 int decode_wide_splits(const AttentionParams& p, const DeviceInfo& dev) {
@@ -353,7 +374,7 @@ int decode_wide_splits(const AttentionParams& p, const DeviceInfo& dev) {
 void launch_paged_attention_decode_wide(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
                                         cudaStream_t stream) {
   if (!decode_wide_supported(p))
-    throw Error("paged_attention (wide decode): bf16/f16 with head_dim 64/128/192/256 only");
+    throw Error("paged_attention (wide decode): bf16/f16 with head_dim 64/96/128/192/256 only");
   if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0)
     throw Error("paged_attention (wide decode): bad num_heads/num_kv_heads");
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * p.head_dim);
@@ -385,7 +406,7 @@ void launch_paged_attention_decode_wide(const AttentionParams& p, const Workspac
     const int64_t rows = num_tokens * p.num_heads * a.splits;
     char* ws = static_cast<char*>(workspace(static_cast<size_t>(rows * (int64_t{p.head_dim} * 4 + 8))));
     a.ws_o = reinterpret_cast<float*>(ws);
-    a.ws_ml = reinterpret_cast<float2*>(ws + rows * int64_t{p.head_dim} * 4);  // 8-byte aligned: D % 64 == 0
+    a.ws_ml = reinterpret_cast<float2*>(ws + rows * int64_t{p.head_dim} * 4);  // 8-byte aligned: D % 32 == 0
   }
   dispatch_float(p.q.dtype, "paged_attention (wide decode)", [&](auto tag) {
     using T = decltype(tag);
