@@ -19,23 +19,31 @@ bool is_gemma3(const std::string& a, const std::string& t) {
   return a == "Gemma3ForCausalLM" || a == "Gemma3ForConditionalGeneration" || t == "gemma3_text" || t == "gemma3";
 }
 
-json gemma3_normalize(const json& in, const std::string& source) {
-  json j = lift_text_config(in, source);
-  // Gemma3TextConfig's defaults: the released 4B / 12B / 27B configs give only what differs from them
-  // (gemma-3-4b-it's text_config: hidden_size, intermediate_size, num_hidden_layers, rope_scaling,
-  // sliding_window).
-  const std::pair<const char*, json> defaults[] = {
-      {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
-      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"rms_norm_eps", 1e-6},
-      {"max_position_embeddings", 131072}, {"tie_word_embeddings", true}, {"rope_theta", 1000000.0},
-      {"bos_token_id", 2}, {"eos_token_id", 1}};
+namespace {
+// Shared by Gemma 2 and 3: the config class's defaults where a field is absent, a window of 4096 unless
+// given (an explicit null: no window), the MLP's activation from hidden_activation (HF's Gemma MLPs ignore
+// hidden_act), causal attention only.
+json gemma_defaults(json j, const std::string& source, const std::vector<std::pair<const char*, json>>& defaults) {
   for (const auto& [key, value] : defaults)
     if (!has(j, key)) j[key] = value;
-  if (!j.contains("sliding_window")) j["sliding_window"] = 4096;  // an explicit null: no window
-  // The MLP reads hidden_activation (HF's Gemma3MLP ignores hidden_act).
+  if (!j.contains("sliding_window")) j["sliding_window"] = 4096;
   j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
   if (get_bool(j, source, "use_bidirectional_attention", false))
     fail(source, "use_bidirectional_attention", "is not supported (causal decoding only)");
+  return j;
+}
+}  // namespace
+
+json gemma3_normalize(const json& in, const std::string& source) {
+  // Gemma3TextConfig's defaults: the released 4B / 12B / 27B configs give only what differs from them
+  // (gemma-3-4b-it's text_config: hidden_size, intermediate_size, num_hidden_layers, rope_scaling,
+  // sliding_window).
+  json j = gemma_defaults(lift_text_config(in, source), source,
+                          {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+                           {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+                           {"head_dim", 256}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 131072},
+                           {"tie_word_embeddings", true}, {"rope_theta", 1000000.0}, {"bos_token_id", 2},
+                           {"eos_token_id", 1}});
   // Layer kinds: layer_types, else every sliding_window_pattern-th layer global (Gemma3TextConfig).
   const int n = get_int(j, source, "num_hidden_layers");
   if (!has(j, "layer_types")) {
@@ -74,22 +82,16 @@ void parse_softcaps(const json& j, const std::string& source, ModelConfig& c) {
 bool is_gemma2(const std::string& a, const std::string& t) { return a == "Gemma2ForCausalLM" || t == "gemma2"; }
 
 json gemma2_normalize(const json& in, const std::string& source) {
-  json j = in;
   // Gemma2Config's defaults (the released 2B / 9B / 27B configs write most of them out).
-  const std::pair<const char*, json> defaults[] = {
-      {"vocab_size", 256000}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
-      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"rms_norm_eps", 1e-6},
-      {"max_position_embeddings", 8192}, {"tie_word_embeddings", true}, {"rope_theta", 10000.0},
-      {"bos_token_id", 2}, {"eos_token_id", 1}};
-  for (const auto& [key, value] : defaults)
-    if (!has(j, key)) j[key] = value;
-  // Absent: the defaults; an explicit null: none.
-  if (!j.contains("sliding_window")) j["sliding_window"] = 4096;
+  json j = gemma_defaults(in, source,
+                          {{"vocab_size", 256000}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+                           {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+                           {"head_dim", 256}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 8192},
+                           {"tie_word_embeddings", true}, {"rope_theta", 10000.0}, {"bos_token_id", 2},
+                           {"eos_token_id", 1}});
+  // Soft-caps absent: the defaults; an explicit null: none.
   if (!j.contains("final_logit_softcapping")) j["final_logit_softcapping"] = 30.0;
   if (!j.contains("attn_logit_softcapping")) j["attn_logit_softcapping"] = 50.0;
-  j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
-  if (get_bool(j, source, "use_bidirectional_attention", false))
-    fail(source, "use_bidirectional_attention", "is not supported (causal decoding only)");
   if (!has(j, "layer_types")) {  // layer 0 slides, layer 1 is global, and so on
     json types = json::array();
     for (int l = 0; l < get_int(j, source, "num_hidden_layers"); ++l)

@@ -19,14 +19,6 @@ namespace fs = std::filesystem;
 
 const fs::path kFixture = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/llama3";
 
-std::vector<float> prompt_logits(const std::string& dir) {
-  auto model = load_model(dir, create_backend("cpu"), LoadOptions{});
-  KvCache kv = model->allocate_kv_cache(8, 16);
-  testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
-  std::vector<float> logits = d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250}, true);
-  model->free_kv_cache(kv);
-  return logits;
-}
 
 // Rows of the parts, in order, as one tensor (dim 0 concatenated).
 testing::RawTensor concat_rows(const std::vector<const testing::RawTensor*>& parts) {
@@ -60,7 +52,7 @@ TEST(FusedCheckpoint, PhiThreeLayoutLoadsLikeSeparateTensors) {
   }
   ASSERT_EQ(fused.count("model.layers.0.self_attn.q_proj.weight"), 0u);
   testing::write_safetensors(dir / "model.safetensors", fused);
-  EXPECT_EQ(prompt_logits(dir.string()), prompt_logits(kFixture.string()));
+  EXPECT_EQ(testing::prompt_logits(dir.string()), testing::prompt_logits(kFixture.string()));
   fs::remove_all(dir);
 }
 

@@ -18,14 +18,6 @@ namespace fs = std::filesystem;
 
 const fs::path kFixture = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/gemma3_vl";
 
-std::vector<float> prompt_logits(const std::string& dir) {
-  auto model = load_model(dir, create_backend("cpu"), LoadOptions{});
-  KvCache kv = model->allocate_kv_cache(8, 16);
-  testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
-  std::vector<float> logits = d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250}, true);
-  model->free_kv_cache(kv);
-  return logits;
-}
 
 TEST(Gemma3Layout, HubAndTransformersFiveNamesLoadAlike) {
   if (!fs::exists(kFixture / "reference.json")) GTEST_SKIP() << "fixture gemma3_vl not generated";
@@ -46,7 +38,7 @@ TEST(Gemma3Layout, HubAndTransformersFiveNamesLoadAlike) {
   }
   ASSERT_GT(moved, 10);
   testing::write_safetensors(dir / "model.safetensors", renamed);
-  EXPECT_EQ(prompt_logits(dir.string()), prompt_logits(kFixture.string()));
+  EXPECT_EQ(testing::prompt_logits(dir.string()), testing::prompt_logits(kFixture.string()));
   fs::remove_all(dir);
 }
 
