@@ -22,6 +22,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen2moe", "Qwen2MoeForCausalLM"},
     {"gemma3", "Gemma3ForCausalLM"},
     {"gemma2", "Gemma2ForCausalLM"},
+    {"phi3", "Phi3ForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -98,14 +99,36 @@ json rope_scaling(const GgufFile& f, const std::string& a) {
   return r;
 }
 
+std::vector<float> f32_vector(const GgufShards& m, const std::string& name, int n);
 std::vector<float> rope_freq_factors(const GgufShards& m, int num_freqs) {
-  const GgufShards::Found t = m.find_tensor("rope_freqs.weight");
+  return f32_vector(m, "rope_freqs.weight", num_freqs);
+}
+
+// An F32 vector tensor of n values (rope factors), empty when the file has none.
+std::vector<float> f32_vector(const GgufShards& m, const std::string& name, int n) {
+  const GgufShards::Found t = m.find_tensor(name);
   if (!t.info) return {};
-  if (t.info->numel() != num_freqs || !ggml_can_dequantize(t.info->type))
-    throw Error(t.file->path() + ": tensor 'rope_freqs.weight' must hold " + std::to_string(num_freqs) + " F32 values");
-  std::vector<float> out(num_freqs);
-  dequantize(t.info->type, t.data(), out.data(), num_freqs);
+  if (t.info->numel() != n || !ggml_can_dequantize(t.info->type))
+    throw Error(t.file->path() + ": tensor '" + name + "' must hold " + std::to_string(n) + " F32 values");
+  std::vector<float> out(n);
+  dequantize(t.info->type, t.data(), out.data(), n);
   return out;
+}
+
+// Phi-3's LongRoPE as convert_hf_to_gguf.py's Phi3MiniModel writes it: the factors as the tensors
+// rope_factors_long / rope_factors_short, the pretrained length as rope.scaling.original_context_length,
+// the attention factor as rope.scaling.attn_factor. (llama.cpp picks one factor set per context size;
+// vireo keeps the HF rule: short below the original length, long past it.)
+void phi3_fields(const GgufShards& m, const std::string& a, int rope_dims, json& j) {
+  const GgufFile& f = m.first();
+  if (auto o = f.get_int(a + ".rope.scaling.original_context_length")) j["original_max_position_embeddings"] = *o;
+  const auto lf = f32_vector(m, "rope_factors_long.weight", rope_dims / 2);
+  const auto sf = f32_vector(m, "rope_factors_short.weight", rope_dims / 2);
+  if (lf.empty() != sf.empty()) throw Error(f.path() + ": rope_factors_long and rope_factors_short come in pairs");
+  if (lf.empty()) return;
+  json r = {{"rope_type", "longrope"}, {"long_factor", lf}, {"short_factor", sf}};
+  if (auto v = f.get_float(a + ".rope.scaling.attn_factor")) r["attention_factor"] = *v;
+  j["rope_scaling"] = r;
 }
 
 std::string dtype_of(const GgufShards& m) {
@@ -207,6 +230,10 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
+  if (a == "phi3") {
+    const int64_t hd = j["head_dim"].get<int64_t>();
+    phi3_fields(m, a, static_cast<int>(f.get_int(a + ".rope.dimension_count").value_or(hd)), j);
+  }
 
   ModelConfig c = ModelConfig::from_json(j, f.path());
   c.rope_scaling.freq_factors = rope_freq_factors(m, c.rotary_dim() / 2);

@@ -21,6 +21,8 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
     {"mlp.gate", "ffn_gate_inp"},  // the MoE router
+    // Phi-3's fused projections ([q; k; v] and [gate; up] rows, as in its HF checkpoint)
+    {"self_attn.qkv_proj", "attn_qkv"},        {"mlp.gate_up_proj", "ffn_up"},
     // Qwen2-MoE's shared expert and its gate ([1, hidden] in HF, [hidden] in the file)
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},

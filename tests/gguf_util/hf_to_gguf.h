@@ -34,7 +34,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}, {"block_sparse_moe.gate", "ffn_gate_inp"},
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
       {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
-      {"pre_feedforward_layernorm", "ffn_norm"}};
+      {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"}};
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
@@ -71,7 +71,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"MixtralForCausalLM", "llama"},  // as the converter does
                                                            {"Qwen2MoeForCausalLM", "qwen2moe"},
                                                            {"Gemma3ForCausalLM", "gemma3"},
-                                                           {"Gemma2ForCausalLM", "gemma2"}};
+                                                           {"Gemma2ForCausalLM", "gemma2"},
+                                                           {"Phi3ForCausalLM", "phi3"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -90,7 +91,11 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(kv_heads));
   w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
   w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
-  w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  // Phi-3's converter writes the rotary width (partial_rotary_factor); the others the head width.
+  const int64_t rope_dims = a == "phi3" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
+                                                                head_dim)
+                                        : head_dim;
+  w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
   w.add_f32(a + ".rope.freq_base", static_cast<float>(theta));
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", 1e-6f));
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
@@ -121,6 +126,21 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     for (const auto& t : c["layer_types"]) flags.push_back(t == "sliding_attention");
     w.add_i32_array(a + ".attention.sliding_window_pattern", flags);
     w.add_f32(a + ".attention.scale", static_cast<float>(1.0 / std::sqrt(c["query_pre_attn_scalar"].get<double>())));
+  }
+  if (a == "phi3") {  // Phi3MiniModel: the pretrained length, and LongRoPE as two factor tensors + attn_factor
+    const int64_t orig = rope.value("original_max_position_embeddings",
+                                    c.value("original_max_position_embeddings", c["max_position_embeddings"].get<int64_t>()));
+    w.add_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(orig));
+    if (rope_type == "longrope") {
+      const double scale = c["max_position_embeddings"].get<double>() / static_cast<double>(orig);
+      w.add_f32(a + ".rope.scaling.attn_factor",
+                static_cast<float>(scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(orig))) : 1.0));
+      for (const char* k : {"long_factor", "short_factor"}) {
+        const std::vector<float> f = rope[k].get<std::vector<float>>();
+        w.add_tensor(std::string("rope_factors_") + (k[0] == 'l' ? "long" : "short") + ".weight",
+                     {static_cast<int64_t>(f.size())}, kGgmlF32, encode_values(f.data(), static_cast<int64_t>(f.size()), kGgmlF32));
+      }
+    }
   }
   if (rope_type == "yarn") {
     w.add_string(a + ".rope.scaling.type", "yarn");

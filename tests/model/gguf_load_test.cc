@@ -106,7 +106,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // gemma2's logits are soft-capped at 2 (its fixture): the same absolute Q8_0 error is a
                       // larger share of the capped range (greedy tokens still equal).
                       Case{"gemma2", testing::kGgmlF32, 0}, Case{"gemma2", testing::kGgmlF16, 1e-2},
-                      Case{"gemma2", testing::kGgmlQ8_0, 0.25}),
+                      Case{"gemma2", testing::kGgmlQ8_0, 0.25},
+                      // Phi-3: fused attn_qkv / ffn_up, LongRoPE as rope_factors_{long,short} tensors
+                      Case{"phi3", testing::kGgmlF32, 0}, Case{"phi3", testing::kGgmlQ8_0, 5e-2}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -116,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and tokens on the GPU; a Q8_0 file, dequantized at load, stays near its CPU run (bf16 vs fp32 math).
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3", "gemma2"}) {
+  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3", "gemma2", "phi3"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
@@ -318,15 +320,15 @@ TEST(GgufModel, SplitFilesLoadLikeOne) {
 }
 
 TEST(GgufModel, UnsupportedArchitecture) {
-  const std::string p = (temp_dir() / "phi3.gguf").string();
+  const std::string p = (temp_dir() / "phi2.gguf").string();
   testing::GgufWriter w;
-  w.add_string("general.architecture", "phi3");
+  w.add_string("general.architecture", "phi2");
   w.write(p);
   try {
     load_model(p, create_backend("cpu"), LoadOptions{});
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("general.architecture 'phi3' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3, gemma2)"),
+    EXPECT_NE(std::string(e.what()).find("general.architecture 'phi2' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3, gemma2, phi3)"),
               std::string::npos)
         << e.what();
   }
