@@ -85,6 +85,10 @@ void parse_gemma3(const json& j, const std::string& source, ModelConfig& c);
 // Gemma 2 (model_config_gemma.cc): normalize fills Gemma2Config's defaults (soft-capping 50 / 30, a
 // window of 4096 on every other layer); parse_gemma2 sets the attention scale and the soft-capping.
 bool is_gemma2(const std::string& architecture, const std::string& model_type);
+// SmolLM3 (model_config_smollm3.cc): NoPE layers from no_rope_layers / no_rope_layer_interval.
+bool is_smollm3(const std::string& architecture, const std::string& model_type);
+json smollm3_normalize(const json& in, const std::string& source);
+void parse_smollm3(const json& j, const std::string& source, ModelConfig& c);
 json gemma2_normalize(const json& in, const std::string& source);
 void parse_gemma2(const json& j, const std::string& source, ModelConfig& c);
 }  // namespace config_json

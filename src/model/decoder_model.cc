@@ -53,6 +53,15 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
       local.rope_scaling = RopeScaling{};
       rope_local_ = upload_table(local);
     }
+    if (!cfg_.nope_layers.empty()) {  // SmolLM3's NoPE layers: cos 1, sin 0 (q and k pass through exactly)
+      std::vector<float> identity(static_cast<size_t>(num_positions) * cfg_.rotary_dim(), 0.0f);
+      for (int p = 0; p < num_positions; ++p)
+        std::fill_n(identity.begin() + static_cast<size_t>(p) * cfg_.rotary_dim(), cfg_.rotary_dim() / 2, 1.0f);
+      rope_none_ = be_->alloc({num_positions, cfg_.rotary_dim()}, DType::kF32);
+      owned_.push_back(rope_none_);
+      be_->copy_from_host(identity.data(), rope_none_);
+      be_->synchronize();
+    }
   } catch (...) {
     for (auto& t : owned_) be_->free(t);
     throw;

@@ -238,10 +238,13 @@ class DecoderModel final : public Model {
   DType wdtype_;
   Tensor embed_, final_norm_, lm_head_, rope_;
   Tensor rope_local_;             // Gemma 3's sliding layers' RoPE table (cfg_.local_rope_layer); empty: none
+  Tensor rope_none_;              // SmolLM3's NoPE layers: the identity rotation (cfg_.nope_layer); empty: none
   float embed_scale_ = 1.0f;      // spec_.scaled_embedding: sqrt(hidden) in the activation dtype
   Activation mlp_act_ = Activation::kSilu;  // the dense MLP's act_fn (cfg_.hidden_act)
   // The RoPE table layer l rotates with.
-  const Tensor& rope_of(int l) const { return cfg_.local_rope_layer(l) ? rope_local_ : rope_; }
+  const Tensor& rope_of(int l) const {
+    return cfg_.nope_layer(l) ? rope_none_ : cfg_.local_rope_layer(l) ? rope_local_ : rope_;
+  }
   std::vector<DecoderLayerWeights> layers_;
   std::vector<GdnLayerState> gdn_states_;  // [num layers] (empty entries for attention layers); empty: none
   int state_slots_ = 0;

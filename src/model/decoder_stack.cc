@@ -20,7 +20,7 @@ bool DecoderModel::run_decode_stack(const StepTensors& st, KvCache& kv, DecoderW
   if (!be_->offers_decode_stack()) return false;  // before building the layer table
   if (spec_.post_norm || spec_.sandwich_norm || spec_.mla || st.max_query_len != 1 || T != st.S || st.M > T) return false;
   if (spec_.qk_norm == QkNorm::kFullWidth || cfg_.sliding_window > 0 || mlp_act_ != Activation::kSilu) return false;
-  if (embed_scale_ != 1.0f || !rope_local_.empty()) return false;
+  if (embed_scale_ != 1.0f || !rope_local_.empty() || !rope_none_.empty()) return false;  // one RoPE table for all
   const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
   DecodeStackParams p;
   p.layers.reserve(layers_.size());

@@ -115,6 +115,10 @@ struct ModelConfig {
                                                : static_cast<int64_t>(n_shared_experts) * moe_intermediate_size;
   }
 
+  // SmolLM3 (model_config_smollm3.cc): layers that apply no RoPE where nope_layers[l] (empty: none).
+  std::vector<uint8_t> nope_layers;
+  bool nope_layer(int l) const { return l >= 0 && l < static_cast<int>(nope_layers.size()) && nope_layers[l]; }
+
   // Gemma 2 (model_config_gemma.cc): scores and final logits become cap * tanh(x / cap); 0: none.
   float attn_logit_softcapping = 0, final_logit_softcapping = 0;
 

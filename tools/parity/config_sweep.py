@@ -241,6 +241,14 @@ def case_phi3(rng):
     return "Phi3Config", kw
 
 
+def case_smollm3(rng):
+    kw = common(rng) | attn_shape(rng) | dict(rope=rope_choice(rng))
+    kw |= dict(no_rope_layer_interval=pick(rng, [2, 3, 4]), num_hidden_layers=rng.randrange(3, 6))
+    if rng.random() < 0.3:
+        kw |= dict(use_sliding_window=True, sliding_window=pick(rng, [8, 32]))
+    return "SmolLM3Config", kw
+
+
 def case_gemma2(rng):
     kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128, 256))
     kw |= dict(layer_types=[pick(rng, ["sliding_attention", "full_attention"]) for _ in range(kw["num_hidden_layers"])],
@@ -255,7 +263,7 @@ FAMILIES = {
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
-    "gemma2": case_gemma2, "phi3": case_phi3,
+    "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
 }
 
 

@@ -220,6 +220,8 @@ CASES = [
                                 rope=dict(rope_type="longrope", short_factor=[1.0, 1.3, 1.7, 2.2, 3.1, 4.0],
                                           long_factor=[1.5, 2.5, 4.0, 6.0, 9.0, 14.0],
                                           original_max_position_embeddings=128)), torch.float32, None),
+    # SmolLM3: Llama with NoPE layers (no_rope_layer_interval 2: layers 1 and 3 skip RoPE), tied embeddings.
+    ("smollm3", "SmolLM3Config", dict(num_hidden_layers=4, no_rope_layer_interval=2), torch.float32, None),
     # Gemma 2: Gemma 3's layer without q/k norms, one RoPE, tanh soft-capping of the attention scores and
     # the final logits (caps small enough to bend these random weights' values), window 8 on layers 0 and 2.
     ("gemma2", "Gemma2Config", dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=24,

@@ -1,6 +1,7 @@
 // Llama family: pre-norm, fused [q;k;v] and [gate;up], optional biases from config, neox RoPE.
 // Mixtral: Mistral attention and sparse MoE MLPs in every layer (block_sparse_moe.gate and experts
 // w1 / w3 / w2, or transformers 5's mlp.experts.gate_up_proj / down_proj), softmax top-k renormalised.
+// SmolLM3: Llama with every no_rope_layer_interval-th layer skipping RoPE (model_config_smollm3.cc).
 #include "model/arch_spec.h"
 
 namespace vireo {
@@ -8,5 +9,6 @@ void register_llama_family(std::vector<ArchSpec>& out) {
   out.push_back({.name = "LlamaForCausalLM"});
   out.push_back({.name = "MistralForCausalLM"});
   out.push_back({.name = "MixtralForCausalLM", .moe = true});
+  out.push_back({.name = "SmolLM3ForCausalLM"});
 }
 }  // namespace vireo
