@@ -15,6 +15,7 @@ const std::vector<ArchSpec>& arch_specs() {
     register_qwen3_next_family(v);
     register_gemma_family(v);
     register_phi_family(v);
+    register_glm_family(v);
     return v;
   }();
   return specs;

@@ -11,7 +11,9 @@ namespace vireo {
 // HF module names of the parts every decoder layer has, where a family renames them (LFM2).
 struct ModuleNames {
   std::string input_norm = "input_layernorm";               // model.layers.<l>.<input_norm>.weight
-  std::string post_attn_norm = "post_attention_layernorm";  // the MLP's input norm
+  std::string post_attn_norm = "post_attention_layernorm";  // the MLP's input norm (sandwich: the attention's output norm)
+  std::string pre_ffn_norm = "pre_feedforward_layernorm";   // sandwich norms: the MLP's input norm
+  std::string post_ffn_norm = "post_feedforward_layernorm"; // sandwich / post-norm: the MLP's output norm
   std::string attn = "self_attn";
   std::string o_proj = "o_proj";                            // <attn>.<o_proj>.weight
   std::string mlp = "mlp";
@@ -27,6 +29,7 @@ struct ArchSpec {
   bool qkv_bias = false;                 // q/k/v biases always present (Qwen2); else config.attention_bias
   bool post_norm = false;                // OLMo-2: h += norm(attn(h)); h += norm(mlp(h)); no input_layernorm
   bool neox_rope = true;                 // rotate halves (HF rotate_half) vs GPT-J interleaved pairs
+  bool o_proj_bias = true;               // config.attention_bias biases o_proj too (GLM: q/k/v only)
   bool moe = false;                      // sparse MoE MLPs where config.moe_layer(l) (mlp.gate + mlp.experts.*)
   // Hybrid LFM2: layers where config.conv_layer(l) are gated short convolutions (conv.in_proj,
   // conv.conv, conv.out_proj) instead of attention; their state lives in the KV cache (KvCache).
@@ -75,5 +78,6 @@ void register_deepseek_family(std::vector<ArchSpec>& out);
 void register_qwen3_next_family(std::vector<ArchSpec>& out);
 void register_gemma_family(std::vector<ArchSpec>& out);
 void register_phi_family(std::vector<ArchSpec>& out);
+void register_glm_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

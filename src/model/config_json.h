@@ -87,6 +87,9 @@ void parse_gemma3(const json& j, const std::string& source, ModelConfig& c);
 bool is_gemma2(const std::string& architecture, const std::string& model_type);
 // SmolLM3 (model_config_smollm3.cc): NoPE layers from no_rope_layers / no_rope_layer_interval.
 bool is_smollm3(const std::string& architecture, const std::string& model_type);
+// GLM / GLM-4 (model_config_glm.cc): GlmConfig's defaults (head_dim 128, attention_bias, partial rotary 0.5).
+bool is_glm(const std::string& architecture, const std::string& model_type);
+json glm_normalize(const json& in, const std::string& source);
 json smollm3_normalize(const json& in, const std::string& source);
 void parse_smollm3(const json& j, const std::string& source, ModelConfig& c);
 json gemma2_normalize(const json& in, const std::string& source);

@@ -168,13 +168,15 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   const bool gemma3 = is_gemma3(c.architecture, c.model_type);
   const bool gemma2 = is_gemma2(c.architecture, c.model_type);
   const bool smollm3 = is_smollm3(c.architecture, c.model_type);
+  const bool glm = is_glm(c.architecture, c.model_type);
   const json normalized = lfm2         ? lfm2_normalize(in, source)
                           : qwen3_next ? qwen3_next_normalize(in, source)
                           : gemma3     ? gemma3_normalize(in, source)
                           : gemma2     ? gemma2_normalize(in, source)
                           : smollm3    ? smollm3_normalize(in, source)
+                          : glm        ? glm_normalize(in, source)
                                        : json();
-  const json& j = lfm2 || qwen3_next || gemma3 || gemma2 || smollm3 ? normalized : in;
+  const json& j = lfm2 || qwen3_next || gemma3 || gemma2 || smollm3 || glm ? normalized : in;
   c.vocab_size = get_int(j, source, "vocab_size");
   c.hidden_size = get_int(j, source, "hidden_size");
   c.intermediate_size = get_int(j, source, "intermediate_size");

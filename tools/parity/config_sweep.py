@@ -249,6 +249,12 @@ def case_smollm3(rng):
     return "SmolLM3Config", kw
 
 
+def case_glm4(rng, v4=True):
+    kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128))
+    kw |= dict(partial_rotary_factor=pick(rng, [0.5, 1.0]), attention_bias=rng.random() < 0.7, rope=rope_choice(rng))
+    return ("Glm4Config" if v4 else "GlmConfig"), kw
+
+
 def case_gemma2(rng):
     kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128, 256))
     kw |= dict(layer_types=[pick(rng, ["sliding_attention", "full_attention"]) for _ in range(kw["num_hidden_layers"])],
@@ -264,6 +270,7 @@ FAMILIES = {
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
+    "glm4": case_glm4, "glm": lambda r: case_glm4(r, v4=False),
 }
 
 

@@ -220,6 +220,12 @@ CASES = [
                                 rope=dict(rope_type="longrope", short_factor=[1.0, 1.3, 1.7, 2.2, 3.1, 4.0],
                                           long_factor=[1.5, 2.5, 4.0, 6.0, 9.0, 14.0],
                                           original_max_position_embeddings=128)), torch.float32, None),
+    # GLM / GLM-4: q/k/v biases without an o_proj bias, GPT-J interleaved RoPE on half of each head, fused
+    # gate_up; GLM-4's four norms a layer (post_self_attn, post_attention = the MLP's input, post_mlp).
+    ("glm", "GlmConfig", dict(tie_word_embeddings=False, head_dim=16, partial_rotary_factor=0.5, attention_bias=True),
+     torch.float32, None),
+    ("glm4", "Glm4Config", dict(tie_word_embeddings=False, head_dim=16, partial_rotary_factor=0.5, attention_bias=True,
+                                num_hidden_layers=3), torch.float32, None),
     # SmolLM3: Llama with NoPE layers (no_rope_layer_interval 2: layers 1 and 3 skip RoPE), tied embeddings.
     ("smollm3", "SmolLM3Config", dict(num_hidden_layers=4, no_rope_layer_interval=2), torch.float32, None),
     # Gemma 2: Gemma 3's layer without q/k norms, one RoPE, tanh soft-capping of the attention scores and

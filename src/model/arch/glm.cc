@@ -1,0 +1,20 @@
+// GLM (GlmForCausalLM: GLM-4-9B-chat-hf) and GLM-4 (Glm4ForCausalLM: GLM-4-9B / 32B-0414): Llama-like
+// attention with q/k/v biases (config.attention_bias) but none on o_proj, GPT-J interleaved RoPE over the
+// first partial_rotary_factor (0.5) of each head, [gate; up] fused in the checkpoint (mlp.gate_up_proj).
+// GLM-4 adds sandwich norms: post_self_attn_layernorm after the attention, post_attention_layernorm
+// before the MLP, post_mlp_layernorm after it (plain RMSNorms).
+#include "model/arch_spec.h"
+
+namespace vireo {
+void register_glm_family(std::vector<ArchSpec>& out) {
+  ArchSpec glm{.name = "GlmForCausalLM", .neox_rope = false, .o_proj_bias = false};
+  out.push_back(glm);
+  ArchSpec glm4 = glm;
+  glm4.name = "Glm4ForCausalLM";
+  glm4.sandwich_norm = true;
+  glm4.names.post_attn_norm = "post_self_attn_layernorm";
+  glm4.names.pre_ffn_norm = "post_attention_layernorm";
+  glm4.names.post_ffn_norm = "post_mlp_layernorm";
+  out.push_back(glm4);
+}
+}  // namespace vireo
