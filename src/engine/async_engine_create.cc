@@ -72,7 +72,8 @@ std::string tokenizer_dir(const EngineConfig& cfg) {
   // Built-in models use the tokenizer of their family, fetched into models/ by setup.sh.
   std::filesystem::path dir = default_tokenizer_dir();  // .../models/qwen3
   if (builtin_name(cfg.model).rfind("llama3", 0) == 0) dir = dir.parent_path() / "llama3";
-  if (builtin_name(cfg.model).rfind("gemma3", 0) == 0) dir = dir.parent_path() / "gemma3";
+  // Gemma 2 and 3: Gemma 3's tokenizer, the Gemma one npm ships (a real Gemma 2 checkpoint brings its own).
+  if (builtin_name(cfg.model).rfind("gemma", 0) == 0) dir = dir.parent_path() / "gemma3";
   return dir.string();
 }
 
