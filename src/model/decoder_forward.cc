@@ -278,6 +278,12 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   // with one rms_norm (add_after_norm) instead of a norm and an add. Larger steps keep the separate
   // ops (the GEMMs dominate there). (No post-norm MoE family exists: those keep the separate ops.)
   const bool fused = kUseFusedLinear && T <= kFusedLinearMaxRows && !(whole_residual && spec_.moe);
+  // h += norm(x) * w in one kernel (post-norm and sandwich-norm blocks).
+  auto add_normalised = [&](const Tensor& x, const Tensor& w) {
+    RmsNormParams p{x, w, residual, residual, eps};
+    p.add_after_norm = true;
+    be_->rms_norm(p);
+  };
 
   be_->embedding({embed_, ids, residual, embed_scale_});  // residual = embed_tokens(input_ids) (* sqrt(hidden))
   const bool stacked = run_decode_stack(st, kv, ws);  // every layer in one backend op
@@ -345,18 +351,14 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     }
     if (fused && whole_residual) {  // h += norm(o_proj(attn)); h += norm(mlp(mlp_norm(h)))
       be_->linear(linear(mixed, w.o_w, w.o_b, branch));
-      RmsNormParams post_attn{branch, w.post_attn_norm, residual, residual, eps};
-      post_attn.add_after_norm = true;
-      be_->rms_norm(post_attn);  // h += post_attention_layernorm(attn_out)
+      add_normalised(branch, w.post_attn_norm);  // h += post_attention_layernorm(attn_out)
       LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // act_fn(gate) * up
       if (spec_.sandwich_norm) gu.input_norm = w.pre_ffn_norm;  // pre_feedforward_layernorm(h) in the prologue
       gu.silu_mul_output = true;
       gu.act = mlp_act_;
       be_->linear(gu);
       be_->linear(linear(act, w.down_w, w.down_b, branch));  // down_proj
-      RmsNormParams post_ffn{branch, w.post_ffn_norm, residual, residual, eps};
-      post_ffn.add_after_norm = true;
-      be_->rms_norm(post_ffn);  // h += post_feedforward_layernorm(mlp_out)
+      add_normalised(branch, w.post_ffn_norm);                // h += post_feedforward_layernorm(mlp_out)
       continue;
     }
     if (fused) {
@@ -387,9 +389,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->rms_norm({branch, w.pre_ffn_norm, hid, residual, eps});       // h += that; pre_feedforward_layernorm(h)
       mlp_in = hid;
     } else if (spec_.post_norm) {
-      RmsNormParams post_attn{branch, w.post_attn_norm, residual, residual, eps};
-      post_attn.add_after_norm = true;
-      be_->rms_norm(post_attn);  // h += post_attention_layernorm(attn_out)
+      add_normalised(branch, w.post_attn_norm);  // h += post_attention_layernorm(attn_out)
       mlp_in = residual;
     } else {
       be_->rms_norm({branch, w.post_attn_norm, hid, residual, eps});  // h += attn_out; post_attention_layernorm(h)
@@ -403,11 +403,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->silu_and_mul({gate_up, act, mlp_act_});                      // act_fn(gate) * up
       be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
     }
-    if (whole_residual) {
-      RmsNormParams post_ffn{branch, w.post_ffn_norm, residual, residual, eps};
-      post_ffn.add_after_norm = true;
-      be_->rms_norm(post_ffn);  // h += post_feedforward_layernorm(mlp_out)
-    }
+    if (whole_residual) add_normalised(branch, w.post_ffn_norm);  // h += post_feedforward_layernorm(mlp_out)
   }
   if (M == 0) return;
   Tensor sel = rows(ws.rows, M, hidden);
@@ -418,20 +414,16 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     } else {
       be_->gather_rows({residual, logits_idx, sel});
     }
-    LinearParams head = linear(sel, lm_head_, Tensor(), out);
-    head.input_norm = final_norm_;
-    head.row_stats = logit_stats_of(ws, M);
-    be_->linear(head);  // lm_head(model.norm(h))
-    if (cfg_.final_logit_softcapping > 0) be_->softcap({out, cfg_.final_logit_softcapping});
-    return;
-  }
-  if (whole_residual) {
-    be_->rms_norm({residual, final_norm_, hid, Tensor(), eps});  // model.norm(h)
   } else {
-    be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
+    if (whole_residual) {
+      be_->rms_norm({residual, final_norm_, hid, Tensor(), eps});  // model.norm(h)
+    } else {
+      be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
+    }
+    be_->gather_rows({hid, logits_idx, sel});
   }
-  be_->gather_rows({hid, logits_idx, sel});
   LinearParams head = linear(sel, lm_head_, Tensor(), out);
+  if (fused || stacked) head.input_norm = final_norm_;  // model.norm(h) in the lm_head prologue
   head.row_stats = logit_stats_of(ws, M);
   be_->linear(head);  // lm_head
   if (cfg_.final_logit_softcapping > 0) be_->softcap({out, cfg_.final_logit_softcapping});  // Gemma 2

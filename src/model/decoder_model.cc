@@ -38,14 +38,14 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
     // One row per position the engine may use: --max-model-len may exceed max_position_embeddings
     // (vLLM allows it with a warning); positions past the table would be an error.
     const int num_positions = std::max(cfg_.max_position_embeddings, opts_.max_model_len);
-    auto upload_table = [&](const ModelConfig& c) {
-      auto table = rope_cos_sin_table(c, num_positions);
-      Tensor dev = be_->alloc({num_positions, c.rotary_dim()}, DType::kF32);
+    auto upload = [&](const std::vector<float>& table) {  // [num_positions, rotary_dim] F32
+      Tensor dev = be_->alloc({num_positions, cfg_.rotary_dim()}, DType::kF32);
       owned_.push_back(dev);
       be_->copy_from_host(table.data(), dev);
       be_->synchronize();
       return dev;
     };
+    auto upload_table = [&](const ModelConfig& c) { return upload(rope_cos_sin_table(c, num_positions)); };
     rope_ = upload_table(cfg_);
     if (cfg_.rope_local_theta > 0) {  // Gemma 3's local layers: default RoPE, their own base
       ModelConfig local = cfg_;
@@ -57,10 +57,7 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
       std::vector<float> identity(static_cast<size_t>(num_positions) * cfg_.rotary_dim(), 0.0f);
       for (int p = 0; p < num_positions; ++p)
         std::fill_n(identity.begin() + static_cast<size_t>(p) * cfg_.rotary_dim(), cfg_.rotary_dim() / 2, 1.0f);
-      rope_none_ = be_->alloc({num_positions, cfg_.rotary_dim()}, DType::kF32);
-      owned_.push_back(rope_none_);
-      be_->copy_from_host(identity.data(), rope_none_);
-      be_->synchronize();
+      rope_none_ = upload(identity);
     }
   } catch (...) {
     for (auto& t : owned_) be_->free(t);

@@ -153,6 +153,22 @@ void parse_sliding_window(const json& j, const std::string& source, ModelConfig&
 }
 }  // namespace
 
+namespace {
+// A family's config hooks (model_config_<family>.cc): which configs it claims, the normalised copy
+// read before the generic parse, its own fields after it (parse may be null).
+struct FamilyConfig {
+  bool (*is)(const std::string& architecture, const std::string& model_type);
+  json (*normalize)(const json& in, const std::string& source);
+  void (*parse)(const json& j, const std::string& source, ModelConfig& c);
+};
+bool is_lfm2(const std::string& a, const std::string& t) { return a == "Lfm2ForCausalLM" || t == "lfm2"; }
+const FamilyConfig kFamilyConfigs[] = {
+    {is_lfm2, lfm2_normalize, parse_lfm2},          {is_qwen3_next, qwen3_next_normalize, parse_qwen3_next},
+    {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
+    {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
+};
+}  // namespace
+
 ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   if (!in.is_object()) throw Error(source + ": config must be a JSON object");
   ModelConfig c;
@@ -162,21 +178,13 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
     fail(source, "architectures", "must be a non-empty list of names");
   c.architecture = (*arch)[0].get<std::string>();
   if (in.contains("model_type") && in["model_type"].is_string()) c.model_type = in["model_type"].get<std::string>();
-  // LFM2 spells some fields its own way: read a normalised copy (raw keeps the file as given).
-  const bool lfm2 = c.architecture == "Lfm2ForCausalLM" || c.model_type == "lfm2";
-  const bool qwen3_next = is_qwen3_next(c.architecture, c.model_type);
-  const bool gemma3 = is_gemma3(c.architecture, c.model_type);
-  const bool gemma2 = is_gemma2(c.architecture, c.model_type);
-  const bool smollm3 = is_smollm3(c.architecture, c.model_type);
-  const bool glm = is_glm(c.architecture, c.model_type);
-  const json normalized = lfm2         ? lfm2_normalize(in, source)
-                          : qwen3_next ? qwen3_next_normalize(in, source)
-                          : gemma3     ? gemma3_normalize(in, source)
-                          : gemma2     ? gemma2_normalize(in, source)
-                          : smollm3    ? smollm3_normalize(in, source)
-                          : glm        ? glm_normalize(in, source)
-                                       : json();
-  const json& j = lfm2 || qwen3_next || gemma3 || gemma2 || smollm3 || glm ? normalized : in;
+  // Families that spell fields their own way or leave them to their config class's defaults: read a
+  // normalised copy (raw keeps the file as given), then their own fields after the generic parse.
+  const FamilyConfig* family = nullptr;
+  for (const FamilyConfig& f : kFamilyConfigs)
+    if (f.is(c.architecture, c.model_type)) family = &f;
+  const json normalized = family ? family->normalize(in, source) : json();
+  const json& j = family ? normalized : in;
   c.vocab_size = get_int(j, source, "vocab_size");
   c.hidden_size = get_int(j, source, "hidden_size");
   c.intermediate_size = get_int(j, source, "intermediate_size");
@@ -235,11 +243,7 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
     fail(source, "hidden_act", "'" + c.hidden_act + "' is not supported (silu, gelu_pytorch_tanh, gelu_new)");
   parse_moe(j, source, c);
   parse_sliding_window(j, source, c);
-  if (lfm2) parse_lfm2(j, source, c);
-  if (qwen3_next) parse_qwen3_next(j, source, c);
-  if (gemma3) parse_gemma3(j, source, c);
-  if (gemma2) parse_gemma2(j, source, c);
-  if (smollm3) parse_smollm3(j, source, c);
+  if (family && family->parse) family->parse(j, source, c);
   if (c.architecture == "DeepseekV3ForCausalLM" || c.model_type == "deepseek_v3" ||
       c.architecture == "DeepseekV2ForCausalLM" || c.model_type == "deepseek_v2")
     parse_deepseek(j, source, c);
