@@ -168,6 +168,14 @@ struct MoeParams {
   int n_group = 1;     // divides E; n_group <= 32
   int topk_group = 1;  // groups kept, in [1, n_group]; topk_group * (E / n_group) >= top_k
   float routed_scaling_factor = 1.0f;  // kSigmoid / kSoftmaxFp32 (kSoftmax weights are never scaled)
+  // GPT-OSS (all optional, empty / 0: absent):
+  //   router_b [E] (weight dtype): logits = round(x[t] @ router_w^T + router_b) (kSoftmax)
+  //   gate_up_b [E, 2 * inter]: g, u = round(round(x . gate_e) + b_gate), likewise u
+  //   down_b [E, hidden]: y = round(round(act . down_e) + b_down), then weighted as above
+  //   swiglu_limit > 0: act = round((clamp(u, -limit, limit) + 1) * g' * sigmoid(swiglu_alpha * g')),
+  //     g' = min(g, limit), instead of silu(g) * u
+  Tensor router_b, gate_up_b, down_b;
+  float swiglu_alpha = 1.702f, swiglu_limit = 0.0f;
 };
 
 // DeepSeek MLA (multi-head latent attention) expanded to ordinary attention rows: packs the per-token
@@ -205,6 +213,10 @@ struct AttentionParams {
   int window = 0;
   // Logit soft-capping (Gemma 2): > 0 replaces each score s (after scale) by softcap * tanh(s / softcap).
   float softcap = 0.0f;
+  // Attention sinks (GPT-OSS): [H] F32 or empty. Head h's softmax gets one more logit, sinks[h], that
+  // has no value: p_i = exp(s_i - m) / (sum_j exp(s_j - m) + exp(sinks[h] - m)), m over the scores and
+  // the sink, so a row's weights may sum to less than 1.
+  Tensor sinks;
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
   // Optional host-side hint: the sequences with more than one query token (prompts, prefill chunks),
   // in order, [num_prefill_seqs] I32; num_prefill_seqs < 0: not given. A backend may plan its prefill

@@ -74,6 +74,7 @@ std::string tokenizer_dir(const EngineConfig& cfg) {
   if (builtin_name(cfg.model).rfind("llama3", 0) == 0) dir = dir.parent_path() / "llama3";
   // Gemma 2 and 3: Gemma 3's tokenizer, the Gemma one npm ships (a real Gemma 2 checkpoint brings its own).
   if (builtin_name(cfg.model).rfind("gemma", 0) == 0) dir = dir.parent_path() / "gemma3";
+  if (builtin_name(cfg.model).rfind("gpt-oss", 0) == 0) dir = dir.parent_path() / "gptoss";
   return dir.string();
 }
 

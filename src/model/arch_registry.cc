@@ -16,6 +16,7 @@ const std::vector<ArchSpec>& arch_specs() {
     register_gemma_family(v);
     register_phi_family(v);
     register_glm_family(v);
+    register_gpt_oss_family(v);
     return v;
   }();
   return specs;

@@ -59,6 +59,9 @@ struct ArchSpec {
   bool zero_centred_norm = false;
   // Embeddings scaled by sqrt(hidden_size), the factor rounded to the activation dtype (Gemma).
   bool scaled_embedding = false;
+  // GPT-OSS (arch/gpt_oss.cc): MoE layers as mlp.router (weight and bias) and mlp.experts.{gate_up,down}_proj
+  // stacked [E, in, out] with biases, gate / up columns interleaved; or MXFP4 (*_blocks / *_scales).
+  bool gpt_oss_experts = false;
   ModuleNames names;
 };
 
@@ -79,5 +82,6 @@ void register_qwen3_next_family(std::vector<ArchSpec>& out);
 void register_gemma_family(std::vector<ArchSpec>& out);
 void register_phi_family(std::vector<ArchSpec>& out);
 void register_glm_family(std::vector<ArchSpec>& out);
+void register_gpt_oss_family(std::vector<ArchSpec>& out);
 
 }  // namespace vireo

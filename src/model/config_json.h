@@ -94,5 +94,9 @@ json smollm3_normalize(const json& in, const std::string& source);
 void parse_smollm3(const json& j, const std::string& source, ModelConfig& c);
 json gemma2_normalize(const json& in, const std::string& source);
 void parse_gemma2(const json& j, const std::string& source, ModelConfig& c);
+// GPT-OSS (model_config_gpt_oss.cc): GptOssConfig's defaults; attention sinks and the clamped SwiGLU.
+bool is_gpt_oss(const std::string& architecture, const std::string& model_type);
+json gpt_oss_normalize(const json& in, const std::string& source);
+void parse_gpt_oss(const json& j, const std::string& source, ModelConfig& c);
 }  // namespace config_json
 }  // namespace vireo

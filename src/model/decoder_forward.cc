@@ -208,6 +208,11 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.n_group = cfg_.moe_n_group;
     p.topk_group = cfg_.moe_topk_group;
     p.routed_scaling_factor = cfg_.routed_scaling_factor;
+    p.router_b = w.router_b;  // GPT-OSS: router and expert biases, clamped SwiGLU
+    p.gate_up_b = w.experts_gate_up_b;
+    p.down_b = w.experts_down_b;
+    p.swiglu_alpha = cfg_.swiglu_alpha;
+    p.swiglu_limit = cfg_.swiglu_limit;
     return p;
   };
   // DeepSeek's shared expert, added to the routed experts' output in `routed` ([T, hidden]); reads x.
@@ -338,6 +343,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       ap.k_cache = kv.k[l];
       ap.v_cache = kv.v[l];
       ap.window = st.beyond_window ? cfg_.layer_window(l) : 0;
+      ap.sinks = w.sinks;  // GPT-OSS (empty elsewhere)
       be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
       mixed = attn.view({T, static_cast<int64_t>(H) * D});
       if (!w.attn_gate_w.empty()) {  // Qwen3-Next: attn *= sigmoid(gate rows of q_proj(x))

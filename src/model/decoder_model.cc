@@ -158,12 +158,13 @@ void DecoderModel::load_weights() {
       const std::string o = a + n.o_proj + ".";
       w.o_w = load(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
       if (cfg_.attention_bias && spec_.o_proj_bias) w.o_b = load(o + "bias", {{o + "bias", {hidden}}}, kDummyStd);
+      if (cfg_.attention_sinks) w.sinks = load_f32(a + "sinks", H, 0.5f);  // GPT-OSS
     }
     w.post_attn_norm = norm(n.post_attn_norm);
     if (spec_.post_norm || spec_.sandwich_norm) w.post_ffn_norm = norm(n.post_ffn_norm);
     if (spec_.sandwich_norm) w.pre_ffn_norm = norm(n.pre_ffn_norm);
     if (spec_.moe && cfg_.moe_layer(l)) {
-      load_moe(m, w);
+      spec_.gpt_oss_experts ? load_gpt_oss_moe(m, w) : load_moe(m, w);
       continue;
     }
     const std::string g = m + n.gate_proj + ".", u = m + n.up_proj + ".", d = m + n.down_proj + ".";

@@ -51,6 +51,11 @@ struct DecoderLayerWeights {
   Tensor gdn_conv_w;   // conv1d.weight [C, 1, L] held as [C, L]
   Tensor gdn_A_log, gdn_dt_bias;  // [Hv] F32
   Tensor gdn_norm_w;   // linear_attn.norm.weight [dv] (a plain weight)
+  // GPT-OSS (decoder_gpt_oss.cc): attention sinks, the router's bias and the experts' biases.
+  Tensor sinks;              // self_attn.sinks [H] F32
+  Tensor router_b;           // mlp.router.bias [E]
+  Tensor experts_gate_up_b;  // mlp.experts.gate_up_proj_bias [E, 2 * moe_inter], [gate; up] like experts_gate_up
+  Tensor experts_down_b;     // mlp.experts.down_proj_bias [E, hidden]
 };
 
 // Per-sequence recurrent state of one Gated DeltaNet layer, num_state_slots() slots.
@@ -183,6 +188,12 @@ class DecoderModel final : public Model {
   Tensor load(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
   void load_weights();
   void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);
+  void load_gpt_oss_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);  // decoder_gpt_oss.cc
+  // A stacked expert weight as [E, rows, cols] (rows = output features) from GPT-OSS's [E, cols, rows]
+  // tensor or its MXFP4 form (<name>_blocks [E, rows, cols / 32, 16], <name>_scales [E, rows, cols / 32]),
+  // source row row_of[r] as row r.
+  Tensor load_gpt_oss_experts(const std::string& name, int64_t E, int64_t rows, int64_t cols,
+                              const std::vector<int64_t>& row_of);
   void load_short_conv(const std::string& conv_prefix, DecoderLayerWeights& w);
   void load_mla(const std::string& attn_prefix, DecoderLayerWeights& w);
   // Loads `name` (shape src_shape, 1 or 2 dims) with out[r][c] = src[rows[r]][cols[c]] (index -1: 0;

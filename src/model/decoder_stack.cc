@@ -10,7 +10,8 @@ namespace {
 // A layer the stack op covers: standard attention and a dense SiLU MLP, biases on q/k/v only.
 bool plain_dense_layer(const DecoderLayerWeights& w) {
   return !w.qkv_w.empty() && !w.gate_up_w.empty() && w.o_b.empty() && w.gate_up_b.empty() && w.down_b.empty() &&
-         w.router_w.empty() && w.kv_b_w.empty() && w.conv_w.empty() && w.gdn_in_w.empty() && w.attn_gate_w.empty();
+         w.router_w.empty() && w.kv_b_w.empty() && w.conv_w.empty() && w.gdn_in_w.empty() && w.attn_gate_w.empty() &&
+         w.sinks.empty();
 }
 
 }  // namespace

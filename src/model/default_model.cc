@@ -135,6 +135,37 @@ ModelConfig gemma2_2b_config() {
   return ModelConfig::from_json(j, "builtin:gemma2-2b");
 }
 
+// openai/gpt-oss-20b's config.json (GptOssForCausalLM), its experts in bf16 instead of MXFP4: 24 layers,
+// every other one sliding (window 128), 64 query heads on 8 KV heads of 64 dims with sinks, 32 experts
+// top-4 of width 2880, YaRN x32 on a 4096 context, the o200k_harmony vocabulary.
+ModelConfig gpt_oss_20b_config() {
+  nlohmann::json j = {{"architectures", {"GptOssForCausalLM"}},
+                      {"model_type", "gpt_oss"},
+                      {"vocab_size", 201088},
+                      {"hidden_size", 2880},
+                      {"intermediate_size", 2880},
+                      {"num_hidden_layers", 24},
+                      {"num_attention_heads", 64},
+                      {"num_key_value_heads", 8},
+                      {"head_dim", 64},
+                      {"num_local_experts", 32},
+                      {"num_experts_per_tok", 4},
+                      {"max_position_embeddings", 131072},
+                      {"rms_norm_eps", 1e-5},
+                      {"sliding_window", 128},
+                      {"attention_bias", true},
+                      {"rope_scaling",
+                       {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                        {"truncate", false}, {"original_max_position_embeddings", 4096}}},
+                      {"rope_theta", 150000.0},
+                      {"swiglu_limit", 7.0},
+                      {"tie_word_embeddings", false},
+                      {"torch_dtype", "bfloat16"},
+                      {"eos_token_id", {200002, 199999, 200012}},
+                      {"pad_token_id", 199999}};
+  return ModelConfig::from_json(j, "builtin:gpt-oss-20b");
+}
+
 ModelConfig builtin_model_config(const std::string& name) {
   if (name == "default") return default_model_config();
   if (name == "qwen3-0.6b") return qwen3_0_6b_config();
@@ -143,8 +174,10 @@ ModelConfig builtin_model_config(const std::string& name) {
   if (name == "llama3-8b") return llama3_8b_config();
   if (name == "gemma3-1b") return gemma3_1b_config();
   if (name == "gemma2-2b") return gemma2_2b_config();
+  if (name == "gpt-oss-20b") return gpt_oss_20b_config();
   throw Error("--model builtin:" + name +
-              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b, gemma3-1b, gemma2-2b)");
+              ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b, gemma3-1b, gemma2-2b, "
+              "gpt-oss-20b)");
 }
 
 }  // namespace vireo

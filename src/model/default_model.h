@@ -14,6 +14,7 @@ ModelConfig qwen3_30b_a3b_config();  // sparse MoE (Qwen3MoeForCausalLM)
 ModelConfig llama3_8b_config();
 ModelConfig gemma3_1b_config();  // builtin:gemma3-1b (google/gemma-3-1b-it shape)
 ModelConfig gemma2_2b_config();  // builtin:gemma2-2b (google/gemma-2-2b shape)
+ModelConfig gpt_oss_20b_config();  // builtin:gpt-oss-20b (openai/gpt-oss-20b shape, bf16 experts)
 // "default", "qwen3-0.6b", "qwen3-8b", "qwen3-30b-a3b", "llama3-8b"; anything else throws listing these.
 ModelConfig builtin_model_config(const std::string& name);
 

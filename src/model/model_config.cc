@@ -102,7 +102,9 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
     fail(source, "num_experts_per_tok", "must be in [1, num_experts]");
   // Mixtral: every expert is intermediate_size wide and the top-k weights are always renormalised
   // (MixtralSparseMoeBlock); its config has neither key.
-  const bool mixtral = c.architecture == "MixtralForCausalLM" || c.model_type == "mixtral";
+  // GPT-OSS: the same (GptOssTopKRouter: a softmax over the top-k logits).
+  const bool mixtral = c.architecture == "MixtralForCausalLM" || c.model_type == "mixtral" ||
+                       config_json::is_gpt_oss(c.architecture, c.model_type);
   c.moe_intermediate_size = mixtral ? c.intermediate_size : get_int(j, source, "moe_intermediate_size");
   if (c.moe_intermediate_size <= 0)
     fail(source, mixtral ? "intermediate_size" : "moe_intermediate_size", "must be > 0");
@@ -166,6 +168,7 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_lfm2, lfm2_normalize, parse_lfm2},          {is_qwen3_next, qwen3_next_normalize, parse_qwen3_next},
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
+    {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},
 };
 }  // namespace
 

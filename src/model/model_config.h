@@ -130,6 +130,11 @@ struct ModelConfig {
     return rope_local_theta > 0 && l >= 0 && l < static_cast<int>(local_rope_layers.size()) && local_rope_layers[l];
   }
 
+  // GPT-OSS (model_config_gpt_oss.cc): per-head attention sinks (self_attn.sinks), and the experts'
+  // clamped SwiGLU when swiglu_limit > 0 (MoeParams).
+  bool attention_sinks = false;
+  float swiglu_alpha = 1.702f, swiglu_limit = 0;
+
   int rotary_dim() const { return rope_dim > 0 ? rope_dim : static_cast<int>(head_dim * partial_rotary_factor); }
   nlohmann::json raw;                   // the whole config.json
 

@@ -73,8 +73,10 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
     t = DType::kF16;
   } else if (e.dtype == "BF16") {
     t = DType::kBF16;
+  } else if (e.dtype == "U8") {  // packed data (GPT-OSS's MXFP4 experts: *_blocks, *_scales)
+    t = DType::kU8;
   } else {
-    throw Error(path_ + ": tensor '" + name + "' has dtype " + e.dtype + " (supported: F32, F16, BF16)");
+    throw Error(path_ + ": tensor '" + name + "' has dtype " + e.dtype + " (supported: F32, F16, BF16, U8)");
   }
   Tensor view(const_cast<char*>(data_ + e.begin), t, e.shape);
   for (auto d : e.shape)

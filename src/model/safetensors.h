@@ -29,7 +29,7 @@ class SafetensorsFile {
 
   const std::string& path() const { return path_; }
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
-  // Host view of a tensor (F32/F16/BF16 only; other dtypes throw naming file and tensor).
+  // Host view of a tensor (F32/F16/BF16, or U8 for packed data; other dtypes throw naming file and tensor).
   Tensor tensor(const std::string& name) const;
 
  private:

@@ -1,7 +1,8 @@
 // paged_attention on the CPU with query chunks longer than its 64-row GEMM blocks (cpu_attention.cc):
 // a chunked-prefill chunk over a cached prefix and a fresh prompt, both spanning several blocks, plus a
 // decode row, over scattered KV blocks; checked against a naive double-precision causal softmax, with
-// full attention and with sliding windows (1 key, a window inside a GEMM block, one past several blocks).
+// full attention and with sliding windows (1 key, a window inside a GEMM block, one past several blocks),
+// with and without attention sinks (GPT-OSS: one more softmax logit per head, without a value).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +25,10 @@ TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausalAndSlidingWindows) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   // D 12: the decode row's dot products have a tail past their 8 partial sums.
   for (auto [cache_t, D] : {std::pair{DType::kF32, 16}, std::pair{DType::kBF16, 16}, std::pair{DType::kBF16, 12}})
-  for (int window : {0, 1, 37, 100}) {
-    SCOPED_TRACE(std::string(dtype_name(cache_t)) + " D " + std::to_string(D) + " window " + std::to_string(window));
+  for (int window : {0, 1, 37, 100})
+  for (bool with_sinks : {false, true}) {
+    SCOPED_TRACE(std::string(dtype_name(cache_t)) + " D " + std::to_string(D) + " window " + std::to_string(window) +
+                 (with_sinks ? " sinks" : ""));
     const int H = 6, Hkv = 2, bs = 16, mb = 16;
     const std::vector<int32_t> q_lens{150, 1, 130}, seq_lens{220, 97, 130};
     const int S = 3, num_blocks = S * mb;
@@ -64,6 +67,9 @@ TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausalAndSlidingWindows) {
     p.head_dim = D;
     p.scale = 0.25f;
     p.window = window;
+    std::vector<float> sinks(H);
+    for (auto& v : sinks) v = 2.0f * nd(rng) + 1.0f;  // some above the scores' max, so they matter
+    if (with_sinks) p.sinks = Tensor(sinks.data(), DType::kF32, {H});
     p.max_query_len = 150;
     p.max_seq_len = 220;
     be->paged_attention(p);
@@ -87,7 +93,8 @@ TEST(CpuAttentionBlocks, LongChunksMatchNaiveCausalAndSlidingWindows) {
             sc[i] = dot * 0.25;
             mx = std::max(mx, sc[i]);
           }
-          double z = 0;
+          if (with_sinks) mx = std::max(mx, double(sinks[h]));
+          double z = with_sinks ? std::exp(sinks[h] - mx) : 0.0;
           for (int i = lo; i <= qpos; ++i) z += (sc[i] = std::exp(sc[i] - mx));
           for (int d = 0; d < D; ++d) {
             double o = 0;

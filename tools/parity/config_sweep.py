@@ -264,13 +264,25 @@ def case_gemma2(rng):
     return "Gemma2Config", kw
 
 
+def case_gpt_oss(rng):
+    kw = common(rng) | attn_shape(rng, head_dims=(32, 64))
+    n = kw["num_hidden_layers"]
+    kw |= dict(layer_types=[pick(rng, ["sliding_attention", "full_attention"]) for _ in range(n)],
+               sliding_window=pick(rng, [8, 32]), num_local_experts=pick(rng, [4, 8]),
+               num_experts_per_tok=pick(rng, [1, 2, 4]), intermediate_size=pick(rng, [32, 64]),
+               rope=pick(rng, [None, dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                          original_max_position_embeddings=64)]))
+    kw["num_experts_per_tok"] = min(kw["num_experts_per_tok"], kw["num_local_experts"])
+    return "GptOssConfig", kw
+
+
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
-    "glm4": case_glm4, "glm": lambda r: case_glm4(r, v4=False),
+    "glm4": case_glm4, "glm": lambda r: case_glm4(r, v4=False), "gpt_oss": case_gpt_oss,
 }
 
 

@@ -60,6 +60,19 @@ PRESETS = {
                          "long_factor": [1.0 + 1.5 * i for i in range(48)]},
         "bos_token_id": 1, "eos_token_id": 32000, "tokenizer_dir": "models/llama2",
     },
+    # gpt-oss-20b's layer at a small size: 4 layers (sliding, full, ...; window 32), 8 query heads on 2 KV
+    # heads of 64 dims with sinks, 8 experts top-2 with biases and the clamped SwiGLU, YaRN x32, the real
+    # o200k_harmony vocabulary and tokenizer.
+    "gpt-oss-small": {
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088,
+        "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 64, "num_local_experts": 8, "num_experts_per_tok": 2,
+        "sliding_window": 32, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "attention_bias": True,
+        "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                            "truncate": False, "original_max_position_embeddings": 4096, "rope_theta": 150000.0},
+        "tie_word_embeddings": False, "eos_token_id": [200002, 199999, 200012], "pad_token_id": 199999,
+        "tokenizer_dir": "models/gptoss",
+    },
     "gemma2-small": {
         "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 256000,
         "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -180,7 +193,8 @@ def _attention_kwargs(model_dir):
             cfg = json.load(f)
     except OSError:
         return {}
-    return {"attn_implementation": "eager"} if cfg.get("attn_logit_softcapping") else {}
+    eager = cfg.get("attn_logit_softcapping") or cfg.get("model_type") == "gpt_oss"  # GPT-OSS: sinks, eager only
+    return {"attn_implementation": "eager"} if eager else {}
 
 
 def build_random_model(args, dtype_name, out_dir):

@@ -233,6 +233,13 @@ CASES = [
     ("gemma2", "Gemma2Config", dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=24,
                                     sliding_window=8, hidden_activation="gelu_pytorch_tanh",
                                     attn_logit_softcapping=1.5, final_logit_softcapping=2.0), torch.float32, None),
+    # GPT-OSS: attention sinks, every other layer sliding (window 8), YaRN without truncation, 8 experts
+    # top-2 with biases and the clamped SwiGLU (gate_up weights scaled up at build so the clamps bite).
+    ("gpt_oss", "GptOssConfig", dict(tie_word_embeddings=False, num_hidden_layers=4, head_dim=16, intermediate_size=64,
+                                     num_local_experts=8, num_experts_per_tok=2, sliding_window=8,
+                                     rope=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0,
+                                               truncate=False, original_max_position_embeddings=128)),
+     torch.float32, None),
     # Gemma 3 as released from 4B up (Gemma3ForConditionalGeneration: text_config nested, a tiny SigLIP).
     ("gemma3_vl", "Gemma3Config", dict(GEMMA3, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
                                        tie_word_embeddings=True), torch.float32, None),
@@ -245,8 +252,12 @@ def randomise_norms_and_biases(model, gen):
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
-            elif name.endswith(".bias"):
+            elif name.endswith(".bias") or name.endswith("proj_bias"):  # GPT-OSS experts: gate_up_proj_bias
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(".sinks"):  # GPT-OSS: sinks comparable to the scores
+                p.copy_(torch.randn(p.shape, generator=gen))
+            elif name.endswith("experts.gate_up_proj"):  # GPT-OSS: gate / up values past swiglu_limit (7)
+                p.mul_(6.0)
         for name, b in model.named_buffers():  # DeepSeek-V3's router bias is a buffer, zero at init
             if name.endswith("e_score_correction_bias"):
                 b.copy_(0.1 * torch.randn(b.shape, generator=gen))
@@ -312,7 +323,9 @@ def build(name, cfg_cls, kw, save_dtype, shard, out_dir, seed):
     model = model.float().eval()
     ref = reference(model, torch.Generator().manual_seed(seed + 2000))
     inner = getattr(model.model, "language_model", model.model)  # multimodal wrappers
-    rot = getattr(inner, "rotary_emb", None) or inner.pos_emb  # LFM2 names it pos_emb in some versions
+    rot = getattr(inner, "rotary_emb", None) or getattr(inner, "pos_emb", None)  # LFM2: pos_emb in some versions
+    if rot is None:  # per-layer rotary embeddings (some GPT-OSS versions)
+        rot = inner.layers[0].self_attn.rotary_emb
     # Gemma 3 keeps one table per layer type (full_attention_inv_freq, sliding_attention_inv_freq).
     inv = getattr(rot, "inv_freq", None)
     ref["inv_freq"] = rounded((inv if inv is not None else rot.full_attention_inv_freq).float())

@@ -26,6 +26,8 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
   require_i32(p.block_tables, "paged_attention block_tables");
   const int H = p.num_heads, Hkv = p.num_kv_heads, D = p.head_dim, bs = p.block_size, S = p.num_seqs;
   if (H <= 0 || Hkv <= 0 || D <= 0 || H % Hkv != 0 || bs <= 0) throw Error("cpu paged_attention: bad head counts");
+  if (!p.sinks.empty() && (p.sinks.dtype != DType::kF32 || p.sinks.numel() != H))
+    throw Error("cpu paged_attention: sinks must be F32 [num_heads]");
   const int32_t* qs = p.query_start.ptr<int32_t>();
   const int32_t* lens = p.seq_lens.ptr<int32_t>();
   const int32_t* tables = p.block_tables.ptr<int32_t>();
@@ -108,7 +110,7 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
               const int lo = window_start(last, p.window) - kbeg;
               std::fill(sc, sc + lo, 0.0f);
               softcap_scores(sc + lo, last + 1 - kbeg - lo, p.softcap);
-              rowsum[r] = softmax_numerators(sc + lo, last + 1 - kbeg - lo);
+              rowsum[r] = softmax_numerators(sc + lo, last + 1 - kbeg - lo, sink_of(p, h));
               std::fill(sc + (last + 1 - kbeg), sc + nk, 0.0f);
             }
           });

@@ -139,7 +139,7 @@ class DecodeRows {
       float* sh = sc_.data() + static_cast<int64_t>(h) * len;
       std::fill(sh + b0 * bs, sh + lo, 0.0f);
       softcap_scores(sh + lo, len - lo, p_.softcap);
-      inv_[h] = 1.0f / softmax_numerators(sh + lo, len - lo);
+      inv_[h] = 1.0f / softmax_numerators(sh + lo, len - lo, sink_of(p_, it.kvh * group + it.h0 + h));
     }
     std::fill(out, out + static_cast<int64_t>(it.nh) * D, 0.0f);
     for (int b = b0; b < nb; ++b) {

@@ -1,6 +1,7 @@
 // Sparse MoE MLP on the CPU (semantics in op_params.h MoeParams): the router as one GEMM over all
 // tokens, routing per token, then expert by expert over the tokens that chose it (gather, gate_up
-// GEMM, SiLU-mul, down GEMM, weighted scatter-add), so each expert's weights are read once a step.
+// GEMM, SiLU-mul or GPT-OSS's clamped SwiGLU, down GEMM, weighted scatter-add), so each expert's
+// weights are read once a step.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -20,13 +21,31 @@ Tensor expert_view(const Tensor& w, int64_t e) {
   return Tensor(static_cast<char*>(w.data) + e * bytes, w.dtype, {rows, cols});
 }
 
-// out = x @ w^T (no bias, no fusions).
-void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& out) {
+// Row e of a stacked [E, n] bias as an [n] view (empty stays empty).
+Tensor expert_bias(const Tensor& b, int64_t e) {
+  if (b.empty()) return b;
+  const int64_t n = b.dim(1);
+  return Tensor(static_cast<char*>(b.data) + e * n * dtype_size(b.dtype), b.dtype, {n});
+}
+
+// out = x @ w^T + bias (bias optional; no fusions).
+void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& out, const Tensor& bias = Tensor()) {
   LinearParams lp;
   lp.x = x;
   lp.w = w;
+  lp.bias = bias;
   lp.out = out;
   linear(pool, lp);
+}
+
+// GPT-OSS's clamped SwiGLU (MoeParams::swiglu_limit): gu [n, 2I] = [gate | up] -> act [n, I].
+void clamped_swiglu(const float* gu, int64_t n, int64_t inter, float alpha, float limit, float* act) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < inter; ++i) {
+      const float g = std::min(gu[r * 2 * inter + i], limit);
+      const float u = std::clamp(gu[r * 2 * inter + inter + i], -limit, limit);
+      act[r * inter + i] = (u + 1.0f) * (g / (1.0f + std::exp(-alpha * g)));
+    }
 }
 
 }  // namespace
@@ -121,6 +140,10 @@ void moe(ThreadPool& pool, const MoeParams& p) {
       p.gate_up_w.dim(2) != hidden || p.down_w.dim(0) != E || p.down_w.dim(1) != hidden || p.out.numel() != T * hidden)
     throw Error("cpu backend: moe shapes do not agree");
   validate_moe_routing(p, E, "cpu backend");
+  if ((!p.router_b.empty() && p.router_b.numel() != E) ||
+      (!p.gate_up_b.empty() && (p.gate_up_b.ndim() != 2 || p.gate_up_b.dim(0) != E || p.gate_up_b.dim(1) != 2 * inter)) ||
+      (!p.down_b.empty() && (p.down_b.ndim() != 2 || p.down_b.dim(0) != E || p.down_b.dim(1) != hidden)))
+    throw Error("cpu backend: moe biases must be router_b [E], gate_up_b [E, 2I], down_b [E, hidden]");
   if (p.out.data == p.x.data) throw Error("cpu backend: moe out must not alias x");
   float* out = p.out.ptr<float>();
   std::fill(out, out + T * hidden, 0.0f);
@@ -129,7 +152,7 @@ void moe(ThreadPool& pool, const MoeParams& p) {
   // Router: logits [T, E], then scores and the top-k per token.
   std::vector<float> logits(static_cast<size_t>(T * E));
   Tensor lt(logits.data(), DType::kF32, {T, E});
-  matmul(pool, p.x, p.router_w, lt);
+  matmul(pool, p.x, p.router_w, lt, p.router_b);
   const int k = p.top_k;
   std::vector<int32_t> chosen(static_cast<size_t>(T * k));
   std::vector<float> weight(static_cast<size_t>(T * k));
@@ -154,9 +177,13 @@ void moe(ThreadPool& pool, const MoeParams& p) {
     y.resize(static_cast<size_t>(n * hidden));
     Tensor xt(xs.data(), DType::kF32, {n, hidden}), gt(gu.data(), DType::kF32, {n, 2 * inter});
     Tensor at(act.data(), DType::kF32, {n, inter}), yt(y.data(), DType::kF32, {n, hidden});
-    matmul(pool, xt, expert_view(p.gate_up_w, e), gt);
-    silu_and_mul(pool, SiluAndMulParams{gt, at});
-    matmul(pool, at, expert_view(p.down_w, e), yt);
+    matmul(pool, xt, expert_view(p.gate_up_w, e), gt, expert_bias(p.gate_up_b, e));
+    if (p.swiglu_limit > 0.0f) {
+      clamped_swiglu(gu.data(), n, inter, p.swiglu_alpha, p.swiglu_limit, act.data());
+    } else {
+      silu_and_mul(pool, SiluAndMulParams{gt, at});
+    }
+    matmul(pool, at, expert_view(p.down_w, e), yt, expert_bias(p.down_b, e));
     for (int64_t r = 0; r < n; ++r)
       for (int64_t c = 0; c < hidden; ++c) out[toks[r] * hidden + c] += wts[r] * y[r * hidden + c];
   }

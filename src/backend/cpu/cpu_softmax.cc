@@ -37,8 +37,8 @@ inline F4 exp_nonpositive(F4 x) {
 
 }  // namespace
 
-float softmax_numerators(float* sc, int n) {
-  float mx = -std::numeric_limits<float>::infinity();
+float softmax_numerators(float* sc, int n, float sink) {
+  float mx = sink;
   for (int i = 0; i < n; ++i) mx = std::max(mx, sc[i]);
   F4 acc{0, 0, 0, 0};
   int i = 0;
@@ -56,6 +56,7 @@ float softmax_numerators(float* sc, int n) {
     v = exp_nonpositive(v - mx);
     for (int j = 0; i + j < n; ++j) sum += (sc[i + j] = v[j]);
   }
+  if (sink > -std::numeric_limits<float>::infinity()) sum += std::exp(sink - mx);
   return sum;
 }
 

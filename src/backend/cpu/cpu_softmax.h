@@ -11,7 +11,9 @@ inline void softcap_scores(float* sc, int n, float cap) {
   for (int i = 0; i < n; ++i) sc[i] = cap * std::tanh(sc[i] / cap);
 }
 
-// sc[0, n) <- e^(sc - max(sc)) (vectorised exp, ~1e-7 relative error); returns their sum.
-float softmax_numerators(float* sc, int n);
+// sc[0, n) <- e^(sc - m) (vectorised exp, ~1e-7 relative error), m = max(max(sc), sink); returns their
+// sum plus e^(sink - m): an attention sink (GPT-OSS, AttentionParams::sinks) is one more logit without a
+// value. sink -inf: none (m = max(sc)).
+float softmax_numerators(float* sc, int n, float sink = -INFINITY);
 
 }  // namespace vireo::cpu

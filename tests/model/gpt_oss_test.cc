@@ -1,0 +1,167 @@
+// GPT-OSS: GptOssConfig's defaults, the built-in 20B shape, MXFP4 dequantization, and MXFP4 experts
+// loading like their dense form (the gpt_oss fixture's experts quantized, and the same values written
+// dense in the [E, in, out] layout: bitwise the same logits).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "model/default_model.h"
+#include "model/model_config.h"
+#include "model/mxfp4.h"
+#include "model_test_util.h"
+#include "safetensors_util.h"
+
+namespace vireo {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(GptOssConfig, AbsentFieldsTakeTheConfigClassDefaults) {
+  ModelConfig c = ModelConfig::from_json({{"architectures", {"GptOssForCausalLM"}}, {"model_type", "gpt_oss"}}, "t");
+  EXPECT_EQ(c.num_hidden_layers, 36);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.num_experts_per_tok, 4);
+  EXPECT_EQ(c.moe_intermediate_size, 2880);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.attention_sinks);
+  EXPECT_FLOAT_EQ(c.swiglu_alpha, 1.702f);
+  EXPECT_FLOAT_EQ(c.swiglu_limit, 7.0f);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.layer_window(0), 128);  // even layers slide
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_FLOAT_EQ(c.rope_scaling.factor, 32.0f);
+  EXPECT_FALSE(c.rope_scaling.truncate);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_FLOAT_EQ(c.rope_theta, 150000.0f);
+  for (int l = 0; l < c.num_hidden_layers; ++l) EXPECT_TRUE(c.moe_layer(l)) << l;
+}
+
+TEST(GptOssConfig, GivenFieldsWin) {
+  ModelConfig c = ModelConfig::from_json({{"architectures", {"GptOssForCausalLM"}},
+                                          {"num_hidden_layers", 3},
+                                          {"layer_types", {"full_attention", "sliding_attention", "full_attention"}},
+                                          {"sliding_window", 16},
+                                          {"swiglu_limit", 3.5},
+                                          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5000.0}}}},
+                                         "t");
+  EXPECT_EQ(c.layer_window(0), 0);
+  EXPECT_EQ(c.layer_window(1), 16);
+  EXPECT_FLOAT_EQ(c.swiglu_limit, 3.5f);
+  EXPECT_EQ(c.rope_scaling.type, "default");
+  EXPECT_FLOAT_EQ(c.rope_theta, 5000.0f);
+}
+
+TEST(GptOssConfig, BuiltinTwentyBIsTheHubShape) {
+  ModelConfig c = builtin_model_config("gpt-oss-20b");
+  EXPECT_EQ(c.architecture, "GptOssForCausalLM");
+  EXPECT_EQ(c.num_hidden_layers, 24);
+  EXPECT_EQ(c.num_experts, 32);
+  EXPECT_EQ(c.vocab_size, 201088);
+  EXPECT_EQ(c.layer_window(0), 128);
+  EXPECT_EQ(c.layer_window(23), 0);
+}
+
+TEST(Mxfp4, DequantizesNibblesWithTheBlockScale) {
+  uint8_t blocks[16] = {}, scales[1] = {128};  // 2^1
+  blocks[0] = 0x21;                            // element 0: 1 -> 0.5, element 1: 2 -> 1.0
+  blocks[1] = 0xF7;                            // element 2: 7 -> 6.0, element 3: 15 -> -6.0
+  blocks[15] = 0x9A;                           // element 30: 10 -> -1.0, element 31: 9 -> -0.5
+  float out[32];
+  mxfp4_dequantize(blocks, scales, 1, 1, out);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(out[2], 12.0f);
+  EXPECT_EQ(out[3], -12.0f);
+  EXPECT_EQ(out[4], 0.0f);
+  EXPECT_EQ(out[30], -2.0f);
+  EXPECT_EQ(out[31], -1.0f);
+}
+
+// One [rows, cols] matrix quantized per 32 columns: blocks, scales, and the values they decode to.
+struct Quantized {
+  std::string blocks, scales;
+  std::vector<float> values;
+};
+Quantized quantize(const std::vector<float>& m, int64_t rows, int64_t cols) {
+  static constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  Quantized q;
+  q.values.resize(m.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < cols / 32; ++g) {
+      float mx = 0;
+      for (int i = 0; i < 32; ++i) mx = std::max(mx, std::fabs(m[r * cols + g * 32 + i]));
+      const int e = mx > 0 ? static_cast<int>(std::ceil(std::log2(mx / 6.0f))) : 0;
+      q.scales.push_back(static_cast<char>(e + 127));
+      uint8_t nib[32];
+      for (int i = 0; i < 32; ++i) {
+        const float v = m[r * cols + g * 32 + i] / std::ldexp(1.0f, e);
+        int best = 0;
+        for (int j = 1; j < 8; ++j)
+          if (std::fabs(std::fabs(v) - kE2M1[j]) < std::fabs(std::fabs(v) - kE2M1[best])) best = j;
+        nib[i] = static_cast<uint8_t>(best | (v < 0 ? 8 : 0));
+        q.values[r * cols + g * 32 + i] = std::ldexp((v < 0 ? -1.0f : 1.0f) * kE2M1[best], e);
+      }
+      for (int j = 0; j < 16; ++j) q.blocks.push_back(static_cast<char>(nib[2 * j] | (nib[2 * j + 1] << 4)));
+    }
+  return q;
+}
+
+std::vector<float> floats(const testing::RawTensor& t) {
+  std::vector<float> v(t.bytes.size() / 4);
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+TEST(GptOssCheckpoint, Mxfp4ExpertsLoadLikeTheirDenseForm) {
+  const fs::path fixture = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/gpt_oss";
+  if (!fs::exists(fixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
+  auto t = testing::read_safetensors(fixture / "model.safetensors");
+  std::map<std::string, testing::RawTensor> packed = t, dense = t;
+  int converted = 0;
+  for (auto& [name, x] : t) {
+    const bool gate_up = name.size() > 12 && name.compare(name.size() - 12, 12, "gate_up_proj") == 0;
+    const bool down = name.size() > 9 && name.compare(name.size() - 9, 9, "down_proj") == 0;
+    if (!gate_up && !down) continue;
+    ASSERT_EQ(x.dtype, "F32");
+    const int64_t E = x.shape[0], in = x.shape[1], out = x.shape[2];  // [E, in, out]
+    ASSERT_EQ(in % 32, 0) << name;
+    std::vector<float> w = floats(x), outmajor(w.size()), back(w.size());
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) outmajor[(e * out + o) * in + i] = w[(e * in + i) * out + o];
+    Quantized q = quantize(outmajor, E * out, in);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o) back[(e * in + i) * out + o] = q.values[(e * out + o) * in + i];
+    dense[name].bytes.assign(reinterpret_cast<const char*>(back.data()), back.size() * 4);
+    packed.erase(name);
+    packed[name + "_blocks"] = {"U8", {E, out, in / 32, 16}, q.blocks};
+    packed[name + "_scales"] = {"U8", {E, out, in / 32}, q.scales};
+    ++converted;
+  }
+  ASSERT_GT(converted, 0);
+  const fs::path root = fs::path(::testing::TempDir()) / ("vireo_gpt_oss_" + std::to_string(::getpid()));
+  std::vector<float> logits[2];
+  for (int k = 0; k < 2; ++k) {
+    const fs::path dir = root / (k ? "mxfp4" : "dense");
+    fs::create_directories(dir);
+    fs::copy_file(fixture / "config.json", dir / "config.json");
+    testing::write_safetensors(dir / "model.safetensors", k ? packed : dense);
+    logits[k] = testing::prompt_logits(dir.string());
+  }
+  fs::remove_all(root);
+  EXPECT_EQ(logits[0], logits[1]);
+  EXPECT_NE(logits[0], testing::prompt_logits(fixture.string()));  // the quantization changed something
+}
+
+}  // namespace
+}  // namespace vireo
