@@ -2,7 +2,8 @@
 // 128 (tensor-core path) and 96 / F32 (simple path), prefill, chunked prefill over a cached prefix,
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
 // 96 / 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
-// sliding windows (the wide kernel, and the simple kernel under VIREO_WINDOW_WIDE=0).
+// sliding windows (the wide kernel, and the simple kernel under VIREO_WINDOW_WIDE=0); attention sinks
+// (GPT-OSS: the wide kernel, the simple kernel, batch-invariant mode).
 #include <cstdlib>
 #include <tuple>
 
@@ -33,10 +34,19 @@ struct AttnCase {
   bool list_prefill = false;  // give AttentionParams::prefill_seqs (the sequences with q_len > 1)
   int window = 0;             // AttentionParams::window (sliding-window layers)
   float softcap = 0.f;        // AttentionParams::softcap (Gemma 2)
+  bool sinks = false;         // AttentionParams::sinks (GPT-OSS): random [H], a few above every score
 };
 
 class AttentionTest : public CudaOpsTest {
  protected:
+  // The backend in batch-invariant mode (its paged_attention routes on its own).
+  void use_invariant(DType act) {
+    use_dtype(act);  // frees what the previous backend owned
+    const char* name = act == DType::kBF16 ? "bfloat16" : act == DType::kF16 ? "float16" : "float32";
+    gpu_ = create_backend("cuda", name, /*batch_invariant=*/true);
+    ASSERT_TRUE(gpu_->batch_invariant());
+  }
+
   // Graph capture of launch_paged_attention with the hint in p (as the decode graphs do), replayed 3
   // times with the output poisoned before each replay: the split counters must be left at zero.
   void attend_graph(const AttentionParams& p, int mode, const cuda::AttentionTuning& tuning) {
@@ -109,7 +119,8 @@ class AttentionTest : public CudaOpsTest {
                        " D " + std::to_string(c.d) + " bs " + std::to_string(c.block_size) + " hint " +
                        std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " cluster " +
                        std::to_string(c.decode_cluster) + " wide " + std::to_string(c.wide) + " window " +
-                       std::to_string(c.window) + " softcap " + std::to_string(c.softcap) + " seqs";
+                       std::to_string(c.window) + " softcap " + std::to_string(c.softcap) + " sinks " +
+                       std::to_string(c.sinks) + " invariant " + std::to_string(gpu_->batch_invariant()) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -155,6 +166,14 @@ class AttentionTest : public CudaOpsTest {
     g.scale = 1.f / std::sqrt(float(c.d));
     g.window = c.window;
     g.softcap = c.softcap;
+    // Sinks in the scores' range (scaled scores here are ~N(0, 0.75)), and every fifth head's well above
+    // any score (the sink takes most of the weight: rows sum to far less than 1).
+    std::vector<float> sinks;
+    if (c.sinks) {
+      sinks = rand_vec(c.h, -1.f, 3.f, DType::kF32);
+      for (int h = 2; h < c.h; h += 5) sinks[h] = rand_vec(1, 5.f, 9.f, DType::kF32)[0];
+      g.sinks = gpu_from(sinks, {c.h}, DType::kF32);
+    }
     g.max_query_len = c.hints ? max_q : 0;
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
     if (c.list_prefill) {
@@ -180,6 +199,7 @@ class AttentionTest : public CudaOpsTest {
     r.query_start = cpu_i32(qs, {S + 1});
     r.seq_lens = cpu_i32(lens, {S});
     r.block_tables = cpu_i32(tables, {S, max_blocks});
+    r.sinks = c.sinks ? cpu_f32(sinks, {c.h}) : Tensor();
     cpu_->paged_attention(r);
     expect_close(to_host(g.out), to_host(r.out), tol_for(act), "attention out");
     // A second run on the same inputs must agree bit for bit (no races, no stale workspace).
@@ -466,6 +486,71 @@ TEST_F(AttentionTest, SoftCap) {
   plain.softcap = 0.5f;
   run(plain, DType::kBF16);
   unsetenv("VIREO_WINDOW_WIDE");
+}
+
+// Attention sinks (GPT-OSS: 64 query heads on 8 KV heads at head dim 64, every other layer a 128-token
+// window; also 16 / 2 at head dim 128). The wide kernel (bf16 / f16): decode rows beside a 3000-key
+// context plan key splits, so the sink joins the split merge; prompts and chunks over cached prefixes
+// run one split, the sink in the block's own combine. The plain kernel: f32, bf16 under
+// VIREO_WINDOW_WIDE=0, and batch-invariant mode (every dtype). With and without a window; captured graphs.
+TEST_F(AttentionTest, Sinks) {
+  const std::vector<Seq> decode{{1, 3000}, {1, 1000}, {1, 17}, {1, 1}, {2, 333}};
+  const std::vector<Seq> mix{{1, 3000}, {77, 77}, {40, 1000}, {1, 1}, {129, 300}, {3, 18}, {150, 3000}};
+  const std::vector<std::tuple<int, int, int>> shapes{{64, 8, 64}, {16, 2, 128}};
+  for (DType act : {DType::kBF16, DType::kF32}) {
+    use_dtype(act);
+    for (int window : {0, 128})
+      for (auto [h, hkv, d] : shapes) {
+        AttnCase c{decode, h, hkv, d};
+        c.sinks = true;
+        c.window = window;
+        if (act != DType::kF32) c.min_wide_splits = 2;  // (f32 takes the plain kernel)
+        run(c, act);
+        c.seqs = mix;
+        c.min_wide_splits = 0;
+        run(c, act);
+      }
+  }
+  use_dtype(DType::kF16);
+  for (int window : {0, 128}) {
+    AttnCase c{decode, 64, 8, 64};
+    c.sinks = true;
+    c.window = window;
+    c.min_wide_splits = 2;
+    run(c, DType::kF16);
+  }
+  use_dtype(DType::kBF16);
+  for (int mode : {1, 2}) {
+    AttnCase graph{{{1, 3000}, {1, 40}}, 64, 8, 64};
+    graph.sinks = true;
+    graph.graph = mode;
+    graph.min_wide_splits = 2;
+    run(graph, DType::kBF16);
+    graph.window = 128;
+    run(graph, DType::kBF16);
+  }
+  {
+    struct EnvOff {
+      EnvOff() { setenv("VIREO_WINDOW_WIDE", "0", 1); }
+      ~EnvOff() { unsetenv("VIREO_WINDOW_WIDE"); }
+    } off;
+    for (int window : {0, 128}) {
+      AttnCase c{mix, 64, 8, 64};
+      c.sinks = true;
+      c.window = window;
+      run(c, DType::kBF16);
+    }
+  }
+  for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
+    use_invariant(act);
+    for (int window : {0, 128})
+      for (auto [h, hkv, d] : shapes) {
+        AttnCase c{mix, h, hkv, d};
+        c.sinks = true;
+        c.window = window;
+        run(c, act);
+      }
+  }
 }
 
 // Head dim 96 (Phi-3-mini / Phi-3.5-mini: 3072 / 32) on the CUDA-core flash-decoding kernel, 3 elements a

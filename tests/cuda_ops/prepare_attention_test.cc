@@ -8,7 +8,8 @@
 //     in between, as the GPU stores them): within the dtype's tolerance.
 // Decode shapes: batch 1 at contexts 1..32k (new key in a prefetched tile and in a tile gathered inside
 // the pipeline loop), several new tokens per sequence (speculative-decode rows), GQA 1/2/4/8, head dims
-// 64 and 128, NeoX / GPT-J / partial RoPE, every per-head norm mode, scattered blocks, f16.
+// 64 and 128, NeoX / GPT-J / partial RoPE, every per-head norm mode, scattered blocks, f16. Attention
+// sinks (GPT-OSS) are never fused: both ways are then the two ops, the attention on a sink-aware kernel.
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -27,6 +28,7 @@ struct PrepCase {
   int h = 16, hkv = 8, d = 128, rotary = 128;
   bool neox = true;
   QkNorm norm = QkNorm::kPerHeadBeforeRope;
+  bool sinks = false;  // AttentionParams::sinks: random [H] F32
 };
 
 class PrepareAttentionTest : public CudaOpsTest {
@@ -44,7 +46,8 @@ class PrepareAttentionTest : public CudaOpsTest {
     use_dtype(act);
     std::string desc = std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                        " D " + std::to_string(c.d) + " rd " + std::to_string(c.rotary) + " norm " +
-                       std::to_string(int(c.norm)) + " cluster " + std::to_string(decode_cluster_) + " seqs";
+                       std::to_string(int(c.norm)) + " cluster " + std::to_string(decode_cluster_) + " sinks " +
+                       std::to_string(c.sinks) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = 16, width = (c.h + 2 * c.hkv) * c.d;
@@ -90,6 +93,12 @@ class PrepareAttentionTest : public CudaOpsTest {
     const int64_t cache_n = int64_t(num_blocks) * bs * c.hkv * c.d;
     auto kc = rand_vec(cache_n, -1.5f, 1.5f, act), vc = rand_vec(cache_n, -1, 1, act);
     std::vector<int64_t> cache_shape{num_blocks, bs, c.hkv, c.d};
+    // Sinks in the scores' range, every fifth head's above any score (it takes most of the weight).
+    std::vector<float> sinks;
+    if (c.sinks) {
+      sinks = rand_vec(c.h, -1.f, 3.f, DType::kF32);
+      for (int h = 2; h < c.h; h += 5) sinks[h] = rand_vec(1, 5.f, 9.f, DType::kF32)[0];
+    }
 
     // GPU params; `fused` selects the op, each run on fresh caches.
     auto gpu_run = [&](bool fused, std::vector<float>* out, std::vector<float>* k_after, std::vector<float>* v_after) {
@@ -130,6 +139,7 @@ class PrepareAttentionTest : public CudaOpsTest {
       ap.scale = 1.f / std::sqrt(float(c.d));
       ap.max_query_len = max_q;
       ap.max_seq_len = max_kv;
+      if (c.sinks) ap.sinks = gpu_from(sinks, {c.h}, DType::kF32);
       // fused: the fused kernel whatever VIREO_FUSED_ATTENTION says; else the two ops in turn (same
       // attention kernel choice).
       cuda::DeviceInfo dev;
@@ -196,6 +206,7 @@ class PrepareAttentionTest : public CudaOpsTest {
     ra.num_kv_heads = c.hkv;
     ra.head_dim = c.d;
     ra.scale = 1.f / std::sqrt(float(c.d));
+    if (c.sinks) ra.sinks = cpu_f32(sinks, {c.h});
     cpu_->paged_attention(ra);
     expect_close(fk, to_host(ra.k_cache), tol_for(act), "k cache vs CPU");
     expect_close(fv, to_host(ra.v_cache), tol_for(act), "v cache vs CPU");
@@ -259,6 +270,30 @@ TEST_F(PrepareAttentionTest, Float16) {
 TEST_F(PrepareAttentionTest, FallsBackOutsideDecodeShape) {
   PrepCase p{{{40, 100}, {1, 50}}};
   run(p, DType::kBF16);
+}
+
+// Attention sinks (GPT-OSS: 64 query heads on 8 KV heads, head dim 64, no q/k norm; and 16 / 8 at 128):
+// the fused and cluster kernels have none, so with the fusion and cluster size 16 asked for, the call
+// must still run qkv_prepare and then the routed paged_attention (the wide kernel: key splits at batch 1
+// over 3000 keys), bitwise equal to the two ops and close to the CPU. Decode rows, several new tokens,
+// a prefill row; bf16 and f16.
+TEST_F(PrepareAttentionTest, SinksRunTheTwoOps) {
+  PrepCase a{{{1, 3000}}};
+  a.h = 64;
+  a.hkv = 8;
+  a.d = 64;
+  a.rotary = 64;
+  a.norm = QkNorm::kNone;
+  a.sinks = true;
+  run(a, DType::kBF16);
+  a.seqs = {{1, 300}, {2, 17}, {1, 1}, {1, 1025}};
+  run(a, DType::kBF16);
+  a.seqs = {{40, 100}, {1, 50}};
+  run(a, DType::kBF16);
+  PrepCase b{{{1, 1500}, {3, 70}}};
+  b.sinks = true;
+  run(b, DType::kBF16);
+  run(b, DType::kF16);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // (bf16/f16, head_dim 96 or a multiple of 64 up to 256: in practice Qwen3.5 / Qwen3-Next's 256, DeepSeek
 // MLA's 192 after mla_pack, Phi-3-mini's 96). Decode and prefill rows alike (every row is independent, causal via its
 // position), so the same kernel serves chunked prefill of these models, and sliding windows (a row's
-// keys start at its window) and soft-capped scores (Gemma 2) route those layers here (attention_mma.cu).
+// keys start at its window), soft-capped scores (Gemma 2) and attention sinks (GPT-OSS) route those layers
+// here (attention_mma.cu).
 //
 // One block per (token row, KV head, chunk of GC query heads of that KV head's group) and key split:
 //   - grid.x = T * Hkv * (G / GC), grid.y = key splits (chosen on the host so that the grid has >= 2
@@ -16,7 +17,10 @@
 //     softmax per head (exp2) rescales the fp32 V accumulator;
 //   - the warps combine through shared memory; one split: the normalised output is written directly,
 //     else (unnormalised o, m, l) partials go to the workspace and attention_decode_wide_merge_kernel
-//     (one block per (row, head)) writes the output.
+//     (one block per (row, head)) writes the output. An attention sink (a logit without a value) joins
+//     wherever a row is normalised, i.e. in that final combine alone: the partials stay plain softmax
+//     partials over their keys, and the denominator gains 2^(sink - M), M over the partial maxima and
+//     the sink.
 // Each K/V row is read once per block, i.e. once per GC query heads: GC = the largest of 8/4/2/1 that
 // divides the GQA group (the q and accumulator registers bound it).
 #include <algorithm>
@@ -24,6 +28,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/attention_sinks.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -52,6 +57,7 @@ struct WideArgs {
   int window;    // AttentionParams::window: a row at key count n sees keys [max(0, n - window), n); 0: all
   float qscale;  // softmax scale * log2(e), folded into q
   float softcap_l2;  // AttentionParams::softcap * log2(e) (0: none): a score s becomes c tanh(s / c) in log2 units
+  const float* sinks;  // AttentionParams::sinks [H] F32 in natural units (times log2(e) where used), or nullptr
 };
 
 // PER consecutive elements of T (one lane's slice of a row) as raw 32-bit words, loaded in the
@@ -278,7 +284,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_wide_kernel(Wide
     float mm = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, s_m[w][g]);
-    const float mu = mm == -INFINITY ? 0.f : mm;
+    // One split: this is the row's final normalisation, so the sink (log2 units, like the scores)
+    // joins the max and the sum. Split partials leave it to the merge kernel.
+    const bool sink_here = a.splits == 1 && a.sinks != nullptr;
+    const float sk = sink_here ? a.sinks[h0 + g] * kLog2e : -INFINITY;
+    const float mt = sink_here ? fmaxf(mm, sk) : mm;
+    const float mu = mt == -INFINITY ? 0.f : mt;
     float ll = 0.f, oo = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
@@ -286,6 +297,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_wide_kernel(Wide
       ll += s_l[w][g] * f;
       oo += s_acc[w][g][d] * f;
     }
+    if (sink_here) ll += exp2f(sk - mu);
     const int64_t th = t * a.num_heads + h0 + g;
     if (a.splits == 1) {
       static_cast<T*>(a.out)[th * D + d] = from_f<T>(ll > 0.f ? oo / ll : 0.f);
@@ -296,18 +308,21 @@ __global__ void __launch_bounds__(kWarps * 32) attention_decode_wide_kernel(Wide
   }
 }
 
-// One block per (row, head): out = sum_z o_z 2^(m_z - M) / sum_z l_z 2^(m_z - M). Empty splits
-// (m = -inf, l = 0, o = 0) weigh nothing.
+// One block per (row, head): out = sum_z o_z 2^(m_z - M) / (sum_z l_z 2^(m_z - M) + 2^(sink - M)), M
+// the max of the m_z and the sink (log2 units; no sink: -inf, no term). Empty splits (m = -inf, l = 0,
+// o = 0) weigh nothing.
 template <typename T>
 __global__ void attention_decode_wide_merge_kernel(WideArgs a, int d_model) {
   pdl_enter();
-  const int64_t th = blockIdx.x;
+  const int64_t th = blockIdx.x;  // row * H + head
   const float2* ml = a.ws_ml + th * a.splits;
-  float mm = -INFINITY;
+  const float sk = a.sinks != nullptr ? a.sinks[th % a.num_heads] * kLog2e : -INFINITY;
+  float mm = sk;
   for (int z = 0; z < a.splits; ++z) mm = fmaxf(mm, ml[z].x);
   const float mu = mm == -INFINITY ? 0.f : mm;
   float ll = 0.f;
   for (int z = 0; z < a.splits; ++z) ll += ml[z].y * exp2f(ml[z].x - mu);
+  if (a.sinks != nullptr) ll += exp2f(sk - mu);
   const float inv = ll > 0.f ? 1.f / ll : 0.f;
   const float* o = a.ws_o + th * a.splits * d_model;
   for (int d = threadIdx.x; d < d_model; d += blockDim.x) {
@@ -402,6 +417,7 @@ void launch_paged_attention_decode_wide(const AttentionParams& p, const Workspac
   a.window = p.window;
   a.qscale = p.scale * kLog2e;
   a.softcap_l2 = p.softcap > 0.f ? p.softcap * kLog2e : 0.f;
+  a.sinks = checked_sinks(p, "paged_attention (wide decode)");
   if (a.splits > 1) {
     const int64_t rows = num_tokens * p.num_heads * a.splits;
     char* ws = static_cast<char*>(workspace(static_cast<size_t>(rows * (int64_t{p.head_dim} * 4 + 8))));

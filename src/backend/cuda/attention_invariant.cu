@@ -158,7 +158,8 @@ void launch_paged_attention_invariant(const AttentionParams& p, cudaStream_t str
   if (p.query_start.dtype != DType::kI32 || p.seq_lens.dtype != DType::kI32 || p.block_tables.dtype != DType::kI32)
     throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
   if (num_tokens == 0 || p.num_seqs == 0) return;
-  if (!mma_supported(p)) {  // one warp per (token, head) from key 0 up: invariant as it is
+  // Sinks (the kernel below has none): the same plain kernel, which takes them.
+  if (!mma_supported(p) || !p.sinks.empty()) {  // one warp per (token, head) from key 0 up: invariant as it is
     launch_paged_attention_simple(p, stream);
     return;
   }

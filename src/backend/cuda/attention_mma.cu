@@ -27,6 +27,7 @@
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/attention_wgmma_ws.cuh"
 #include "backend/cuda/attention_decode_cluster.h"
+#include "backend/cuda/attention_sinks.h"
 
 namespace vireo::cuda {
 namespace {
@@ -557,6 +558,7 @@ void check_attention(const AttentionParams& p) {
     throw Error("paged_attention: q, caches and out must share one dtype");
   if (p.query_start.dtype != DType::kI32 || p.seq_lens.dtype != DType::kI32 || p.block_tables.dtype != DType::kI32)
     throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
+  checked_sinks(p, "paged_attention");
 }
 
 // The tensor-core kernels; prep: fused mode (decode-shape steps only, see MmaArgs::prep) or nullptr.
@@ -579,11 +581,12 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
                             cudaStream_t stream, const AttentionTuning& tuning) {
   check_attention(p);
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
-  if (p.window > 0 || p.softcap > 0.f) {
-    // Sliding-window and soft-capped (Gemma 2) layers: the CUDA-core flash-decoding kernel with each
-    // row's keys starting at its window (bf16/f16, head dims 64-256; split over the window), else the
-    // plain kernel (one warp per (token, head): Gemma 3 1B 65.8 vs 603.7 decode tok/s, session 29).
-    // VIREO_WINDOW_WIDE=0: the plain kernel.
+  if (p.window > 0 || p.softcap > 0.f || !p.sinks.empty()) {
+    // Sliding-window, soft-capped (Gemma 2) and attention-sink (GPT-OSS) layers: the CUDA-core
+    // flash-decoding kernel with each row's keys starting at its window (bf16/f16, head dims 64-256;
+    // split over the window; sinks join its final combine), else the plain kernel (one warp per
+    // (token, head): Gemma 3 1B 65.8 vs 603.7 decode tok/s, session 29). The tensor-core and cluster
+    // kernels below take none of these. VIREO_WINDOW_WIDE=0: the plain kernel.
     if (window_wide_enabled() && decode_wide_supported(p)) launch_paged_attention_decode_wide(p, workspace, dev, stream);
     else launch_paged_attention_simple(p, stream);
     return;
@@ -604,10 +607,11 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
 namespace {
 // Whether qkv_prepare's work can run inside the decode attention kernel: decode-shape rows (the host
 // hint max_query_len * G <= 16 the decode / prefill choice trusts as well), a tensor-core shape, a
-// per-head norm, and both ops naming the same cache and shapes.
+// per-head norm, and both ops naming the same cache and shapes. Windows, soft-caps and sinks go to
+// kernels without the fused prologue (launch_paged_attention): the two ops then.
 bool prepare_fusable(const QkvPrepareParams& qp, const AttentionParams& p) {
   const int group = p.num_heads / p.num_kv_heads;
-  return p.window == 0 && p.softcap == 0.f && mma_supported(p) && p.max_query_len > 0 &&
+  return p.window == 0 && p.softcap == 0.f && p.sinks.empty() && mma_supported(p) && p.max_query_len > 0 &&
          int64_t{p.max_query_len} * group <= 16 &&
          qp.qk_norm != QkNorm::kFullWidth && qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
          qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads && qp.num_kv_heads == p.num_kv_heads &&

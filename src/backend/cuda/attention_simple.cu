@@ -1,6 +1,8 @@
 // Reference paged attention: one warp per (token, query head), keys scored a warp-width at a time
-// with an online softmax. Any float dtype, head dim <= 256, sliding windows. Slow but plain; the F32
-// path, the sliding-window layers' kernel and the fallback of the tensor-core kernels (attention_mma.cu).
+// with an online softmax. Any float dtype, head dim <= 256, sliding windows, soft-capping, attention
+// sinks. Slow but plain; the F32 path, the fallback of the sliding-window / soft-capped / sink layers
+// (attention_mma.cu) and of the tensor-core kernels, and batch-invariant mode's kernel for those layers.
+#include "backend/cuda/attention_sinks.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -22,6 +24,7 @@ struct SimpleArgs {
   int window;  // AttentionParams::window
   int64_t num_tokens;
   float softcap;  // AttentionParams::softcap (0: none)
+  const float* sinks;  // AttentionParams::sinks [H] F32, or nullptr
 };
 
 template <typename T>
@@ -48,7 +51,10 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
   float acc[kMaxPerLane];
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) acc[i] = 0.f;
-  float m = -INFINITY, l = 0.f;
+  // A sink is one more logit without a value: the softmax starts from it (max = sink, sum = exp(0)),
+  // so every later correction rescales its share like any key's. No sink: the empty softmax.
+  const float sink = a.sinks != nullptr ? a.sinks[hq] : -INFINITY;
+  float m = sink, l = sink > -INFINITY ? 1.f : 0.f;
   for (int base = first_key; base <= pos; base += 32) {
     const int key = base + lane;
     float score = -INFINITY;
@@ -65,7 +71,7 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
     float cmax = score;
     for (int o = 16; o > 0; o >>= 1) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
     const float m_new = fmaxf(m, cmax);
-    const float corr = __expf(m - m_new);  // m = -inf at first: 0
+    const float corr = __expf(m - m_new);  // m = -inf at first (no sink): 0
     const float pr = key <= pos ? __expf(score - m_new) : 0.f;
     float psum = pr;
     for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
@@ -98,7 +104,8 @@ void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream
   if (p.head_dim > 256) throw Error("paged_attention: head_dim > 256 is not supported");
   SimpleArgs a{p.q.data, p.k_cache.data, p.v_cache.data, p.out.data, p.query_start.ptr<int>(), p.seq_lens.ptr<int>(),
                p.block_tables.ptr<int>(), p.num_seqs, p.max_blocks_per_seq, p.block_size, p.num_heads,
-               p.num_kv_heads, p.head_dim, p.scale, p.window, t, p.softcap};
+               p.num_kv_heads, p.head_dim, p.scale, p.window, t, p.softcap,
+               checked_sinks(p, "paged_attention")};
   dispatch_float(p.q.dtype, "paged_attention", [&](auto tag) {
     using T = decltype(tag);
     launch_pdl(attention_simple_kernel<T>, dim3(static_cast<unsigned>(t), p.num_heads), dim3(32), 0, stream, a);

@@ -259,11 +259,13 @@ int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_he
 
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
-  if (batch_invariant_ && p.window == 0 && p.softcap == 0.f) {  // (the plain kernel is invariant as it is)
+  if (batch_invariant_ && p.window == 0 && p.softcap == 0.f && p.sinks.empty()) {
     launch_paged_attention_invariant(p, stream_);
     return;
   }
-  if (batch_invariant_) {  // sliding window, soft-capping: the plain kernel (the wide kernel's splits follow the batch)
+  // Sliding window, soft-capping, sinks: the plain kernel, invariant as it is (the wide kernel's splits
+  // follow the batch; the invariant kernel takes none of these).
+  if (batch_invariant_) {
     launch_paged_attention_simple(p, stream_);
     return;
   }
