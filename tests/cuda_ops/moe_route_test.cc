@@ -3,7 +3,7 @@
 // both expert paths (T <= 64 takes the small-T route kernels, larger T the large-T kernel). Tokens whose
 // expert set could flip on summation order (group or k-th choice margins under 1e-4) are left out and
 // counted. SmallAndLargeTPathsAgreeBitwise: the two route paths' ids and weights, bit for bit, in all
-// three scoring modes.
+// three scoring modes, with and without GPT-OSS's router_b.
 #include <cstring>
 #include <numeric>
 
@@ -140,14 +140,16 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
 // large-T kernel (one block reads the whole router per 8 tokens), forced with launch_moe_route: ids and
 // weights bit for bit, in all three scoring modes, with and without groups / bias / renormalisation,
 // ragged (non-vector) rows, rows of several register chunks, E up to 4096, and T past the small-T limit
-// (the small-T kernels at any T when forced). bf16 logits tie often (rounded), so the lowest-id rule is
-// exercised too.
+// (the small-T kernels at any T when forced), and GPT-OSS's router_b (added to each logit before the
+// kSoftmax rounding; unrounded in the fp32-logit modes). bf16 logits tie often (rounded), so the
+// lowest-id rule is exercised too.
 TEST_F(MoeRouteTest, SmallAndLargeTPathsAgreeBitwise) {
   struct C {
     int T, hidden, E, k, G, topk_group;
     MoeScoring scoring;
     bool renorm, bias;
     float scale;
+    bool router_b = false;  // GPT-OSS's router bias [E] in the activation dtype
   };
   const C cases[] = {
       {1, 2048, 128, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},  // Qwen3-30B-A3B
@@ -165,6 +167,12 @@ TEST_F(MoeRouteTest, SmallAndLargeTPathsAgreeBitwise) {
       {5, 12000, 16, 2, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},  // 3 register chunks (bf16), 1-token blocks (f32)
       {2, 64, 4096, 8, 32, 2, MoeScoring::kSigmoid, true, true, 1.f},   // 1-warp select blocks; large-T: one token a block
       {100, 136, 60, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f},  // past kMoeRouteSmallMaxTokens
+      {1, 2880, 32, 4, 1, 1, MoeScoring::kSoftmax, true, false, 1.f, true},    // GPT-OSS-20B
+      {40, 2880, 128, 4, 1, 1, MoeScoring::kSoftmax, true, false, 1.f, true},  // GPT-OSS-120B
+      {100, 136, 60, 8, 1, 1, MoeScoring::kSoftmax, true, false, 1.f, true},   // router_b past the small-T limit
+      {3, 100, 60, 4, 1, 1, MoeScoring::kSoftmax, false, false, 1.f, true},    // router_b, scalar dots
+      {9, 264, 64, 6, 8, 3, MoeScoring::kSoftmaxFp32, true, false, 1.5f, true},
+      {7, 264, 256, 8, 8, 4, MoeScoring::kSigmoid, false, true, 1.5f, true},
   };
   for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
     use_dtype(act);
@@ -172,7 +180,7 @@ TEST_F(MoeRouteTest, SmallAndLargeTPathsAgreeBitwise) {
     for (const C& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(act)) + " T " + std::to_string(c.T) + " hidden " + std::to_string(c.hidden) +
                    " E " + std::to_string(c.E) + " k " + std::to_string(c.k) + " G " + std::to_string(c.G) +
-                   " scoring " + std::to_string(int(c.scoring)));
+                   " scoring " + std::to_string(int(c.scoring)) + (c.router_b ? " router_b" : ""));
       const float wx = 3.f / std::sqrt(float(c.hidden));
       const auto x = rand_vec(size_t(c.T) * c.hidden, -1, 1, act);
       const auto router = rand_vec(size_t(c.E) * c.hidden, -wx, wx, act);
@@ -184,6 +192,7 @@ TEST_F(MoeRouteTest, SmallAndLargeTPathsAgreeBitwise) {
       p.norm_topk_prob = c.renorm;
       p.scoring = c.scoring;
       if (c.bias) p.score_bias = gpu_from(bias, {c.E}, DType::kF32);
+      if (c.router_b) p.router_b = gpu_from(rand_vec(c.E, -1, 1, act), {c.E}, act);
       p.n_group = c.G;
       p.topk_group = c.topk_group;
       p.routed_scaling_factor = c.scale;

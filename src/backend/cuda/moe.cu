@@ -2,9 +2,9 @@
 // routing kernel, the per-slot expert kernels, and launch_moe, which picks the per-slot or the grouped
 // path (moe.h: VIREO_MOE_GROUPED, kMoeGroupedMinSlots). All on the device, so steps stay inside CUDA graphs:
 //   route:   one block per 8 tokens (one per token past 1536 experts): router logits (each an fp32
-//            chain that does not depend on the other tokens; kSoftmax rounds them to T, as HF's
-//            bf16 linear), fp32 softmax or sigmoid (+ score bias), the group limit (lane g scores group
-//            g), top-k by repeated warp argmax (lowest id among equal values), renormalised when
+//            chain that does not depend on the other tokens, plus router_b; kSoftmax rounds them to T,
+//            as HF's bf16 linear), fp32 softmax or sigmoid (+ score bias), the group limit (lane g scores
+//            group g), top-k by repeated warp argmax (lowest id among equal values), renormalised when
 //            norm_topk_prob; kSoftmax weights rounded to T, DeepSeek's scaled and kept fp32;
 //            ids / weights [T, k] into scratch.
 // Per-slot path (decode: a few tokens; moe_decode.cu): gate_up then down, each distinct expert's rows
@@ -92,6 +92,16 @@ struct RouteArgs {
   int n_group, topk_group;
   float scale;  // routed_scaling_factor (kSigmoid only)
 };
+
+// An expert's logit from its fp32 dot: plus its router_b value when biased (GPT-OSS; HF's linear adds
+// the bias before its one rounding), rounded to T in kSoftmax (HF's router linear), kept fp32 in the
+// DeepSeek modes (F.linear in fp32). Both route paths store their logits through this, so they stay
+// bitwise equal.
+template <typename T>
+__device__ __forceinline__ float router_logit(float dot, bool biased, float bias, bool fp32) {
+  if (biased) dot += bias;  // no add without a bias: the former bits (-0 stays -0)
+  return fp32 ? dot : to_f(from_f<T>(dot));
+}
 
 // One warp routes token t from its E logits in `logit` (shared memory, this warp's own; overwritten):
 // fp32 softmax or sigmoid (+ score bias), the group limit (lane g scores group g), then top_k rounds
@@ -192,8 +202,9 @@ __device__ __forceinline__ void route_select_warp(float* logit, int lane, const 
 // grid: (ceil(T / R)); block b routes tokens b * R + [0, R): the logits of all (warps over groups of
 // kRouteExperts experts), then warp r the top-k of token b * R + r. Dynamic shared memory: R * E floats.
 template <typename T, int R>
-__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, int64_t tokens, int64_t hidden,
-                                                             RouteArgs a, int* ids, float* weights) {
+__global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T* router, const T* router_b,
+                                                             int64_t tokens, int64_t hidden, RouteArgs a, int* ids,
+                                                             float* weights) {
   static_assert(R <= kWarps, "one warp per token for the top-k");
   extern __shared__ float logits[];  // [R, E]
   const int num_experts = a.num_experts;
@@ -211,8 +222,9 @@ __global__ void __launch_bounds__(kThreads) moe_route_kernel(const T* x, const T
       for (int q = 0; q < kRouteExperts; ++q)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (q < nw && r < nr)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32 (F.linear in fp32)
-            logits[r * num_experts + e0 + q] = a.fp32 ? v[q][r] : to_f(from_f<T>(v[q][r]));
+          if (q < nw && r < nr)
+            logits[r * num_experts + e0 + q] =
+                router_logit<T>(v[q][r], router_b != nullptr, router_b ? to_f(router_b[e0 + q]) : 0.f, a.fp32);
   }
   __syncthreads();
   if (warp >= nr) return;
@@ -239,9 +251,9 @@ constexpr size_t kRouteSmem = 48 * 1024;
 // kernel that runs once per layer, grow with it).
 template <typename T, int kTok>
 __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(const T* x, const T* router,
-                                                                             int64_t tokens, int64_t hidden,
-                                                                             int num_experts, int tpb, bool fp32,
-                                                                             float* logits) {
+                                                                             const T* router_b, int64_t tokens,
+                                                                             int64_t hidden, int num_experts, int tpb,
+                                                                             bool fp32, float* logits) {
   extern __shared__ uint4 xs_raw[];  // [nr, hidden] of T
   T* xs = reinterpret_cast<T*>(xs_raw);
   constexpr int kN = Vec<T>::kN;
@@ -256,6 +268,9 @@ __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(con
   const int64_t nv = hidden / kN;  // 16-byte vectors a row
   const T* w = router + static_cast<int64_t>(min(e, num_experts - 1)) * hidden;
   const uint4* wv4 = reinterpret_cast<const uint4*>(w);
+  // router_b[e] (a weight too) read up front: one register through the loop, not the pointer's two.
+  const bool biased = router_b != nullptr;
+  const float bias = biased && e < num_experts ? to_f(router_b[e]) : 0.f;
   Vec<T> wv[kLogitChunk];
   if (vec && e < num_experts) {
 #pragma unroll
@@ -328,8 +343,7 @@ __global__ void __launch_bounds__(kLogitWarps * 32) moe_router_logits_kernel(con
     for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
 #pragma unroll
   for (int r = 0; r < kTok; ++r)
-    if (r < nr && lane == r)  // kSoftmax: HF's router linear rounds to T; DeepSeek: fp32
-      logits[(t0 + r) * num_experts + e] = fp32 ? acc[r] : to_f(from_f<T>(acc[r]));
+    if (r < nr && lane == r) logits[(t0 + r) * num_experts + e] = router_logit<T>(acc[r], biased, bias, fp32);
 }
 
 // grid: ceil(T / warps a block); warp w routes token blockIdx.x * warps + w. Dynamic shared memory:
@@ -363,6 +377,12 @@ void require(bool ok, const std::string& msg) {
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// router_b (GPT-OSS) is optional: [E] in the router's dtype.
+void require_router_bias(const MoeParams& p, int64_t num_experts) {
+  require(p.router_b.empty() || (p.router_b.dtype == p.router_w.dtype && p.router_b.numel() == num_experts),
+          "router_b must be [num_experts] in the weight dtype");
+}
 
 std::atomic<int>& path_flag() {
   static std::atomic<int> path{[] {
@@ -403,6 +423,7 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
   const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid, p.scoring != MoeScoring::kSoftmax,
                     sigmoid && !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
                     p.n_group, p.topk_group, p.routed_scaling_factor};
+  const T* router_b = p.router_b.empty() ? nullptr : p.router_b.ptr<T>();
   if (tokens <= 0) return;
   const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(T);
   const bool small_ok = logits != nullptr && row_bytes <= kRouteSmem && E * sizeof(float) <= kRouteSmem;
@@ -418,8 +439,8 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
                   : tpb == 2 ? moe_router_logits_kernel<T, 2>
                   : tpb <= 4 ? moe_router_logits_kernel<T, 4>
                              : moe_router_logits_kernel<T, kLogitTokens>;
-    launch_pdl(kernel, grid, dim3(kLogitWarps * 32), xs_bytes, stream, x, p.router_w.ptr<T>(), tokens, hidden,
-               static_cast<int>(E), tpb, a.fp32, logits);
+    launch_pdl(kernel, grid, dim3(kLogitWarps * 32), xs_bytes, stream, x, p.router_w.ptr<T>(), router_b, tokens,
+               hidden, static_cast<int>(E), tpb, a.fp32, logits);
     check_launch("moe router logits");
     const int warps = static_cast<int>(std::clamp<int64_t>(static_cast<int64_t>(kRouteSmem / (E * sizeof(float))), 1,
                                                            kSelectWarps));
@@ -432,10 +453,11 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
   if (E * kRouteTokens * sizeof(float) <= 48 * 1024)
     launch_pdl(moe_route_kernel<T, kRouteTokens>, dim3(static_cast<unsigned>((tokens + kRouteTokens - 1) / kRouteTokens)),
                dim3(kThreads), static_cast<size_t>(E * kRouteTokens) * sizeof(float), stream, x, p.router_w.ptr<T>(),
-               tokens, hidden, a, ids, wts);
+               router_b, tokens, hidden, a, ids, wts);
   else
     launch_pdl(moe_route_kernel<T, 1>, dim3(static_cast<unsigned>(tokens)), dim3(kThreads),
-               static_cast<size_t>(E) * sizeof(float), stream, x, p.router_w.ptr<T>(), tokens, hidden, a, ids, wts);
+               static_cast<size_t>(E) * sizeof(float), stream, x, p.router_w.ptr<T>(), router_b, tokens, hidden, a, ids,
+               wts);
   check_launch("moe route");
 }
 
@@ -459,9 +481,10 @@ void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStrea
   carve(size, act, ids, wts, logits);
   Carve ws{static_cast<char*>(workspace(size.used))};
   carve(ws, act, ids, wts, logits);
+  const MoeExtras ex = moe_extras(p);
   launch_route<T>(p, p.x.ptr<T>(), T_, ids, wts, logits, MoeRoutePath::kAuto, stream);
-  launch_moe_gate_up_decode(p.x.dtype, p.x.data, p.gate_up_w.data, ids, T_, k, hidden, inter, act, stream);
-  launch_moe_down_decode(p.x.dtype, act, p.down_w.data, ids, wts, T_, k, hidden, inter, p.out.data, stream);
+  launch_moe_gate_up_decode(p.x.dtype, p.x.data, p.gate_up_w.data, ids, T_, k, hidden, inter, act, stream, ex);
+  launch_moe_down_decode(p.x.dtype, act, p.down_w.data, ids, wts, T_, k, hidden, inter, p.out.data, stream, ex);
 }
 
 // Grouped path (moe.h), in passes of at most kMoeGroupedChunkTokens tokens sharing one scratch.
@@ -494,14 +517,15 @@ void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream
   Carve ws{static_cast<char*>(workspace(size.used))};
   carve(ws);
   const DType dt = p.x.dtype;
+  const MoeExtras ex = moe_extras(p);
   for (int64_t t0 = 0; t0 < T_; t0 += chunk) {
     const int64_t n = std::min(chunk, T_ - t0), slots = n * k, tiles = moe_max_tiles(slots, E);
     const T* x = p.x.ptr<T>() + t0 * hidden;
     launch_route<T>(p, x, n, s.ids, s.wts, s.logits, MoeRoutePath::kAuto, stream);
     launch_moe_sort(s.ids, slots, E, s.sorted_slot, s.row_of_slot, s.tiles, s.num_tiles, stream);
     launch_moe_gate_up_grouped(dt, x, p.gate_up_w.data, s.sorted_slot, k, s.tiles, s.num_tiles, tiles, hidden, inter,
-                               s.act, stream);
-    launch_moe_down_grouped(dt, s.act, p.down_w.data, s.tiles, s.num_tiles, tiles, hidden, inter, s.y, stream);
+                               s.act, stream, ex);
+    launch_moe_down_grouped(dt, s.act, p.down_w.data, s.tiles, s.num_tiles, tiles, hidden, inter, s.y, stream, ex);
     launch_moe_combine(dt, s.y, s.ids, s.wts, s.row_of_slot, n, k, hidden, p.out.ptr<T>() + t0 * hidden, stream);
   }
 }
@@ -517,6 +541,7 @@ void launch_moe_route(const MoeParams& p, const void* x, int64_t tokens, int* id
           "route expects x [T, hidden] and router_w [E, hidden]");
   const int64_t E = p.router_w.dim(0);
   require(p.router_w.dtype == p.x.dtype, "router_w must share x's dtype");
+  require_router_bias(p, E);
   require(p.top_k >= 1 && p.top_k <= E && p.top_k <= kMaxTopK && E <= 8192, "top_k / experts out of range");
   require(p.n_group >= 1 && p.n_group <= 32 && E % p.n_group == 0 && p.topk_group >= 1 && p.topk_group <= p.n_group,
           "bad n_group / topk_group");
@@ -545,6 +570,13 @@ void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t s
           "topk_group must be in [1, n_group] and its groups hold >= top_k experts");
   require(p.score_bias.empty() || (p.score_bias.dtype == DType::kF32 && p.score_bias.numel() == E),
           "score_bias must be F32 [num_experts]");
+  require_router_bias(p, E);
+  require(p.gate_up_b.empty() || (p.gate_up_b.dtype == dt && p.gate_up_b.ndim() == 2 && p.gate_up_b.dim(0) == E &&
+                                  p.gate_up_b.dim(1) == 2 * inter),
+          "gate_up_b must be [num_experts, 2 * inter] in the weight dtype");
+  require(p.down_b.empty() ||
+              (p.down_b.dtype == dt && p.down_b.ndim() == 2 && p.down_b.dim(0) == E && p.down_b.dim(1) == hidden),
+          "down_b must be [num_experts, hidden] in the weight dtype");
   require(p.out.data != p.x.data, "out must not alias x");
   if (T == 0) return;
   const bool supported = moe_grouped_supported(

@@ -14,6 +14,8 @@
 //   gate_up  act [S, I] in sorted order                 (moe_grouped_gemm.cu, tensor cores)
 //   down     y [S, hidden] in sorted order, rounded     (moe_grouped_gemm.cu)
 //   combine  out [T, hidden]: a token's k rows of y summed in ascending expert id (moe_combine.cu)
+// GPT-OSS's extras (MoeParams router_b, gate_up_b, down_b, swiglu_*) ride along: router_b in route,
+// the expert biases and the clamped SwiGLU in the gate_up / down epilogues of both paths (MoeExtras).
 // Every launch is stream-ordered with host-known grid sizes (upper bounds; blocks past the work the
 // device found exit early), so the path is CUDA-graph capturable; no float atomics, so deterministic.
 #pragma once
@@ -60,12 +62,26 @@ inline int64_t moe_max_tiles(int64_t slots, int64_t num_experts) {
   return (slots + kMoeTileRows - 1) / kMoeTileRows + (num_experts < slots ? num_experts : slots);
 }
 
+// GPT-OSS's expert extras (MoeParams gate_up_b, down_b, swiglu_alpha, swiglu_limit) for the expert
+// launches below; biases are device pointers in the activation dtype, null when absent. The default
+// (no biases, limit 0) is the plain silu(g) * u MLP, bit for bit what the launches did without it.
+struct MoeExtras {
+  const void* gate_up_b = nullptr;  // [E, 2 * inter]: expert e's gate biases, then its up biases
+  const void* down_b = nullptr;     // [E, hidden]
+  float alpha = 1.702f, limit = 0.0f;  // limit > 0: the clamped SwiGLU instead of silu(g) * u
+};
+inline MoeExtras moe_extras(const MoeParams& p) {
+  return {p.gate_up_b.empty() ? nullptr : p.gate_up_b.data, p.down_b.empty() ? nullptr : p.down_b.data,
+          p.swiglu_alpha, p.swiglu_limit};
+}
+
 // ---- routing (moe.cu; shared by both expert paths) ----
 // Large-T kernel: one block per 8 tokens reads the whole router (each router row once per 8 tokens).
 // Small-T kernels (T <= kMoeRouteSmallMaxTokens, the default there): the router logits as a GEMV over
 // ceil(E / 4) x ceil(T / 8) blocks (router rows loaded before the PDL wait) into an fp32 scratch [T, E],
-// then one warp per token selects. Both compute every logit as the same fp32 chain and select with the
-// same code, so ids and weights are bitwise equal (MoeRouteTest.SmallAndLargeTPathsAgreeBitwise).
+// then one warp per token selects. Both compute every logit as the same fp32 chain (plus router_b[e]
+// when given, before the kSoftmax rounding) and select with the same code, so ids and weights are
+// bitwise equal (MoeRouteTest.SmallAndLargeTPathsAgreeBitwise).
 // VIREO_MOE_ROUTE_SMALL=0 keeps the large-T kernel at every T (kAuto only).
 enum class MoeRoutePath : int { kAuto = -1, kSmallT = 0, kLargeT = 1 };
 constexpr int64_t kMoeRouteSmallMaxTokens = 64;
@@ -83,15 +99,19 @@ void launch_moe_route(const MoeParams& p, const void* x, int64_t tokens, int* id
 
 // ---- decode-path launches (moe_decode.cu; device pointers, `dt` bf16, f16 or f32; any hidden / inter,
 // 16-byte loads where rows and pointers allow) ----
-// act[s, i] = round(silu(round(x[t] . gate_e[i])) * round(x[t] . up_e[i])), e = ids[s], t = s / top_k;
-// act [tokens * top_k, inter].
+// act[s, i] = round(glu(g, u)), g = round(x[t] . gate_e[i]), u = round(x[t] . up_e[i]), e = ids[s],
+// t = s / top_k; with gate_up_b, g = round(g + b_gate[e, i]) and likewise u; glu: silu(g) * u, or the
+// clamped SwiGLU when extras.limit > 0 (activation.cuh moe_glu); act [tokens * top_k, inter].
 void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, const int* ids, int64_t tokens,
-                               int top_k, int64_t hidden, int64_t inter, void* act, cudaStream_t stream);
-// out[t, j] = over the token's slots in ascending expert id: acc = round(acc + round(round(act[s] .
-// down_e[j]) * weights[s])). Reads ids before its PDL wait: they must be complete before the previous
-// kernel of the stream started (launch_moe: route, then gate_up, then this).
+                               int top_k, int64_t hidden, int64_t inter, void* act, cudaStream_t stream,
+                               const MoeExtras& extras = {});
+// out[t, j] = over the token's slots in ascending expert id: acc = round(acc + round(y * weights[s])),
+// y = round(act[s] . down_e[j]) (with down_b: y = round(y + b_down[e, j])). Reads ids before its PDL
+// wait: they must be complete before the previous kernel of the stream started (launch_moe: route, then
+// gate_up, then this).
 void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const int* ids, const float* weights,
-                            int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream);
+                            int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream,
+                            const MoeExtras& extras = {});
 
 // ---- grouped-path launches (device pointers; `dt` the activation dtype, bf16 or f16) ----
 // Tile i of the sorted rows: expert, first sorted row, rows (<= kMoeTileRows).
@@ -103,14 +123,15 @@ struct MoeTile {
 // *num_tiles (tiles beyond it are not written).
 void launch_moe_sort(const int* ids, int64_t slots, int64_t num_experts, int* sorted_slot, int* row_of_slot,
                      MoeTile* tiles, int* num_tiles, cudaStream_t stream);
-// act[r, i] = round(silu(round(x[t] . gate_e[i])) * round(x[t] . up_e[i])) for sorted row r (slot
-// s = sorted_slot[r], token t = s / top_k, expert e of its tile); act [S, inter].
+// act[r, i] for sorted row r (slot s = sorted_slot[r], token t = s / top_k, expert e of its tile) as
+// launch_moe_gate_up_decode's act[s, i] (biases, glu, roundings); act [S, inter].
 void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, const int* sorted_slot, int top_k,
                                 const MoeTile* tiles, const int* num_tiles, int64_t max_tiles, int64_t hidden,
-                                int64_t inter, void* act, cudaStream_t stream);
-// y[r, j] = round(act[r] . down_e[j]); y [S, hidden].
+                                int64_t inter, void* act, cudaStream_t stream, const MoeExtras& extras = {});
+// y[r, j] = round(act[r] . down_e[j]), with down_b round(that + b_down[e, j]); y [S, hidden].
 void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, const MoeTile* tiles, const int* num_tiles,
-                             int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream);
+                             int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream,
+                             const MoeExtras& extras = {});
 // out[t] = the token's k rows of y (row_of_slot) in ascending expert id: acc = round(acc + round(y * w)).
 void launch_moe_combine(DType dt, const void* y, const int* ids, const float* weights, const int* row_of_slot,
                         int64_t tokens, int top_k, int64_t hidden, void* out, cudaStream_t stream);

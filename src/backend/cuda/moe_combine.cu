@@ -1,6 +1,7 @@
 // Grouped MoE, step 4 (moe.h): each token's k expert outputs summed in ascending expert id.
-// y [S, hidden] holds round(act . down_e[j]) per sorted row (moe_grouped_gemm.cu); the token's slot
-// rows come from row_of_slot. The sum is the per-slot down kernel's (moe.cu) step for step:
+// y [S, hidden] holds round(act . down_e[j]) per sorted row (moe_grouped_gemm.cu; with down_b already
+// round(that + b_down[e, j]), as the per-slot kernel's y); the token's slot rows come from row_of_slot.
+// The sum is the per-slot down kernel's (moe_decode.cu) step for step:
 //   acc = 0; for each slot in ascending expert id: acc = round(acc + round(y * weight))
 // (HF's index_add_ order and bf16 rounding), so both paths round identically after the dot products.
 // One block per (token, 1024 columns); a thread owns 8 adjacent columns (one 16-byte vector per row).

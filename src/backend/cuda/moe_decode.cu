@@ -1,8 +1,11 @@
 // MoE decode path (moe.h "per-slot path"; the few-token calls below kMoeGroupedMinSlots): the expert
 // GEMVs after the route kernel (moe.cu). Two kernels, both streaming expert rows at HBM speed:
-//   gate_up: act [S = T * k, I]: act[s, i] = round(silu(round(x[t] . gate_e[i])) * round(x[t] . up_e[i]))
-//   down:    out [T, hidden]:  y = round(act[s] . down_e[j]) per slot, then per token, in ascending
-//            expert id (HF's index_add_ order): acc = round(acc + round(y * weight[s]))
+//   gate_up: act [S = T * k, I]: act[s, i] = round(glu(g, u)), g = round(x[t] . gate_e[i]) and
+//            u = round(x[t] . up_e[i]) (each round(. + bias) again with gate_up_b); glu: silu(g) * u or
+//            GPT-OSS's clamped SwiGLU (activation.cuh moe_glu)
+//   down:    out [T, hidden]:  y = round(act[s] . down_e[j]) per slot (round(y + b_down[e, j]) with
+//            down_b), then per token, in ascending expert id (HF's index_add_ order):
+//            acc = round(acc + round(y * weight[s]))
 // (the rounding of the former one-warp-per-output kernels and of the grouped path; only the fp32 dot
 // products' summation order differs).
 //
@@ -35,6 +38,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/moe.h"
@@ -145,13 +149,20 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// round(v + bias[i]) when bias is given (HF's bf16 linear: the rounded product plus its bias, rounded
+// again), else v unchanged.
+template <typename T>
+__device__ __forceinline__ float add_bias(float v, const T* bias, int64_t i) {
+  return bias ? to_f(from_f<T>(v + to_f(bias[i]))) : v;
+}
+
 // grid: (ceil(I / rows), ceil(T / kGroupTokens)). Unit u of the block: distinct expert u / rows,
 // intermediate index i0 + u % rows: its gate and up rows ([hidden] each), kGateUpB vectors of each a
 // lane in flight, dotted with the x rows of the expert's tokens (kS at a time).
 template <typename T, bool kVec, int kS>
 __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     moe_gate_up_decode_kernel(const T* x, const T* w, const int* ids, int64_t tokens, int k, int64_t hidden,
-                              int64_t inter, int rows, bool prefetch, T* act) {
+                              int64_t inter, int rows, bool prefetch, MoeExtras ex, T* act) {
   constexpr int kN = Vec<T>::kN;
   __shared__ Group g;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kGroupTokens;
@@ -213,9 +224,11 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
       for (int s = 0; s < kS; ++s) {
         if (s >= cnt) break;
         const float gs = warp_sum(ag[s]), us = warp_sum(au[s]);
-        if (lane == 0) {  // silu_and_mul's element: silu(round(g)) * round(u), rounded
-          const float gf = to_f(from_f<T>(gs)), uf = to_f(from_f<T>(us));
-          act[(t0 * k + g.order[sp + s]) * inter + i] = from_f<T>(gf / (1.f + __expf(-gf)) * uf);
+        if (lane == 0) {  // silu_and_mul's element (or the clamped SwiGLU) of round(g), round(u), rounded
+          const T* b = static_cast<const T*>(ex.gate_up_b);  // [E, 2 * inter] or null
+          const int64_t b0 = static_cast<int64_t>(g.expert[eu]) * 2 * inter + i;
+          const float gf = add_bias(to_f(from_f<T>(gs)), b, b0), uf = add_bias(to_f(from_f<T>(us)), b, b0 + inter);
+          act[(t0 * k + g.order[sp + s]) * inter + i] = from_f<T>(moe_glu(gf, uf, ex.alpha, ex.limit));
         }
       }
     }
@@ -232,7 +245,7 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
 template <typename T, bool kVec, int kS>
 __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     moe_down_decode_kernel(const T* act, const T* w, const int* ids, const float* weights, int64_t tokens, int k,
-                           int64_t hidden, int64_t inter, int cols, bool prefetch, T* out) {
+                           int64_t hidden, int64_t inter, int cols, bool prefetch, const T* down_b, T* out) {
   constexpr int kN = Vec<T>::kN;
   const int units = cols / kDownUnitRows;
   __shared__ Group g;
@@ -315,14 +328,15 @@ __global__ void __launch_bounds__(kDecThreads, blocks_per_sm(kS))
     }
   }
   __syncthreads();
-  // 2. Thread (token m, column c): the k slots in ascending expert id, the former down kernel's sum.
+  // 2. Thread (token m, column c): the k slots in ascending expert id, the former down kernel's sum;
+  // down_b [E, hidden] (or null) added to each rounded y.
   for (int i = threadIdx.x; i < nt * cols; i += kDecThreads) {
     const int m = i / cols, c = i % cols;
     if (j0 + c >= hidden) continue;
     float acc = 0.f;
     for (int r = 0; r < k; ++r) {
       const int j = g.tok_order[m * k + r];
-      const float y = to_f(from_f<T>(ys[g.pos[j]][c]));
+      const float y = add_bias(to_f(from_f<T>(ys[g.pos[j]][c])), down_b, g.id[j] * hidden + j0 + c);
       acc = to_f(from_f<T>(acc + to_f(from_f<T>(y * weights[t0 * k + j]))));
     }
     out[(t0 + m) * hidden + j0 + c] = from_f<T>(acc);
@@ -365,7 +379,8 @@ int down_cols(int64_t hidden, int share) {
 }  // namespace
 
 void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, const int* ids, int64_t tokens,
-                               int top_k, int64_t hidden, int64_t inter, void* act, cudaStream_t stream) {
+                               int top_k, int64_t hidden, int64_t inter, void* act, cudaStream_t stream,
+                               const MoeExtras& extras) {
   if (top_k < 1 || top_k > kMaxTopK) throw Error("cuda moe gate_up decode: top_k out of range");
   if (tokens == 0) return;
   if ((tokens + kGroupTokens - 1) / kGroupTokens > 65535) throw Error("cuda moe decode: too many tokens");
@@ -377,7 +392,7 @@ void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, c
     const bool vec = hidden % Vec<T>::kN == 0 && aligned16(x) && aligned16(gate_up_w);
     auto args = [&](auto kernel) {
       launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(x), static_cast<const T*>(gate_up_w),
-                 ids, tokens, top_k, hidden, inter, rows, unit_prefetch(), static_cast<T*>(act));
+                 ids, tokens, top_k, hidden, inter, rows, unit_prefetch(), extras, static_cast<T*>(act));
     };
     if (vec && tokens == 1) args(moe_gate_up_decode_kernel<T, true, 1>);
     else if (vec) args(moe_gate_up_decode_kernel<T, true, kShareMany>);
@@ -387,7 +402,8 @@ void launch_moe_gate_up_decode(DType dt, const void* x, const void* gate_up_w, c
 }
 
 void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const int* ids, const float* weights,
-                            int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream) {
+                            int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream,
+                            const MoeExtras& extras) {
   if (top_k < 1 || top_k > kMaxTopK) throw Error("cuda moe down decode: top_k out of range");
   if (tokens == 0) return;
   if ((tokens + kGroupTokens - 1) / kGroupTokens > 65535) throw Error("cuda moe decode: too many tokens");
@@ -399,7 +415,8 @@ void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const
     const bool vec = inter % Vec<T>::kN == 0 && aligned16(act) && aligned16(down_w);
     auto args = [&](auto kernel) {
       launch_pdl(kernel, grid, dim3(kDecThreads), 0, stream, static_cast<const T*>(act), static_cast<const T*>(down_w),
-                 ids, weights, tokens, top_k, hidden, inter, cols, unit_prefetch(), static_cast<T*>(out));
+                 ids, weights, tokens, top_k, hidden, inter, cols, unit_prefetch(),
+                 static_cast<const T*>(extras.down_b), static_cast<T*>(out));
     };
     if (vec && tokens == 1) args(moe_down_decode_kernel<T, true, 1>);
     else if (vec) args(moe_down_decode_kernel<T, true, kShareMany>);

@@ -4,9 +4,12 @@
 // the block computes A [rows, K] x B_e [128 weight rows, K]^T with B_e the expert's weight rows:
 //   gate_up: A = the tile's tokens' rows of x (gathered, K = hidden); B = 64 gate rows and the 64 up
 //            rows of the same intermediate columns (i0 + [0, 64)), so a thread holds gate and up of its
-//            outputs: act[r, i] = round(silu(round(g)) * round(u)), act [S, inter] in sorted order.
+//            outputs: act[r, i] = round(moe_glu(round(g), round(u))) (silu(g) * u or the clamped SwiGLU;
+//            with gate_up_b each of g, u is round(. + bias) again), act [S, inter] in sorted order.
 //   down:    A = act rows (contiguous, K = inter); B = 128 rows of down_e (output columns j0 + [0, 128)):
-//            y[r, j] = round(act[r] . down_e[j]), y [S, hidden] in sorted order.
+//            y[r, j] = round(act[r] . down_e[j]) (round(that + b_down[e, j]) with down_b), y [S, hidden]
+//            in sorted order.
+// The epilogues are the per-slot kernels' (moe_decode.cu) expression for expression.
 // Main loop (as gemm_invariant.cu's): 64-wide k tiles gathered with cp.async three stages deep into
 // padded shared memory (row stride 72 elements, 144 bytes: ldmatrix rows conflict-free), ldmatrix +
 // mma.sync m16n8k16 with fp32 accumulators; zero-filled past the tile's rows, N and K (K % 8 == 0).
@@ -15,6 +18,7 @@
 // cost little tensor time). Two blocks per SM (108 KiB of shared memory each).
 // Grid x runs over tiles (fastest), so the tiles of one expert run side by side and share its weight
 // tiles through L2; blocks past the tile count the sort found exit at once (grid from the host bound).
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/attention_mma_common.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -103,6 +107,12 @@ __device__ __forceinline__ void gg_mainloop(GgSmem<T>& sm, const T* const (&a_ro
   cp_async_wait<0>();
 }
 
+// round(v + bias[i]) when bias is given, else v: moe_decode.cu's add_bias.
+template <typename T>
+__device__ __forceinline__ float add_bias(float v, const T* bias, int64_t i) {
+  return bias ? to_f(from_f<T>(v + to_f(bias[i]))) : v;
+}
+
 // 16-row m-tiles of warp row wm (rows wm * 64 + [0, 64)) that hold some of the tile's `rows` rows.
 __device__ __forceinline__ int live_m_tiles(int rows, int wm) { return min(kGgMT, max(0, (rows - wm * 64 + 15) / 16)); }
 
@@ -110,7 +120,7 @@ __device__ __forceinline__ int live_m_tiles(int rows, int wm) { return min(kGgMT
 template <typename T>
 __global__ void __launch_bounds__(kGgThreads, 2)
     moe_gate_up_grouped_kernel(const T* x, const T* w, const int* sorted_slot, int top_k, const MoeTile* tiles,
-                               const int* num_tiles, int64_t hidden, int64_t inter, T* act) {
+                               const int* num_tiles, int64_t hidden, int64_t inter, MoeExtras ex, T* act) {
   extern __shared__ __align__(16) unsigned char gg_smem[];
   GgSmem<T>& sm = *reinterpret_cast<GgSmem<T>*>(gg_smem);
   pdl_enter();  // x, the sorted slots and the tiles come from earlier kernels
@@ -134,6 +144,8 @@ __global__ void __launch_bounds__(kGgThreads, 2)
   gg_mainloop<T>(sm, a_row, b_row, we, hidden, live_mt, b_base, acc);
   // Accumulator layout: c0, c1 at (row g, columns 2 tq, 2 tq + 1); c2, c3 at row g + 8.
   const int g = lane / 4, tq = lane % 4;
+  const T* bias = ex.gate_up_b ? static_cast<const T*>(ex.gate_up_b) + static_cast<int64_t>(tile.expert) * 2 * inter
+                               : nullptr;  // expert's [gate biases | up biases] or null
 #pragma unroll
   for (int mt = 0; mt < kGgMT; ++mt)
 #pragma unroll
@@ -146,8 +158,9 @@ __global__ void __launch_bounds__(kGgThreads, 2)
         float v[2];
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          const float gf = to_f(from_f<T>(acc[mt][nt][2 * h + q])), uf = to_f(from_f<T>(acc[mt][nt + 2][2 * h + q]));
-          v[q] = gf / (1.f + __expf(-gf)) * uf;  // the per-slot kernel's expression
+          const float gf = add_bias(to_f(from_f<T>(acc[mt][nt][2 * h + q])), bias, c + q);
+          const float uf = add_bias(to_f(from_f<T>(acc[mt][nt + 2][2 * h + q])), bias, inter + c + q);
+          v[q] = moe_glu(gf, uf, ex.alpha, ex.limit);  // the per-slot kernel's expression
         }
         *reinterpret_cast<unsigned*>(act + static_cast<int64_t>(tile.row0 + row) * inter + c) = pack2<T>(v[0], v[1]);
       }
@@ -157,7 +170,7 @@ __global__ void __launch_bounds__(kGgThreads, 2)
 template <typename T>
 __global__ void __launch_bounds__(kGgThreads, 2)
     moe_down_grouped_kernel(const T* act, const T* w, const MoeTile* tiles, const int* num_tiles, int64_t hidden,
-                            int64_t inter, T* y) {
+                            int64_t inter, const T* down_b, T* y) {
   extern __shared__ __align__(16) unsigned char gg_smem[];
   GgSmem<T>& sm = *reinterpret_cast<GgSmem<T>*>(gg_smem);
   pdl_enter();  // act comes from the gate_up kernel
@@ -179,6 +192,7 @@ __global__ void __launch_bounds__(kGgThreads, 2)
   float acc[kGgMT][kGgNT][4];
   gg_mainloop<T>(sm, a_row, b_row, we, inter, live_mt, b_base, acc);
   const int g = lane / 4, tq = lane % 4;
+  const T* bias = down_b ? down_b + static_cast<int64_t>(tile.expert) * hidden : nullptr;  // [hidden] or null
 #pragma unroll
   for (int mt = 0; mt < kGgMT; ++mt)
 #pragma unroll
@@ -188,8 +202,11 @@ __global__ void __launch_bounds__(kGgThreads, 2)
         const int row = wm * 64 + mt * 16 + g + h * 8;
         const int64_t j = j0 + wn * 32 + nt * 8 + 2 * tq;  // hidden % 8 == 0: j + 1 < hidden too
         if (mt >= live_mt || row >= tile.rows || j >= hidden) continue;
-        *reinterpret_cast<unsigned*>(y + static_cast<int64_t>(tile.row0 + row) * hidden + j) =
-            pack2<T>(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+        float v[2] = {acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]};
+        if (bias)  // round(round(y) + b) (pack2's rounding then exact)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) v[q] = add_bias(to_f(from_f<T>(v[q])), bias, j + q);
+        *reinterpret_cast<unsigned*>(y + static_cast<int64_t>(tile.row0 + row) * hidden + j) = pack2<T>(v[0], v[1]);
       }
 }
 
@@ -212,7 +229,7 @@ void check_grid(int64_t max_tiles, int64_t col_blocks) {
 
 void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, const int* sorted_slot, int top_k,
                                 const MoeTile* tiles, const int* num_tiles, int64_t max_tiles, int64_t hidden,
-                                int64_t inter, void* act, cudaStream_t stream) {
+                                int64_t inter, void* act, cudaStream_t stream, const MoeExtras& extras) {
   const int64_t col_blocks = (inter + kGgN / 2 - 1) / (kGgN / 2);
   check_grid(max_tiles, col_blocks);
   dispatch_float(dt, "moe gate_up grouped", [&](auto tag) {
@@ -224,14 +241,15 @@ void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, 
       (void)ready;
       launch_pdl(moe_gate_up_grouped_kernel<T>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(col_blocks)),
                  dim3(kGgThreads), kGgSmemBytes, stream, static_cast<const T*>(x), static_cast<const T*>(gate_up_w),
-                 sorted_slot, top_k, tiles, num_tiles, hidden, inter, static_cast<T*>(act));
+                 sorted_slot, top_k, tiles, num_tiles, hidden, inter, extras, static_cast<T*>(act));
     }
   });
   check_launch("moe gate_up grouped");
 }
 
 void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, const MoeTile* tiles, const int* num_tiles,
-                             int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream) {
+                             int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream,
+                             const MoeExtras& extras) {
   const int64_t col_blocks = (hidden + kGgN - 1) / kGgN;
   check_grid(max_tiles, col_blocks);
   dispatch_float(dt, "moe down grouped", [&](auto tag) {
@@ -243,7 +261,7 @@ void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, cons
       (void)ready;
       launch_pdl(moe_down_grouped_kernel<T>, dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(col_blocks)),
                  dim3(kGgThreads), kGgSmemBytes, stream, static_cast<const T*>(act), static_cast<const T*>(down_w), tiles,
-                 num_tiles, hidden, inter, static_cast<T*>(y));
+                 num_tiles, hidden, inter, static_cast<const T*>(extras.down_b), static_cast<T*>(y));
     }
   });
   check_launch("moe down grouped");
