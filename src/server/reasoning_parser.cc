@@ -11,12 +11,14 @@ namespace vireo::server {
 // its file plus one line here.
 std::unique_ptr<ReasoningParser> make_qwen3_reasoning_parser();
 std::unique_ptr<ReasoningParser> make_deepseek_r1_reasoning_parser();
+std::unique_ptr<ReasoningParser> make_openai_gptoss_reasoning_parser();  // harmony_reasoning_parser.cc
 
 namespace {
 
 using Factory = std::unique_ptr<ReasoningParser> (*)();
 const std::pair<const char*, Factory> kParsers[] = {
     {"deepseek_r1", make_deepseek_r1_reasoning_parser},
+    {"openai_gptoss", make_openai_gptoss_reasoning_parser},
     {"qwen3", make_qwen3_reasoning_parser},
 };
 

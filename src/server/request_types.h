@@ -34,6 +34,9 @@ struct ModelInfo {
   // The end-of-reasoning token when the server has --reasoning-parser ("</think>" as one token):
   // chat structured outputs start after it, as vLLM's do.
   std::optional<int32_t> reasoning_end_token;
+  // --reasoning-parser openai_gptoss: chat outputs keep their special tokens (<|channel|>, <|message|>, ...),
+  // which the harmony parser reads and strips.
+  bool chat_keeps_special_tokens = false;
   std::vector<std::string> served_model_aliases;  // the other served names requests may use
   // The engine runs --scheduling-policy priority: requests may set a non-zero "priority".
   bool priority_scheduling = false;

@@ -260,6 +260,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
   reject_unsupported(body);
   r.messages = parse_messages(body, limits);
   r.params = parse_sampling_params(body, model, limits);
+  if (model.chat_keeps_special_tokens) r.params.skip_special_tokens = false;  // the harmony parser reads them
   std::optional<int64_t> max_tokens = get_int(body, "max_completion_tokens");
   const char* max_param = "max_completion_tokens";
   if (!max_tokens) {

@@ -28,6 +28,7 @@ void ServerContext::set_engine(std::shared_ptr<AsyncEngine> engine) {
   info.min_p = gen.min_p;
   info.repetition_penalty = gen.repetition_penalty;
   if (!options_.reasoning_parser.empty()) info.reasoning_end_token = engine->tokenizer().token_to_id("</think>");
+  info.chat_keeps_special_tokens = options_.reasoning_parser == "openai_gptoss";
   std::lock_guard<std::mutex> lock(mu_);
   engine_ = std::move(engine);
   model_info_ = std::move(info);

@@ -1,4 +1,4 @@
-// --reasoning-parser: qwen3 and deepseek_r1, whole text and every split into up to three pieces.
+// --reasoning-parser: qwen3, deepseek_r1 and openai_gptoss (harmony), whole text and every split into up to three pieces.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -64,7 +64,27 @@ TEST(ReasoningParser, DeepSeekR1) {
                               });
 }
 
+TEST(ReasoningParser, OpenAiGptOssHarmony) {
+  check_parser("openai_gptoss",
+               {
+                   {"<|channel|>analysis<|message|>User asks 2+2.<|end|><|start|>assistant<|channel|>final<|message|>4",
+                    "User asks 2+2.", "4"},
+                   {"<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b<|return|>", "a",
+                    "b"},
+                   {"<|channel|>final<|message|>only the answer", "", "only the answer"},
+                   {"<|channel|>analysis<|message|>cut by max_tokens", "cut by max_tokens", ""},
+                   {"<|channel|>analysis<|message|>x<|en", "x<|en", ""},  // a marker never completed stays text
+                   {"<|channel|>commentary<|message|>note<|end|>", "", "note"},
+                   // A tool call (a recipient in the header) is not content.
+                   {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}<|call|>", "", ""},
+                   {"plain text, no harmony", "", "plain text, no harmony"},
+                   {"plain <|channel|>x", "", "plain <|channel|>x"},
+                   {"<|chan", "", "<|chan"},
+                   {"", "", ""},
+               });
+}
+
 TEST(ReasoningParser, RegistryByName) {
-  EXPECT_EQ(reasoning_parser_names(), (std::vector<std::string>{"deepseek_r1", "qwen3"}));
+  EXPECT_EQ(reasoning_parser_names(), (std::vector<std::string>{"deepseek_r1", "openai_gptoss", "qwen3"}));
   EXPECT_THROW(make_reasoning_parser("granite"), Error);
 }

@@ -1,0 +1,103 @@
+// --reasoning-parser openai_gptoss: GPT-OSS's harmony format. The model answers in messages
+//   <|channel|>analysis<|message|>...<|end|><|start|>assistant<|channel|>final<|message|>...<|return|>
+// (the prompt ends with <|start|>assistant): the analysis channel is the reasoning, the final channel
+// (and commentary without a recipient) the content; headers and the special tokens never reach the
+// client. A message to a recipient (" to=functions.x" in its header: a tool call) is dropped here, as
+// no harmony tool parser exists yet. The server keeps special tokens in these chat outputs
+// (ModelInfo::chat_keeps_special_tokens), or the markers would be gone before this parser sees them.
+// Output that does not open with a marker (a model that does not speak harmony) passes through as content.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "server/reasoning_parser.h"
+#include "server/tag_holdback.h"
+
+namespace vireo::server {
+namespace {
+
+constexpr std::string_view kMessage = "<|message|>";
+constexpr std::string_view kChannel = "<|channel|>";
+constexpr std::string_view kEnds[] = {"<|end|>", "<|return|>", "<|call|>"};
+
+class HarmonyReasoningParser : public ReasoningParser {
+ public:
+  ReasoningDelta feed(std::string_view text) override {
+    ReasoningDelta out;
+    held_ += text;
+    while (true) {
+      if (state_ == State::kHeader) {
+        const size_t m = held_.find(kMessage);
+        if (!seen_header_ && !held_.empty() && !held_.starts_with(std::string_view("<|").substr(0, held_.size()))) {
+          state_ = State::kPlain;  // the output does not open with a harmony marker: plain content
+          continue;
+        }
+        if (m == std::string::npos) return out;
+        target_ = route(std::string_view(held_).substr(0, m));
+        held_.erase(0, m + kMessage.size());
+        seen_header_ = true;
+        state_ = State::kBody;
+      }
+      if (state_ == State::kPlain) {
+        out.content += held_;
+        held_.clear();
+        return out;
+      }
+      // kBody: up to the first end marker; a possible marker prefix at the tail waits.
+      size_t end = std::string::npos, len = 0;
+      for (std::string_view e : kEnds)
+        if (size_t p = held_.find(e); p < end) end = p, len = e.size();
+      if (end == std::string::npos) {
+        size_t keep = 0;
+        for (std::string_view e : kEnds) keep = std::max(keep, partial_tag_suffix(held_, e));
+        emit(out, held_.substr(0, held_.size() - keep));
+        held_.erase(0, held_.size() - keep);
+        return out;
+      }
+      emit(out, held_.substr(0, end));
+      held_.erase(0, end + len);
+      state_ = State::kHeader;
+    }
+  }
+
+  ReasoningDelta finish() override {
+    ReasoningDelta out;
+    if (state_ == State::kBody) emit(out, held_);  // cut by max_tokens inside a message
+    if (state_ == State::kPlain || (state_ == State::kHeader && !seen_header_)) out.content += held_;  // never harmony
+    held_.clear();
+    return out;
+  }
+
+ private:
+  enum class State { kHeader, kBody, kPlain };
+  enum class Target { kReasoning, kContent, kDrop };
+
+  // The channel a header names: analysis -> reasoning; final / commentary -> content; a recipient -> drop.
+  static Target route(std::string_view header) {
+    if (header.find(" to=") != std::string_view::npos || header.find("<|constrain|>") != std::string_view::npos)
+      return Target::kDrop;
+    const size_t c = header.find(kChannel);
+    if (c == std::string_view::npos) return Target::kContent;
+    std::string_view name = header.substr(c + kChannel.size());
+    name = name.substr(0, name.find_first_of(" <"));
+    return name == "analysis" ? Target::kReasoning : Target::kContent;
+  }
+
+  void emit(ReasoningDelta& out, const std::string& text) const {
+    if (target_ == Target::kReasoning) out.reasoning += text;
+    if (target_ == Target::kContent) out.content += text;
+  }
+
+  State state_ = State::kHeader;
+  Target target_ = Target::kContent;
+  bool seen_header_ = false;
+  std::string held_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReasoningParser> make_openai_gptoss_reasoning_parser() {
+  return std::make_unique<HarmonyReasoningParser>();
+}
+
+}  // namespace vireo::server
