@@ -9,10 +9,13 @@
 //   Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; half d}         16 sub-blocks of 16, x = (q6 - 32) * d * scale
 //   Q2_K {u8 scales[16]; u8 qs[64]; half d, dmin}               16 sub-blocks of 16, 4-bit scale and min
 //   Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d}       16 sub-blocks of 16, 6-bit signed scales
+//   MXFP4 {u8 e; u8 qs[16]}  x = kvalues[nibble] * 2^(e - 128) (E2M1 values doubled, the E8M0 scale halved);
+//                            low nibbles are values 0..15, high 16..31 (GPT-OSS's experts)
 // Each value is computed with the float operations in ggml's order, so results equal ggml's bitwise.
 #include "gguf/gguf_dequant.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -74,6 +77,16 @@ void block_q8_0(const uint8_t* b, float* y) {
   const float d = half_at(b);
   const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
+}
+
+void block_mxfp4(const uint8_t* b, float* y) {
+  static constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const float d = std::ldexp(1.0f, static_cast<int>(b[0]) - 128);  // ggml_e8m0_to_fp32_half, exactly
+  const uint8_t* qs = b + 1;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(kValues[qs[j] & 0xF]) * d;
+    y[j + 16] = static_cast<float>(kValues[qs[j] >> 4]) * d;
+  }
 }
 
 // The 12 bytes of K-quant scales hold eight 6-bit scales and eight 6-bit mins: sub-blocks 0-3 in
@@ -190,6 +203,7 @@ BlockFn block_fn(uint32_t type) {
     case GgmlType::kQ4_K: return block_qk<false>;
     case GgmlType::kQ5_K: return block_qk<true>;
     case GgmlType::kQ6_K: return block_q6_k;
+    case GgmlType::kMXFP4: return block_mxfp4;
     default: return nullptr;
   }
 }
@@ -222,7 +236,9 @@ bool ggml_can_dequantize(uint32_t type) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 || block_fn(type) != nullptr;
 }
 
-std::string ggml_dequantizable_types() { return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"; }
+std::string ggml_dequantizable_types() {
+  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4";
+}
 
 void dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
   if (!ggml_can_dequantize(type)) throw Error("dequantize: unsupported ggml type " + ggml_type_name(type));

@@ -79,6 +79,13 @@ void DecoderModel::load_gpt_oss_moe(const std::string& m, DecoderLayerWeights& w
   w.router_w = load(m + "router.weight", {{m + "router.weight", {E, hidden}}}, kDummyStd);
   w.router_b = load(m + "router.bias", {{m + "router.bias", {E}}}, kDummyStd);
   const std::string x = m + "experts.";
+  if (ckpt_ && ckpt_->experts_as_rows()) {  // GGUF: already [gate; up] rows, [out, in] matrices
+    w.experts_gate_up = load(x + "gate_up_proj", {{x + "gate_up_proj", {E, 2 * I, hidden}}}, kDummyStd);
+    w.experts_down = load(x + "down_proj", {{x + "down_proj", {E, hidden, I}}}, kDummyStd);
+    w.experts_gate_up_b = load(x + "gate_up_proj_bias", {{x + "gate_up_proj_bias", {E, 2 * I}}}, kDummyStd);
+    w.experts_down_b = load(x + "down_proj_bias", {{x + "down_proj_bias", {E, hidden}}}, kDummyStd);
+    return;
+  }
   w.experts_gate_up = load_gpt_oss_experts(x + "gate_up_proj", E, 2 * I, hidden, deinterleave(I));
   std::vector<int64_t> same(static_cast<size_t>(hidden));
   std::iota(same.begin(), same.end(), 0);

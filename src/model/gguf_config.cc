@@ -23,6 +23,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"gemma3", "Gemma3ForCausalLM"},
     {"gemma2", "Gemma2ForCausalLM"},
     {"phi3", "Phi3ForCausalLM"},
+    {"gpt-oss", "GptOssForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -169,9 +170,9 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
     j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
-    if (a != "qwen3moe" && a != "qwen2moe")
+    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe and llama (Mixtral) only");
+                  "qwen2moe, gpt-oss and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
@@ -188,6 +189,8 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     if (!dense.empty()) j["mlp_only_layers"] = dense;
     j["intermediate_size"] = f.find(a + ".feed_forward_length") ? required_int(f, a + ".feed_forward_length")
                                                                  : j["moe_intermediate_size"].get<int64_t>();
+    // GPT-OSS: GptOssConfig's intermediate_size is the experts' width (every layer sparse, top-k renormalised).
+    if (a == "gpt-oss") j["intermediate_size"] = j["moe_intermediate_size"];
   } else {
     j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
   }
@@ -206,7 +209,11 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["partial_rotary_factor"] = static_cast<double>(*rd) / static_cast<double>(head_dim);
   if (auto eps = f.get_float(a + ".attention.layer_norm_rms_epsilon")) j["rms_norm_eps"] = *eps;
   j["rope_theta"] = f.get_float(a + ".rope.freq_base").value_or(10000.0);
-  if (json rs = rope_scaling(f, a); !rs.is_null()) j["rope_scaling"] = rs;
+  if (json rs = rope_scaling(f, a); !rs.is_null()) {
+    // GPT-OSS's YaRN keeps the correction range unrounded (truncate: false in its config).
+    if (a == "gpt-oss" && rs["rope_type"] == "yarn") rs["truncate"] = false;
+    j["rope_scaling"] = rs;
+  }
 
   // Vocabulary: <arch>.vocab_size, else the token list, else the embedding's rows.
   int64_t vocab = 0;

@@ -21,6 +21,7 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
     {"mlp.gate", "ffn_gate_inp"},  // the MoE router
+    {"mlp.router", "ffn_gate_inp"},  // GPT-OSS's router (weight and bias)
     // Phi-3's fused projections ([q; k; v] and [gate; up] rows, as in its HF checkpoint)
     {"self_attn.qkv_proj", "attn_qkv"},        {"mlp.gate_up_proj", "ffn_up"},
     // Qwen2-MoE's shared expert and its gate ([1, hidden] in HF, [hidden] in the file)
@@ -33,6 +34,9 @@ const std::pair<const char*, const char*> kLayerNames[] = {
 // [E, hidden, I] ffn_down_exps.
 constexpr const char* kGateUpSuffix = ".mlp.experts.gate_up_proj";
 constexpr const char* kDownSuffix = ".mlp.experts.down_proj";
+// GPT-OSS's expert biases: [E, 2I] = [gate | up] per expert (ffn_{gate,up}_exps.bias), [E, hidden].
+constexpr const char* kGateUpBiasSuffix = ".mlp.experts.gate_up_proj_bias";
+constexpr const char* kDownBiasSuffix = ".mlp.experts.down_proj_bias";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -56,6 +60,8 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
   if (const std::string l = stacked_layer(hf, kDownSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.weight";
+  if (const std::string l = stacked_layer(hf, kDownBiasSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.bias";
+  if (const std::string l = stacked_layer(hf, ".self_attn.sinks"); !l.empty()) return "blk." + l + ".attn_sinks.weight";
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
@@ -74,7 +80,7 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
 GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c)
     : files_(std::move(files)),
       post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Gemma3ForCausalLM" ||
-                           c.architecture == "Gemma2ForCausalLM"),
+                           c.architecture == "Gemma2ForCausalLM" || c.architecture == "GptOssForCausalLM"),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM"),  // "llama" in the file
@@ -83,9 +89,11 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
       num_kv_heads_(c.num_key_value_heads) {}
 
 bool GgufWeights::has(const std::string& name) const {
-  if (const std::string l = stacked_layer(name, kGateUpSuffix); !l.empty())
-    return files_->find_tensor("blk." + l + ".ffn_gate_exps.weight").info &&
-           files_->find_tensor("blk." + l + ".ffn_up_exps.weight").info;
+  for (auto [suffix, kind] : {std::pair{kGateUpSuffix, ".weight"}, std::pair{kGateUpBiasSuffix, ".bias"}})
+    if (const std::string l = stacked_layer(name, suffix); !l.empty())
+      return files_->find_tensor("blk." + l + ".ffn_gate_up_exps" + kind).info ||
+             (files_->find_tensor("blk." + l + ".ffn_gate_exps" + kind).info &&
+              files_->find_tensor("blk." + l + ".ffn_up_exps" + kind).info);
   const std::string g = gguf_tensor_name(name, post_attention_norm_);
   return !g.empty() && files_->find_tensor(g).info != nullptr;
 }
@@ -122,7 +130,8 @@ int GgufWeights::permuted_heads(const std::string& name) const {
 }
 
 std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vector<int64_t>& expected) const {
-  if (!stacked_layer(name, kGateUpSuffix).empty()) return std::nullopt;  // two tensors, interleaved by read()
+  if (!stacked_layer(name, kGateUpSuffix).empty() || !stacked_layer(name, kGateUpBiasSuffix).empty())
+    return std::nullopt;  // two tensors, interleaved by read()
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
@@ -131,10 +140,11 @@ std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vect
 }
 
 void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {
-  if (const std::string l = stacked_layer(name, kGateUpSuffix); !l.empty()) {
-    read_gate_up(l, expected, dtype, dst);
-    return;
-  }
+  for (auto [suffix, kind] : {std::pair{kGateUpSuffix, ".weight"}, std::pair{kGateUpBiasSuffix, ".bias"}})
+    if (const std::string l = stacked_layer(name, suffix); !l.empty()) {
+      read_gate_up(l, kind, expected, dtype, dst);
+      return;
+    }
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)  // checked before any thread starts
@@ -179,16 +189,27 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
   store_f32_as(hf.data(), t.numel(), dtype, dst);
 }
 
-// gate_up [E, 2I, hidden]: expert e's rows are ffn_gate_exps[e] ([I, hidden]) then ffn_up_exps[e].
-// Each expert's slice of a GGUF tensor is whole rows, so quantized blocks never straddle experts.
-void GgufWeights::read_gate_up(const std::string& layer, const std::vector<int64_t>& expected, DType dtype,
-                               void* dst) const {
-  if (expected.size() != 3 || expected[1] % 2 != 0)
-    throw Error("GGUF weights: gate_up of layer " + layer + " must be [E, 2I, hidden]");
-  const int64_t E = expected[0], I = expected[1] / 2, H = expected[2];
-  const std::string hf = "model.layers." + layer + kGateUpSuffix;
-  const GgufShards::Found parts[2] = {find_gguf("blk." + layer + ".ffn_gate_exps.weight", hf, {E, I, H}),
-                                      find_gguf("blk." + layer + ".ffn_up_exps.weight", hf, {E, I, H})};
+// gate_up [E, 2I, hidden]: expert e's rows are ffn_gate_exps[e] ([I, hidden]) then ffn_up_exps[e]; the
+// biases [E, 2I] likewise from [E, I] each. Each expert's slice of a GGUF tensor is whole rows, so
+// quantized blocks never straddle experts. A fused ffn_gate_up_exps (the converter's fuse_gate_up_exps)
+// already has this layout.
+void GgufWeights::read_gate_up(const std::string& layer, const std::string& kind, const std::vector<int64_t>& expected,
+                               DType dtype, void* dst) const {
+  const bool bias = kind == ".bias";
+  if (expected.size() != (bias ? 2u : 3u) || expected[1] % 2 != 0)
+    throw Error("GGUF weights: gate_up of layer " + layer + " must be [E, 2I" + (bias ? "]" : ", hidden]"));
+  const int64_t E = expected[0], I = expected[1] / 2, H = bias ? 1 : expected[2];
+  const std::string hf = "model.layers." + layer + (bias ? kGateUpBiasSuffix : kGateUpSuffix);
+  if (const std::string fused = "blk." + layer + ".ffn_gate_up_exps" + kind; files_->find_tensor(fused).info) {
+    const GgufShards::Found f = find_gguf(fused, hf, expected);
+    std::vector<float> tmp(static_cast<size_t>(f.info->numel()));
+    dequantize(f.info->type, f.data(), tmp.data(), f.info->numel());
+    store_f32_as(tmp.data(), f.info->numel(), dtype, dst);
+    return;
+  }
+  const std::vector<int64_t> part_shape = bias ? std::vector<int64_t>{E, I} : std::vector<int64_t>{E, I, H};
+  const GgufShards::Found parts[2] = {find_gguf("blk." + layer + ".ffn_gate_exps" + kind, hf, part_shape),
+                                      find_gguf("blk." + layer + ".ffn_up_exps" + kind, hf, part_shape)};
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)
     throw Error("GGUF weights: cannot store " + hf + " as " + std::string(dtype_name(dtype)));
   const size_t es = dtype_size(dtype);

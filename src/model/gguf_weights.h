@@ -12,7 +12,7 @@
 namespace vireo {
 
 // llama.cpp's tensor name for an HF one ("lm_head.weight" -> "output.weight"); "" when there is none.
-// OLMo-2 and Gemma 3 (post_attention_norm set) name their post-attention norm post_attention_norm where the
+// OLMo-2, Gemma 2/3 and GPT-OSS (post_attention_norm set) name their post-attention norm post_attention_norm where the
 // others use ffn_norm (Gemma 3's ffn_norm is its pre_feedforward_layernorm).
 std::string gguf_tensor_name(const std::string& hf_name, bool post_attention_norm);
 
@@ -24,14 +24,17 @@ class GgufWeights final : public WeightSource {
   std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override;
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
   bool norms_include_one() const override { return gemma_; }
+  bool experts_as_rows() const override { return true; }
 
  private:
   // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.
   GgufShards::Found find(const std::string& name, const std::vector<int64_t>& expected) const;
   // The same for a GGUF name `g` serving HF `name` (errors name both).
   GgufShards::Found find_gguf(const std::string& g, const std::string& name, const std::vector<int64_t>& expected) const;
-  // A sparse layer's [E, 2I, hidden] gate_up from ffn_gate_exps and ffn_up_exps.
-  void read_gate_up(const std::string& layer, const std::vector<int64_t>& expected, DType dtype, void* dst) const;
+  // A sparse layer's [E, 2I, hidden] gate_up (kind ".weight") or [E, 2I] biases (".bias") from
+  // ffn_gate_exps and ffn_up_exps, or from one ffn_gate_up_exps where the file has it fused.
+  void read_gate_up(const std::string& layer, const std::string& kind, const std::vector<int64_t>& expected, DType dtype,
+                    void* dst) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
 

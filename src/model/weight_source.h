@@ -23,6 +23,10 @@ class WeightSource {
   // Zero-centred RMSNorm weights (Gemma's norm(x) * (1 + w)) are stored as 1 + w already (llama.cpp's
   // converter adds the 1), so the loader must not add it again.
   virtual bool norms_include_one() const { return false; }
+  // GPT-OSS's stacked experts come as mlp.experts.gate_up_proj [E, 2I, hidden] = [gate; up] rows per
+  // expert, down_proj [E, hidden, I] and gate_up_proj_bias [E, 2I] = [gate | up] (GGUF files), not as the
+  // checkpoint's [E, in, out] with gate / up interleaved.
+  virtual bool experts_as_rows() const { return false; }
 };
 
 // Serves every "model.X" name from inner's "<prefix>X" (the multimodal wrappers keep the text model

@@ -21,6 +21,11 @@ constexpr int kUnknown = 2, kControl = 3, kUserDefined = 4;
 const char* const kLlama3Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
+// o200k (GPT-4o, gpt-oss; llama.cpp's pre "gpt-4o"): cased words with contractions, numbers of 1-3 digits.
+const char* const kGpt4oRegex =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kQwen2Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
@@ -62,12 +67,15 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
     s.normalizer = {{"type", "NFC"}};
     s.pre_tokenizer = split_then_bytes(kQwen2Regex);
+  } else if (pre == "gpt-4o" || pre == "gpt-oss") {
+    s.pre_tokenizer = split_then_bytes(kGpt4oRegex);
+    s.model["ignore_merges"] = true;  // o200k's tokenizer.json
   } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2") {
     // GPT-2's own byte-level split (HF GPT-2); llama.cpp's "default" is a legacy approximation of it.
     s.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
-                "' is not supported (llama-bpe, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-2, default); pass "
+                "' is not supported (llama-bpe, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-4o, gpt-2, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }
   return s;

@@ -2,6 +2,7 @@
 // scales, mins and quants go in, value = scale * q - min comes out, for every element.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -44,6 +45,28 @@ TEST(GgufDequant, Q8_0) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], (j * 8 - 128) * 0.25f) << j;
   EXPECT_EQ(y[0], -32.0f);
   EXPECT_EQ(y[31], 30.0f);
+}
+
+TEST(GgufDequant, MXFP4) {
+  // {u8 e; u8 qs[16]}: kvalues (E2M1 doubled) times 2^(e - 128); low nibbles values 0..15, high 16..31.
+  const float kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int e : {0, 1, 120, 127, 130}) {
+    std::vector<uint8_t> b(17);
+    b[0] = static_cast<uint8_t>(e);
+    for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    auto y = run(39, b, 32);
+    const float d = std::ldexp(1.0f, e - 128);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[j], kv[j] * d) << e << " " << j;
+      EXPECT_EQ(y[j + 16], kv[15 - j] * d) << e << " " << j;
+    }
+  }
+  std::vector<uint8_t> b(17, 0);
+  b[0] = 127;  // scale 1/2: nibble 7 (12) is 6.0, the largest E2M1 value; nibble 15 (-12) is -6.0
+  b[1] = 0xF7;
+  auto y = run(39, b, 32);
+  EXPECT_EQ(y[0], 6.0f);
+  EXPECT_EQ(y[16], -6.0f);
 }
 
 // Packs eight 6-bit scales and mins into the 12 bytes of a K-quant block.

@@ -87,15 +87,35 @@ class GgufWriter {
 
 // ggml type ids used by the tests.
 constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ5_K = 13,
-                   kGgmlQ6_K = 14, kGgmlBF16 = 30;
+                   kGgmlQ6_K = 14, kGgmlBF16 = 30, kGgmlMXFP4 = 39;
 
-// Encodes n floats as F32, F16, BF16 or Q8_0 (ggml's reference quantizer: d = amax / 127,
-// q = round(x / d)).
+// Encodes n floats as F32, F16, BF16, Q8_0 (ggml's reference quantizer: d = amax / 127,
+// q = round(x / d)) or MXFP4 (the nearest value at the smallest scale that holds the block's amax).
 inline std::string encode_values(const float* x, int64_t n, uint32_t type) {
   std::string out;
   if (type == kGgmlF32) return std::string(reinterpret_cast<const char*>(x), n * 4);
   if (type == kGgmlF16 || type == kGgmlBF16) {
     for (int64_t i = 0; i < n; ++i) out += GgufWriter::pod(type == kGgmlF16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]));
+    return out;
+  }
+  if (type == kGgmlMXFP4) {  // {u8 e; u8 qs[16]}: nearest of the doubled E2M1 values at scale 2^(e - 128)
+    static constexpr float kv[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    for (int64_t b = 0; b < n; b += 32) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b + j]));
+      const int e = amax > 0 ? static_cast<int>(std::ceil(std::log2(amax / 12.0f))) + 128 : 0;
+      const float d = std::ldexp(1.0f, e - 128);
+      uint8_t q[32];
+      for (int j = 0; j < 32; ++j) {
+        const float v = std::abs(x[b + j]) / d;
+        int best = 0;
+        for (int k = 1; k < 8; ++k)
+          if (std::abs(v - kv[k]) < std::abs(v - kv[best])) best = k;
+        q[j] = static_cast<uint8_t>(best | (x[b + j] < 0 && best ? 8 : 0));
+      }
+      out += static_cast<char>(std::clamp(e, 0, 255));
+      for (int j = 0; j < 16; ++j) out += static_cast<char>(q[j] | (q[j + 16] << 4));
+    }
     return out;
   }
   for (int64_t b = 0; b < n; b += 32) {  // Q8_0

@@ -34,11 +34,14 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"mlp.down_proj", "ffn_down"}, {"mlp.gate", "ffn_gate_inp"}, {"block_sparse_moe.gate", "ffn_gate_inp"},
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
       {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
-      {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"}};
+      {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"},
+      {"mlp.router", "ffn_gate_inp"}};
+  if (hf.size() > 15 && hf.compare(hf.size() - 15, 15, "self_attn.sinks") == 0)  // GPT-OSS: ".weight" appended
+    return "blk." + hf.substr(13, hf.find('.', 13) - 13) + ".attn_sinks.weight";
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
-  if ((arch == "olmo2" || arch == "gemma3" || arch == "gemma2") && module == "post_attention_layernorm")
+  if ((arch == "olmo2" || arch == "gemma3" || arch == "gemma2" || arch == "gpt-oss") && module == "post_attention_layernorm")
     name = "post_attention_norm";
   return "blk." + hf.substr(a, dot - a) + "." + name + hf.substr(last);
 }
@@ -56,10 +59,44 @@ inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t head
 
 struct ConvertOptions {
   uint32_t type = kGgmlF32;  // of 2-D weights; norms and biases stay F32 as the converter keeps them
+  uint32_t expert_type = ~0u;  // GPT-OSS's stacked experts (MXFP4 in the released files); ~0: `type`
   uint32_t version = 3;
   uint64_t alignment = 32;
   std::function<void(GgufWriter&)> extra_metadata;  // called after the converter's own metadata
 };
+
+// GPT-OSS's stacked experts as convert_hf_to_gguf.py's GptOssModel writes them (unfused): gate_up_proj
+// [E, hidden, 2I] (gate / up in alternate columns) -> ffn_gate_exps / ffn_up_exps [E, I, hidden];
+// down_proj [E, I, hidden] -> ffn_down_exps [E, hidden, I]; the biases split the same way, kept F32.
+inline void add_gpt_oss_experts(GgufWriter& w, const std::string& name, const std::vector<int64_t>& shape,
+                                const std::vector<float>& v, uint32_t type) {
+  const size_t x = name.find(".mlp.experts.");
+  const std::string blk = "blk." + name.substr(13, x - 13) + ".", what = name.substr(x + 13);
+  const int64_t E = shape[0];
+  auto add = [&](const std::string& n, std::vector<int64_t> ne, const std::vector<float>& d, uint32_t t) {
+    w.add_tensor(blk + n, ne, t, encode_values(d.data(), static_cast<int64_t>(d.size()), t));
+  };
+  if (what == "gate_up_proj" || what == "gate_up_proj_bias") {
+    const bool bias = what == "gate_up_proj_bias";
+    const int64_t H = bias ? 1 : shape[1], I = shape.back() / 2;
+    std::vector<float> part[2];
+    for (int s = 0; s < 2; ++s)
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t i = 0; i < I; ++i)
+          for (int64_t h = 0; h < H; ++h) part[s].push_back(v[(e * H + h) * 2 * I + 2 * i + s]);
+    for (int s = 0; s < 2; ++s)
+      add(std::string(s ? "ffn_up_exps" : "ffn_gate_exps") + (bias ? ".bias" : ".weight"),
+          bias ? std::vector<int64_t>{I, E} : std::vector<int64_t>{H, I, E}, part[s], bias ? kGgmlF32 : type);
+    return;
+  }
+  if (what == "down_proj_bias") return add("ffn_down_exps.bias", {shape[1], E}, v, kGgmlF32);
+  const int64_t I = shape[1], H = shape[2];  // down_proj [E, I, hidden] -> [E, hidden, I]
+  std::vector<float> d;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < I; ++i) d.push_back(v[(e * I + i) * H + h]);
+  add("ffn_down_exps.weight", {I, H, E}, d, type);
+}
 
 // Writes the fixture in `dir` (config.json + *.safetensors) as the GGUF file `out`.
 inline void convert_model_fixture(const std::string& dir, const std::string& out, const ConvertOptions& o = {}) {
@@ -72,7 +109,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen2MoeForCausalLM", "qwen2moe"},
                                                            {"Gemma3ForCausalLM", "gemma3"},
                                                            {"Gemma2ForCausalLM", "gemma2"},
-                                                           {"Phi3ForCausalLM", "phi3"}};
+                                                           {"Phi3ForCausalLM", "phi3"},
+                                                           {"GptOssForCausalLM", "gpt-oss"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -106,6 +144,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
     // (Mixtral, as "llama": the experts are feed_forward_length wide; no expert_feed_forward_length)
     if (c.contains("moe_intermediate_size")) w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+    if (a == "gpt-oss") w.add_u32(a + ".expert_feed_forward_length", c["intermediate_size"]);  // GptOssModel
     if (c.contains("shared_expert_intermediate_size"))
       w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
   }
@@ -191,6 +230,10 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       Tensor t = f.tensor(name);
       std::vector<float> v(t.numel());
       convert_to_f32(t.data, t.dtype, v.data(), v.size());
+      if (a == "gpt-oss" && name.find(".mlp.experts.") != std::string::npos) {
+        add_gpt_oss_experts(w, name, t.shape, v, o.expert_type == ~0u ? o.type : o.expert_type);
+        continue;
+      }
       const size_t xm = name.find(".mlp.experts."), xb = name.find(".block_sparse_moe.experts.");
       if (const size_t x = xm != std::string::npos ? xm : xb; x != std::string::npos) {
         // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, or Mixtral's

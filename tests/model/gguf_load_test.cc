@@ -108,7 +108,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gemma2", testing::kGgmlF32, 0}, Case{"gemma2", testing::kGgmlF16, 1e-2},
                       Case{"gemma2", testing::kGgmlQ8_0, 0.25},
                       // Phi-3: fused attn_qkv / ffn_up, LongRoPE as rope_factors_{long,short} tensors
-                      Case{"phi3", testing::kGgmlF32, 0}, Case{"phi3", testing::kGgmlQ8_0, 5e-2}),
+                      Case{"phi3", testing::kGgmlF32, 0}, Case{"phi3", testing::kGgmlQ8_0, 5e-2},
+                      // GPT-OSS: attn_sinks, ffn_gate_inp with a bias, ffn_{gate,up,down}_exps with biases
+                      Case{"gpt_oss", testing::kGgmlF32, 0}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -118,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
 // and tokens on the GPU; a Q8_0 file, dequantized at load, stays near its CPU run (bf16 vs fp32 math).
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
-  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3", "gemma2", "phi3"}) {
+  for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3", "gemma2", "phi3", "gpt_oss"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
@@ -328,7 +330,7 @@ TEST(GgufModel, UnsupportedArchitecture) {
     load_model(p, create_backend("cpu"), LoadOptions{});
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("general.architecture 'phi2' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3, gemma2, phi3)"),
+    EXPECT_NE(std::string(e.what()).find("general.architecture 'phi2' is not supported (supported: llama, qwen2, qwen3, olmo2, qwen3moe, qwen2moe, gemma3, gemma2, phi3, gpt-oss)"),
               std::string::npos)
         << e.what();
   }

@@ -1,6 +1,6 @@
 // GPT-OSS: GptOssConfig's defaults, the built-in 20B shape, MXFP4 dequantization, and MXFP4 experts
 // loading like their dense form (the gpt_oss fixture's experts quantized, and the same values written
-// dense in the [E, in, out] layout: bitwise the same logits).
+// dense in the [E, in, out] layout: bitwise the same logits), and a GGUF with MXFP4 experts like both.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +14,7 @@
 #include "model/model_config.h"
 #include "model/mxfp4.h"
 #include "model_test_util.h"
+#include "../gguf_util/hf_to_gguf.h"
 #include "safetensors_util.h"
 
 namespace vireo {
@@ -121,10 +122,12 @@ std::vector<float> floats(const testing::RawTensor& t) {
   return v;
 }
 
-TEST(GptOssCheckpoint, Mxfp4ExpertsLoadLikeTheirDenseForm) {
-  const fs::path fixture = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/gpt_oss";
-  if (!fs::exists(fixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
-  auto t = testing::read_safetensors(fixture / "model.safetensors");
+const fs::path kFixture = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/gpt_oss";
+
+// The fixture's experts quantized to MXFP4: as a checkpoint with *_blocks / *_scales (k = 1) or with the
+// dequantized values written dense in the [E, in, out] layout (k = 0), in root/{mxfp4,dense}.
+void write_quantized_checkpoints(const fs::path& root) {
+  auto t = testing::read_safetensors(kFixture / "model.safetensors");
   std::map<std::string, testing::RawTensor> packed = t, dense = t;
   int converted = 0;
   for (auto& [name, x] : t) {
@@ -149,18 +152,44 @@ TEST(GptOssCheckpoint, Mxfp4ExpertsLoadLikeTheirDenseForm) {
     ++converted;
   }
   ASSERT_GT(converted, 0);
-  const fs::path root = fs::path(::testing::TempDir()) / ("vireo_gpt_oss_" + std::to_string(::getpid()));
-  std::vector<float> logits[2];
   for (int k = 0; k < 2; ++k) {
     const fs::path dir = root / (k ? "mxfp4" : "dense");
     fs::create_directories(dir);
-    fs::copy_file(fixture / "config.json", dir / "config.json");
+    fs::copy_file(kFixture / "config.json", dir / "config.json");
     testing::write_safetensors(dir / "model.safetensors", k ? packed : dense);
-    logits[k] = testing::prompt_logits(dir.string());
   }
+}
+
+fs::path temp_root(const std::string& what) {
+  return fs::path(::testing::TempDir()) / ("vireo_gpt_oss_" + what + "_" + std::to_string(::getpid()));
+}
+
+TEST(GptOssCheckpoint, Mxfp4ExpertsLoadLikeTheirDenseForm) {
+  if (!fs::exists(kFixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
+  const fs::path root = temp_root("st");
+  write_quantized_checkpoints(root);
+  const std::vector<float> dense = testing::prompt_logits((root / "dense").string());
+  const std::vector<float> mxfp4 = testing::prompt_logits((root / "mxfp4").string());
   fs::remove_all(root);
-  EXPECT_EQ(logits[0], logits[1]);
-  EXPECT_NE(logits[0], testing::prompt_logits(fixture.string()));  // the quantization changed something
+  EXPECT_EQ(dense, mxfp4);
+  EXPECT_NE(dense, testing::prompt_logits(kFixture.string()));  // the quantization changed something
+}
+
+// llama.cpp's gpt-oss GGUF (convert_hf_to_gguf.py's GptOssModel: experts split into ffn_{gate,up,down}_exps
+// in MXFP4, ggml's block layout) gives bitwise the logits of the HF MXFP4 checkpoint of the same values.
+TEST(GptOssCheckpoint, Mxfp4GgufLoadsLikeTheHfMxfp4Checkpoint) {
+  if (!fs::exists(kFixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
+  const fs::path root = temp_root("gguf");
+  write_quantized_checkpoints(root);
+  testing::ConvertOptions o;
+  o.type = testing::kGgmlF32;
+  o.expert_type = testing::kGgmlMXFP4;
+  const std::string gguf = (root / "gpt_oss_mxfp4.gguf").string();
+  testing::convert_model_fixture(kFixture.string(), gguf, o);
+  const std::vector<float> want = testing::prompt_logits((root / "mxfp4").string());
+  const std::vector<float> got = testing::prompt_logits(gguf);
+  fs::remove_all(root);
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

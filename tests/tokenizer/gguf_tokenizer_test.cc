@@ -97,7 +97,7 @@ TEST_P(GgufTokenizer, MatchesTokenizerJson) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufTokenizer,
                          ::testing::Values(Case{"qwen3", "qwen2"}, Case{"llama3", "llama-bpe"},
-                                           Case{"llama2", "sentencepiece"}),
+                                           Case{"llama2", "sentencepiece"}, Case{"gptoss", "gpt-4o"}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 TEST(GgufTokenizerErrors, ClearMessages) {
