@@ -1,6 +1,7 @@
-// The CPU MoE op (the oracle of the CUDA one) vs a per-token formula written here from HF's
-// Qwen3MoeSparseMoeBlock: softmax over the router logits, top-k, optional renormalisation, the
-// weighted sum of the chosen experts' SwiGLU MLPs. Fresh random inputs, NaN-poisoned outputs.
+// The CPU MoE op (the oracle of the CUDA one) vs per-token formulas written here from HF's
+// Qwen3MoeSparseMoeBlock (and GptOssExperts, below): softmax over the router logits, top-k, optional
+// renormalisation, the weighted sum of the chosen experts' SwiGLU MLPs. Fresh random inputs,
+// NaN-poisoned outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -106,6 +107,83 @@ TEST(CpuMoe, RejectsBadArguments) {
   EXPECT_THROW(be->moe({x, router, gu, down, o, 5, true}), Error);  // top_k > E
   EXPECT_THROW(be->moe({x, router, gu, down, x, 2, true}), Error);  // out aliases x
   EXPECT_THROW(be->moe({x, router, down, gu, o, 2, true}), Error);  // shapes disagree
+}
+
+// GPT-OSS's form (router bias, expert biases, clamped SwiGLU) vs a per-token formula written here from
+// HF's GptOssTopKRouter / GptOssExperts: top-k of the router logits, a softmax over them, and per chosen
+// expert (up.clamp(-limit, limit) + 1) * glu(gate.clamp(max=limit)) through down, biases added after
+// each product. Inputs large enough that the clamps bite.
+struct Weights {
+  int H, I, E;
+  std::vector<float> router, router_b, gu, gu_b, down, down_b;  // gu: [E, 2I, H] = [gate; up] rows
+};
+
+std::vector<float> reference(const std::vector<float>& x, const Weights& w, int T, int k, float alpha, float limit) {
+  const int H = w.H, I = w.I, E = w.E;
+  std::vector<float> out(size_t(T) * H, 0.f);
+  for (int t = 0; t < T; ++t) {
+    const float* xt = &x[size_t(t) * H];
+    std::vector<double> logit(E);
+    for (int e = 0; e < E; ++e) logit[e] = std::inner_product(xt, xt + H, &w.router[size_t(e) * H], 0.0) + w.router_b[e];
+    std::vector<int> ids(E);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return logit[a] > logit[b]; });
+    double z = 0;
+    for (int j = 0; j < k; ++j) z += std::exp(logit[ids[j]] - logit[ids[0]]);
+    for (int j = 0; j < k; ++j) {
+      const int e = ids[j];
+      const double weight = std::exp(logit[e] - logit[ids[0]]) / z;
+      std::vector<double> act(I);
+      for (int i = 0; i < I; ++i) {
+        double g = std::inner_product(xt, xt + H, &w.gu[(size_t(e) * 2 * I + i) * H], 0.0) + w.gu_b[size_t(e) * 2 * I + i];
+        double u = std::inner_product(xt, xt + H, &w.gu[(size_t(e) * 2 * I + I + i) * H], 0.0) +
+                   w.gu_b[size_t(e) * 2 * I + I + i];
+        g = std::min<double>(g, limit);
+        u = std::clamp<double>(u, -limit, limit);
+        act[i] = (u + 1) * g / (1 + std::exp(-alpha * g));
+      }
+      for (int h = 0; h < H; ++h) {
+        double y = w.down_b[size_t(e) * H + h];
+        for (int i = 0; i < I; ++i) y += act[i] * w.down[(size_t(e) * H + h) * I + i];
+        out[size_t(t) * H + h] += float(weight * y);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(CpuMoe, GptOssFormMatchesPerTokenFormula) {
+  auto be = create_backend("cpu");
+  std::mt19937 rng(11);
+  struct Case { int T, H, I, E, k; };
+  for (Case c : {Case{1, 16, 8, 4, 2}, Case{7, 32, 12, 8, 4}, Case{3, 24, 10, 6, 1}}) {
+    SCOPED_TRACE("T " + std::to_string(c.T) + " E " + std::to_string(c.E) + " k " + std::to_string(c.k));
+    Weights w{c.H, c.I, c.E};
+    w.router = randu(rng, size_t(c.E) * c.H, 1), w.router_b = randu(rng, c.E, 1);
+    // |x . row| reaches ~5 with these ranges: above limit 2 for a good share of gate and up values.
+    w.gu = randu(rng, size_t(c.E) * 2 * c.I * c.H, 1.0f), w.gu_b = randu(rng, size_t(c.E) * 2 * c.I, 1);
+    w.down = randu(rng, size_t(c.E) * c.H * c.I, 0.5f), w.down_b = randu(rng, size_t(c.E) * c.H, 1);
+    auto x = randu(rng, size_t(c.T) * c.H, 1);
+    std::vector<float> out(size_t(c.T) * c.H, std::numeric_limits<float>::quiet_NaN());
+    MoeParams p;
+    p.x = Tensor(x.data(), DType::kF32, {c.T, c.H});
+    p.router_w = Tensor(w.router.data(), DType::kF32, {c.E, c.H});
+    p.router_b = Tensor(w.router_b.data(), DType::kF32, {c.E});
+    p.gate_up_w = Tensor(w.gu.data(), DType::kF32, {c.E, 2 * c.I, c.H});
+    p.gate_up_b = Tensor(w.gu_b.data(), DType::kF32, {c.E, 2 * c.I});
+    p.down_w = Tensor(w.down.data(), DType::kF32, {c.E, c.H, c.I});
+    p.down_b = Tensor(w.down_b.data(), DType::kF32, {c.E, c.H});
+    p.out = Tensor(out.data(), DType::kF32, {c.T, c.H});
+    p.top_k = c.k;
+    p.norm_topk_prob = true;
+    p.swiglu_alpha = 1.702f;
+    p.swiglu_limit = 2.0f;
+    be->moe(p);
+    const auto want = reference(x, w, c.T, c.k, 1.702f, 2.0f);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-4 + 1e-4 * std::fabs(want[i])) << i;
+    p.gate_up_b = Tensor(w.gu.data(), DType::kF32, {c.E, c.I});  // wrong width
+    EXPECT_THROW(be->moe(p), Error);
+  }
 }
 
 }  // namespace
