@@ -5,7 +5,8 @@
 // client. A message to a recipient (" to=functions.x" in its header: a tool call) is dropped here, as
 // no harmony tool parser exists yet. The server keeps special tokens in these chat outputs
 // (ModelInfo::chat_keeps_special_tokens), or the markers would be gone before this parser sees them.
-// Output that does not open with a marker (a model that does not speak harmony) passes through as content.
+// Output that opens with neither a marker nor a recipient (a model that does not speak harmony) passes
+// through as content.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -28,8 +29,8 @@ class HarmonyReasoningParser : public ReasoningParser {
     while (true) {
       if (state_ == State::kHeader) {
         const size_t m = held_.find(kMessage);
-        if (!seen_header_ && !held_.empty() && !held_.starts_with(std::string_view("<|").substr(0, held_.size()))) {
-          state_ = State::kPlain;  // the output does not open with a harmony marker: plain content
+        if (!seen_header_ && !held_.empty() && !opens_header(held_)) {
+          state_ = State::kPlain;  // the output does not open with a harmony header: plain content
           continue;
         }
         if (m == std::string::npos) return out;
@@ -71,6 +72,14 @@ class HarmonyReasoningParser : public ReasoningParser {
  private:
   enum class State { kHeader, kBody, kPlain };
   enum class Target { kReasoning, kContent, kDrop };
+
+  // Whether text (all or the start of the output) is or may become a header's start: a marker, or the
+  // recipient the prompt's <|start|>assistant may be followed by (" to=functions.f<|channel|>...").
+  static bool opens_header(std::string_view text) {
+    for (std::string_view start : {std::string_view("<|"), std::string_view(" to=")})
+      if (text.starts_with(start) || start.starts_with(text)) return true;
+    return false;
+  }
 
   // The channel a header names: analysis -> reasoning; final / commentary -> content; a recipient -> drop.
   static Target route(std::string_view header) {

@@ -78,6 +78,9 @@ TEST(ReasoningParser, OpenAiGptOssHarmony) {
                    // A tool call (a recipient in the header) is not content.
                    {"<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}<|call|>", "", ""},
                    {"plain text, no harmony", "", "plain text, no harmony"},
+                   // The first message of the output addressed to a tool (after the prompt's <|start|>assistant).
+                   {" to=functions.get_weather<|channel|>commentary json<|message|>{\"city\":\"Paris\"}<|call|>", "", ""},
+                   {" tomorrow it rains", "", " tomorrow it rains"},
                    {"plain <|channel|>x", "", "plain <|channel|>x"},
                    {"<|chan", "", "<|chan"},
                    {"", "", ""},
