@@ -45,7 +45,8 @@ std::unique_ptr<ChatOutputParser> ChatParsing::make() const {
   std::unique_ptr<ToolParser> tools;
   if (!forced_tool_choice.empty()) tools = make_forced_tool_parser(forced_tool_choice, forced_function);
   else if (!tool_parser.empty()) tools = make_tool_parser(tool_parser);
-  return std::make_unique<ChatOutputParser>(reasoning_parser.empty() ? nullptr : make_reasoning_parser(reasoning_parser),
+  return std::make_unique<ChatOutputParser>(
+      reasoning_parser.empty() ? nullptr : make_reasoning_parser(reasoning_parser, tools ? tool_parser : ""),
                                             std::move(tools));
 }
 

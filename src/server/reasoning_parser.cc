@@ -11,14 +11,14 @@ namespace vireo::server {
 // its file plus one line here.
 std::unique_ptr<ReasoningParser> make_qwen3_reasoning_parser();
 std::unique_ptr<ReasoningParser> make_deepseek_r1_reasoning_parser();
-std::unique_ptr<ReasoningParser> make_openai_gptoss_reasoning_parser();  // harmony_reasoning_parser.cc
+std::unique_ptr<ReasoningParser> make_openai_gptoss_reasoning_parser(bool keep_calls);  // harmony_reasoning_parser.cc
 
 namespace {
 
 using Factory = std::unique_ptr<ReasoningParser> (*)();
 const std::pair<const char*, Factory> kParsers[] = {
     {"deepseek_r1", make_deepseek_r1_reasoning_parser},
-    {"openai_gptoss", make_openai_gptoss_reasoning_parser},
+    {"openai_gptoss", [] { return make_openai_gptoss_reasoning_parser(false); }},
     {"qwen3", make_qwen3_reasoning_parser},
 };
 
@@ -30,7 +30,8 @@ ReasoningDelta ReasoningParser::parse_all(std::string_view text) {
   return out;
 }
 
-std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name) {
+std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name, const std::string& tool_parser) {
+  if (name == "openai_gptoss" && tool_parser == "openai") return make_openai_gptoss_reasoning_parser(true);
   for (const auto& [n, make] : kParsers)
     if (name == n) return make();
   throw Error("unknown reasoning parser '" + name + "'");

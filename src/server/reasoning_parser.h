@@ -28,8 +28,9 @@ class ReasoningParser {
   ReasoningDelta parse_all(std::string_view text);
 };
 
-// By --reasoning-parser name; throws vireo::Error for an unknown name.
-std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name);
+// By --reasoning-parser name; throws vireo::Error for an unknown name. tool_parser: the request's
+// --tool-call-parser ("" none); openai_gptoss hands tool-call messages on to "openai" (else drops them).
+std::unique_ptr<ReasoningParser> make_reasoning_parser(const std::string& name, const std::string& tool_parser = "");
 std::vector<std::string> reasoning_parser_names();
 
 }  // namespace vireo::server

@@ -10,6 +10,7 @@ namespace vireo::server {
 // static-library objects nothing references. Adding a parser is its file plus one line here.
 std::unique_ptr<ToolParser> make_hermes_tool_parser();
 std::unique_ptr<ToolParser> make_llama3_json_tool_parser();
+std::unique_ptr<ToolParser> make_harmony_tool_parser();  // "openai" (GPT-OSS)
 
 namespace {
 
@@ -17,6 +18,7 @@ using Factory = std::unique_ptr<ToolParser> (*)();
 const std::pair<const char*, Factory> kParsers[] = {
     {"hermes", make_hermes_tool_parser},
     {"llama3_json", make_llama3_json_tool_parser},
+    {"openai", make_harmony_tool_parser},
 };
 
 }  // namespace

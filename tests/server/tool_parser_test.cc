@@ -1,4 +1,5 @@
-// --tool-call-parser: hermes and llama3_json, whole text and every split into up to three pieces;
+// --tool-call-parser: hermes, llama3_json and openai (GPT-OSS's harmony calls), whole text and every split
+// into up to three pieces;
 // the combined reasoning + tool pipeline; tool_choice rules.
 #include <gtest/gtest.h>
 
@@ -81,8 +82,47 @@ TEST(ToolParser, Llama3Json) {
   });
 }
 
+TEST(ToolParser, OpenAiHarmonyHandOff) {
+  check_parser("openai", {
+                             {"<|call_to|>functions.get_weather<|args|>{\"city\": \"Paris\"}<|call|>", "",
+                              {{"get_weather", "{\"city\": \"Paris\"}"}}},
+                             {"Let me check.<|call_to|>functions.f<|args|> {} <|call|>done", "Let me check.done",
+                              {{"f", "{}"}}},
+                             {"<|call_to|>functions.cut<|args|>{\"a\": 1", "", {{"cut", "{\"a\": 1"}}},
+                             {"no calls <|call", "no calls <|call", {}},
+                         });
+}
+
+// GPT-OSS end to end through the two harmony parsers: reasoning, then a call to a function (the header's
+// recipient), its arguments as written; without a tool parser the call message is dropped.
+TEST(ChatOutputParser, HarmonyReasoningThenToolCall) {
+  const std::string text =
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant to=functions.get_weather"
+      "<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>";
+  auto check = [&](const ChatDelta& d) {
+    EXPECT_EQ(d.reasoning, "Need the weather.");
+    EXPECT_EQ(d.content, "");
+    ASSERT_EQ(d.calls.size(), 1u);
+    EXPECT_EQ(d.calls[0].name, "get_weather");
+    EXPECT_EQ(d.calls[0].arguments, "{\"city\": \"Paris\"}");
+  };
+  ChatParsing parsing{"openai_gptoss", "openai"};
+  check(parsing.make()->parse_all(text));
+  vireo::testing::for_each_split(text, [&](const std::vector<std::string_view>& pieces) {
+    auto p = parsing.make();
+    ChatDelta sum;
+    for (auto piece : pieces) sum.append(p->feed(piece));
+    sum.append(p->finish());
+    check(sum);
+  });
+  ChatDelta no_tools = ChatParsing{"openai_gptoss", ""}.make()->parse_all(text);
+  EXPECT_EQ(no_tools.reasoning, "Need the weather.");
+  EXPECT_EQ(no_tools.content, "");
+  EXPECT_TRUE(no_tools.calls.empty());
+}
+
 TEST(ToolParser, RegistryByName) {
-  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"hermes", "llama3_json"}));
+  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"hermes", "llama3_json", "openai"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
