@@ -8,8 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "server/tag_holdback.h"
-#include "server/tool_parser.h"
+#include "server/tagged_block_tool_parser.h"
 
 namespace vireo::server {
 namespace {
@@ -18,43 +17,12 @@ constexpr std::string_view kOpen = "<|call_to|>";
 constexpr std::string_view kArgs = "<|args|>";
 constexpr std::string_view kClose = "<|call|>";
 
-class HarmonyToolParser : public ToolParser {
+class HarmonyToolParser : public TaggedBlockToolParser {
  public:
-  ToolDelta feed(std::string_view text) override {
-    ToolDelta out;
-    held_ += text;
-    for (;;) {
-      if (!in_block_) {
-        const size_t start = held_.find(kOpen);
-        if (start == std::string::npos) {
-          const size_t keep = partial_tag_suffix(held_, kOpen);
-          out.content += held_.substr(0, held_.size() - keep);
-          held_.erase(0, held_.size() - keep);
-          return out;
-        }
-        out.content += held_.substr(0, start);
-        held_.erase(0, start + kOpen.size());
-        in_block_ = true;
-      }
-      const size_t end = held_.find(kClose);
-      if (end == std::string::npos) return out;  // the block is still open
-      close_block(held_.substr(0, end), out);
-      held_.erase(0, end + kClose.size());
-      in_block_ = false;
-    }
-  }
-
-  ToolDelta finish() override {
-    ToolDelta out;
-    if (in_block_) close_block(held_, out);
-    else out.content = held_;
-    held_.clear();
-    in_block_ = false;
-    return out;
-  }
+  HarmonyToolParser() : TaggedBlockToolParser(kOpen, kClose) {}
 
  private:
-  static void close_block(const std::string& body, ToolDelta& out) {
+  void close_block(const std::string& body, bool /*closed*/, ToolDelta& out) const override {
     const size_t a = body.find(kArgs);
     std::string name = body.substr(0, a);
     if (name.rfind("functions.", 0) == 0) name.erase(0, 10);
@@ -63,9 +31,6 @@ class HarmonyToolParser : public ToolParser {
     args = first == std::string::npos ? "{}" : args.substr(first, last - first + 1);
     out.calls.push_back({std::move(name), std::move(args)});
   }
-
-  bool in_block_ = false;
-  std::string held_;  // inside a block: its text so far; outside: a possible "<|call_to|>" prefix
 };
 
 }  // namespace
