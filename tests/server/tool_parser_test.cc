@@ -43,6 +43,19 @@ void check_parser(const std::string& name, const std::vector<Case>& cases) {
   }
 }
 
+// check() on the whole text parsed at once and on every split of it fed piece by piece.
+template <typename Check>
+void check_every_split(const ChatParsing& parsing, const std::string& text, Check check) {
+  check(parsing.make()->parse_all(text));
+  vireo::testing::for_each_split(text, [&](const std::vector<std::string_view>& pieces) {
+    auto p = parsing.make();
+    ChatDelta sum;
+    for (auto piece : pieces) sum.append(p->feed(piece));
+    sum.append(p->finish());
+    check(sum);
+  });
+}
+
 const std::string kWeather = R"({"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}})";
 
 }  // namespace
@@ -107,14 +120,7 @@ TEST(ChatOutputParser, HarmonyReasoningThenToolCall) {
     EXPECT_EQ(d.calls[0].arguments, "{\"city\": \"Paris\"}");
   };
   ChatParsing parsing{"openai_gptoss", "openai"};
-  check(parsing.make()->parse_all(text));
-  vireo::testing::for_each_split(text, [&](const std::vector<std::string_view>& pieces) {
-    auto p = parsing.make();
-    ChatDelta sum;
-    for (auto piece : pieces) sum.append(p->feed(piece));
-    sum.append(p->finish());
-    check(sum);
-  });
+  check_every_split(parsing, text, check);
   ChatDelta no_tools = ChatParsing{"openai_gptoss", ""}.make()->parse_all(text);
   EXPECT_EQ(no_tools.reasoning, "Need the weather.");
   EXPECT_EQ(no_tools.content, "");
@@ -136,14 +142,7 @@ TEST(ChatOutputParser, ReasoningFirstThenToolCalls) {
     ASSERT_EQ(d.calls.size(), 1u);
     EXPECT_EQ(d.calls[0].name, "get_weather");
   };
-  check(parsing.make()->parse_all(text));
-  vireo::testing::for_each_split(text, [&](const std::vector<std::string_view>& pieces) {
-    auto p = parsing.make();
-    ChatDelta sum;
-    for (auto piece : pieces) sum.append(p->feed(piece));
-    sum.append(p->finish());
-    check(sum);
-  });
+  check_every_split(parsing, text, check);
   // No parsers: everything is content, untouched.
   ChatDelta plain = ChatParsing{}.make()->parse_all(text);
   EXPECT_EQ(plain.content, text);
