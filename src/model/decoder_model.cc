@@ -33,6 +33,7 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
   wdtype_ = be_->weight_dtype(cfg_.torch_dtype);
   mlp_act_ = cfg_.hidden_act.rfind("gelu", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu;
   if (spec_.scaled_embedding) embed_scale_ = round_to_dtype(static_cast<float>(std::sqrt(cfg_.hidden_size)));
+  if (cfg_.embedding_multiplier > 0) embed_scale_ = cfg_.embedding_multiplier;  // Granite: a float, as HF's
   try {
     load_weights();
     // One row per position the engine may use: --max-model-len may exceed max_position_embeddings
@@ -125,6 +126,8 @@ void DecoderModel::load_weights() {
   if (spec_.moe && cfg_.num_experts <= 0)
     throw Error(cfg_.architecture + ": config.json has no num_experts (or num_local_experts) > 0");
   embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
+  // Granite's residual_multiplier, folded into the weights of the projections whose outputs it scales.
+  const float residual_scale = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;
   layers_.resize(cfg_.num_hidden_layers);
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -156,8 +159,8 @@ void DecoderModel::load_weights() {
         w.k_norm = load_norm(kn, full ? Hkv * D : D);
       }
       const std::string o = a + n.o_proj + ".";
-      w.o_w = load(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
-      if (cfg_.attention_bias && spec_.o_proj_bias) w.o_b = load(o + "bias", {{o + "bias", {hidden}}}, kDummyStd);
+      w.o_w = load_scaled(o + "weight", {hidden, H * D}, residual_scale);
+      if (cfg_.attention_bias && spec_.o_proj_bias) w.o_b = load_scaled(o + "bias", {hidden}, residual_scale);
       if (cfg_.attention_sinks) w.sinks = load_f32(a + "sinks", H, 0.5f);  // GPT-OSS
     }
     w.post_attn_norm = norm(n.post_attn_norm);
@@ -172,12 +175,15 @@ void DecoderModel::load_weights() {
                        kDummyStd);
     if (cfg_.mlp_bias)
       w.gate_up_b = load(m + "gate_up_proj.bias", {{g + "bias", {inter}}, {u + "bias", {inter}}}, kDummyStd);
-    w.down_w = load(d + "weight", {{d + "weight", {hidden, inter}}}, kDummyStd);
-    if (cfg_.mlp_bias) w.down_b = load(d + "bias", {{d + "bias", {hidden}}}, kDummyStd);
+    w.down_w = load_scaled(d + "weight", {hidden, inter}, residual_scale);
+    if (cfg_.mlp_bias) w.down_b = load_scaled(d + "bias", {hidden}, residual_scale);
   }
   final_norm_ = load_norm(n.final_norm + ".weight", hidden);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
   lm_head_ = cfg_.tie_word_embeddings ? embed_ : load("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+  if (cfg_.logits_scaling > 0 && cfg_.logits_scaling != 1.0f && ckpt_)  // Granite: logits / logits_scaling
+    lm_head_ = load_scaled(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {vocab, hidden},
+                           1.0f / cfg_.logits_scaling);
   if (spec_.gated_delta_net) allocate_gdn_states();
 }
 
@@ -219,6 +225,21 @@ Tensor DecoderModel::load_remapped(const std::string& name, const std::vector<in
     for (int64_t c = 0; c < out_cols; ++c)
       if (cols[c] >= 0) std::memcpy(o + c * es, in + cols[c] * es, es);
   }
+  Tensor dev = be_->alloc(shape, wdtype_);
+  owned_.push_back(dev);
+  be_->copy_from_host(out.data(), dev);
+  be_->synchronize();
+  return dev;
+}
+
+Tensor DecoderModel::load_scaled(const std::string& name, const std::vector<int64_t>& shape, float scale) {
+  if (!ckpt_ || scale == 1.0f) return load(name, {{name, shape}}, kDummyStd);
+  const int64_t n = Tensor(nullptr, DType::kF32, shape).numel();
+  std::vector<float> host(static_cast<size_t>(n));
+  ckpt_->read(name, shape, DType::kF32, host.data());
+  for (float& v : host) v *= scale;
+  std::vector<uint8_t> out(static_cast<size_t>(n) * dtype_size(wdtype_));
+  store_f32_as(host.data(), n, wdtype_, out.data());
   Tensor dev = be_->alloc(shape, wdtype_);
   owned_.push_back(dev);
   be_->copy_from_host(out.data(), dev);

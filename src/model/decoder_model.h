@@ -201,6 +201,8 @@ class DecoderModel final : public Model {
   Tensor load_remapped(const std::string& name, const std::vector<int64_t>& src_shape, const std::vector<int64_t>& rows,
                        const std::vector<int64_t>& cols, float stddev);
   Tensor load_f32(const std::string& name, int64_t n, float stddev);  // F32 [n] whatever the weight dtype
+  // `name` times `scale` (Granite's multipliers folded into weights; dummy weights are not scaled).
+  Tensor load_scaled(const std::string& name, const std::vector<int64_t>& shape, float scale);
   // Qwen3-Next family (decoder_gated_delta_net.cc).
   struct RowPick {  // rows of one checkpoint tensor (empty: all) in a row-concatenated weight
     std::string name;

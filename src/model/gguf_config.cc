@@ -24,6 +24,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"gemma2", "Gemma2ForCausalLM"},
     {"phi3", "Phi3ForCausalLM"},
     {"gpt-oss", "GptOssForCausalLM"},
+    {"granite", "GraniteForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -237,6 +238,12 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
+  if (a == "granite") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale
+    for (auto [key, field] : {std::pair{".attention.scale", "attention_multiplier"},
+                              std::pair{".embedding_scale", "embedding_multiplier"},
+                              std::pair{".residual_scale", "residual_multiplier"}, std::pair{".logit_scale", "logits_scaling"}})
+      if (auto v = f.get_float(a + key)) j[field] = *v;
+  }
   if (a == "phi3") {
     const int64_t hd = j["head_dim"].get<int64_t>();
     phi3_fields(m, a, static_cast<int>(f.get_int(a + ".rope.dimension_count").value_or(hd)), j);

@@ -168,7 +168,7 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_lfm2, lfm2_normalize, parse_lfm2},          {is_qwen3_next, qwen3_next_normalize, parse_qwen3_next},
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
-    {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},
+    {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, granite_normalize, parse_granite},
 };
 }  // namespace
 

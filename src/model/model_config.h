@@ -135,6 +135,11 @@ struct ModelConfig {
   bool attention_sinks = false;
   float swiglu_alpha = 1.702f, swiglu_limit = 0;
 
+  // Granite (model_config_granite.cc): embeddings times embedding_multiplier, each layer's attention and
+  // MLP outputs times residual_multiplier before their residual add, logits divided by logits_scaling
+  // (the attention scale is its attention_multiplier); 0: none.
+  float embedding_multiplier = 0, residual_multiplier = 0, logits_scaling = 0;
+
   int rotary_dim() const { return rope_dim > 0 ? rope_dim : static_cast<int>(head_dim * partial_rotary_factor); }
   nlohmann::json raw;                   // the whole config.json
 

@@ -110,7 +110,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Gemma3ForCausalLM", "gemma3"},
                                                            {"Gemma2ForCausalLM", "gemma2"},
                                                            {"Phi3ForCausalLM", "phi3"},
-                                                           {"GptOssForCausalLM", "gpt-oss"}};
+                                                           {"GptOssForCausalLM", "gpt-oss"},
+                                                           {"GraniteForCausalLM", "granite"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -152,6 +153,12 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   if (rope_type == "linear") {
     w.add_string(a + ".rope.scaling.type", "linear");
     w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
+  }
+  if (a == "granite") {  // GraniteModel: the multipliers as *_scale keys
+    for (auto [field, key] : {std::pair{"attention_multiplier", ".attention.scale"},
+                              std::pair{"embedding_multiplier", ".embedding_scale"},
+                              std::pair{"residual_multiplier", ".residual_scale"}, std::pair{"logits_scaling", ".logit_scale"}})
+      if (c.contains(field)) w.add_f32(a + key, c[field].get<float>());
   }
   if (a == "gemma2") {  // what convert_hf_to_gguf.py's Gemma2Model writes
     for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
@@ -254,8 +261,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       // convert_hf_to_gguf.py's Gemma2/3 models store every RMSNorm weight as 1 + w (its norm_shift).
       if ((a == "gemma3" || a == "gemma2") && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
         for (float& x : v) x += 1.0f;
-      if (a == "llama" && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
-      if (a == "llama" && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
+      const bool llama_rope = a == "llama" || a == "granite";  // GraniteModel converts as LlamaModel
+      if (llama_rope && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
+      if (llama_rope && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
       if (name.find("shared_expert_gate") != std::string::npos) ne = {t.numel()};  // squeezed, as the converter does
       const uint32_t type = t.ndim() == 2 ? o.type : kGgmlF32;

@@ -276,6 +276,14 @@ def case_gpt_oss(rng):
     return "GptOssConfig", kw
 
 
+def case_granite(rng):
+    kw = common(rng) | attn_shape(rng) | dict(rope=rope_choice(rng))
+    kw |= dict(embedding_multiplier=pick(rng, [1.0, 12.0]), attention_multiplier=pick(rng, [0.0078125, 0.03125, 1.0 / kw["head_dim"]]),
+               residual_multiplier=pick(rng, [0.22, 1.0]), logits_scaling=pick(rng, [1.0, 8.0, 16.0]),
+               attention_bias=rng.random() < 0.3, mlp_bias=rng.random() < 0.2)
+    return "GraniteConfig", kw
+
+
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
@@ -283,6 +291,7 @@ FAMILIES = {
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
     "glm4": case_glm4, "glm": lambda r: case_glm4(r, v4=False), "gpt_oss": case_gpt_oss,
+    "granite": case_granite,
 }
 
 

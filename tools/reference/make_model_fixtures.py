@@ -240,6 +240,10 @@ CASES = [
                                      rope=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0,
                                                truncate=False, original_max_position_embeddings=128)),
      torch.float32, None),
+    # Granite 3.x dense: Llama with its four multipliers (embeddings x12, the softmax scale 1/16 given as
+    # attention_multiplier, residual branches x0.22, logits / 8), tied embeddings.
+    ("granite", "GraniteConfig", dict(tie_word_embeddings=True, embedding_multiplier=12.0, attention_multiplier=0.0625,
+                                      residual_multiplier=0.22, logits_scaling=8.0), torch.float32, None),
     # Gemma 3 as released from 4B up (Gemma3ForConditionalGeneration: text_config nested, a tiny SigLIP).
     ("gemma3_vl", "Gemma3Config", dict(GEMMA3, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
                                        tie_word_embeddings=True), torch.float32, None),
