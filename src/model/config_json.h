@@ -96,7 +96,6 @@ json gemma2_normalize(const json& in, const std::string& source);
 void parse_gemma2(const json& j, const std::string& source, ModelConfig& c);
 // Granite (model_config_granite.cc): GraniteConfig's multipliers.
 bool is_granite(const std::string& architecture, const std::string& model_type);
-json granite_normalize(const json& in, const std::string& source);
 void parse_granite(const json& j, const std::string& source, ModelConfig& c);
 // GPT-OSS (model_config_gpt_oss.cc): GptOssConfig's defaults; attention sinks and the clamped SwiGLU.
 bool is_gpt_oss(const std::string& architecture, const std::string& model_type);

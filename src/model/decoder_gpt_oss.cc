@@ -47,14 +47,13 @@ Tensor DecoderModel::load_gpt_oss_experts(const std::string& name, int64_t E, in
   Tensor dev = be_->alloc({E, rows, cols}, wdtype_);
   owned_.push_back(dev);
   const size_t es = dtype_size(wdtype_);
-  std::vector<float> src(static_cast<size_t>(rows * cols)), out(src.size());
+  std::vector<float> src(static_cast<size_t>(rows * cols)), out(src.size()), in(mxfp4 ? 0 : src.size());
   std::vector<uint8_t> host(src.size() * es);
   for (int64_t e = 0; e < E; ++e) {
     if (mxfp4) {  // src [rows, cols] (output features as rows already)
       mxfp4_dequantize(packed->ptr<uint8_t>() + e * rows * cols / 2, scales->ptr<uint8_t>() + e * rows * cols / 32, rows,
                        cols / 32, src.data());
     } else {  // [cols, rows] -> [rows, cols]
-      std::vector<float> in(static_cast<size_t>(rows * cols));
       if (dense) {
         convert_to_f32(static_cast<const char*>(dense->data) + e * rows * cols * dtype_size(dense->dtype), dense->dtype,
                        in.data(), rows * cols);

@@ -157,7 +157,8 @@ void parse_sliding_window(const json& j, const std::string& source, ModelConfig&
 
 namespace {
 // A family's config hooks (model_config_<family>.cc): which configs it claims, the normalised copy
-// read before the generic parse, its own fields after it (parse may be null).
+// read before the generic parse (normalize may be null: the file as it is), its own fields after it (parse
+// may be null).
 struct FamilyConfig {
   bool (*is)(const std::string& architecture, const std::string& model_type);
   json (*normalize)(const json& in, const std::string& source);
@@ -168,7 +169,7 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_lfm2, lfm2_normalize, parse_lfm2},          {is_qwen3_next, qwen3_next_normalize, parse_qwen3_next},
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
-    {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, granite_normalize, parse_granite},
+    {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
 };
 }  // namespace
 
@@ -186,8 +187,9 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   const FamilyConfig* family = nullptr;
   for (const FamilyConfig& f : kFamilyConfigs)
     if (f.is(c.architecture, c.model_type)) family = &f;
-  const json normalized = family ? family->normalize(in, source) : json();
-  const json& j = family ? normalized : in;
+  const bool normalizes = family && family->normalize;
+  const json normalized = normalizes ? family->normalize(in, source) : json();
+  const json& j = normalizes ? normalized : in;
   c.vocab_size = get_int(j, source, "vocab_size");
   c.hidden_size = get_int(j, source, "hidden_size");
   c.intermediate_size = get_int(j, source, "intermediate_size");

@@ -12,8 +12,6 @@ namespace vireo::config_json {
 
 bool is_granite(const std::string& a, const std::string& t) { return a == "GraniteForCausalLM" || t == "granite"; }
 
-json granite_normalize(const json& in, const std::string&) { return in; }
-
 void parse_granite(const json& j, const std::string& source, ModelConfig& c) {
   c.embedding_multiplier = get_float(j, source, "embedding_multiplier", 1.0f);
   c.attention_scale = get_float(j, source, "attention_multiplier", 1.0f);
