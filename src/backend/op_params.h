@@ -176,6 +176,15 @@ struct MoeParams {
   //     g' = min(g, limit), instead of silu(g) * u
   Tensor router_b, gate_up_b, down_b;
   float swiglu_alpha = 1.702f, swiglu_limit = 0.0f;
+  // MXFP4 experts (GPT-OSS's checkpoints kept as they are stored; both scales or neither). Then gate_up_w
+  // is U8 [E, 2I, hidden / 2] and down_w U8 [E, hidden, I / 2]: E2M1 pairs, byte j of a row holding
+  // element 2j in its low nibble and 2j + 1 in its high one; and these are their E8M0 scales, one per 32
+  // elements of a row (value = fp4 * 2^(s - 127)): gate_up_scales [E, 2I, hidden / 32], down_scales
+  // [E, hidden, I / 32]. hidden and I are multiples of 32. Results as with the dequantized weights (in
+  // the activation dtype) up to the fp32 summation order.
+  Tensor gate_up_scales, down_scales;
+  bool mxfp4() const { return !gate_up_scales.empty() || !down_scales.empty(); }
+  int64_t inter() const { return mxfp4() ? down_w.dim(2) * 2 : down_w.dim(2); }  // I
 };
 
 // DeepSeek MLA (multi-head latent attention) expanded to ordinary attention rows: packs the per-token

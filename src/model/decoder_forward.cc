@@ -211,6 +211,8 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.router_b = w.router_b;  // GPT-OSS: router and expert biases, clamped SwiGLU
     p.gate_up_b = w.experts_gate_up_b;
     p.down_b = w.experts_down_b;
+    p.gate_up_scales = w.experts_gate_up_s;  // MXFP4 experts (empty: dense)
+    p.down_scales = w.experts_down_s;
     p.swiglu_alpha = cfg_.swiglu_alpha;
     p.swiglu_limit = cfg_.swiglu_limit;
     return p;

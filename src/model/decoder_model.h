@@ -56,6 +56,9 @@ struct DecoderLayerWeights {
   Tensor router_b;           // mlp.router.bias [E]
   Tensor experts_gate_up_b;  // mlp.experts.gate_up_proj_bias [E, 2 * moe_inter], [gate; up] like experts_gate_up
   Tensor experts_down_b;     // mlp.experts.down_proj_bias [E, hidden]
+  // MXFP4 experts kept packed (MoeParams gate_up_scales / down_scales): experts_gate_up / experts_down
+  // are then U8 [E, 2I, hidden / 2] / [E, hidden, I / 2] and these their E8M0 scales; empty otherwise.
+  Tensor experts_gate_up_s, experts_down_s;
 };
 
 // Per-sequence recurrent state of one Gated DeltaNet layer, num_state_slots() slots.
