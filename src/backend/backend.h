@@ -104,6 +104,12 @@ class Backend {
   virtual void decode_stack(const DecodeStackParams& p);
   // Sparse MoE MLP (MoeParams); backends without it refuse MoE models at the first step.
   virtual void moe(const MoeParams& p) { (void)p, throw Error(name() + ": moe is not implemented"); }
+  // Whether moe() takes MXFP4 experts (MoeParams gate_up_scales / down_scales) in a model whose other
+  // weights are weight_dtype. Where it does not, the loader dequantizes MXFP4 checkpoints to weight_dtype.
+  virtual bool supports_mxfp4_moe(DType weight_dtype) const {
+    (void)weight_dtype;
+    return false;
+  }
   // DeepSeek MLA's q / k_nope / k_pe / v rows packed into the qkv layout (MlaPackParams).
   virtual void mla_pack(const MlaPackParams& p) { (void)p, throw Error(name() + ": mla_pack is not implemented"); }
   // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse

@@ -1,7 +1,7 @@
 // Sparse MoE MLP on the CPU (semantics in op_params.h MoeParams): the router as one GEMM over all
 // tokens, routing per token, then expert by expert over the tokens that chose it (gather, gate_up
 // GEMM, SiLU-mul or GPT-OSS's clamped SwiGLU, down GEMM, weighted scatter-add), so each expert's
-// weights are read once a step.
+// weights are read once a step. MXFP4 experts (MoeParams::mxfp4) go through linear_mxfp4 (cpu_mxfp4.cc).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -36,6 +36,40 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& ou
   lp.bias = bias;
   lp.out = out;
   linear(pool, lp);
+}
+
+// out = x @ w[e]^T + bias[e] for expert e of a stacked weight: dense [E, rows, cols] (scales empty), or
+// MXFP4 U8 blocks [E, rows, cols / 2] with their U8 scales [E, rows, cols / 32].
+void expert_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& scales, int64_t e,
+                   const Tensor& out, const Tensor& bias) {
+  if (scales.empty()) return matmul(pool, x, expert_view(w, e), out, expert_bias(bias, e));
+  linear_mxfp4(pool, x, expert_view(w, e), expert_view(scales, e), expert_bias(bias, e), out);
+}
+
+// Throws unless the expert weights have MoeParams' shapes for E experts, hidden and I: dense gate_up_w
+// [E, 2I, hidden] and down_w [E, hidden, I] in F32/F16/BF16, or MXFP4 (U8 blocks and scales, hidden and
+// I multiples of 32).
+void validate_experts(const MoeParams& p, int64_t E, int64_t hidden, int64_t inter) {
+  auto is = [](const Tensor& t, int64_t a, int64_t b, int64_t c) {
+    return t.ndim() == 3 && t.dim(0) == a && t.dim(1) == b && t.dim(2) == c;
+  };
+  if (!p.mxfp4()) {
+    require_float(p.gate_up_w, "moe gate_up_w");
+    require_float(p.down_w, "moe down_w");
+    if (!is(p.gate_up_w, E, 2 * inter, hidden) || !is(p.down_w, E, hidden, inter))
+      throw Error("cpu backend: moe expects gate_up_w [E, 2I, hidden], down_w [E, hidden, I]; got " +
+                  p.gate_up_w.shape_str() + ", " + p.down_w.shape_str());
+    return;
+  }
+  for (const Tensor* t : {&p.gate_up_w, &p.down_w, &p.gate_up_scales, &p.down_scales})
+    if (t->dtype != DType::kU8) throw Error("cpu backend: moe MXFP4 experts and their scales must be U8");
+  if (hidden % 32 != 0 || inter % 32 != 0 || !is(p.gate_up_w, E, 2 * inter, hidden / 2) ||
+      !is(p.gate_up_scales, E, 2 * inter, hidden / 32) || !is(p.down_w, E, hidden, inter / 2) ||
+      !is(p.down_scales, E, hidden, inter / 32))
+    throw Error("cpu backend: moe MXFP4 experts must be gate_up_w [E, 2I, hidden / 2], gate_up_scales [E, 2I, "
+                "hidden / 32], down_w [E, hidden, I / 2], down_scales [E, hidden, I / 32], hidden and I multiples "
+                "of 32; got " + p.gate_up_w.shape_str() + ", " + p.gate_up_scales.shape_str() + ", " +
+                p.down_w.shape_str() + ", " + p.down_scales.shape_str());
 }
 
 // GPT-OSS's clamped SwiGLU (MoeParams::swiglu_limit): gu [n, 2I] = [gate | up] -> act [n, I].
@@ -131,14 +165,11 @@ void moe(ThreadPool& pool, const MoeParams& p) {
   require_f32(p.x, "moe x");
   require_f32(p.out, "moe out");
   require_float(p.router_w, "moe router_w");
-  require_float(p.gate_up_w, "moe gate_up_w");
-  require_float(p.down_w, "moe down_w");
-  if (p.x.ndim() != 2 || p.router_w.ndim() != 2 || p.gate_up_w.ndim() != 3 || p.down_w.ndim() != 3)
+  if (p.x.ndim() != 2 || p.router_w.ndim() != 2 || p.down_w.ndim() != 3)
     throw Error("cpu backend: moe expects x [T, hidden], router_w [E, hidden], gate_up_w [E, 2I, hidden], down_w [E, hidden, I]");
-  const int64_t T = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.down_w.dim(2);
-  if (p.router_w.dim(1) != hidden || p.gate_up_w.dim(0) != E || p.gate_up_w.dim(1) != 2 * inter ||
-      p.gate_up_w.dim(2) != hidden || p.down_w.dim(0) != E || p.down_w.dim(1) != hidden || p.out.numel() != T * hidden)
-    throw Error("cpu backend: moe shapes do not agree");
+  const int64_t T = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.inter();
+  if (p.router_w.dim(1) != hidden || p.out.numel() != T * hidden) throw Error("cpu backend: moe shapes do not agree");
+  validate_experts(p, E, hidden, inter);
   validate_moe_routing(p, E, "cpu backend");
   if ((!p.router_b.empty() && p.router_b.numel() != E) ||
       (!p.gate_up_b.empty() && (p.gate_up_b.ndim() != 2 || p.gate_up_b.dim(0) != E || p.gate_up_b.dim(1) != 2 * inter)) ||
@@ -177,13 +208,13 @@ void moe(ThreadPool& pool, const MoeParams& p) {
     y.resize(static_cast<size_t>(n * hidden));
     Tensor xt(xs.data(), DType::kF32, {n, hidden}), gt(gu.data(), DType::kF32, {n, 2 * inter});
     Tensor at(act.data(), DType::kF32, {n, inter}), yt(y.data(), DType::kF32, {n, hidden});
-    matmul(pool, xt, expert_view(p.gate_up_w, e), gt, expert_bias(p.gate_up_b, e));
+    expert_matmul(pool, xt, p.gate_up_w, p.gate_up_scales, e, gt, p.gate_up_b);
     if (p.swiglu_limit > 0.0f) {
       clamped_swiglu(gu.data(), n, inter, p.swiglu_alpha, p.swiglu_limit, act.data());
     } else {
       silu_and_mul(pool, SiluAndMulParams{gt, at});
     }
-    matmul(pool, at, expert_view(p.down_w, e), yt, expert_bias(p.down_b, e));
+    expert_matmul(pool, at, p.down_w, p.down_scales, e, yt, p.down_b);
     for (int64_t r = 0; r < n; ++r)
       for (int64_t c = 0; c < hidden; ++c) out[toks[r] * hidden + c] += wts[r] * y[r * hidden + c];
   }

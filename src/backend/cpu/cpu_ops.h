@@ -15,6 +15,14 @@ void linear_fused(ThreadPool& pool, const LinearParams& p);
 // out [n, m] = x [n, k] @ w^T for BF16 w [m, k], n <= kGemvMaxRows (cpu_gemv_bf16.cc): decode steps.
 constexpr int64_t kGemvMaxRows = 8;
 void gemv_bf16(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* out);
+// out [n, m] = x [n, k] @ W^T + bias for MXFP4 W (cpu_mxfp4.cc; MoeParams' expert layout): blocks U8
+// [m, k / 2] (byte j of a row: element 2j in the low nibble, 2j + 1 in the high one), E8M0 scales U8
+// [m, k / 32] (value = fp4 * 2^(s - 127)); k a multiple of 32; bias [m] (F32/F16/BF16) or empty. Up to
+// kGemvMaxRows rows decode the weights on the fly; more dequantize bands of rows for an SGEMM. kPortable:
+// the plain C++ kernels even where AVX2 is present (tests compare both).
+enum class Mxfp4Kernel : uint8_t { kAuto, kPortable };
+void linear_mxfp4(ThreadPool& pool, const Tensor& x, const Tensor& blocks, const Tensor& scales, const Tensor& bias,
+                  const Tensor& out, Mxfp4Kernel kernel = Mxfp4Kernel::kAuto);
 void silu_and_mul(ThreadPool& pool, const SiluAndMulParams& p);
 void add(ThreadPool& pool, const AddParams& p);
 void softcap(ThreadPool& pool, const SoftcapParams& p);

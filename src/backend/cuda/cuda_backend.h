@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   void paged_attention(const AttentionParams& p) override;
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void moe(const MoeParams& p) override;
+  bool supports_mxfp4_moe(DType weight_dtype) const override { return weight_dtype == DType::kBF16; }
   void short_conv(const ShortConvParams& p) override;
   void gated_delta_net(const GatedDeltaNetParams& p) override;
   void sigmoid_gate(const SigmoidGateParams& p) override;
