@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "gguf/gguf_dequant.h"
+#include "gguf/gguf_mxfp4.h"
+#include "gguf/gguf_types.h"
 
 namespace vireo {
 namespace {
@@ -52,6 +54,21 @@ std::string stacked_layer(const std::string& hf, const std::string& suffix) {
 std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr, DType::kF32, s).shape_str(); }
 
 bool is_float_type(uint32_t t) { return t == 0 || t == 1 || t == 30; }  // F32, F16, BF16
+constexpr uint32_t kMxfp4 = static_cast<uint32_t>(GgmlType::kMXFP4);
+constexpr int64_t kMxfp4BlockBytes = 17;  // {u8 e; u8 qs[16]} per 32 values
+
+// Runs body(i) for i in [0, n) over up to hardware_concurrency threads (the calling one too).
+template <typename Body>
+void parallel_items(int64_t n, const Body& body) {
+  const int nt = static_cast<int>(std::clamp<int64_t>(n, 1, std::max(1u, std::thread::hardware_concurrency())));
+  auto work = [&](int first) {
+    for (int64_t i = first; i < n; i += nt) body(i);
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < nt; ++i) threads.emplace_back(work, i);
+  work(0);
+  for (auto& th : threads) th.join();
+}
 
 }  // namespace
 
@@ -230,6 +247,59 @@ void GgufWeights::read_gate_up(const std::string& layer, const std::string& kind
   for (int i = 1; i < nt; ++i) threads.emplace_back(work, i);
   work(0);
   for (auto& th : threads) th.join();
+}
+
+bool GgufWeights::stored_as_mxfp4(const std::string& name) const {
+  auto mxfp4 = [&](const std::string& g) {
+    const GgufShards::Found f = files_->find_tensor(g);
+    return f.info && f.info->type == kMxfp4;
+  };
+  if (const std::string l = stacked_layer(name, kGateUpSuffix); !l.empty()) {
+    const std::string b = "blk." + l + ".";
+    if (files_->find_tensor(b + "ffn_gate_up_exps.weight").info) return mxfp4(b + "ffn_gate_up_exps.weight");
+    return mxfp4(b + "ffn_gate_exps.weight") && mxfp4(b + "ffn_up_exps.weight");
+  }
+  if (!stacked_layer(name, kGateUpBiasSuffix).empty() || permuted_heads(name) > 0) return false;
+  const std::string g = gguf_tensor_name(name, post_attention_norm_);
+  return !g.empty() && mxfp4(g);
+}
+
+// Each piece is a run of whole ggml blocks that lands at one place of the output: the whole tensor, or (gate
+// and up stored apart) expert e's gate rows at rows [2e I, 2e I + I) and its up rows after them, as
+// read_gate_up places them. A block never straddles rows (rows are multiples of 32 values).
+void GgufWeights::read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
+                             uint8_t* scales) const {
+  if (!stored_as_mxfp4(name)) throw Error(files_->first().path() + ": the tensor for " + name + " is not MXFP4");
+  if (expected.empty() || expected.back() % 32 != 0)
+    throw Error("GGUF weights: " + name + " as MXFP4 needs rows of a multiple of 32 values, got " +
+                shape_string(expected));
+  struct Piece {
+    const uint8_t* src;
+    int64_t num_blocks, first_block;  // first_block: where it goes in blocks / scales, in blocks
+  };
+  std::vector<Piece> pieces;
+  const std::string l = stacked_layer(name, kGateUpSuffix);
+  const std::string fused = "blk." + l + ".ffn_gate_up_exps.weight";
+  if (!l.empty() && !files_->find_tensor(fused).info) {
+    if (expected.size() != 3 || expected[1] % 2 != 0)
+      throw Error("GGUF weights: gate_up of layer " + l + " must be [E, 2I, hidden]");
+    const int64_t E = expected[0], I = expected[1] / 2, H = expected[2], per = I * H / 32;
+    const std::vector<int64_t> part{E, I, H};
+    const GgufShards::Found parts[2] = {find_gguf("blk." + l + ".ffn_gate_exps.weight", name, part),
+                                        find_gguf("blk." + l + ".ffn_up_exps.weight", name, part)};
+    for (int64_t e = 0; e < E; ++e)
+      for (int half = 0; half < 2; ++half)
+        pieces.push_back({parts[half].data() + e * per * kMxfp4BlockBytes, per, (2 * e + half) * per});
+  } else {
+    const GgufShards::Found f = l.empty() ? find(name, expected) : find_gguf(fused, name, expected);
+    const int64_t total = f.info->numel() / 32, chunk = int64_t{1} << 16;  // chunks for the threads
+    for (int64_t b = 0; b < total; b += chunk)
+      pieces.push_back({f.data() + b * kMxfp4BlockBytes, std::min(chunk, total - b), b});
+  }
+  parallel_items(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
+    const Piece& p = pieces[i];
+    repack_ggml_mxfp4(p.src, p.num_blocks, blocks + p.first_block * 16, scales + p.first_block);
+  });
 }
 
 }  // namespace vireo

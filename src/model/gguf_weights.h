@@ -25,6 +25,10 @@ class GgufWeights final : public WeightSource {
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
   bool norms_include_one() const override { return gemma_; }
   bool experts_as_rows() const override { return true; }
+  // MXFP4 tensors (GPT-OSS's experts) repacked into the HF layout (gguf/gguf_mxfp4.h) instead of dequantized.
+  bool stored_as_mxfp4(const std::string& name) const override;
+  void read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
+                  uint8_t* scales) const override;
 
  private:
   // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.

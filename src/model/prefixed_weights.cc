@@ -19,6 +19,12 @@ class PrefixedWeights final : public WeightSource {
     inner_->read(map(name), expected, dtype, dst);
   }
   bool norms_include_one() const override { return inner_->norms_include_one(); }
+  bool experts_as_rows() const override { return inner_->experts_as_rows(); }
+  bool stored_as_mxfp4(const std::string& name) const override { return inner_->stored_as_mxfp4(map(name)); }
+  void read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
+                  uint8_t* scales) const override {
+    inner_->read_mxfp4(map(name), expected, blocks, scales);
+  }
 
  private:
   std::string map(const std::string& name) const {

@@ -27,4 +27,10 @@ void store_as(const Tensor& src, DType dtype, void* dst) {
   store_f32_as(tmp.data(), src.numel(), dtype, dst);
 }
 
+void WeightSource::read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
+                              uint8_t* scales) const {
+  (void)expected, (void)blocks, (void)scales;
+  throw Error("weights: " + name + " is not stored in MXFP4");
+}
+
 }  // namespace vireo

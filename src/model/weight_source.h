@@ -27,6 +27,17 @@ class WeightSource {
   // expert, down_proj [E, hidden, I] and gate_up_proj_bias [E, 2I] = [gate | up] (GGUF files), not as the
   // checkpoint's [E, in, out] with gate / up interleaved.
   virtual bool experts_as_rows() const { return false; }
+  // Whether `name` is stored in MXFP4 and can come packed through read_mxfp4 (GGUF's MXFP4 experts, under
+  // the names experts_as_rows gives); read() dequantizes it either way.
+  virtual bool stored_as_mxfp4(const std::string& name) const {
+    (void)name;
+    return false;
+  }
+  // `name` ([..., cols] as `expected`, cols a multiple of 32) as MXFP4 in MoeParams' layout: blocks
+  // [..., cols / 2] (byte j of a row: element 2j in the low nibble, 2j + 1 in the high one) and E8M0
+  // scales [..., cols / 32] (value = fp4 * 2^(s - 127)). Only where stored_as_mxfp4(name).
+  virtual void read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
+                          uint8_t* scales) const;
 };
 
 // Serves every "model.X" name from inner's "<prefix>X" (the multimodal wrappers keep the text model
