@@ -96,6 +96,7 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
 
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
+  a.engine.quantization = a.compat.quantization;
   // The samplers return at most 20 top logprobs a token (SampleParams::num_top_logprobs).
   if (const int m = a.server.limits.max_logprobs; m < 0 || m > 20)
     throw Error("--max-logprobs " + std::to_string(m) + ": must be in [0, 20] (the samplers return at most 20 top " +

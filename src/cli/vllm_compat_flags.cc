@@ -12,7 +12,10 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--data-parallel-size", f.data_parallel_size, "Only 1; also -dp")->group(g);
   app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "Only auto (the model dtype)")->group(g);
   app.add_option("--quantization,-q", f.quantization,
-                 "Not needed: GGUF files are dequantized at load; other quantization methods are not supported")
+                 "gguf or mxfp4, else not needed: GGUF files are read by their own types (quantized weights "
+                 "dequantized at load); GPT-OSS's MXFP4 experts (checkpoint or GGUF) stay packed where the backend "
+                 "takes them (CPU; CUDA with bfloat16), which is what mxfp4 asks for (VIREO_MXFP4=dequantize "
+                 "expands them at load instead); other methods are not supported")
       ->group(g);
   app.add_flag("--trust-remote-code", f.trust_remote_code, "No effect: vireo never runs code from a model folder")
       ->group(g);
@@ -53,8 +56,10 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
                 "device; only 1 is supported");
   if (f.kv_cache_dtype != "auto")
     throw Error("--kv-cache-dtype " + f.kv_cache_dtype + ": only auto (the KV cache in the model dtype) is supported");
-  if (!f.quantization.empty() && f.quantization != "gguf")
-    throw Error("--quantization " + f.quantization + ": not supported (GGUF files are dequantized at load)");
+  if (!f.quantization.empty() && f.quantization != "gguf" && f.quantization != "mxfp4")
+    throw Error("--quantization " + f.quantization +
+                ": not supported (gguf and mxfp4 only: GGUF files are dequantized at load, GPT-OSS's MXFP4 "
+                "experts kept packed)");
   if (f.tokenizer_mode != "auto" && f.tokenizer_mode != "hf" && f.tokenizer_mode != "slow")
     throw Error("--tokenizer-mode " + f.tokenizer_mode + ": not supported (auto)");
   if (f.response_role != "assistant")

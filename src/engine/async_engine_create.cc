@@ -39,6 +39,18 @@ std::unique_ptr<Backend> create_engine_backend(const EngineConfig& cfg) {
   return backend;
 }
 
+// LoadOptions::dequantize_mxfp4 from VIREO_MXFP4 (unset or packed: MXFP4 experts stay packed where the backend
+// takes them; dequantize: expanded at load) and --quantization (mxfp4 asks for the packed form).
+bool dequantize_mxfp4(const EngineConfig& cfg) {
+  const char* env = std::getenv("VIREO_MXFP4");
+  const std::string v = env ? env : "";
+  if (!v.empty() && v != "packed" && v != "dequantize")
+    throw Error("VIREO_MXFP4=" + v + ": expected packed or dequantize");
+  if (v == "dequantize" && cfg.quantization == "mxfp4")
+    throw Error("--quantization mxfp4 keeps MXFP4 experts packed, VIREO_MXFP4=dequantize dequantizes them: pick one");
+  return v == "dequantize";
+}
+
 // cfg.max_num_seqs is resolved (> 0); `state_slots`: the recurrent-state slots a hybrid model allocates.
 std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_ptr<Backend> backend, int state_slots) {
   LoadOptions opts;
@@ -50,6 +62,7 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.max_graph_batch_size = std::min(cfg.max_num_seqs, kMaxGraphBatchSize);
   opts.max_num_seqs = state_slots;
   opts.max_model_len = cfg.max_model_len;
+  opts.dequantize_mxfp4 = dequantize_mxfp4(cfg);
   if (!cfg.hf_overrides.empty()) {
     opts.hf_overrides = nlohmann::json::parse(cfg.hf_overrides, nullptr, /*allow_exceptions=*/false);
     if (!opts.hf_overrides.is_object())

@@ -12,6 +12,9 @@ struct EngineConfig {
   std::string tokenizer;             // "" = same as model
   std::string load_format = "auto";  // auto | safetensors | gguf | dummy
   std::string dtype = "auto";
+  // vLLM's --quantization (`vireo serve`): "" (the checkpoint's own), gguf or mxfp4 (GPT-OSS's MXFP4
+  // experts kept packed, the default; VIREO_MXFP4=dequantize opts out, LoadOptions::dequantize_mxfp4).
+  std::string quantization;
   std::string device = "auto";       // auto | cpu | cuda
   uint64_t seed = 0;
   int max_model_len = 0;             // 0 = from config (max_position_embeddings)

@@ -114,6 +114,21 @@ Tensor DecoderModel::load(const std::string& fused_name, const std::vector<Part>
   return dev;
 }
 
+Tensor DecoderModel::alloc_filled(const std::vector<int64_t>& shape, DType dtype,
+                                  const std::function<void(uint8_t*)>& fill) {
+  Tensor dev = be_->alloc(shape, dtype);
+  owned_.push_back(dev);
+  if (be_->kind() == DeviceKind::kCPU) {
+    fill(static_cast<uint8_t*>(dev.data));
+    return dev;
+  }
+  std::vector<uint8_t> host(dev.nbytes());
+  fill(host.data());
+  be_->copy_from_host(host.data(), dev);
+  be_->synchronize();
+  return dev;
+}
+
 void DecoderModel::load_weights() {
   const int64_t hidden = cfg_.hidden_size, inter = cfg_.intermediate_size, vocab = cfg_.vocab_size;
   const int64_t H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = cfg_.head_dim;
@@ -185,6 +200,7 @@ void DecoderModel::load_weights() {
     lm_head_ = load_scaled(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {vocab, hidden},
                            1.0f / cfg_.logits_scaling);
   if (spec_.gated_delta_net) allocate_gdn_states();
+  if (spec_.gpt_oss_experts) log_gpt_oss_experts();
 }
 
 // LFM2's gated short convolution (Lfm2ShortConv): in_proj [3 * hidden, hidden], the depthwise conv

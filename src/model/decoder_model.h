@@ -1,5 +1,6 @@
 // The generic decoder-only transformer every registered architecture maps onto.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -192,11 +193,20 @@ class DecoderModel final : public Model {
   void load_weights();
   void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);
   void load_gpt_oss_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);  // decoder_gpt_oss.cc
-  // A stacked expert weight as [E, rows, cols] (rows = output features) from GPT-OSS's [E, cols, rows]
-  // tensor or its MXFP4 form (<name>_blocks [E, rows, cols / 32, 16], <name>_scales [E, rows, cols / 32]),
-  // source row row_of[r] as row r.
+  // A stacked expert weight with rows = output features, source row row_of[r] as row r, from GPT-OSS's
+  // [E, cols, rows] tensor, its MXFP4 form (<name>_blocks [E, rows, cols / 32, 16], <name>_scales
+  // [E, rows, cols / 32]), a GGUF's [E, rows, cols] (row_of then the identity) or dummy MXFP4 values.
+  // kMxfp4Packed: U8 blocks [E, rows, cols / 2], and *scales set to the U8 scales [E, rows, cols / 32];
+  // otherwise [E, rows, cols] in the weight dtype and *scales left empty.
+  enum class ExpertsForm : uint8_t { kDense, kMxfp4Dequantized, kMxfp4Packed };  // source, and how it is kept
   Tensor load_gpt_oss_experts(const std::string& name, int64_t E, int64_t rows, int64_t cols,
-                              const std::vector<int64_t>& row_of);
+                              const std::vector<int64_t>& row_of, ExpertsForm form, Tensor* scales);
+  // Whether MXFP4 experts stay packed: not opted out (LoadOptions::dequantize_mxfp4) and the backend's moe
+  // takes them with this model's weight dtype.
+  bool keep_mxfp4_experts() const;
+  void log_gpt_oss_experts() const;  // which form the experts took, and their bytes
+  // A device tensor whose bytes `fill` writes (on the CPU straight into place, else through host memory).
+  Tensor alloc_filled(const std::vector<int64_t>& shape, DType dtype, const std::function<void(uint8_t*)>& fill);
   void load_short_conv(const std::string& conv_prefix, DecoderLayerWeights& w);
   void load_mla(const std::string& attn_prefix, DecoderLayerWeights& w);
   // Loads `name` (shape src_shape, 1 or 2 dims) with out[r][c] = src[rows[r]][cols[c]] (index -1: 0;
@@ -265,6 +275,7 @@ class DecoderModel final : public Model {
   std::vector<GdnLayerState> gdn_states_;  // [num layers] (empty entries for attention layers); empty: none
   int state_slots_ = 0;
   std::vector<Tensor> owned_;  // every device tensor to free on destruction
+  bool mxfp4_source_ = false;  // the experts came as MXFP4 (checkpoint or dummy), packed or not
   DecoderWorkspace ws_;
   DecoderGraphs graphs_;
   SamplingWorkspace sampling_;

@@ -135,7 +135,7 @@ ModelConfig gemma2_2b_config() {
   return ModelConfig::from_json(j, "builtin:gemma2-2b");
 }
 
-// openai/gpt-oss-20b's config.json (GptOssForCausalLM), its experts in bf16 instead of MXFP4: 24 layers,
+// openai/gpt-oss-20b's config.json (GptOssForCausalLM), its dummy experts MXFP4 as the hub's: 24 layers,
 // every other one sliding (window 128), 64 query heads on 8 KV heads of 64 dims with sinks, 32 experts
 // top-4 of width 2880, YaRN x32 on a 4096 context, the o200k_harmony vocabulary.
 ModelConfig gpt_oss_20b_config() {

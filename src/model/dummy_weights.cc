@@ -91,4 +91,25 @@ void fill_dummy(Tensor& out, uint64_t seed, const std::string& name, float stdde
   for (auto& th : threads) th.join();
 }
 
+void fill_dummy_bytes(uint8_t* out, int64_t n, uint64_t seed, const std::string& name, int lo, int hi) {
+  if (lo < 0 || hi > 255 || lo > hi) throw Error("dummy weights: bad byte range for " + name);
+  const uint64_t key = splitmix64(seed * 0x9e3779b97f4a7c15ull ^ fnv1a(name));
+  const float span = static_cast<float>(hi - lo + 1);
+  auto work = [&](int64_t b, int64_t e) {  // uniform [-0.5, 0.5) -> lo + floor((u + 0.5) * span)
+    fill_range(b, e, key, 0.5f, [&](int64_t i, float u) {
+      out[i] = static_cast<uint8_t>(lo + std::min(hi - lo, static_cast<int>((u + 0.5f) * span)));
+    });
+  };
+  const int nt = static_cast<int>(
+      std::clamp<int64_t>(n / (1 << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
+  const int64_t chunk = ((n + nt - 1) / nt + kBlock - 1) / kBlock * kBlock;
+  std::vector<std::thread> threads;
+  for (int t = 1; t < nt; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) threads.emplace_back(work, b, e);
+  }
+  work(0, std::min(n, chunk));
+  for (auto& th : threads) th.join();
+}
+
 }  // namespace vireo

@@ -11,5 +11,8 @@ namespace vireo {
 // Fills host memory `out` (F32/F16/BF16) with uniform values of standard deviation `stddev`
 // (mean 0), or with `stddev` == 0: all ones (norm weights). Multi-threaded.
 void fill_dummy(Tensor& out, uint64_t seed, const std::string& name, float stddev);
+// Fills n bytes at out with integers uniform in [lo, hi], each from (seed, name, index) alone (MXFP4
+// blocks and scales of dummy experts).
+void fill_dummy_bytes(uint8_t* out, int64_t n, uint64_t seed, const std::string& name, int lo, int hi);
 
 }  // namespace vireo

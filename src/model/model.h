@@ -53,6 +53,10 @@ struct LoadOptions {
   // vLLM --hf-overrides: fields merged into config.json before it is parsed (objects merged key by key,
   // anything else replaced); null or {}: none.
   nlohmann::json hf_overrides;
+  // MXFP4 experts (GPT-OSS checkpoints and its dummy weights) stay packed where the backend's moe takes
+  // them (Backend::supports_mxfp4_moe), a quarter of the bytes of BF16; true, or a backend without them:
+  // dequantized to the weight dtype at load (VIREO_MXFP4=dequantize; for A/B runs).
+  bool dequantize_mxfp4 = false;
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.

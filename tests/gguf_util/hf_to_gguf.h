@@ -60,6 +60,7 @@ inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t head
 struct ConvertOptions {
   uint32_t type = kGgmlF32;  // of 2-D weights; norms and biases stay F32 as the converter keeps them
   uint32_t expert_type = ~0u;  // GPT-OSS's stacked experts (MXFP4 in the released files); ~0: `type`
+  bool fuse_gate_up_exps = false;  // GPT-OSS: one ffn_gate_up_exps ([gate; up] rows per expert), as the converter's option
   uint32_t version = 3;
   uint64_t alignment = 32;
   std::function<void(GgufWriter&)> extra_metadata;  // called after the converter's own metadata
@@ -68,8 +69,10 @@ struct ConvertOptions {
 // GPT-OSS's stacked experts as convert_hf_to_gguf.py's GptOssModel writes them (unfused): gate_up_proj
 // [E, hidden, 2I] (gate / up in alternate columns) -> ffn_gate_exps / ffn_up_exps [E, I, hidden];
 // down_proj [E, I, hidden] -> ffn_down_exps [E, hidden, I]; the biases split the same way, kept F32.
+// fuse: gate and up as one ffn_gate_up_exps [E, 2I, hidden] (expert e's gate rows, then its up rows) and
+// bias [E, 2I].
 inline void add_gpt_oss_experts(GgufWriter& w, const std::string& name, const std::vector<int64_t>& shape,
-                                const std::vector<float>& v, uint32_t type) {
+                                const std::vector<float>& v, uint32_t type, bool fuse = false) {
   const size_t x = name.find(".mlp.experts.");
   const std::string blk = "blk." + name.substr(13, x - 13) + ".", what = name.substr(x + 13);
   const int64_t E = shape[0];
@@ -84,6 +87,14 @@ inline void add_gpt_oss_experts(GgufWriter& w, const std::string& name, const st
       for (int64_t e = 0; e < E; ++e)
         for (int64_t i = 0; i < I; ++i)
           for (int64_t h = 0; h < H; ++h) part[s].push_back(v[(e * H + h) * 2 * I + 2 * i + s]);
+    if (fuse) {
+      std::vector<float> both;
+      for (int64_t e = 0; e < E; ++e)
+        for (int s = 0; s < 2; ++s) both.insert(both.end(), part[s].begin() + e * I * H, part[s].begin() + (e + 1) * I * H);
+      add(std::string("ffn_gate_up_exps") + (bias ? ".bias" : ".weight"),
+          bias ? std::vector<int64_t>{2 * I, E} : std::vector<int64_t>{H, 2 * I, E}, both, bias ? kGgmlF32 : type);
+      return;
+    }
     for (int s = 0; s < 2; ++s)
       add(std::string(s ? "ffn_up_exps" : "ffn_gate_exps") + (bias ? ".bias" : ".weight"),
           bias ? std::vector<int64_t>{I, E} : std::vector<int64_t>{H, I, E}, part[s], bias ? kGgmlF32 : type);
@@ -238,7 +249,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       std::vector<float> v(t.numel());
       convert_to_f32(t.data, t.dtype, v.data(), v.size());
       if (a == "gpt-oss" && name.find(".mlp.experts.") != std::string::npos) {
-        add_gpt_oss_experts(w, name, t.shape, v, o.expert_type == ~0u ? o.type : o.expert_type);
+        add_gpt_oss_experts(w, name, t.shape, v, o.expert_type == ~0u ? o.type : o.expert_type, o.fuse_gate_up_exps);
         continue;
       }
       const size_t xm = name.find(".mlp.experts."), xb = name.find(".block_sparse_moe.experts.");

@@ -1,6 +1,9 @@
 // GPT-OSS: GptOssConfig's defaults, the built-in 20B shape, MXFP4 dequantization, and MXFP4 experts
 // loading like their dense form (the gpt_oss fixture's experts quantized, and the same values written
-// dense in the [E, in, out] layout: bitwise the same logits), and a GGUF with MXFP4 experts like both.
+// dense in the [E, in, out] layout): dequantized at load (LoadOptions::dequantize_mxfp4) bitwise the same
+// logits, kept packed (the default) the same up to fp32 summation order; a GGUF with MXFP4 experts (gate
+// and up apart or fused) bitwise like the HF MXFP4 checkpoint in either form; dummy MXFP4 experts packed
+// and dequantized alike; and the loader's errors for malformed MXFP4 tensors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "model/default_model.h"
 #include "model/model_config.h"
 #include "model/mxfp4.h"
@@ -164,32 +168,155 @@ fs::path temp_root(const std::string& what) {
   return fs::path(::testing::TempDir()) / ("vireo_gpt_oss_" + what + "_" + std::to_string(::getpid()));
 }
 
-TEST(GptOssCheckpoint, Mxfp4ExpertsLoadLikeTheirDenseForm) {
+LoadOptions dequantized() {
+  LoadOptions o;
+  o.dequantize_mxfp4 = true;
+  return o;
+}
+
+// Greedy tokens of every prompt position, then 6 decode steps (each its own one-token step: the decode
+// GEMV path of the packed experts).
+std::vector<int32_t> greedy_tokens(const std::string& path, const LoadOptions& opts) {
+  auto model = load_model(path, create_backend("cpu"), opts);
+  const int64_t V = model->config().vocab_size;
+  KvCache kv = model->allocate_kv_cache(8, 16);
+  testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
+  const std::vector<float> prompt = d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250}, true);
+  std::vector<int32_t> tokens;
+  for (size_t r = 0; r < prompt.size() / V; ++r) tokens.push_back(testing::argmax(&prompt[r * V], V));
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<float> next = d.step({tokens.back()});
+    tokens.push_back(testing::argmax(next.data(), V));
+  }
+  model->free_kv_cache(kv);
+  return tokens;
+}
+
+// Packed logits within 1e-4 of the dequantized ones (relative to the largest), and the same greedy tokens.
+void expect_close(const std::vector<float>& packed, const std::vector<float>& dense) {
+  ASSERT_EQ(packed.size(), dense.size());
+  EXPECT_LT(testing::rel_max_err(packed.data(), dense.data(), dense.size()), 1e-4);
+}
+
+TEST(GptOssCheckpoint, Mxfp4ExpertsDequantizedLoadLikeTheirDenseForm) {
   if (!fs::exists(kFixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
   const fs::path root = temp_root("st");
   write_quantized_checkpoints(root);
   const std::vector<float> dense = testing::prompt_logits((root / "dense").string());
-  const std::vector<float> mxfp4 = testing::prompt_logits((root / "mxfp4").string());
+  const std::vector<float> mxfp4 = testing::prompt_logits((root / "mxfp4").string(), dequantized());
   fs::remove_all(root);
   EXPECT_EQ(dense, mxfp4);
   EXPECT_NE(dense, testing::prompt_logits(kFixture.string()));  // the quantization changed something
 }
 
+TEST(GptOssCheckpoint, Mxfp4ExpertsKeptPackedRunLikeTheirDenseForm) {
+  if (!fs::exists(kFixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
+  const fs::path root = temp_root("packed");
+  write_quantized_checkpoints(root);
+  const std::string dense = (root / "dense").string(), mxfp4 = (root / "mxfp4").string();
+  const std::vector<float> want = testing::prompt_logits(dense), got = testing::prompt_logits(mxfp4);
+  EXPECT_NE(got, want);  // packed: not the dequantized path (the summation order differs)
+  expect_close(got, want);
+  EXPECT_EQ(greedy_tokens(mxfp4, {}), greedy_tokens(dense, {}));
+  fs::remove_all(root);
+}
+
 // llama.cpp's gpt-oss GGUF (convert_hf_to_gguf.py's GptOssModel: experts split into ffn_{gate,up,down}_exps
-// in MXFP4, ggml's block layout) gives bitwise the logits of the HF MXFP4 checkpoint of the same values.
+// in MXFP4, ggml's block layout; or gate and up fused into ffn_gate_up_exps) gives bitwise the logits of the
+// HF MXFP4 checkpoint of the same values: kept packed (the blocks repacked into the HF layout, so the same
+// bytes through the same kernels) and dequantized at load.
 TEST(GptOssCheckpoint, Mxfp4GgufLoadsLikeTheHfMxfp4Checkpoint) {
   if (!fs::exists(kFixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
   const fs::path root = temp_root("gguf");
   write_quantized_checkpoints(root);
-  testing::ConvertOptions o;
-  o.type = testing::kGgmlF32;
-  o.expert_type = testing::kGgmlMXFP4;
-  const std::string gguf = (root / "gpt_oss_mxfp4.gguf").string();
-  testing::convert_model_fixture(kFixture.string(), gguf, o);
-  const std::vector<float> want = testing::prompt_logits((root / "mxfp4").string());
-  const std::vector<float> got = testing::prompt_logits(gguf);
+  const std::string hf = (root / "mxfp4").string();
+  const std::vector<float> want_packed = testing::prompt_logits(hf);
+  const std::vector<float> want_dequantized = testing::prompt_logits(hf, dequantized());
+  for (bool fuse : {false, true}) {
+    SCOPED_TRACE(fuse ? "ffn_gate_up_exps" : "ffn_gate_exps + ffn_up_exps");
+    testing::ConvertOptions o;
+    o.type = testing::kGgmlF32;
+    o.expert_type = testing::kGgmlMXFP4;
+    o.fuse_gate_up_exps = fuse;
+    const std::string gguf = (root / (fuse ? "gpt_oss_mxfp4_fused.gguf" : "gpt_oss_mxfp4.gguf")).string();
+    testing::convert_model_fixture(kFixture.string(), gguf, o);
+    EXPECT_EQ(testing::prompt_logits(gguf), want_packed);
+    EXPECT_EQ(testing::prompt_logits(gguf, dequantized()), want_dequantized);
+  }
   fs::remove_all(root);
-  EXPECT_EQ(got, want);
+}
+
+// Dummy weights (no checkpoint): MXFP4 experts, as the released checkpoints have, the same random values
+// packed and dequantized (so VIREO_MXFP4=dequantize is an A/B of one model).
+TEST(GptOssCheckpoint, DummyMxfp4ExpertsPackedAndDequantizedAgree) {
+  const ModelConfig c = ModelConfig::from_file((kFixture / "config.json").string());
+  LoadOptions packed;
+  packed.load_format = "dummy";
+  packed.seed = 3;
+  LoadOptions dense = packed;
+  dense.dequantize_mxfp4 = true;
+  auto logits = [&](const LoadOptions& o) {
+    auto model = load_model(c, "", create_backend("cpu"), o);
+    KvCache kv = model->allocate_kv_cache(4, 16);
+    testing::SeqDriver d{*model, kv, testing::contiguous_table(4)};
+    std::vector<float> l = d.step({5, 17, 300, 2, 9, 41}, true);
+    model->free_kv_cache(kv);
+    return l;
+  };
+  const std::vector<float> a = logits(packed), b = logits(dense);
+  EXPECT_NE(a, b);
+  expect_close(a, b);
+}
+
+// Dummy experts whose widths are not multiples of 32 cannot be MXFP4: dense random values instead.
+TEST(GptOssCheckpoint, DummyExpertsOfOtherWidthsAreDense) {
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(kFixture / "config.json"));
+  j["intermediate_size"] = 40;
+  const ModelConfig c = ModelConfig::from_json(j, "t");
+  LoadOptions o;
+  o.load_format = "dummy";
+  auto model = load_model(c, "", create_backend("cpu"), o);
+  KvCache kv = model->allocate_kv_cache(4, 16);
+  testing::SeqDriver d{*model, kv, testing::contiguous_table(4)};
+  const std::vector<float> l = d.step({5, 17, 300});
+  for (float v : l) ASSERT_TRUE(std::isfinite(v));
+  model->free_kv_cache(kv);
+}
+
+// An MXFP4 checkpoint whose blocks or scales have the wrong shape or type, or lack one of the two, fails
+// to load with an error naming the tensor.
+TEST(GptOssCheckpoint, MalformedMxfp4ExpertsAreRejected) {
+  if (!fs::exists(kFixture / "model.safetensors")) GTEST_SKIP() << "no gpt_oss fixture";
+  const fs::path root = temp_root("bad");
+  write_quantized_checkpoints(root);
+  const auto good = testing::read_safetensors(root / "mxfp4" / "model.safetensors");
+  const std::string scales = "model.layers.1.mlp.experts.down_proj_scales";
+  ASSERT_TRUE(good.count(scales));
+  auto error_of = [&](const std::map<std::string, testing::RawTensor>& tensors, const LoadOptions& opts) {
+    fs::remove_all(root / "bad");
+    fs::create_directories(root / "bad");
+    fs::copy_file(kFixture / "config.json", root / "bad" / "config.json");
+    testing::write_safetensors(root / "bad" / "model.safetensors", tensors);
+    try {
+      load_model((root / "bad").string(), create_backend("cpu"), opts);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  for (const LoadOptions& opts : {LoadOptions{}, dequantized()}) {
+    auto missing = good;
+    missing.erase(scales);
+    EXPECT_NE(error_of(missing, opts).find(scales), std::string::npos) << error_of(missing, opts);
+    auto wrong_shape = good;
+    testing::RawTensor& t = wrong_shape[scales];
+    t.shape = {t.shape[0], t.shape[1] / 2, t.shape[2] * 2};
+    EXPECT_NE(error_of(wrong_shape, opts).find(scales), std::string::npos) << error_of(wrong_shape, opts);
+    auto wrong_type = good;
+    wrong_type[scales].dtype = "I8";
+    EXPECT_NE(error_of(wrong_type, opts).find("down_proj"), std::string::npos) << error_of(wrong_type, opts);
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace

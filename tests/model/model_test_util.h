@@ -62,8 +62,8 @@ inline double rel_max_err(const float* a, const float* b, size_t n) {
 
 // The CPU logits of every position of one fixed 12-token prompt of the checkpoint in `dir` (tests that
 // load one model in two layouts and expect the same numbers).
-inline std::vector<float> prompt_logits(const std::string& dir) {
-  auto model = load_model(dir, create_backend("cpu"), LoadOptions{});
+inline std::vector<float> prompt_logits(const std::string& dir, const LoadOptions& opts = {}) {
+  auto model = load_model(dir, create_backend("cpu"), opts);
   KvCache kv = model->allocate_kv_cache(8, 16);
   SeqDriver d{*model, kv, contiguous_table(8)};
   std::vector<float> logits = d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250}, true);
