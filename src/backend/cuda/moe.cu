@@ -464,7 +464,7 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
 // Per-slot (decode) path over all T tokens (moe_decode.cu): scratch act [T * k, I], ids, weights [T * k].
 template <typename T>
 void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
-  const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), inter = p.down_w.dim(2);
+  const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), inter = p.inter();
   const int k = p.top_k;
   const size_t n_slots = static_cast<size_t>(T_ * k);
   const size_t n_logits = static_cast<size_t>(moe_route_scratch_floats(T_, p.router_w.dim(0)));
@@ -483,6 +483,13 @@ void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStrea
   carve(ws, act, ids, wts, logits);
   const MoeExtras ex = moe_extras(p);
   launch_route<T>(p, p.x.ptr<T>(), T_, ids, wts, logits, MoeRoutePath::kAuto, stream);
+  if (p.mxfp4()) {
+    launch_moe_gate_up_decode_mxfp4(p.x.data, p.gate_up_w.data, p.gate_up_scales.data, ids, T_, k, hidden, inter, act,
+                                    stream, ex);
+    launch_moe_down_decode_mxfp4(act, p.down_w.data, p.down_scales.data, ids, wts, T_, k, hidden, inter, p.out.data,
+                                 stream, ex);
+    return;
+  }
   launch_moe_gate_up_decode(p.x.dtype, p.x.data, p.gate_up_w.data, ids, T_, k, hidden, inter, act, stream, ex);
   launch_moe_down_decode(p.x.dtype, act, p.down_w.data, ids, wts, T_, k, hidden, inter, p.out.data, stream, ex);
 }
@@ -490,7 +497,7 @@ void launch_per_slot(const MoeParams& p, const WorkspaceFn& workspace, cudaStrea
 // Grouped path (moe.h), in passes of at most kMoeGroupedChunkTokens tokens sharing one scratch.
 template <typename T>
 void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
-  const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.down_w.dim(2);
+  const int64_t T_ = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.inter();
   const int k = p.top_k;
   const int64_t chunk = std::min(T_, kMoeGroupedChunkTokens);
   const int64_t max_slots = chunk * k, max_tiles = moe_max_tiles(max_slots, E);
@@ -524,8 +531,9 @@ void launch_grouped(const MoeParams& p, const WorkspaceFn& workspace, cudaStream
     launch_route<T>(p, x, n, s.ids, s.wts, s.logits, MoeRoutePath::kAuto, stream);
     launch_moe_sort(s.ids, slots, E, s.sorted_slot, s.row_of_slot, s.tiles, s.num_tiles, stream);
     launch_moe_gate_up_grouped(dt, x, p.gate_up_w.data, s.sorted_slot, k, s.tiles, s.num_tiles, tiles, hidden, inter,
-                               s.act, stream, ex);
-    launch_moe_down_grouped(dt, s.act, p.down_w.data, s.tiles, s.num_tiles, tiles, hidden, inter, s.y, stream, ex);
+                               s.act, stream, ex, p.mxfp4() ? p.gate_up_scales.data : nullptr);
+    launch_moe_down_grouped(dt, s.act, p.down_w.data, s.tiles, s.num_tiles, tiles, hidden, inter, s.y, stream, ex,
+                            p.mxfp4() ? p.down_scales.data : nullptr);
     launch_moe_combine(dt, s.y, s.ids, s.wts, s.row_of_slot, n, k, hidden, p.out.ptr<T>() + t0 * hidden, stream);
   }
 }
@@ -554,14 +562,27 @@ void launch_moe_route(const MoeParams& p, const void* x, int64_t tokens, int* id
 void launch_moe(const MoeParams& p, const WorkspaceFn& workspace, cudaStream_t stream) {
   require(p.x.ndim() == 2 && p.router_w.ndim() == 2 && p.gate_up_w.ndim() == 3 && p.down_w.ndim() == 3,
           "expects x [T, hidden], router_w [E, hidden], gate_up_w [E, 2I, hidden], down_w [E, hidden, I]");
-  const int64_t T = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.down_w.dim(2);
+  const int64_t T = p.x.dim(0), hidden = p.x.dim(1), E = p.router_w.dim(0), inter = p.inter();
+  const bool fp4 = p.mxfp4();
+  const int64_t packed = fp4 ? 2 : 1;  // elements a stored weight element holds
   require(p.router_w.dim(1) == hidden && p.gate_up_w.dim(0) == E && p.gate_up_w.dim(1) == 2 * inter &&
-              p.gate_up_w.dim(2) == hidden && p.down_w.dim(0) == E && p.down_w.dim(1) == hidden &&
+              p.gate_up_w.dim(2) * packed == hidden && p.down_w.dim(0) == E && p.down_w.dim(1) == hidden &&
               p.out.numel() == T * hidden,
           "shapes do not agree");
   const DType dt = p.x.dtype;
-  require(p.out.dtype == dt && p.router_w.dtype == dt && p.gate_up_w.dtype == dt && p.down_w.dtype == dt,
-          "x, weights and out must share the activation dtype");
+  require(p.out.dtype == dt && p.router_w.dtype == dt, "x, router_w and out must share the activation dtype");
+  if (fp4) {
+    require(dt == DType::kBF16 && hidden % 32 == 0 && inter % 32 == 0,
+            "MXFP4 experts need bf16 activations and hidden, inter multiples of 32");
+    require(p.gate_up_w.dtype == DType::kU8 && p.down_w.dtype == DType::kU8 && p.gate_up_scales.dtype == DType::kU8 &&
+                p.down_scales.dtype == DType::kU8,
+            "MXFP4 experts and scales must be U8");
+    require(p.gate_up_scales.numel() == E * 2 * inter * (hidden / 32) && p.down_scales.numel() == E * hidden * (inter / 32),
+            "MXFP4 scales must be [E, 2I, hidden / 32] and [E, hidden, I / 32]");
+    require(aligned16(p.gate_up_w.data) && aligned16(p.down_w.data), "MXFP4 experts must be 16-byte aligned");
+  } else {
+    require(p.gate_up_w.dtype == dt && p.down_w.dtype == dt, "x, weights and out must share the activation dtype");
+  }
   require(p.top_k >= 1 && p.top_k <= E && p.top_k <= kMaxTopK, "top_k must be in [1, min(num_experts, 32)]");
   require(E <= 8192, "at most 8192 experts");
   require(p.n_group >= 1 && p.n_group <= 32 && E % p.n_group == 0 && (p.n_group == 1 || E / p.n_group >= 2),

@@ -113,6 +113,16 @@ void launch_moe_down_decode(DType dt, const void* act, const void* down_w, const
                             int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* out, cudaStream_t stream,
                             const MoeExtras& extras = {});
 
+// ---- MXFP4 decode-path launches (moe_decode_mxfp4.cu; bf16 activations, hidden and inter multiples of
+// 32, weights / scales as MoeParams gate_up_w / gate_up_scales with MXFP4): the same results as the two
+// launches above on the dequantized weights, up to the fp32 summation order (tensor-core dot products). ----
+void launch_moe_gate_up_decode_mxfp4(const void* x, const void* gate_up_w, const void* gate_up_s, const int* ids,
+                                     int64_t tokens, int top_k, int64_t hidden, int64_t inter, void* act,
+                                     cudaStream_t stream, const MoeExtras& extras = {});
+void launch_moe_down_decode_mxfp4(const void* act, const void* down_w, const void* down_s, const int* ids,
+                                  const float* weights, int64_t tokens, int top_k, int64_t hidden, int64_t inter,
+                                  void* out, cudaStream_t stream, const MoeExtras& extras = {});
+
 // ---- grouped-path launches (device pointers; `dt` the activation dtype, bf16 or f16) ----
 // Tile i of the sorted rows: expert, first sorted row, rows (<= kMoeTileRows).
 struct MoeTile {
@@ -125,13 +135,16 @@ void launch_moe_sort(const int* ids, int64_t slots, int64_t num_experts, int* so
                      MoeTile* tiles, int* num_tiles, cudaStream_t stream);
 // act[r, i] for sorted row r (slot s = sorted_slot[r], token t = s / top_k, expert e of its tile) as
 // launch_moe_gate_up_decode's act[s, i] (biases, glu, roundings); act [S, inter].
+// w_scales: MXFP4 weights (bf16 only; hidden and inter multiples of 32): gate_up_w packed as MoeParams
+// says, its k tiles dequantized into shared memory as they arrive; null: weights in `dt`.
 void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, const int* sorted_slot, int top_k,
                                 const MoeTile* tiles, const int* num_tiles, int64_t max_tiles, int64_t hidden,
-                                int64_t inter, void* act, cudaStream_t stream, const MoeExtras& extras = {});
+                                int64_t inter, void* act, cudaStream_t stream, const MoeExtras& extras = {},
+                                const void* w_scales = nullptr);
 // y[r, j] = round(act[r] . down_e[j]), with down_b round(that + b_down[e, j]); y [S, hidden].
 void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, const MoeTile* tiles, const int* num_tiles,
                              int64_t max_tiles, int64_t hidden, int64_t inter, void* y, cudaStream_t stream,
-                             const MoeExtras& extras = {});
+                             const MoeExtras& extras = {}, const void* w_scales = nullptr);
 // out[t] = the token's k rows of y (row_of_slot) in ascending expert id: acc = round(acc + round(y * w)).
 void launch_moe_combine(DType dt, const void* y, const int* ids, const float* weights, const int* row_of_slot,
                         int64_t tokens, int top_k, int64_t hidden, void* out, cudaStream_t stream);
