@@ -41,9 +41,10 @@ std::vector<int64_t> identity(int64_t n) {
   return rows;
 }
 
-// body(begin, end) over [0, n) split across the hardware's threads (the calling one too).
-void parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-  const int64_t nt = std::clamp<int64_t>(n, 1, std::max(1u, std::thread::hardware_concurrency()));
+// body(begin, end) over [0, n) split across the hardware's threads (the calling one too), at most max_threads.
+void parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body, int64_t max_threads = 1 << 10) {
+  const int64_t nt =
+      std::clamp<int64_t>(n, 1, std::min<int64_t>(max_threads, std::max(1u, std::thread::hardware_concurrency())));
   const int64_t chunk = (n + nt - 1) / nt;
   std::vector<std::thread> threads;
   for (int64_t t = 1; t < nt; ++t)
@@ -96,7 +97,7 @@ Tensor DecoderModel::load_gpt_oss_experts(const std::string& name, int64_t E, in
             for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = in[c * rows + row_of[r]];
           store_f32_as(out.data(), rows * cols, wdtype_, dst + e * rows * cols * es);
         }
-      });
+      }, /*max_threads=*/8);  // each holds two F32 experts (133 MB for gpt-oss-20b's gate_up)
     });
   }
 
