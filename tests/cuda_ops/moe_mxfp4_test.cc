@@ -184,19 +184,19 @@ TEST_F(MoeMxfp4Test, BothPathsMatchCpu) {
   EXPECT_GT(compared, 400);
 }
 
-// gpt-oss-20b's widths (hidden = I = 2880: 90 blocks a row, 22.5 chunks), 32 experts, top-4, at decode
-// batches and one prefill chunk.
+// gpt-oss-20b's widths (hidden = I = 2880: 90 blocks a row, 22.5 chunks), top-4 (of 8 experts, not
+// 32: the CPU reference dominates the time), at decode batches and one prefill chunk.
 TEST_F(MoeMxfp4Test, GptOss20bWidths) {
   int compared = 0;
-  for (int T : {1, 4, 12, 64}) {
-    const Mx m{T, 2880, 2880, 32, 4};
+  for (int T : {1, 12, 64}) {
+    const Mx m{T, 2880, 2880, 8, 4};
     const Case c = make_case(m, true);
     for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped}) {
       SCOPED_TRACE(name(m, path));
       check(c, path, compared);
     }
   }
-  EXPECT_GT(compared, 60);
+  EXPECT_GT(compared, 50);
 }
 
 // The same bits run to run, and from a CUDA graph replayed after x changed in place.
