@@ -166,6 +166,16 @@ ModelConfig gpt_oss_20b_config() {
   return ModelConfig::from_json(j, "builtin:gpt-oss-20b");
 }
 
+// openai/gpt-oss-120b's config.json: gpt-oss-20b's with 36 layers and 128 experts (still top-4). MXFP4
+// experts (the default where the backend keeps them packed) make it ~65 GB, one H200; bf16 would be ~240 GB.
+ModelConfig gpt_oss_120b_config() {
+  ModelConfig c = gpt_oss_20b_config();
+  nlohmann::json j = c.raw;
+  j["num_hidden_layers"] = 36;
+  j["num_local_experts"] = 128;
+  return ModelConfig::from_json(j, "builtin:gpt-oss-120b");
+}
+
 ModelConfig builtin_model_config(const std::string& name) {
   if (name == "default") return default_model_config();
   if (name == "qwen3-0.6b") return qwen3_0_6b_config();
@@ -175,9 +185,10 @@ ModelConfig builtin_model_config(const std::string& name) {
   if (name == "gemma3-1b") return gemma3_1b_config();
   if (name == "gemma2-2b") return gemma2_2b_config();
   if (name == "gpt-oss-20b") return gpt_oss_20b_config();
+  if (name == "gpt-oss-120b") return gpt_oss_120b_config();
   throw Error("--model builtin:" + name +
               ": unknown built-in model (default, qwen3-0.6b, qwen3-8b, qwen3-30b-a3b, llama3-8b, gemma3-1b, gemma2-2b, "
-              "gpt-oss-20b)");
+              "gpt-oss-20b, gpt-oss-120b)");
 }
 
 }  // namespace vireo

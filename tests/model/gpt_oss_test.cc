@@ -75,6 +75,19 @@ TEST(GptOssConfig, BuiltinTwentyBIsTheHubShape) {
   EXPECT_EQ(c.layer_window(23), 0);
 }
 
+TEST(GptOssConfig, BuiltinOneTwentyBIsTheHubShape) {
+  ModelConfig c = builtin_model_config("gpt-oss-120b");
+  EXPECT_EQ(c.architecture, "GptOssForCausalLM");
+  EXPECT_EQ(c.num_hidden_layers, 36);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.num_experts_per_tok, 4);
+  EXPECT_EQ(c.hidden_size, 2880);
+  EXPECT_EQ(c.moe_intermediate_size, 2880);
+  EXPECT_EQ(c.layer_window(34), 128);
+  EXPECT_EQ(c.layer_window(35), 0);
+  EXPECT_FLOAT_EQ(c.swiglu_limit, 7.0f);
+}
+
 TEST(Mxfp4, DequantizesNibblesWithTheBlockScale) {
   uint8_t blocks[16] = {}, scales[1] = {128};  // 2^1
   blocks[0] = 0x21;                            // element 0: 1 -> 0.5, element 1: 2 -> 1.0
