@@ -95,7 +95,8 @@ void parse_smollm3(const json& j, const std::string& source, ModelConfig& c);
 json gemma2_normalize(const json& in, const std::string& source);
 void parse_gemma2(const json& j, const std::string& source, ModelConfig& c);
 // Granite (model_config_granite.cc): GraniteConfig's multipliers.
-bool is_granite(const std::string& architecture, const std::string& model_type);
+bool is_granite(const std::string& architecture, const std::string& model_type);  // dense or MoE
+bool is_granite_moe(const std::string& architecture, const std::string& model_type);
 void parse_granite(const json& j, const std::string& source, ModelConfig& c);
 // GPT-OSS (model_config_gpt_oss.cc): GptOssConfig's defaults; attention sinks and the clamped SwiGLU.
 bool is_gpt_oss(const std::string& architecture, const std::string& model_type);

@@ -316,18 +316,29 @@ void DecoderModel::load_mla(const std::string& a, DecoderLayerWeights& w) {
 
 // Router and experts of a sparse layer: per-expert tensors (HF checkpoints) stacked at load, or the
 // stacked form transformers 5 uses in memory (mlp.experts.gate_up_proj [E, 2I, hidden], down_proj).
-// Mixtral's hub checkpoints name the block block_sparse_moe and its experts' gate / down / up w1 / w2 / w3.
+// Mixtral's hub checkpoints name the block block_sparse_moe and its experts' gate / down / up w1 / w2 / w3;
+// GraniteMoe's, block_sparse_moe with router.layer and the stacked input_linear / output_linear.
 void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
   std::string m = mlp;
   bool w123 = false;
   if (ckpt_ && !ckpt_->has(m + "gate.weight") && m.size() > 4 && m.compare(m.size() - 4, 4, "mlp.") == 0) {
     const std::string alt = m.substr(0, m.size() - 4) + "block_sparse_moe.";
+    if (ckpt_->has(alt + "router.layer.weight")) {  // GraniteMoe: stacked already; its residual_multiplier
+      const float residual = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;  // folded as dense
+      w.router_w = load(alt + "router.layer.weight", {{alt + "router.layer.weight", {E, hidden}}}, kDummyStd);
+      w.experts_gate_up = load(alt + "input_linear.weight", {{alt + "input_linear.weight", {E, 2 * I, hidden}}}, kDummyStd);
+      w.experts_down = load_scaled(alt + "output_linear.weight", {E, hidden, I}, residual);
+      return;
+    }
     if (ckpt_->has(alt + "gate.weight")) {
       m = alt;
       w123 = ckpt_->has(m + "experts.0.w1.weight");
     }
   }
+  if (ckpt_ && cfg_.residual_multiplier > 0 && cfg_.residual_multiplier != 1.0f)  // folded above only
+    throw Error(cfg_.architecture + ": residual_multiplier with MoE experts needs GraniteMoe's block_sparse_moe."
+                "input_linear / output_linear tensors (" + m + " has none)");
   w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
   if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
   if (cfg_.shared_expert_width() > 0) {

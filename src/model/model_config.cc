@@ -102,9 +102,10 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
     fail(source, "num_experts_per_tok", "must be in [1, num_experts]");
   // Mixtral: every expert is intermediate_size wide and the top-k weights are always renormalised
   // (MixtralSparseMoeBlock); its config has neither key.
-  // GPT-OSS: the same (GptOssTopKRouter: a softmax over the top-k logits).
+  // GPT-OSS and GraniteMoe: the same (GptOssTopKRouter, GraniteMoeTopKGating: a softmax over the top-k logits).
   const bool mixtral = c.architecture == "MixtralForCausalLM" || c.model_type == "mixtral" ||
-                       config_json::is_gpt_oss(c.architecture, c.model_type);
+                       config_json::is_gpt_oss(c.architecture, c.model_type) ||
+                       config_json::is_granite_moe(c.architecture, c.model_type);
   c.moe_intermediate_size = mixtral ? c.intermediate_size : get_int(j, source, "moe_intermediate_size");
   if (c.moe_intermediate_size <= 0)
     fail(source, mixtral ? "intermediate_size" : "moe_intermediate_size", "must be > 0");

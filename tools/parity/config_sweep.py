@@ -284,6 +284,13 @@ def case_granite(rng):
     return "GraniteConfig", kw
 
 
+def case_granitemoe(rng):
+    _, kw = case_granite(rng)
+    kw.pop("mlp_bias")
+    kw |= dict(num_local_experts=pick(rng, [4, 8]), num_experts_per_tok=pick(rng, [1, 2]), intermediate_size=pick(rng, [32, 48]))
+    return "GraniteMoeConfig", kw
+
+
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
@@ -291,7 +298,7 @@ FAMILIES = {
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
     "glm4": case_glm4, "glm": lambda r: case_glm4(r, v4=False), "gpt_oss": case_gpt_oss,
-    "granite": case_granite,
+    "granite": case_granite, "granitemoe": case_granitemoe,
 }
 
 

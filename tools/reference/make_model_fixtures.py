@@ -244,6 +244,11 @@ CASES = [
     # attention_multiplier, residual branches x0.22, logits / 8), tied embeddings.
     ("granite", "GraniteConfig", dict(tie_word_embeddings=True, embedding_multiplier=12.0, attention_multiplier=0.0625,
                                       residual_multiplier=0.22, logits_scaling=8.0), torch.float32, None),
+    # GraniteMoe (3.x MoE): the same multipliers with Mixtral-style experts stacked as input_linear / output_linear.
+    ("granitemoe", "GraniteMoeConfig", dict(tie_word_embeddings=True, embedding_multiplier=12.0,
+                                            attention_multiplier=0.0625, residual_multiplier=0.22, logits_scaling=8.0,
+                                            num_local_experts=4, num_experts_per_tok=2, intermediate_size=48),
+     torch.float32, None),
     # Gemma 3 as released from 4B up (Gemma3ForConditionalGeneration: text_config nested, a tiny SigLIP).
     ("gemma3_vl", "Gemma3Config", dict(GEMMA3, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
                                        tie_word_embeddings=True), torch.float32, None),
