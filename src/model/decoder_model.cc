@@ -336,9 +336,6 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
       w123 = ckpt_->has(m + "experts.0.w1.weight");
     }
   }
-  if (ckpt_ && cfg_.residual_multiplier > 0 && cfg_.residual_multiplier != 1.0f)  // folded above only
-    throw Error(cfg_.architecture + ": residual_multiplier with MoE experts needs GraniteMoe's block_sparse_moe."
-                "input_linear / output_linear tensors (" + m + " has none)");
   w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
   if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
   if (cfg_.shared_expert_width() > 0) {
@@ -352,11 +349,15 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     w.shared_down_w = load(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
   }
   const std::string stacked = m + "experts.gate_up_proj";
+  const float residual = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;  // GraniteMoe
   if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {
     w.experts_gate_up = load(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
-    w.experts_down = load(m + "experts.down_proj", {{m + "experts.down_proj", {E, hidden, I}}}, kDummyStd);
+    w.experts_down = load_scaled(m + "experts.down_proj", {E, hidden, I}, residual);
     return;
   }
+  if (ckpt_ && residual != 1.0f)  // per-expert parts are stacked by load(), which does not scale
+    throw Error(cfg_.architecture + ": residual_multiplier needs the experts stacked in the checkpoint (" + m +
+                "experts.down_proj or GraniteMoe's block_sparse_moe.output_linear)");
   std::vector<Part> gate_up, down;
   for (int64_t e = 0; e < E; ++e) {
     const std::string x = m + "experts." + std::to_string(e) + ".";
