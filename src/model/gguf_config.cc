@@ -25,6 +25,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"phi3", "Phi3ForCausalLM"},
     {"gpt-oss", "GptOssForCausalLM"},
     {"granite", "GraniteForCausalLM"},
+    {"granitemoe", "GraniteMoeForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -163,17 +164,18 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   j["model_type"] = a;
   j["hidden_size"] = required_int(f, a + ".embedding_length");
   j["num_hidden_layers"] = required_int(f, a + ".block_count");
-  if (f.get_int(a + ".expert_count").value_or(0) > 0 && a == "llama") {
+  if (f.get_int(a + ".expert_count").value_or(0) > 0 && (a == "llama" || a == "granitemoe")) {
     // Mixtral: llama.cpp's converter writes it as "llama" with experts feed_forward_length wide (ffn_*_exps),
-    // every layer sparse, the top-k weights renormalised.
-    j["architectures"] = {"MixtralForCausalLM"};
+    // every layer sparse, the top-k weights renormalised. GraniteMoe's (GraniteMoeModel) the same, as
+    // "granitemoe" (input_linear split into ffn_gate_exps / ffn_up_exps).
+    if (a == "llama") j["architectures"] = {"MixtralForCausalLM"};
     j["num_experts"] = required_int(f, a + ".expert_count");
     j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
     j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, gpt-oss and llama (Mixtral) only");
+                  "qwen2moe, gpt-oss, granitemoe and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
@@ -238,7 +240,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
-  if (a == "granite") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale
+  if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale
     for (auto [key, field] : {std::pair{".attention.scale", "attention_multiplier"},
                               std::pair{".embedding_scale", "embedding_multiplier"},
                               std::pair{".residual_scale", "residual_multiplier"}, std::pair{".logit_scale", "logits_scaling"}})

@@ -101,7 +101,8 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM" ||  // "llama" in the file
-             c.architecture == "GraniteForCausalLM"),  // GraniteModel converts as LlamaModel
+             c.architecture == "GraniteForCausalLM" ||  // GraniteModel (and GraniteMoeModel) convert as LlamaModel
+             c.architecture == "GraniteMoeForCausalLM"),
       gemma_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM"),
       num_heads_(c.num_attention_heads),
       num_kv_heads_(c.num_key_value_heads) {}

@@ -35,7 +35,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
       {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
       {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"},
-      {"mlp.router", "ffn_gate_inp"}};
+      {"mlp.router", "ffn_gate_inp"}, {"block_sparse_moe.router.layer", "ffn_gate_inp"}};
   if (hf.size() > 15 && hf.compare(hf.size() - 15, 15, "self_attn.sinks") == 0)  // GPT-OSS: ".weight" appended
     return "blk." + hf.substr(13, hf.find('.', 13) - 13) + ".attn_sinks.weight";
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
@@ -122,7 +122,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Gemma2ForCausalLM", "gemma2"},
                                                            {"Phi3ForCausalLM", "phi3"},
                                                            {"GptOssForCausalLM", "gpt-oss"},
-                                                           {"GraniteForCausalLM", "granite"}};
+                                                           {"GraniteForCausalLM", "granite"},
+                                                           {"GraniteMoeForCausalLM", "granitemoe"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -165,7 +166,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_string(a + ".rope.scaling.type", "linear");
     w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
   }
-  if (a == "granite") {  // GraniteModel: the multipliers as *_scale keys
+  if (a == "granite" || a == "granitemoe") {  // GraniteModel: the multipliers as *_scale keys
     for (auto [field, key] : {std::pair{"attention_multiplier", ".attention.scale"},
                               std::pair{"embedding_multiplier", ".embedding_scale"},
                               std::pair{"residual_multiplier", ".residual_scale"}, std::pair{"logits_scaling", ".logit_scale"}})
@@ -252,6 +253,25 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
         add_gpt_oss_experts(w, name, t.shape, v, o.expert_type == ~0u ? o.type : o.expert_type, o.fuse_gate_up_exps);
         continue;
       }
+      if (const size_t x = name.find(".block_sparse_moe.input_linear.weight"); x != std::string::npos) {
+        // GraniteMoeModel: [E, 2I, hidden] split into ffn_gate_exps / ffn_up_exps [E, I, hidden]
+        const int64_t E = t.shape[0], I = t.shape[1] / 2, H = t.shape[2];
+        const std::string l = name.substr(std::string("model.layers.").size(), x - std::string("model.layers.").size());
+        for (int64_t s = 0; s < 2; ++s) {
+          std::vector<float> part;
+          for (int64_t e = 0; e < E; ++e)
+            part.insert(part.end(), v.begin() + (e * 2 * I + s * I) * H, v.begin() + (e * 2 * I + (s + 1) * I) * H);
+          w.add_tensor("blk." + l + (s ? ".ffn_up_exps.weight" : ".ffn_gate_exps.weight"), {H, I, E}, o.type,
+                       encode_values(part.data(), static_cast<int64_t>(part.size()), o.type));
+        }
+        continue;
+      }
+      if (const size_t x = name.find(".block_sparse_moe.output_linear.weight"); x != std::string::npos) {
+        const std::string l = name.substr(std::string("model.layers.").size(), x - std::string("model.layers.").size());
+        w.add_tensor("blk." + l + ".ffn_down_exps.weight", {t.shape[2], t.shape[1], t.shape[0]}, o.type,
+                     encode_values(v.data(), t.numel(), o.type));
+        continue;
+      }
       const size_t xm = name.find(".mlp.experts."), xb = name.find(".block_sparse_moe.experts.");
       if (const size_t x = xm != std::string::npos ? xm : xb; x != std::string::npos) {
         // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, or Mixtral's
@@ -272,7 +292,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       // convert_hf_to_gguf.py's Gemma2/3 models store every RMSNorm weight as 1 + w (its norm_shift).
       if ((a == "gemma3" || a == "gemma2") && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
         for (float& x : v) x += 1.0f;
-      const bool llama_rope = a == "llama" || a == "granite";  // GraniteModel converts as LlamaModel
+      const bool llama_rope = a == "llama" || a == "granite" || a == "granitemoe";  // GraniteModel: as LlamaModel
       if (llama_rope && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
       if (llama_rope && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());

@@ -149,6 +149,15 @@ TEST(GraniteMoeCheckpoint, StackedExpertsAndMultipliersLikeMixtral) {
   const std::vector<float> want = testing::prompt_logits((root / "mixtral").string());
   const std::vector<float> got = testing::prompt_logits((root / "granitemoe").string());
   EXPECT_EQ(got, want);
+  // Its GGUF as llama.cpp's GraniteMoeModel writes it (arch granitemoe, *_scale keys, Q/K permuted,
+  // input_linear split into ffn_gate_exps / ffn_up_exps): the same logits up to the fp32 order of the
+  // dequantization-free F32 path (bitwise here: the same values and kernels).
+  const std::string gguf = (root / "granitemoe.gguf").string();
+  testing::convert_model_fixture((root / "granitemoe").string(), gguf);
+  const std::vector<float> from_gguf = testing::prompt_logits(gguf);
+  ASSERT_EQ(from_gguf.size(), want.size());
+  EXPECT_LT(testing::rel_max_err(from_gguf.data(), want.data(), want.size()), 1e-6);
+  fs::remove(gguf);
   cfg["residual_multiplier"] = 1.0;  // left out: the logits change
   std::ofstream(root / "granitemoe" / "config.json") << cfg.dump();
   EXPECT_NE(testing::prompt_logits((root / "granitemoe").string()), want);
