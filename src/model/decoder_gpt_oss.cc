@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/parallel_ranges.h"
 #include "model/decoder_model.h"
 #include "model/dummy_weights.h"
 #include "model/mxfp4.h"
@@ -39,18 +39,6 @@ std::vector<int64_t> identity(int64_t n) {
   std::vector<int64_t> rows(static_cast<size_t>(n));
   std::iota(rows.begin(), rows.end(), 0);
   return rows;
-}
-
-// body(begin, end) over [0, n) split across the hardware's threads (the calling one too), at most max_threads.
-void parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body, int64_t max_threads = 1 << 10) {
-  const int64_t nt =
-      std::clamp<int64_t>(n, 1, std::min<int64_t>(max_threads, std::max(1u, std::thread::hardware_concurrency())));
-  const int64_t chunk = (n + nt - 1) / nt;
-  std::vector<std::thread> threads;
-  for (int64_t t = 1; t < nt; ++t)
-    if (t * chunk < n) threads.emplace_back(body, t * chunk, std::min(n, (t + 1) * chunk));
-  body(0, std::min(n, chunk));
-  for (auto& th : threads) th.join();
 }
 
 // dst [E, rows, width] bytes with row r of expert e copied from src row row_of[r] of that expert.

@@ -320,12 +320,12 @@ void DecoderModel::load_mla(const std::string& a, DecoderLayerWeights& w) {
 // GraniteMoe's, block_sparse_moe with router.layer and the stacked input_linear / output_linear.
 void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+  const float residual = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;  // GraniteMoe's, folded
   std::string m = mlp;
   bool w123 = false;
   if (ckpt_ && !ckpt_->has(m + "gate.weight") && m.size() > 4 && m.compare(m.size() - 4, 4, "mlp.") == 0) {
     const std::string alt = m.substr(0, m.size() - 4) + "block_sparse_moe.";
-    if (ckpt_->has(alt + "router.layer.weight")) {  // GraniteMoe: stacked already; its residual_multiplier
-      const float residual = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;  // folded as dense
+    if (ckpt_->has(alt + "router.layer.weight")) {  // GraniteMoe: stacked already
       w.router_w = load(alt + "router.layer.weight", {{alt + "router.layer.weight", {E, hidden}}}, kDummyStd);
       w.experts_gate_up = load(alt + "input_linear.weight", {{alt + "input_linear.weight", {E, 2 * I, hidden}}}, kDummyStd);
       w.experts_down = load_scaled(alt + "output_linear.weight", {E, hidden, I}, residual);
@@ -349,7 +349,6 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     w.shared_down_w = load(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
   }
   const std::string stacked = m + "experts.gate_up_proj";
-  const float residual = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;  // GraniteMoe
   if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {
     w.experts_gate_up = load(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
     w.experts_down = load_scaled(m + "experts.down_proj", {E, hidden, I}, residual);

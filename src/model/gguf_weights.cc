@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf_dequant.h"
+#include "core/parallel_ranges.h"
 #include "gguf/gguf_mxfp4.h"
 #include "gguf/gguf_types.h"
 
@@ -56,19 +57,6 @@ std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr,
 bool is_float_type(uint32_t t) { return t == 0 || t == 1 || t == 30; }  // F32, F16, BF16
 constexpr uint32_t kMxfp4 = static_cast<uint32_t>(GgmlType::kMXFP4);
 constexpr int64_t kMxfp4BlockBytes = 17;  // {u8 e; u8 qs[16]} per 32 values
-
-// Runs body(i) for i in [0, n) over up to hardware_concurrency threads (the calling one too).
-template <typename Body>
-void parallel_items(int64_t n, const Body& body) {
-  const int nt = static_cast<int>(std::clamp<int64_t>(n, 1, std::max(1u, std::thread::hardware_concurrency())));
-  auto work = [&](int first) {
-    for (int64_t i = first; i < n; i += nt) body(i);
-  };
-  std::vector<std::thread> threads;
-  for (int i = 1; i < nt; ++i) threads.emplace_back(work, i);
-  work(0);
-  for (auto& th : threads) th.join();
-}
 
 }  // namespace
 
@@ -297,9 +285,11 @@ void GgufWeights::read_mxfp4(const std::string& name, const std::vector<int64_t>
     for (int64_t b = 0; b < total; b += chunk)
       pieces.push_back({f.data() + b * kMxfp4BlockBytes, std::min(chunk, total - b), b});
   }
-  parallel_items(static_cast<int64_t>(pieces.size()), [&](int64_t i) {
-    const Piece& p = pieces[i];
-    repack_ggml_mxfp4(p.src, p.num_blocks, blocks + p.first_block * 16, scales + p.first_block);
+  parallel_ranges(static_cast<int64_t>(pieces.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Piece& p = pieces[i];
+      repack_ggml_mxfp4(p.src, p.num_blocks, blocks + p.first_block * 16, scales + p.first_block);
+    }
   });
 }
 
