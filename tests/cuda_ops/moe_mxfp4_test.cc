@@ -139,14 +139,16 @@ class MoeMxfp4Test : public CudaOpsTest {
     return keep;
   }
   // Kept tokens within 3% of the output's max |value| (moe_test.cc's bf16 tolerance); every element written.
-  void check(const Case& c, MoePath path, int& compared) {
+  // p: c's params on the GPU (gpu_params, or the dense form); its out is replaced by a poisoned one.
+  void check(const Case& c, MoePath path, int& compared) { check(c, path, gpu_params(c, Tensor{}), compared); }
+  void check(const Case& c, MoePath path, MoeParams p, int& compared) {
     const Mx& m = c.m;
     const std::vector<float> want = cpu_ref(c);
     const std::vector<bool> keep = clear_tokens(c);
     cuda::set_moe_path(path);
-    Tensor out = gpu_poisoned({m.T, m.hidden}, DType::kBF16);
-    gpu_->moe(gpu_params(c, out));
-    const std::vector<float> got = to_host(out);
+    p.out = gpu_poisoned({m.T, m.hidden}, DType::kBF16);
+    gpu_->moe(p);
+    const std::vector<float> got = to_host(p.out);
     for (float v : got) ASSERT_FALSE(std::isnan(v)) << "moe left an output element unwritten";
     float scale = 0;
     for (float v : want) scale = std::max(scale, std::fabs(v));
@@ -234,6 +236,29 @@ TEST_F(MoeMxfp4Test, DeterministicAndGraphCapturable) {
     EXPECT_TRUE(raw(g.out) == raw(e.out)) << "graph replay differs from the eager op";
     gpu_->destroy_graph(graph);
   }
+}
+
+// Dense and packed experts in one process, in both orders, on both paths: each kernel sets its own launch
+// attributes (the grouped kernels' 110 KB dense / 86 KB packed shared memory). Session 31's binary
+// prepared only whichever of a pair ran first, so the dense grouped MoE failed to launch after a packed
+// one. The dense runs take the experts dequantized to bf16 (exact: E2M1 times a power of two).
+TEST_F(MoeMxfp4Test, DenseAndPackedInOneProcess) {
+  const Mx m{40, 96, 64, 8, 2};
+  const Case c = make_case(m, true);
+  MoeParams dense = gpu_params(c, Tensor{});
+  dense.gate_up_w = gpu_from(dequant(c.gu, int64_t(m.E) * 2 * m.inter, m.hidden), {m.E, 2 * m.inter, m.hidden},
+                             DType::kBF16);
+  dense.down_w = gpu_from(dequant(c.down, int64_t(m.E) * m.hidden, m.inter), {m.E, m.hidden, m.inter}, DType::kBF16);
+  dense.gate_up_scales = dense.down_scales = Tensor{};
+  int compared = 0;
+  for (MoePath path : {MoePath::kPerSlot, MoePath::kGrouped})
+    for (bool packed_first : {true, false})
+      for (int run = 0; run < 2; ++run) {
+        const bool packed = (run == 0) == packed_first;
+        SCOPED_TRACE(name(m, path) + (packed ? " packed" : " dense"));
+        check(c, path, packed ? gpu_params(c, Tensor{}) : dense, compared);
+      }
+  EXPECT_GT(compared, 40);
 }
 
 // Refused: misshapen scales, packed weights not U8.

@@ -9,8 +9,13 @@
 
 namespace vireo::cuda {
 
+// On an error the runtime's last-error state is cleared too: a refused launch (a non-sticky error, both
+// returned and left pending) must not come back from the next op's check_launch as the failure of a
+// later, unrelated kernel or request.
 inline void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw Error(std::string("cuda: ") + what + ": " + cudaGetErrorString(e));
 }
 // After a launch: configuration errors show up here, faults at the next synchronisation.
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }

@@ -254,11 +254,16 @@ void launch_moe_down_decode_mxfp4(const void* act, const void* down_w, const voi
   const int64_t slots = std::min<int64_t>(tokens, kGroupTokens) * top_k;
   const size_t smem = static_cast<size_t>(slots) * 16 * tiles * sizeof(float);
   if (smem > 160 * 1024) throw Error("cuda moe down decode mxfp4: too much shared memory for the shape");
+  // Both instantiations at once: they share a type, so a static inside the generic lambda below would
+  // be one flag for the two.
+  static const bool ready = [] {
+    for (auto kernel : {moe_down_mxfp4_kernel<1>, moe_down_mxfp4_kernel<2>})
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024),
+            "moe down decode mxfp4: cudaFuncSetAttribute");
+    return true;
+  }();
+  (void)ready;
   auto run = [&](auto kernel) {
-    static const bool ready = (check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024),
-                                     "moe down decode mxfp4: cudaFuncSetAttribute"),
-                               true);
-    (void)ready;
     launch_pdl(kernel, grid, dim3(kDecThreads), smem, stream, static_cast<const bf16*>(act),
                static_cast<const uint8_t*>(down_w), static_cast<const uint8_t*>(down_s), ids, weights, tokens, top_k,
                hidden, inter, tiles, static_cast<const bf16*>(extras.down_b), static_cast<bf16*>(out));

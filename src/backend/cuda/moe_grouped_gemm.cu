@@ -337,12 +337,15 @@ void check_fp4(DType dt, const void* w_scales, int64_t hidden, int64_t inter) {
     throw Error("cuda moe grouped gemm: MXFP4 weights need bf16 activations and dims that are multiples of 32");
 }
 
-// Sets the kernel up once (gg_prepare) and launches it with kGg threads.
-template <typename... KArgs, typename... Args>
-void gg_run(void (*kernel)(KArgs...), size_t smem, dim3 grid, cudaStream_t stream, Args&&... args) {
-  static const bool ready = (gg_prepare(kernel, smem), true);  // one static per kernel instantiation
+// Sets the kernel up once (gg_prepare) and launches it with kGg threads. The kernel is a template
+// argument so that each kernel has its own `ready`: the dense and MXFP4 instantiations share one
+// signature, and a static keyed on the signature prepared only whichever ran first (the other then
+// failed to launch with its 110 / 86 KB of shared memory).
+template <auto kKernel, typename... Args>
+void gg_run(size_t smem, dim3 grid, cudaStream_t stream, Args&&... args) {
+  static const bool ready = (gg_prepare(kKernel, smem), true);
   (void)ready;
-  launch_pdl(kernel, grid, dim3(kGgThreads), smem, stream, std::forward<Args>(args)...);
+  launch_pdl(kKernel, grid, dim3(kGgThreads), smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace
@@ -365,9 +368,9 @@ void launch_moe_gate_up_grouped(DType dt, const void* x, const void* gate_up_w, 
       T* out = static_cast<T*>(act);
       if constexpr (std::is_same_v<T, __nv_bfloat16>)
         if (s != nullptr)
-          return gg_run(moe_gate_up_grouped_kernel<T, true>, kGgSmemBytesFp4, grid, stream, xt, gate_up_w, s,
+          return gg_run<moe_gate_up_grouped_kernel<T, true>>(kGgSmemBytesFp4, grid, stream, xt, gate_up_w, s,
                         sorted_slot, top_k, tiles, num_tiles, hidden, inter, extras, out);
-      gg_run(moe_gate_up_grouped_kernel<T, false>, kGgSmemBytes, grid, stream, xt, gate_up_w, s, sorted_slot, top_k,
+      gg_run<moe_gate_up_grouped_kernel<T, false>>(kGgSmemBytes, grid, stream, xt, gate_up_w, s, sorted_slot, top_k,
              tiles, num_tiles, hidden, inter, extras, out);
     }
   });
@@ -392,9 +395,9 @@ void launch_moe_down_grouped(DType dt, const void* act, const void* down_w, cons
       T* out = static_cast<T*>(y);
       if constexpr (std::is_same_v<T, __nv_bfloat16>)
         if (s != nullptr)
-          return gg_run(moe_down_grouped_kernel<T, true>, kGgSmemBytesFp4, grid, stream, a, down_w, s, tiles, num_tiles,
+          return gg_run<moe_down_grouped_kernel<T, true>>(kGgSmemBytesFp4, grid, stream, a, down_w, s, tiles, num_tiles,
                         hidden, inter, b, out);
-      gg_run(moe_down_grouped_kernel<T, false>, kGgSmemBytes, grid, stream, a, down_w, s, tiles, num_tiles, hidden,
+      gg_run<moe_down_grouped_kernel<T, false>>(kGgSmemBytes, grid, stream, a, down_w, s, tiles, num_tiles, hidden,
              inter, b, out);
     }
   });
