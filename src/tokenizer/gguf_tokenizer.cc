@@ -26,6 +26,13 @@ const char* const kGpt4oRegex =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// DeepSeek-V3 / R1 (llama.cpp's pre "deepseek-v3"; HunYuan dense's "hunyuan-dense" shares it): three
+// Splits in a row, as their tokenizer.json has them: digits in runs of 1-3, CJK runs, then words /
+// punctuation / whitespace.
+const char* const kDeepseek3Regexes[] = {
+    "\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
 const char* const kQwen2Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
@@ -45,11 +52,15 @@ json bpe_model(bool ignore_merges, json unk, bool byte_fallback) {
           {"merges", json::array()}};
 }
 
+json split(const char* regex) {
+  return {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+}
+json byte_level_no_regex() {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+}
+
 json split_then_bytes(const char* regex) {
-  return {{"type", "Sequence"},
-          {"pretokenizers",
-           {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
-            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}};
+  return {{"type", "Sequence"}, {"pretokenizers", {split(regex), byte_level_no_regex()}}};
 }
 
 // tokenizer.ggml.model "gpt2": byte-level BPE, the split regex picked by tokenizer.ggml.pre.
@@ -58,7 +69,7 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   Pipeline s;
   s.decoder = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   s.model = bpe_model(false, nullptr, false);
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3") {
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3" || pre == "lfm2") {
     s.pre_tokenizer = split_then_bytes(kLlama3Regex);
     s.model["ignore_merges"] = true;  // Llama-3's tokenizer.json: whole words in the vocab skip the merges
     s.add_bos = true;
@@ -67,6 +78,11 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
     s.normalizer = {{"type", "NFC"}};
     s.pre_tokenizer = split_then_bytes(kQwen2Regex);
+  } else if (pre == "deepseek-v3" || pre == "hunyuan-dense") {
+    json seq = json::array();
+    for (const char* r : kDeepseek3Regexes) seq.push_back(split(r));
+    seq.push_back(byte_level_no_regex());
+    s.pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", seq}};
   } else if (pre == "gpt-4o" || pre == "gpt-oss") {
     s.pre_tokenizer = split_then_bytes(kGpt4oRegex);
     s.model["ignore_merges"] = true;  // o200k's tokenizer.json
@@ -75,7 +91,8 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
     s.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
-                "' is not supported (llama-bpe, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, gpt-4o, gpt-2, default); pass "
+                "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, deepseek-v3, hunyuan-dense, "
+                "gpt-4o, gpt-2, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }
   return s;

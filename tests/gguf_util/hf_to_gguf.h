@@ -392,10 +392,12 @@ inline void add_tokenizer_metadata(GgufWriter& w, const std::string& dir, const 
   w.add_string_array("tokenizer.ggml.tokens", tokens);
   w.add_i32_array("tokenizer.ggml.token_type", types);
   w.add_string_array("tokenizer.ggml.merges", merges);
-  auto id_of = [&](const std::string& key) -> int64_t {
-    if (!tc.contains(key) || !tc[key].is_string()) return -1;
+  auto id_of = [&](const std::string& key) -> int64_t {  // a string, or an AddedToken object (DeepSeek-V3)
+    if (!tc.contains(key)) return -1;
+    const nlohmann::json& v = tc[key].is_object() ? tc[key]["content"] : tc[key];
+    if (!v.is_string()) return -1;
     for (int64_t i = 0; i < n; ++i)
-      if (tokens[i] == tc[key].get<std::string>()) return i;
+      if (tokens[i] == v.get<std::string>()) return i;
     return -1;
   };
   if (int64_t id = id_of("bos_token"); id >= 0) w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(id));
