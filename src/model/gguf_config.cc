@@ -26,6 +26,8 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"gpt-oss", "GptOssForCausalLM"},
     {"granite", "GraniteForCausalLM"},
     {"granitemoe", "GraniteMoeForCausalLM"},
+    {"hunyuan-dense", "HunYuanDenseV1ForCausalLM"},
+    {"lfm2", "Lfm2ForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -68,6 +70,49 @@ void gemma_fields(const GgufFile& f, const std::string& a, json& j) {
     j["query_pre_attn_scalar"] = n == (gemma2 ? 46 : 62) ? hidden / heads : j["head_dim"].get<int64_t>();
   }
   j["hidden_activation"] = "gelu_pytorch_tanh";
+}
+
+int64_t required_int(const GgufFile& f, const std::string& key);
+
+// A per-layer integer key: one value for every layer, or an array of one per layer (any integer type).
+std::vector<int64_t> per_layer_ints(const GgufFile& f, const std::string& key, int64_t num_layers) {
+  const GgufValue* v = f.find(key);
+  if (!v) throw Error(f.path() + ": metadata '" + key + "' is missing");
+  if (v->type != GgufType::kArray) return std::vector<int64_t>(static_cast<size_t>(num_layers), *f.get_int(key));
+  if (!v->value.is_array() || static_cast<int64_t>(v->value.size()) != num_layers)
+    throw Error(f.path() + ": metadata '" + key + "' must hold one value per layer (" + std::to_string(num_layers) + ")");
+  std::vector<int64_t> out;
+  for (const auto& e : v->value) {
+    if (!e.is_number_integer()) throw Error(f.path() + ": metadata '" + key + "' must hold integers");
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+// LFM2 as convert_hf_to_gguf.py's LFM2Model writes it: attention.head_count_kv per layer, 0 on the
+// short-convolution layers (how llama.cpp tells them apart); shortconv.l_cache; the MLP width already
+// adjusted (block_ff_dim's rule applied by the converter); the final norm as token_embd_norm.
+void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
+  const GgufFile& f = m.first();
+  const int64_t n = j["num_hidden_layers"].get<int64_t>();
+  const std::vector<int64_t> kv = per_layer_ints(f, a + ".attention.head_count_kv", n);
+  json types = json::array();
+  int64_t kv_heads = 0;
+  for (int64_t h : kv) {
+    if (h < 0 || (h > 0 && kv_heads > 0 && h != kv_heads))
+      throw Error(f.path() + ": metadata '" + a + ".attention.head_count_kv' must be 0 (conv) or one head count");
+    if (h > 0) kv_heads = h;
+    types.push_back(h == 0 ? "conv" : "full_attention");
+  }
+  j["layer_types"] = types;
+  j["num_key_value_heads"] = kv_heads > 0 ? kv_heads : j["num_attention_heads"].get<int64_t>();
+  j["conv_L_cache"] = required_int(f, a + ".shortconv.l_cache");
+  j["block_auto_adjust_ff_dim"] = false;  // feed_forward_length is the width itself
+  j["norm_eps"] = j.value("rms_norm_eps", 1e-5);  // Lfm2Config's name
+  bool bias = false;
+  for (int64_t l = 0; l < n; ++l)
+    if (kv[l] == 0) bias = m.find_tensor("blk." + std::to_string(l) + ".shortconv.in_proj.bias").info != nullptr;
+  j["conv_bias"] = bias;
 }
 
 int64_t required_int(const GgufFile& f, const std::string& key) {
@@ -202,7 +247,8 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (auto sw = f.get_int(a + ".attention.sliding_window"); sw && *sw > 0) j["sliding_window"] = *sw;
   const int64_t heads = required_int(f, a + ".attention.head_count");
   j["num_attention_heads"] = heads;
-  j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;
+  if (a != "lfm2")  // lfm2: per layer (lfm2_fields)
+    j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;
   const int64_t head_dim =
       f.get_int(a + ".attention.key_length").value_or(heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
   j["head_dim"] = head_dim;
@@ -240,6 +286,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
+  if (a == "lfm2") lfm2_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale
     for (auto [key, field] : {std::pair{".attention.scale", "attention_multiplier"},
                               std::pair{".embedding_scale", "embedding_multiplier"},

@@ -30,6 +30,15 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     // Qwen2-MoE's shared expert and its gate ([1, hidden] in HF, [hidden] in the file)
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
+    // HunYuan dense's q/k norms
+    {"self_attn.query_layernorm", "attn_q_norm"},  {"self_attn.key_layernorm", "attn_k_norm"},
+    // LFM2: its own module names, and the short-convolution layers (conv.conv [H, 1, L] stored squeezed)
+    {"operator_norm", "attn_norm"},            {"ffn_norm", "ffn_norm"},
+    {"self_attn.q_layernorm", "attn_q_norm"},  {"self_attn.k_layernorm", "attn_k_norm"},
+    {"self_attn.out_proj", "attn_output"},     {"feed_forward.w1", "ffn_gate"},
+    {"feed_forward.w3", "ffn_up"},             {"feed_forward.w2", "ffn_down"},
+    {"conv.in_proj", "shortconv.in_proj"},     {"conv.conv", "shortconv.conv"},
+    {"conv.out_proj", "shortconv.out_proj"},
 };
 
 // transformers 5's stacked experts, the names DecoderModel::load_moe asks for: llama.cpp stores
@@ -64,6 +73,7 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf == "model.norm.weight") return "output_norm.weight";
   if (hf == "lm_head.weight") return "output.weight";
+  if (hf == "model.embedding_norm.weight") return "token_embd_norm.weight";  // LFM2's final norm, as llama.cpp names it
   if (const std::string l = stacked_layer(hf, kDownSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.weight";
   if (const std::string l = stacked_layer(hf, kDownBiasSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.bias";
   if (const std::string l = stacked_layer(hf, ".self_attn.sinks"); !l.empty()) return "blk." + l + ".attn_sinks.weight";
@@ -115,9 +125,10 @@ GgufShards::Found GgufWeights::find_gguf(const std::string& g, const std::string
   if (g.empty() || !f.info)
     throw Error(files_->first().path() + ": missing tensor '" + (g.empty() ? name : g) + "' (for " + name + ")");
   const GgufTensorInfo* t = f.info;
-  // A file's 1-D vector stands for a one-row matrix (the converter squeezes Qwen2-MoE's shared expert gate).
+  // Dims of size 1 do not change the layout, and the converter squeezes some (Qwen2-MoE's shared expert
+  // gate [1, hidden] -> [hidden]; LFM2's conv [H, 1, L] -> [H, L]).
   auto squeezed = [](std::vector<int64_t> s) {
-    while (s.size() > 1 && s.front() == 1) s.erase(s.begin());
+    s.erase(std::remove(s.begin(), s.end(), int64_t{1}), s.end());
     return s;
   };
   if (t->shape() != expected && squeezed(t->shape()) != squeezed(expected))

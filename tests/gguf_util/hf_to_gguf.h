@@ -35,7 +35,13 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
       {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
       {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"},
-      {"mlp.router", "ffn_gate_inp"}, {"block_sparse_moe.router.layer", "ffn_gate_inp"}};
+      {"mlp.router", "ffn_gate_inp"}, {"block_sparse_moe.router.layer", "ffn_gate_inp"},
+      {"self_attn.query_layernorm", "attn_q_norm"}, {"self_attn.key_layernorm", "attn_k_norm"},  // hunyuan
+      {"operator_norm", "attn_norm"}, {"ffn_norm", "ffn_norm"}, {"self_attn.q_layernorm", "attn_q_norm"},  // lfm2
+      {"self_attn.k_layernorm", "attn_k_norm"}, {"self_attn.out_proj", "attn_output"},
+      {"feed_forward.w1", "ffn_gate"}, {"feed_forward.w3", "ffn_up"}, {"feed_forward.w2", "ffn_down"},
+      {"conv.in_proj", "shortconv.in_proj"}, {"conv.conv", "shortconv.conv"}, {"conv.out_proj", "shortconv.out_proj"}};
+  if (hf == "model.embedding_norm.weight") return "token_embd_norm.weight";  // LFM2's final norm
   if (hf.size() > 15 && hf.compare(hf.size() - 15, 15, "self_attn.sinks") == 0)  // GPT-OSS: ".weight" appended
     return "blk." + hf.substr(13, hf.find('.', 13) - 13) + ".attn_sinks.weight";
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
@@ -123,7 +129,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Phi3ForCausalLM", "phi3"},
                                                            {"GptOssForCausalLM", "gpt-oss"},
                                                            {"GraniteForCausalLM", "granite"},
-                                                           {"GraniteMoeForCausalLM", "granitemoe"}};
+                                                           {"GraniteMoeForCausalLM", "granitemoe"},
+                                                           {"HunYuanDenseV1ForCausalLM", "hunyuan-dense"},
+                                                           {"Lfm2ForCausalLM", "lfm2"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -134,12 +142,35 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_string("general.architecture", a);
   w.add_string("general.name", fs::path(dir).filename().string());
   if (o.alignment != 32) w.add_u32("general.alignment", static_cast<uint32_t>(o.alignment));
-  w.add_u32(a + ".context_length", c["max_position_embeddings"]);
+  const std::string rope_type = rope.value("rope_type", "default");
+  // HunYuanModel: dynamic NTK-alpha baked into the base (Python doubles), no scaling, a 256k context.
+  const bool alpha_rope = a == "hunyuan-dense" && rope_type == "dynamic";
+  w.add_u32(a + ".context_length", alpha_rope ? 262144u : c["max_position_embeddings"].get<uint32_t>());
   w.add_u32(a + ".embedding_length", static_cast<uint32_t>(hidden));
   w.add_u32(a + ".block_count", c["num_hidden_layers"]);
-  w.add_u32(a + ".feed_forward_length", c["intermediate_size"]);
+  if (a == "lfm2") {  // LFM2Model._add_feed_forward_length: block_ff_dim's rule, always rounded up
+    int64_t ff = c.value("block_ff_dim", c["intermediate_size"].get<int64_t>());
+    if (c.value("block_auto_adjust_ff_dim", false)) {
+      ff = static_cast<int64_t>(2.0 * ff / 3);
+      if (c.contains("block_ffn_dim_multiplier") && !c["block_ffn_dim_multiplier"].is_null())
+        ff = static_cast<int64_t>(c["block_ffn_dim_multiplier"].get<double>() * ff);
+      const int64_t m = c["block_multiple_of"];
+      ff = m * ((ff + m - 1) / m);
+    }
+    w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(ff));
+  } else {
+    w.add_u32(a + ".feed_forward_length", c["intermediate_size"]);
+  }
   w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(heads));
-  w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(kv_heads));
+  if (a == "lfm2") {  // LFM2Model: head_count_kv per layer, 0 on conv layers
+    std::vector<int32_t> kv;
+    for (const auto& t : c["layer_types"]) kv.push_back(t == "full_attention" ? static_cast<int32_t>(kv_heads) : 0);
+    w.add_i32_array(a + ".attention.head_count_kv", kv);
+    w.add_u32(a + ".shortconv.l_cache", c["conv_L_cache"]);
+    w.add_u32(a + ".vocab_size", c["vocab_size"]);
+  } else {
+    w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(kv_heads));
+  }
   w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
   w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
   // Phi-3's converter writes the rotary width (partial_rotary_factor); the others the head width.
@@ -147,8 +178,16 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                                 head_dim)
                                         : head_dim;
   w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
-  w.add_f32(a + ".rope.freq_base", static_cast<float>(theta));
-  w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", 1e-6f));
+  if (alpha_rope) {
+    const double alpha = rope.value("alpha", 50.0);
+    w.add_f32(a + ".rope.freq_base", static_cast<float>(theta * std::pow(alpha, double(head_dim) / double(head_dim - 2))));
+    w.add_string(a + ".rope.scaling.type", "none");
+    w.add_f32(a + ".rope.scaling.factor", 1.0f);
+    w.add_u32(a + ".rope.scaling.original_context_length", 262144u);
+  } else {
+    w.add_f32(a + ".rope.freq_base", static_cast<float>(theta));
+  }
+  w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", c.value("norm_eps", 1e-6f)));
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
     w.add_u32(a + ".attention.sliding_window", c["sliding_window"]);
   const int64_t num_experts = c.value("num_experts", c.value("num_local_experts", int64_t{0}));
@@ -161,7 +200,6 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     if (c.contains("shared_expert_intermediate_size"))
       w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
   }
-  const std::string rope_type = rope.value("rope_type", "default");
   if (rope_type == "linear") {
     w.add_string(a + ".rope.scaling.type", "linear");
     w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
@@ -297,6 +335,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       if (llama_rope && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
       if (name.find("shared_expert_gate") != std::string::npos) ne = {t.numel()};  // squeezed, as the converter does
+      if (a == "lfm2" && name.find(".conv.conv.weight") != std::string::npos) ne = {t.shape[2], t.shape[0]};  // [H, 1, L] squeezed
       const uint32_t type = t.ndim() == 2 ? o.type : kGgmlF32;
       w.add_tensor(converter_tensor_name(name, a), ne, type, encode_values(v.data(), t.numel(), type));
     }
