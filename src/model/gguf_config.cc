@@ -1,5 +1,7 @@
 #include "model/gguf_config.h"
 
+#include "model/gguf_config_arch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -11,6 +13,8 @@ namespace vireo {
 namespace {
 
 using nlohmann::json;
+
+int64_t required_int(const GgufFile& f, const std::string& key) { return gguf_required_int(f, key); }
 
 // general.architecture -> HF name. llama.cpp's converter writes Mistral checkpoints as "llama" too.
 const std::pair<const char*, const char*> kArchitectures[] = {
@@ -28,6 +32,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"granitemoe", "GraniteMoeForCausalLM"},
     {"hunyuan-dense", "HunYuanDenseV1ForCausalLM"},
     {"lfm2", "Lfm2ForCausalLM"},
+    {"deepseek2", "DeepseekV3ForCausalLM"},  // or V2: by expert_gating_func (gguf_config_deepseek2.cc)
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -72,8 +77,6 @@ void gemma_fields(const GgufFile& f, const std::string& a, json& j) {
   j["hidden_activation"] = "gelu_pytorch_tanh";
 }
 
-int64_t required_int(const GgufFile& f, const std::string& key);
-
 // A per-layer integer key: one value for every layer, or an array of one per layer (any integer type).
 std::vector<int64_t> per_layer_ints(const GgufFile& f, const std::string& key, int64_t num_layers) {
   const GgufValue* v = f.find(key);
@@ -115,13 +118,6 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   j["conv_bias"] = bias;
 }
 
-int64_t required_int(const GgufFile& f, const std::string& key) {
-  const GgufValue* v = f.find(key);
-  if (!v) throw Error(f.path() + ": metadata '" + key + "' is missing");
-  if (v->type == GgufType::kArray)
-    throw Error(f.path() + ": metadata '" + key + "' is a per-layer array, which is not supported");
-  return *f.get_int(key);
-}
 
 // llama.cpp writes rope scaling as rope.scaling.{type,factor,original_context_length,...}
 // (older files: rope.scale_linear); llama3-style scaling arrives as the rope_freqs tensor instead.
@@ -190,6 +186,14 @@ std::string dtype_of(const GgufShards& m) {
 
 }  // namespace
 
+int64_t gguf_required_int(const GgufFile& f, const std::string& key) {
+  const GgufValue* v = f.find(key);
+  if (!v) throw Error(f.path() + ": metadata '" + key + "' is missing");
+  if (v->type == GgufType::kArray)
+    throw Error(f.path() + ": metadata '" + key + "' is a per-layer array, which is not supported");
+  return *f.get_int(key);
+}
+
 std::string gguf_hf_architecture(const GgufFile& f) {
   const auto arch = f.get_string("general.architecture");
   if (!arch) throw Error(f.path() + ": metadata 'general.architecture' is missing");
@@ -209,7 +213,9 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   j["model_type"] = a;
   j["hidden_size"] = required_int(f, a + ".embedding_length");
   j["num_hidden_layers"] = required_int(f, a + ".block_count");
-  if (f.get_int(a + ".expert_count").value_or(0) > 0 && (a == "llama" || a == "granitemoe")) {
+  const bool deepseek2 = a == "deepseek2";  // its own rules for every MLA / MoE field (gguf_config_deepseek2.cc)
+  if (deepseek2) {
+  } else if (f.get_int(a + ".expert_count").value_or(0) > 0 && (a == "llama" || a == "granitemoe")) {
     // Mixtral: llama.cpp's converter writes it as "llama" with experts feed_forward_length wide (ffn_*_exps),
     // every layer sparse, the top-k weights renormalised. GraniteMoe's (GraniteMoeModel) the same, as
     // "granitemoe" (input_linear split into ffn_gate_exps / ffn_up_exps).
@@ -247,15 +253,17 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (auto sw = f.get_int(a + ".attention.sliding_window"); sw && *sw > 0) j["sliding_window"] = *sw;
   const int64_t heads = required_int(f, a + ".attention.head_count");
   j["num_attention_heads"] = heads;
-  if (a != "lfm2")  // lfm2: per layer (lfm2_fields)
-    j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;
-  const int64_t head_dim =
-      f.get_int(a + ".attention.key_length").value_or(heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
-  j["head_dim"] = head_dim;
-  if (auto vl = f.get_int(a + ".attention.value_length"); vl && *vl != head_dim)
-    throw Error(f.path() + ": metadata '" + a + ".attention.value_length' differs from key_length (not supported)");
-  if (auto rd = f.get_int(a + ".rope.dimension_count"); rd && *rd != head_dim && head_dim > 0)
-    j["partial_rotary_factor"] = static_cast<double>(*rd) / static_cast<double>(head_dim);
+  if (!deepseek2) {
+    if (a != "lfm2")  // lfm2: per layer (lfm2_fields)
+      j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;
+    const int64_t head_dim =
+        f.get_int(a + ".attention.key_length").value_or(heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
+    j["head_dim"] = head_dim;
+    if (auto vl = f.get_int(a + ".attention.value_length"); vl && *vl != head_dim)
+      throw Error(f.path() + ": metadata '" + a + ".attention.value_length' differs from key_length (not supported)");
+    if (auto rd = f.get_int(a + ".rope.dimension_count"); rd && *rd != head_dim && head_dim > 0)
+      j["partial_rotary_factor"] = static_cast<double>(*rd) / static_cast<double>(head_dim);
+  }
   if (auto eps = f.get_float(a + ".attention.layer_norm_rms_epsilon")) j["rms_norm_eps"] = *eps;
   j["rope_theta"] = f.get_float(a + ".rope.freq_base").value_or(10000.0);
   if (json rs = rope_scaling(f, a); !rs.is_null()) {
@@ -287,6 +295,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
   if (a == "lfm2") lfm2_fields(m, a, j);
+  if (deepseek2) deepseek2_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale
     for (auto [key, field] : {std::pair{".attention.scale", "attention_multiplier"},
                               std::pair{".embedding_scale", "embedding_multiplier"},
@@ -300,6 +309,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
 
   ModelConfig c = ModelConfig::from_json(j, f.path());
   c.rope_scaling.freq_factors = rope_freq_factors(m, c.rotary_dim() / 2);
+  if (deepseek2) deepseek2_finish(m, a, c);
   return c;
 }
 

@@ -39,7 +39,14 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"feed_forward.w3", "ffn_up"},             {"feed_forward.w2", "ffn_down"},
     {"conv.in_proj", "shortconv.in_proj"},     {"conv.conv", "shortconv.conv"},
     {"conv.out_proj", "shortconv.out_proj"},
+    // DeepSeek's MLA (kv_b_proj as one attn_kv_b in files before April 2025; split: read_kv_b) and shared experts
+    {"self_attn.q_a_proj", "attn_q_a"},        {"self_attn.q_a_layernorm", "attn_q_a_norm"},
+    {"self_attn.q_b_proj", "attn_q_b"},        {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+    {"self_attn.kv_a_layernorm", "attn_kv_a_norm"}, {"self_attn.kv_b_proj", "attn_kv_b"},
+    {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
+    {"mlp.shared_experts.down_proj", "ffn_down_shexp"},
 };
+constexpr const char* kKvBSuffix = ".self_attn.kv_b_proj.weight";
 
 // transformers 5's stacked experts, the names DecoderModel::load_moe asks for: llama.cpp stores
 // [E, I, hidden] ffn_gate_exps and ffn_up_exps (interleaved per expert into gate_up on read) and
@@ -77,6 +84,8 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
   if (const std::string l = stacked_layer(hf, kDownSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.weight";
   if (const std::string l = stacked_layer(hf, kDownBiasSuffix); !l.empty()) return "blk." + l + ".ffn_down_exps.bias";
   if (const std::string l = stacked_layer(hf, ".self_attn.sinks"); !l.empty()) return "blk." + l + ".attn_sinks.weight";
+  if (const std::string l = stacked_layer(hf, ".mlp.gate.e_score_correction_bias"); !l.empty())
+    return "blk." + l + ".exp_probs_b.bias";  // DeepSeek-V3's router score bias
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());
@@ -111,8 +120,40 @@ bool GgufWeights::has(const std::string& name) const {
       return files_->find_tensor("blk." + l + ".ffn_gate_up_exps" + kind).info ||
              (files_->find_tensor("blk." + l + ".ffn_gate_exps" + kind).info &&
               files_->find_tensor("blk." + l + ".ffn_up_exps" + kind).info);
+  if (const std::string l = stacked_layer(name, kKvBSuffix); !l.empty() && kv_b_split(l)) return true;
   const std::string g = gguf_tensor_name(name, post_attention_norm_);
   return !g.empty() && files_->find_tensor(g).info != nullptr;
+}
+
+bool GgufWeights::kv_b_split(const std::string& layer) const {
+  return !files_->find_tensor("blk." + layer + ".attn_kv_b.weight").info &&
+         files_->find_tensor("blk." + layer + ".attn_k_b.weight").info &&
+         files_->find_tensor("blk." + layer + ".attn_v_b.weight").info;
+}
+
+void GgufWeights::read_kv_b(const std::string& layer, const std::vector<int64_t>& expected, DType dtype,
+                            void* dst) const {
+  const std::string hf = "model.layers." + layer + kKvBSuffix;
+  const GgufShards::Found k = files_->find_tensor("blk." + layer + ".attn_k_b.weight");
+  const GgufShards::Found v = files_->find_tensor("blk." + layer + ".attn_v_b.weight");
+  const std::vector<int64_t> ks = k.info->shape(), vs = v.info->shape();  // [heads, r, nope], [heads, dv, r]
+  if (expected.size() != 2 || ks.size() != 3 || vs.size() != 3 || ks[0] != vs[0] || ks[1] != vs[2] ||
+      ks[1] != expected[1] || ks[0] * (ks[2] + vs[1]) != expected[0])
+    throw Error(k.file->path() + ": attn_k_b " + shape_string(ks) + " and attn_v_b " + shape_string(vs) +
+                " of layer " + layer + " do not make kv_b_proj " + shape_string(expected));
+  find_gguf("blk." + layer + ".attn_k_b.weight", hf, ks);  // dequantizable types
+  find_gguf("blk." + layer + ".attn_v_b.weight", hf, vs);
+  const int64_t heads = ks[0], r = ks[1], dn = ks[2], dv = vs[1];
+  std::vector<float> kb(static_cast<size_t>(k.info->numel())), vb(static_cast<size_t>(v.info->numel()));
+  dequantize(k.info->type, k.data(), kb.data(), k.info->numel());
+  dequantize(v.info->type, v.data(), vb.data(), v.info->numel());
+  std::vector<float> w(static_cast<size_t>(expected[0] * r));  // per head: nope rows (k_b transposed), then v rows
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t c = 0; c < r; ++c) {
+      for (int64_t d = 0; d < dn; ++d) w[(h * (dn + dv) + d) * r + c] = kb[(h * r + c) * dn + d];
+      for (int64_t j = 0; j < dv; ++j) w[(h * (dn + dv) + dn + j) * r + c] = vb[(h * dv + j) * r + c];
+    }
+  store_f32_as(w.data(), static_cast<int64_t>(w.size()), dtype, dst);
 }
 
 GgufShards::Found GgufWeights::find(const std::string& name, const std::vector<int64_t>& expected) const {
@@ -150,6 +191,7 @@ int GgufWeights::permuted_heads(const std::string& name) const {
 std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vector<int64_t>& expected) const {
   if (!stacked_layer(name, kGateUpSuffix).empty() || !stacked_layer(name, kGateUpBiasSuffix).empty())
     return std::nullopt;  // two tensors, interleaved by read()
+  if (const std::string l = stacked_layer(name, kKvBSuffix); !l.empty() && kv_b_split(l)) return std::nullopt;
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
@@ -163,10 +205,12 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
       read_gate_up(l, kind, expected, dtype, dst);
       return;
     }
-  const GgufShards::Found f = find(name, expected);
-  const GgufTensorInfo& t = *f.info;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16)  // checked before any thread starts
     throw Error("GGUF weights: cannot store " + name + " as " + std::string(dtype_name(dtype)));
+  if (const std::string l = stacked_layer(name, kKvBSuffix); !l.empty() && kv_b_split(l))
+    return read_kv_b(l, expected, dtype, dst);
+  const GgufShards::Found f = find(name, expected);
+  const GgufTensorInfo& t = *f.info;
   const int64_t row = t.ne[0], rows = t.numel() / row;
   const size_t row_bytes = static_cast<size_t>(t.nbytes / rows), es = dtype_size(dtype);
   auto* out = static_cast<uint8_t*>(dst);

@@ -39,6 +39,10 @@ class GgufWeights final : public WeightSource {
   // ffn_gate_exps and ffn_up_exps, or from one ffn_gate_up_exps where the file has it fused.
   void read_gate_up(const std::string& layer, const std::string& kind, const std::vector<int64_t>& expected, DType dtype,
                     void* dst) const;
+  // DeepSeek's kv_b_proj [heads * (nope + v), kv_lora] rebuilt from llama.cpp's split attn_k_b (per head
+  // transposed: [heads, kv_lora, nope]) and attn_v_b ([heads, v, kv_lora]).
+  void read_kv_b(const std::string& layer, const std::vector<int64_t>& expected, DType dtype, void* dst) const;
+  bool kv_b_split(const std::string& layer) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
 

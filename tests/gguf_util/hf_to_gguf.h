@@ -40,7 +40,12 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"operator_norm", "attn_norm"}, {"ffn_norm", "ffn_norm"}, {"self_attn.q_layernorm", "attn_q_norm"},  // lfm2
       {"self_attn.k_layernorm", "attn_k_norm"}, {"self_attn.out_proj", "attn_output"},
       {"feed_forward.w1", "ffn_gate"}, {"feed_forward.w3", "ffn_up"}, {"feed_forward.w2", "ffn_down"},
-      {"conv.in_proj", "shortconv.in_proj"}, {"conv.conv", "shortconv.conv"}, {"conv.out_proj", "shortconv.out_proj"}};
+      {"conv.in_proj", "shortconv.in_proj"}, {"conv.conv", "shortconv.conv"}, {"conv.out_proj", "shortconv.out_proj"},
+      {"self_attn.q_a_proj", "attn_q_a"}, {"self_attn.q_a_layernorm", "attn_q_a_norm"},  // deepseek2
+      {"self_attn.q_b_proj", "attn_q_b"}, {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
+      {"self_attn.kv_a_layernorm", "attn_kv_a_norm"}, {"self_attn.kv_b_proj", "attn_kv_b"},
+      {"mlp.shared_experts.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_experts.up_proj", "ffn_up_shexp"},
+      {"mlp.shared_experts.down_proj", "ffn_down_shexp"}};
   if (hf == "model.embedding_norm.weight") return "token_embd_norm.weight";  // LFM2's final norm
   if (hf.size() > 15 && hf.compare(hf.size() - 15, 15, "self_attn.sinks") == 0)  // GPT-OSS: ".weight" appended
     return "blk." + hf.substr(13, hf.find('.', 13) - 13) + ".attn_sinks.weight";
@@ -70,7 +75,41 @@ struct ConvertOptions {
   uint32_t version = 3;
   uint64_t alignment = 32;
   std::function<void(GgufWriter&)> extra_metadata;  // called after the converter's own metadata
+  bool deepseek_legacy_kv_b = false;  // DeepSeek: one attn_kv_b, as converters before April 2025 wrote it
 };
+
+// convert_hf_to_gguf.py's DeepseekV2Model metadata (the newer converter: MLA keys, group keys): the
+// attention keys describe llama.cpp's absorbed MLA (head_count_kv 1, key_length kv_lora + rope) with the
+// per-head sizes in *_mla; legacy files (before April 2025) the per-head sizes themselves.
+inline void add_deepseek2_metadata(GgufWriter& w, const nlohmann::json& c, bool legacy) {
+  const std::string a = "deepseek2";
+  const int64_t r = c["kv_lora_rank"], dr = c["qk_rope_head_dim"], dn = c["qk_nope_head_dim"], dv = c["v_head_dim"];
+  w.add_u32(a + ".attention.head_count_kv", legacy ? c["num_key_value_heads"].get<uint32_t>() : 1u);
+  w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(legacy ? dn + dr : r + dr));
+  w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(legacy ? dv : r));
+  if (!legacy) {
+    w.add_u32(a + ".attention.key_length_mla", static_cast<uint32_t>(dn + dr));
+    w.add_u32(a + ".attention.value_length_mla", static_cast<uint32_t>(dv));
+  }
+  w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(dr));
+  w.add_u32(a + ".leading_dense_block_count", c["first_k_dense_replace"]);
+  w.add_u32(a + ".vocab_size", c["vocab_size"]);
+  if (c.contains("q_lora_rank") && !c["q_lora_rank"].is_null()) w.add_u32(a + ".attention.q_lora_rank", c["q_lora_rank"]);
+  w.add_u32(a + ".attention.kv_lora_rank", static_cast<uint32_t>(r));
+  w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+  w.add_u32(a + ".expert_count", c["n_routed_experts"]);
+  w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
+  w.add_u32(a + ".expert_shared_count", c["n_shared_experts"]);
+  w.add_f32(a + ".expert_weights_scale", c["routed_scaling_factor"].get<float>());
+  w.add_bool(a + ".expert_weights_norm", c.value("norm_topk_prob", false));
+  const bool v3 = c["architectures"][0] == "DeepseekV3ForCausalLM";
+  const std::string scoring = c.value("scoring_func", v3 ? "sigmoid" : "softmax");  // the configs' defaults
+  w.add_u32(a + ".expert_gating_func", scoring == "sigmoid" ? 2u : 1u);
+  if (c.contains("n_group") && !c["n_group"].is_null()) {
+    w.add_u32(a + ".expert_group_count", c["n_group"]);
+    w.add_u32(a + ".expert_group_used_count", c["topk_group"]);
+  }
+}
 
 // GPT-OSS's stacked experts as convert_hf_to_gguf.py's GptOssModel writes them (unfused): gate_up_proj
 // [E, hidden, 2I] (gate / up in alternate columns) -> ffn_gate_exps / ffn_up_exps [E, I, hidden];
@@ -131,7 +170,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"GraniteForCausalLM", "granite"},
                                                            {"GraniteMoeForCausalLM", "granitemoe"},
                                                            {"HunYuanDenseV1ForCausalLM", "hunyuan-dense"},
-                                                           {"Lfm2ForCausalLM", "lfm2"}};
+                                                           {"Lfm2ForCausalLM", "lfm2"},
+                                                           {"DeepseekV2ForCausalLM", "deepseek2"},
+                                                           {"DeepseekV3ForCausalLM", "deepseek2"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -168,16 +209,20 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_i32_array(a + ".attention.head_count_kv", kv);
     w.add_u32(a + ".shortconv.l_cache", c["conv_L_cache"]);
     w.add_u32(a + ".vocab_size", c["vocab_size"]);
+  } else if (a == "deepseek2") {
+    add_deepseek2_metadata(w, c, o.deepseek_legacy_kv_b);
   } else {
     w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(kv_heads));
   }
-  w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
-  w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  if (a != "deepseek2") {
+    w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+    w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  }
   // Phi-3's converter writes the rotary width (partial_rotary_factor); the others the head width.
   const int64_t rope_dims = a == "phi3" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
                                                                 head_dim)
                                         : head_dim;
-  w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
+  if (a != "deepseek2") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
   if (alpha_rope) {
     const double alpha = rope.value("alpha", 50.0);
     w.add_f32(a + ".rope.freq_base", static_cast<float>(theta * std::pow(alpha, double(head_dim) / double(head_dim - 2))));
@@ -242,6 +287,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_string(a + ".rope.scaling.type", "yarn");
     w.add_f32(a + ".rope.scaling.factor", rope["factor"].get<float>());
     w.add_u32(a + ".rope.scaling.original_context_length", rope["original_max_position_embeddings"]);
+    if (a == "deepseek2")
+      w.add_f32(a + ".rope.scaling.yarn_log_multiplier", 0.1f * rope.value("mscale_all_dim", 0.0f));
   }
   if (rope_type == "llama3") {  // the converter's rope_freqs tensor: per-frequency divisors
     const double factor = rope["factor"], lo = rope["low_freq_factor"], hi = rope["high_freq_factor"];
@@ -287,6 +334,29 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       Tensor t = f.tensor(name);
       std::vector<float> v(t.numel());
       convert_to_f32(t.data, t.dtype, v.data(), v.size());
+      if (a == "deepseek2" && name.rfind("model.layers.", 0) == 0 &&
+          std::stoll(name.substr(13, name.find('.', 13) - 13)) >= c["num_hidden_layers"].get<int64_t>())
+        continue;  // the MTP layers are dropped
+      if (a == "deepseek2" && name.find(".mlp.gate.e_score_correction_bias") != std::string::npos) {
+        w.add_tensor("blk." + name.substr(13, name.find('.', 13) - 13) + ".exp_probs_b.bias", {t.numel()}, kGgmlF32,
+                     encode_values(v.data(), t.numel(), kGgmlF32));
+        continue;
+      }
+      if (a == "deepseek2" && name.find(".self_attn.kv_b_proj.weight") != std::string::npos && !o.deepseek_legacy_kv_b) {
+        // DeepseekV2Model.modify_tensors: view [N, dn + dv, r], split, k_b transposed to [N, r, dn]
+        const int64_t N = heads, dn = c["qk_nope_head_dim"], dv = c["v_head_dim"], r = t.shape[1];
+        std::vector<float> kb, vb;
+        for (int64_t h = 0; h < N; ++h)
+          for (int64_t ci = 0; ci < r; ++ci)
+            for (int64_t d = 0; d < dn; ++d) kb.push_back(v[(h * (dn + dv) + d) * r + ci]);
+        for (int64_t h = 0; h < N; ++h)
+          for (int64_t j = 0; j < dv; ++j)
+            for (int64_t ci = 0; ci < r; ++ci) vb.push_back(v[(h * (dn + dv) + dn + j) * r + ci]);
+        const std::string blk = "blk." + name.substr(13, name.find('.', 13) - 13) + ".";
+        w.add_tensor(blk + "attn_k_b.weight", {dn, r, N}, o.type, encode_values(kb.data(), static_cast<int64_t>(kb.size()), o.type));
+        w.add_tensor(blk + "attn_v_b.weight", {r, dv, N}, o.type, encode_values(vb.data(), static_cast<int64_t>(vb.size()), o.type));
+        continue;
+      }
       if (a == "gpt-oss" && name.find(".mlp.experts.") != std::string::npos) {
         add_gpt_oss_experts(w, name, t.shape, v, o.expert_type == ~0u ? o.type : o.expert_type, o.fuse_gate_up_exps);
         continue;

@@ -38,8 +38,8 @@ struct ModelRun {
   std::vector<int32_t> greedy;  // 8 greedy tokens after the prompt
 };
 
-ModelRun run_model(const std::string& path, const std::string& device = "cpu") {
-  auto model = load_model(path, create_backend(device), LoadOptions{});
+ModelRun run_model(const std::string& path, const std::string& device = "cpu", const LoadOptions& lo = {}) {
+  auto model = load_model(path, create_backend(device), lo);
   const int64_t V = model->config().vocab_size;
   const nlohmann::json ref = testing::read_json(fixture_dir("qwen3") + "/reference.json");
   std::vector<int32_t> prompt = ref["prompts"][1].get<std::vector<int32_t>>();
@@ -114,7 +114,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // HunYuan dense: the NTK-alpha RoPE base baked into rope.freq_base as an f32 (HF keeps it
                       // a double), so near, not bitwise; LFM2: per-layer head_count_kv, shortconv.* tensors
                       Case{"hunyuan_dense", testing::kGgmlF32, 1e-4}, Case{"hunyuan_dense", testing::kGgmlQ8_0, 5e-2},
-                      Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2}),
+                      Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2},
+                      // deepseek2: kv_b_proj rebuilt from attn_k_b / attn_v_b, exp_probs_b, the group keys.
+                      // V2-Lite's fixture has rms_norm_eps 1e-5, which llama.cpp also uses for the q_a / kv_a
+                      // norms where transformers' DeepseekV2 keeps 1e-6 (the released V2 configs say 1e-6)
+                      Case{"deepseek_v3", testing::kGgmlF32, 0}, Case{"deepseek_v2_lite", testing::kGgmlF32, 1e-3}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -125,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
   for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3", "gemma2",
-                           "phi3", "gpt_oss", "hunyuan_dense", "lfm2"}) {
+                           "phi3", "gpt_oss", "hunyuan_dense", "lfm2", "deepseek_v3"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
@@ -326,6 +330,40 @@ TEST(GgufModel, SplitFilesLoadLikeOne) {
   fs::remove(one);
 }
 
+// deepseek2 files from before April 2025 hold kv_b_proj as one attn_kv_b (and the per-head key / value
+// lengths without the *_mla keys): the same model.
+TEST(GgufModel, DeepseekLegacyKvB) {
+  const std::string gguf = (temp_dir() / "deepseek_v3_legacy.gguf").string();
+  ConvertOptions o;
+  o.deepseek_legacy_kv_b = true;
+  testing::convert_model_fixture(fixture_dir("deepseek_v3"), gguf, o);
+  EXPECT_FALSE(GgufFile(gguf).find("deepseek2.attention.key_length_mla"));
+  EXPECT_TRUE(GgufFile(gguf).find_tensor("blk.0.attn_kv_b.weight"));
+  const ModelRun want = run_model(fixture_dir("deepseek_v3")), got = run_model(gguf);
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.greedy, want.greedy);
+  fs::remove(gguf);
+}
+
+// YaRN (factor 4, mscale_all_dim 1) as llama.cpp runs deepseek2: RoPE magnitude 1, softmax scale
+// mscale^2 / sqrt(qk_head_dim) from rope.scaling.yarn_log_multiplier, RoPE on consecutive pairs. The
+// fixture's checkpoint rotates halves (rope_interleave false), which a GGUF cannot say; with that
+// overridden to pairs the safetensors model is the GGUF's. Also q_proj without q_lora, two shared experts.
+TEST(GgufModel, DeepseekYarnAsLlamaCpp) {
+  const std::string gguf = (temp_dir() / "deepseek_v3_qproj.gguf").string();
+  testing::convert_model_fixture(fixture_dir("deepseek_v3_qproj"), gguf, ConvertOptions{});
+  LoadOptions pairs;
+  pairs.hf_overrides = {{"rope_interleave", true}};
+  const ModelRun want = run_model(fixture_dir("deepseek_v3_qproj"), "cpu", pairs), got = run_model(gguf);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  const double err = testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size());
+  EXPECT_LT(err, 1e-5);  // the multiplier is stored as 0.1f * mscale_all_dim: ~1e-8 off
+  EXPECT_EQ(got.greedy, want.greedy);
+  const ModelRun halves = run_model(fixture_dir("deepseek_v3_qproj"));  // the checkpoint as it is differs
+  EXPECT_GT(testing::rel_max_err(halves.logits.data(), want.logits.data(), want.logits.size()), 1e-3);
+  fs::remove(gguf);
+}
+
 TEST(GgufModel, UnsupportedArchitecture) {
   const std::string p = (temp_dir() / "phi2.gguf").string();
   testing::GgufWriter w;
@@ -338,7 +376,7 @@ TEST(GgufModel, UnsupportedArchitecture) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("general.architecture 'phi2' is not supported (supported: llama, qwen2, qwen3, "), std::string::npos)
         << msg;
-    for (const char* a : {"gemma3", "gpt-oss", "granitemoe", "hunyuan-dense", "lfm2"})
+    for (const char* a : {"gemma3", "gpt-oss", "granitemoe", "hunyuan-dense", "lfm2", "deepseek2"})
       EXPECT_NE(msg.find(std::string(", ") + a), std::string::npos) << a << " missing from: " << msg;
   }
 }
