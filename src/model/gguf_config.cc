@@ -33,6 +33,9 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"hunyuan-dense", "HunYuanDenseV1ForCausalLM"},
     {"lfm2", "Lfm2ForCausalLM"},
     {"deepseek2", "DeepseekV3ForCausalLM"},  // or V2: by expert_gating_func (gguf_config_deepseek2.cc)
+    {"qwen3next", "Qwen3NextForCausalLM"},
+    {"qwen35", "Qwen3_5ForCausalLM"},
+    {"qwen35moe", "Qwen3_5MoeForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
@@ -212,7 +215,9 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   const std::string a = *f.get_string("general.architecture");
   j["model_type"] = a;
   j["hidden_size"] = required_int(f, a + ".embedding_length");
-  j["num_hidden_layers"] = required_int(f, a + ".block_count");
+  // Qwen3.5 files may carry the MTP layers after the trunk (nextn_predict_layers); they are not run.
+  j["num_hidden_layers"] = required_int(f, a + ".block_count") - f.get_int(a + ".nextn_predict_layers").value_or(0);
+  const bool hybrid = a == "qwen3next" || a == "qwen35" || a == "qwen35moe";
   const bool deepseek2 = a == "deepseek2";  // its own rules for every MLA / MoE field (gguf_config_deepseek2.cc)
   if (deepseek2) {
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0 && (a == "llama" || a == "granitemoe")) {
@@ -224,17 +229,18 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
     j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
-    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss")
+    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, gpt-oss, granitemoe and llama (Mixtral) only");
+                  "qwen2moe, qwen3next, qwen35moe, gpt-oss, granitemoe, deepseek2 and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
     j["num_experts"] = required_int(f, a + ".expert_count");
     j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
     j["moe_intermediate_size"] = required_int(f, a + ".expert_feed_forward_length");
-    j["norm_topk_prob"] = f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
-    if (a == "qwen2moe" && f.find(a + ".expert_shared_feed_forward_length"))
+    // (qwen3next / qwen35moe: llama.cpp renormalises whatever the file says)
+    j["norm_topk_prob"] = hybrid || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
+    if ((a == "qwen2moe" || hybrid) && f.find(a + ".expert_shared_feed_forward_length"))
       j["shared_expert_intermediate_size"] = required_int(f, a + ".expert_shared_feed_forward_length");
     // Layers without a router are dense (HF's mlp_only_layers; the released files have none).
     json dense = json::array();
@@ -296,6 +302,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
   if (a == "lfm2") lfm2_fields(m, a, j);
   if (deepseek2) deepseek2_fields(m, a, j);
+  if (hybrid) qwen3_next_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale
     for (auto [key, field] : {std::pair{".attention.scale", "attention_multiplier"},
                               std::pair{".embedding_scale", "embedding_multiplier"},

@@ -20,4 +20,8 @@ int64_t gguf_required_int(const GgufFile& f, const std::string& key);
 void deepseek2_fields(const GgufShards& m, const std::string& a, nlohmann::json& j);
 void deepseek2_finish(const GgufShards& m, const std::string& a, ModelConfig& c);
 
+// qwen3next / qwen35 / qwen35moe (Qwen3-Next, Qwen3.5, Qwen3.5-MoE): the DeltaNet dims from ssm.*, which
+// layers are recurrent (attention.recurrent_layers, or full_attention_interval, default 4).
+void qwen3_next_fields(const GgufShards& m, const std::string& a, nlohmann::json& j);
+
 }  // namespace vireo

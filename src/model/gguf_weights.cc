@@ -104,17 +104,26 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
 GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c)
     : files_(std::move(files)),
       post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Gemma3ForCausalLM" ||
-                           c.architecture == "Gemma2ForCausalLM" || c.architecture == "GptOssForCausalLM"),
+                           c.architecture == "Gemma2ForCausalLM" || c.architecture == "GptOssForCausalLM" ||
+                           c.linear_attn.num_k_heads > 0),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM" ||  // "llama" in the file
              c.architecture == "GraniteForCausalLM" ||  // GraniteModel (and GraniteMoeModel) convert as LlamaModel
              c.architecture == "GraniteMoeForCausalLM"),
-      gemma_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM"),
+      norms_include_one_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM"),
       num_heads_(c.num_attention_heads),
-      num_kv_heads_(c.num_key_value_heads) {}
+      num_kv_heads_(c.num_key_value_heads) {
+  if (!c.linear_layers.empty() && c.linear_attn.num_k_heads > 0) {  // Qwen3-Next / Qwen3.5 (zero-centred norms stored 1 + w)
+    gdn_ = c.architecture == "Qwen3NextForCausalLM" ? 1 : 2;
+    norms_include_one_ = true;
+    gdn_nk_ = c.linear_attn.num_k_heads, gdn_nv_ = c.linear_attn.num_v_heads;
+    gdn_dk_ = c.linear_attn.head_k_dim, gdn_dv_ = c.linear_attn.head_v_dim;
+  }
+}
 
 bool GgufWeights::has(const std::string& name) const {
+  if (bool found = false; gdn_has(name, found)) return found;
   for (auto [suffix, kind] : {std::pair{kGateUpSuffix, ".weight"}, std::pair{kGateUpBiasSuffix, ".bias"}})
     if (const std::string l = stacked_layer(name, suffix); !l.empty())
       return files_->find_tensor("blk." + l + ".ffn_gate_up_exps" + kind).info ||
@@ -192,6 +201,7 @@ std::optional<Tensor> GgufWeights::view(const std::string& name, const std::vect
   if (!stacked_layer(name, kGateUpSuffix).empty() || !stacked_layer(name, kGateUpBiasSuffix).empty())
     return std::nullopt;  // two tensors, interleaved by read()
   if (const std::string l = stacked_layer(name, kKvBSuffix); !l.empty() && kv_b_split(l)) return std::nullopt;
+  if (bool found = false; gdn_has(name, found)) return std::nullopt;  // rebuilt by read()
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   if (!is_float_type(t.type) || permuted_heads(name) > 0) return std::nullopt;
@@ -209,6 +219,7 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
     throw Error("GGUF weights: cannot store " + name + " as " + std::string(dtype_name(dtype)));
   if (const std::string l = stacked_layer(name, kKvBSuffix); !l.empty() && kv_b_split(l))
     return read_kv_b(l, expected, dtype, dst);
+  if (gdn_read(name, expected, dtype, dst)) return;
   const GgufShards::Found f = find(name, expected);
   const GgufTensorInfo& t = *f.info;
   const int64_t row = t.ne[0], rows = t.numel() / row;

@@ -23,7 +23,7 @@ class GgufWeights final : public WeightSource {
   bool has(const std::string& name) const override;
   std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override;
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
-  bool norms_include_one() const override { return gemma_; }
+  bool norms_include_one() const override { return norms_include_one_; }
   bool experts_as_rows() const override { return true; }
   // MXFP4 tensors (GPT-OSS's experts) repacked into the HF layout (gguf/gguf_mxfp4.h) instead of dequantized.
   bool stored_as_mxfp4(const std::string& name) const override;
@@ -43,12 +43,22 @@ class GgufWeights final : public WeightSource {
   // transposed: [heads, kv_lora, nope]) and attn_v_b ([heads, v, kv_lora]).
   void read_kv_b(const std::string& layer, const std::vector<int64_t>& expected, DType dtype, void* dst) const;
   bool kv_b_split(const std::string& layer) const;
+  // Qwen3-Next / Qwen3.5 DeltaNet tensors (gguf_weights_gdn.cc) under the HF names the loader asks for
+  // (linear_attn.in_proj_qkvz, in_proj_qkv, conv1d, A_log, ...): false when `name` is not one of them.
+  bool gdn_has(const std::string& name, bool& found) const;
+  bool gdn_read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const;
+  // The GGUF tensor `g` dequantized to F32, checked to hold `numel` values (errors name HF `name`).
+  std::vector<float> dequantized(const std::string& g, const std::string& name, int64_t numel) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
 
   std::unique_ptr<GgufShards> files_;
-  bool post_attention_norm_ = false, llama_ = false, gemma_ = false;
+  bool post_attention_norm_ = false, llama_ = false, norms_include_one_ = false;
   int num_heads_ = 0, num_kv_heads_ = 0;
+  // DeltaNet layout: 0 none, 1 Qwen3-Next (HF's grouped value heads), 2 Qwen3.5 (value heads tiled by the
+  // converter: HF head g * r + t at t * nk + g); heads and head dims.
+  int gdn_ = 0;
+  int64_t gdn_nk_ = 0, gdn_nv_ = 0, gdn_dk_ = 0, gdn_dv_ = 0;
 };
 
 }  // namespace vireo

@@ -11,6 +11,7 @@
 
 #include "gguf/gguf_file.h"
 #include "gguf_writer.h"
+#include "hf_to_gguf_qwen3_next.h"
 #include "model/safetensors.h"
 
 namespace vireo::testing {
@@ -52,7 +53,9 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
   const size_t a = std::string("model.layers.").size(), dot = hf.find('.', a), last = hf.rfind('.');
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
-  if ((arch == "olmo2" || arch == "gemma3" || arch == "gemma2" || arch == "gpt-oss") && module == "post_attention_layernorm")
+  if ((arch == "olmo2" || arch == "gemma3" || arch == "gemma2" || arch == "gpt-oss" || arch == "qwen3next" ||
+       arch == "qwen35" || arch == "qwen35moe") &&
+      module == "post_attention_layernorm")
     name = "post_attention_norm";
   return "blk." + hf.substr(a, dot - a) + "." + name + hf.substr(last);
 }
@@ -76,6 +79,7 @@ struct ConvertOptions {
   uint64_t alignment = 32;
   std::function<void(GgufWriter&)> extra_metadata;  // called after the converter's own metadata
   bool deepseek_legacy_kv_b = false;  // DeepSeek: one attn_kv_b, as converters before April 2025 wrote it
+  bool qwen3_next_legacy = false;     // Qwen3-Next: in_proj_qkvz kept whole as ssm_in (older converters)
 };
 
 // convert_hf_to_gguf.py's DeepseekV2Model metadata (the newer converter: MLA keys, group keys): the
@@ -172,7 +176,10 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"HunYuanDenseV1ForCausalLM", "hunyuan-dense"},
                                                            {"Lfm2ForCausalLM", "lfm2"},
                                                            {"DeepseekV2ForCausalLM", "deepseek2"},
-                                                           {"DeepseekV3ForCausalLM", "deepseek2"}};
+                                                           {"DeepseekV3ForCausalLM", "deepseek2"},
+                                                           {"Qwen3NextForCausalLM", "qwen3next"},
+                                                           {"Qwen3_5ForCausalLM", "qwen35"},
+                                                           {"Qwen3_5MoeForCausalLM", "qwen35moe"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -222,7 +229,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   const int64_t rope_dims = a == "phi3" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
                                                                 head_dim)
                                         : head_dim;
-  if (a != "deepseek2") w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
+  const bool hybrid = a == "qwen3next" || a == "qwen35" || a == "qwen35moe";
+  if (hybrid) add_qwen3_next_metadata(w, a, c);
+  if (a != "deepseek2" && !hybrid) w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
   if (alpha_rope) {
     const double alpha = rope.value("alpha", 50.0);
     w.add_f32(a + ".rope.freq_base", static_cast<float>(theta * std::pow(alpha, double(head_dim) / double(head_dim - 2))));
@@ -357,6 +366,14 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
         w.add_tensor(blk + "attn_v_b.weight", {r, dv, N}, o.type, encode_values(vb.data(), static_cast<int64_t>(vb.size()), o.type));
         continue;
       }
+      if (const size_t x = name.find(".linear_attn."); hybrid && x != std::string::npos) {
+        add_qwen3_next_gdn(w, a, c, "blk." + name.substr(13, x - 13) + ".", name.substr(x + 13), t.shape, std::move(v),
+                           o.type, o.qwen3_next_legacy);
+        continue;
+      }
+      // Qwen3NextModel: every other *norm.weight stored as 1 + w (zero-centred norms)
+      if (hybrid && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
+        for (float& x : v) x += 1.0f;
       if (a == "gpt-oss" && name.find(".mlp.experts.") != std::string::npos) {
         add_gpt_oss_experts(w, name, t.shape, v, o.expert_type == ~0u ? o.type : o.expert_type, o.fuse_gate_up_exps);
         continue;

@@ -118,7 +118,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // deepseek2: kv_b_proj rebuilt from attn_k_b / attn_v_b, exp_probs_b, the group keys.
                       // V2-Lite's fixture has rms_norm_eps 1e-5, which llama.cpp also uses for the q_a / kv_a
                       // norms where transformers' DeepseekV2 keeps 1e-6 (the released V2 configs say 1e-6)
-                      Case{"deepseek_v3", testing::kGgmlF32, 0}, Case{"deepseek_v2_lite", testing::kGgmlF32, 1e-3}),
+                      Case{"deepseek_v3", testing::kGgmlF32, 0}, Case{"deepseek_v2_lite", testing::kGgmlF32, 1e-3},
+                      // qwen3next / qwen35 / qwen35moe: the DeltaNet tensors put back (qkvz split, value heads
+                      // tiled in qwen35, A_log stored as -exp(A_log): log(-x) gives it back within an ulp)
+                      Case{"qwen3_next", testing::kGgmlF32, 1e-5}, Case{"qwen3_5", testing::kGgmlF32, 1e-5},
+                      // (the DeltaNet amplifies weight rounding ~6x more than qwen3's layers: F16 4.8e-3 vs 8.2e-4;
+                      // Q8_0 moves greedy tokens here, and the other two fixtures have 48-wide rows)
+                      Case{"qwen3_5_moe", testing::kGgmlF32, 1e-5}, Case{"qwen3_5", testing::kGgmlF16, 1e-2}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return i.param.fixture + "_" + std::to_string(i.param.type);
     });
@@ -129,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GgufOnCuda, SameLogitsAsSafetensorsOnCuda) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU";
   for (const char* name : {"qwen3", "qwen2", "olmo2", "llama_yarn_bias", "qwen3_moe", "mixtral", "qwen2_moe", "gemma3", "gemma2",
-                           "phi3", "gpt_oss", "hunyuan_dense", "lfm2", "deepseek_v3"}) {
+                           "phi3", "gpt_oss", "hunyuan_dense", "lfm2", "deepseek_v3", "qwen3_next", "qwen3_5"}) {
     const std::string gguf = (temp_dir() / (std::string(name) + "_cuda.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlF32;
@@ -345,6 +351,20 @@ TEST(GgufModel, DeepseekLegacyKvB) {
   fs::remove(gguf);
 }
 
+// Qwen3-Next files from converters before the in_proj_qkvz split hold it whole as ssm_in.
+TEST(GgufModel, Qwen3NextLegacySsmIn) {
+  const std::string gguf = (temp_dir() / "qwen3_next_legacy.gguf").string();
+  ConvertOptions o;
+  o.qwen3_next_legacy = true;
+  testing::convert_model_fixture(fixture_dir("qwen3_next"), gguf, o);
+  EXPECT_TRUE(GgufFile(gguf).find_tensor("blk.0.ssm_in.weight"));
+  const ModelRun want = run_model(fixture_dir("qwen3_next")), got = run_model(gguf);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  EXPECT_LT(testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size()), 1e-5);
+  EXPECT_EQ(got.greedy, want.greedy);
+  fs::remove(gguf);
+}
+
 // YaRN (factor 4, mscale_all_dim 1) as llama.cpp runs deepseek2: RoPE magnitude 1, softmax scale
 // mscale^2 / sqrt(qk_head_dim) from rope.scaling.yarn_log_multiplier, RoPE on consecutive pairs. The
 // fixture's checkpoint rotates halves (rope_interleave false), which a GGUF cannot say; with that
@@ -376,7 +396,7 @@ TEST(GgufModel, UnsupportedArchitecture) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("general.architecture 'phi2' is not supported (supported: llama, qwen2, qwen3, "), std::string::npos)
         << msg;
-    for (const char* a : {"gemma3", "gpt-oss", "granitemoe", "hunyuan-dense", "lfm2", "deepseek2"})
+    for (const char* a : {"gemma3", "gpt-oss", "granitemoe", "hunyuan-dense", "lfm2", "deepseek2", "qwen3next", "qwen35moe"})
       EXPECT_NE(msg.find(std::string(", ") + a), std::string::npos) << a << " missing from: " << msg;
   }
 }
