@@ -14,8 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t required_int(const GgufFile& f, const std::string& key) { return gguf_required_int(f, key); }
-
 // general.architecture -> HF name. llama.cpp's converter writes Mistral checkpoints as "llama" too.
 const std::pair<const char*, const char*> kArchitectures[] = {
     {"llama", "LlamaForCausalLM"},
@@ -112,7 +110,7 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   }
   j["layer_types"] = types;
   j["num_key_value_heads"] = kv_heads > 0 ? kv_heads : j["num_attention_heads"].get<int64_t>();
-  j["conv_L_cache"] = required_int(f, a + ".shortconv.l_cache");
+  j["conv_L_cache"] = gguf_required_int(f, a + ".shortconv.l_cache");
   j["block_auto_adjust_ff_dim"] = false;  // feed_forward_length is the width itself
   j["norm_eps"] = j.value("rms_norm_eps", 1e-5);  // Lfm2Config's name
   bool bias = false;
@@ -120,7 +118,6 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
     if (kv[l] == 0) bias = m.find_tensor("blk." + std::to_string(l) + ".shortconv.in_proj.bias").info != nullptr;
   j["conv_bias"] = bias;
 }
-
 
 // llama.cpp writes rope scaling as rope.scaling.{type,factor,original_context_length,...}
 // (older files: rope.scale_linear); llama3-style scaling arrives as the rope_freqs tensor instead.
@@ -214,20 +211,21 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   j["architectures"] = {gguf_hf_architecture(f)};
   const std::string a = *f.get_string("general.architecture");
   j["model_type"] = a;
-  j["hidden_size"] = required_int(f, a + ".embedding_length");
+  j["hidden_size"] = gguf_required_int(f, a + ".embedding_length");
   // Qwen3.5 files may carry the MTP layers after the trunk (nextn_predict_layers); they are not run.
-  j["num_hidden_layers"] = required_int(f, a + ".block_count") - f.get_int(a + ".nextn_predict_layers").value_or(0);
+  j["num_hidden_layers"] = gguf_required_int(f, a + ".block_count") - f.get_int(a + ".nextn_predict_layers").value_or(0);
   const bool hybrid = a == "qwen3next" || a == "qwen35" || a == "qwen35moe";
   const bool deepseek2 = a == "deepseek2";  // its own rules for every MLA / MoE field (gguf_config_deepseek2.cc)
   if (deepseek2) {
+    // every MoE / MLP width field comes from deepseek2_fields below
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0 && (a == "llama" || a == "granitemoe")) {
     // Mixtral: llama.cpp's converter writes it as "llama" with experts feed_forward_length wide (ffn_*_exps),
     // every layer sparse, the top-k weights renormalised. GraniteMoe's (GraniteMoeModel) the same, as
     // "granitemoe" (input_linear split into ffn_gate_exps / ffn_up_exps).
     if (a == "llama") j["architectures"] = {"MixtralForCausalLM"};
-    j["num_experts"] = required_int(f, a + ".expert_count");
-    j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
-    j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
+    j["num_experts"] = gguf_required_int(f, a + ".expert_count");
+    j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
+    j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
@@ -235,33 +233,33 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
-    j["num_experts"] = required_int(f, a + ".expert_count");
-    j["num_experts_per_tok"] = required_int(f, a + ".expert_used_count");
-    j["moe_intermediate_size"] = required_int(f, a + ".expert_feed_forward_length");
+    j["num_experts"] = gguf_required_int(f, a + ".expert_count");
+    j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
+    j["moe_intermediate_size"] = gguf_required_int(f, a + ".expert_feed_forward_length");
     // (qwen3next / qwen35moe: llama.cpp renormalises whatever the file says)
     j["norm_topk_prob"] = hybrid || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
     if ((a == "qwen2moe" || hybrid) && f.find(a + ".expert_shared_feed_forward_length"))
-      j["shared_expert_intermediate_size"] = required_int(f, a + ".expert_shared_feed_forward_length");
+      j["shared_expert_intermediate_size"] = gguf_required_int(f, a + ".expert_shared_feed_forward_length");
     // Layers without a router are dense (HF's mlp_only_layers; the released files have none).
     json dense = json::array();
     for (int64_t l = 0; l < j["num_hidden_layers"].get<int64_t>(); ++l)
       if (!m.find_tensor("blk." + std::to_string(l) + ".ffn_gate_inp.weight").info) dense.push_back(l);
     if (!dense.empty()) j["mlp_only_layers"] = dense;
-    j["intermediate_size"] = f.find(a + ".feed_forward_length") ? required_int(f, a + ".feed_forward_length")
+    j["intermediate_size"] = f.find(a + ".feed_forward_length") ? gguf_required_int(f, a + ".feed_forward_length")
                                                                  : j["moe_intermediate_size"].get<int64_t>();
     // GPT-OSS: GptOssConfig's intermediate_size is the experts' width (every layer sparse, top-k renormalised).
     if (a == "gpt-oss") j["intermediate_size"] = j["moe_intermediate_size"];
   } else {
-    j["intermediate_size"] = required_int(f, a + ".feed_forward_length");
+    j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   }
-  j["max_position_embeddings"] = required_int(f, a + ".context_length");
+  j["max_position_embeddings"] = gguf_required_int(f, a + ".context_length");
   // llama.cpp's key for a window on every layer (where a converter writes it), as Mistral's config.json has it.
   if (auto sw = f.get_int(a + ".attention.sliding_window"); sw && *sw > 0) j["sliding_window"] = *sw;
-  const int64_t heads = required_int(f, a + ".attention.head_count");
+  const int64_t heads = gguf_required_int(f, a + ".attention.head_count");
   j["num_attention_heads"] = heads;
   if (!deepseek2) {
     if (a != "lfm2")  // lfm2: per layer (lfm2_fields)
-      j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? required_int(f, a + ".attention.head_count_kv") : heads;
+      j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? gguf_required_int(f, a + ".attention.head_count_kv") : heads;
     const int64_t head_dim =
         f.get_int(a + ".attention.key_length").value_or(heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
     j["head_dim"] = head_dim;
