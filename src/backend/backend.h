@@ -110,6 +110,12 @@ class Backend {
     (void)weight_dtype;
     return false;
   }
+  // Whether linear() takes weights of block type `t` (DType kQ4_0 ... kQ6_K: GGUF weights kept packed).
+  // Where it does not, the loader dequantizes such weights to the weight dtype.
+  virtual bool supports_packed_linear(DType t) const {
+    (void)t;
+    return false;
+  }
   // DeepSeek MLA's q / k_nope / k_pe / v rows packed into the qkv layout (MlaPackParams).
   virtual void mla_pack(const MlaPackParams& p) { (void)p, throw Error(name() + ": mla_pack is not implemented"); }
   // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse

@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include "core/error.h"
+#include "core/quant_blocks.h"
 
 namespace vireo {
 
@@ -12,8 +13,15 @@ size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    default: return 0;  // block types
   }
-  return 0;
+}
+
+bool dtype_is_blocked(DType t) { return t >= DType::kQ4_0; }
+
+size_t dtype_row_bytes(DType t, int64_t n) {
+  const qblocks::Format f = qblocks::format(t);
+  return static_cast<size_t>(n / f.values * f.bytes);
 }
 
 std::string_view dtype_name(DType t) {
@@ -24,6 +32,16 @@ std::string_view dtype_name(DType t) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kQ4_0: return "Q4_0";
+    case DType::kQ4_1: return "Q4_1";
+    case DType::kQ5_0: return "Q5_0";
+    case DType::kQ5_1: return "Q5_1";
+    case DType::kQ8_0: return "Q8_0";
+    case DType::kQ2_K: return "Q2_K";
+    case DType::kQ3_K: return "Q3_K";
+    case DType::kQ4_K: return "Q4_K";
+    case DType::kQ5_K: return "Q5_K";
+    case DType::kQ6_K: return "Q6_K";
   }
   return "?";
 }

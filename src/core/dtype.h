@@ -7,10 +7,19 @@
 
 namespace vireo {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
+enum class DType : uint8_t {
+  kF32, kF16, kBF16, kI32, kI64, kU8,
+  // ggml's block-quantized formats (GGUF weights kept packed, core/quant_blocks.h): a row's values are
+  // stored as blocks of 32 or 256 values, so these have no per-element size.
+  kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K,
+};
 
+// Bytes per element; 0 for the block types (use dtype_row_bytes).
 size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "F32", "F16", "BF16", ... (safetensors spelling)
+bool dtype_is_blocked(DType t);
+// Bytes of n consecutive values (n a multiple of the block size for the block types).
+size_t dtype_row_bytes(DType t, int64_t n);
+std::string_view dtype_name(DType t);  // "F32", "F16", "BF16", ... (safetensors spelling), "Q4_K", ...
 // Parses safetensors names ("F32", "BF16") and vLLM --dtype names ("float32", "bfloat16", "half").
 // Throws vireo::Error on anything else.
 DType parse_dtype(std::string_view name);

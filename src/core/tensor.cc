@@ -6,7 +6,7 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   int64_t row = numel() / (shape.empty() || shape[0] == 0 ? 1 : shape[0]);
   std::vector<int64_t> s = shape;
   s[0] = end - begin;
-  return Tensor(static_cast<char*>(data) + begin * row * static_cast<int64_t>(dtype_size(dtype)), dtype, s, device);
+  return Tensor(static_cast<char*>(data) + static_cast<int64_t>(dtype_row_bytes(dtype, row)) * begin, dtype, s, device);
 }
 
 std::string Tensor::shape_str() const {

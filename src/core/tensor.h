@@ -29,7 +29,7 @@ struct Tensor {
     for (auto s : shape) n *= s;
     return n;
   }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t nbytes() const { return dtype_row_bytes(dtype, numel()); }  // block types: whole blocks
   bool empty() const { return data == nullptr; }
   template <typename T>
   T* ptr() const { return static_cast<T*>(data); }

@@ -51,6 +51,25 @@ bool dequantize_mxfp4(const EngineConfig& cfg) {
   return v == "dequantize";
 }
 
+// LoadOptions::dequantize_gguf from VIREO_GGUF (unset or packed: GGUF block-quantized linear weights stay
+// packed where the backend's linear takes them; dequantize: expanded at load, for A/B runs).
+bool dequantize_gguf() {
+  const char* env = std::getenv("VIREO_GGUF");
+  const std::string v = env ? env : "";
+  if (!v.empty() && v != "packed" && v != "dequantize") throw Error("VIREO_GGUF=" + v + ": expected packed or dequantize");
+  return v == "dequantize";
+}
+
+// LoadOptions::dummy_block_dtype from VIREO_DUMMY_QUANT (Q4_0 ... Q6_K; unset: none).
+DType dummy_block_dtype() {
+  const char* env = std::getenv("VIREO_DUMMY_QUANT");
+  if (!env || !*env) return DType::kF32;
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    if (dtype_name(t) == env) return t;
+  throw Error(std::string("VIREO_DUMMY_QUANT=") + env + ": expected one of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K");
+}
+
 // cfg.max_num_seqs is resolved (> 0); `state_slots`: the recurrent-state slots a hybrid model allocates.
 std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_ptr<Backend> backend, int state_slots) {
   LoadOptions opts;
@@ -63,6 +82,8 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.max_num_seqs = state_slots;
   opts.max_model_len = cfg.max_model_len;
   opts.dequantize_mxfp4 = dequantize_mxfp4(cfg);
+  opts.dequantize_gguf = dequantize_gguf();
+  opts.dummy_block_dtype = dummy_block_dtype();
   if (!cfg.hf_overrides.empty()) {
     opts.hf_overrides = nlohmann::json::parse(cfg.hf_overrides, nullptr, /*allow_exceptions=*/false);
     if (!opts.hf_overrides.is_object())

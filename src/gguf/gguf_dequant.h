@@ -1,5 +1,5 @@
 // Dequantization of ggml tensor data to float, block by block as ggml-quants.c lays blocks out.
-// Vireo has no quantized kernels yet: GGUF weights are expanded at load into the model's dtype.
+// GGUF weights not kept packed (core/quant_blocks.h, the CPU linear) are expanded at load into the model's dtype.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -66,4 +66,20 @@ std::string gguf_type_name(GgufType t) {
   return "type " + std::to_string(static_cast<uint32_t>(t));
 }
 
+std::optional<DType> ggml_block_dtype(uint32_t type_id) {
+  switch (static_cast<GgmlType>(type_id)) {
+    case GgmlType::kQ4_0: return DType::kQ4_0;
+    case GgmlType::kQ4_1: return DType::kQ4_1;
+    case GgmlType::kQ5_0: return DType::kQ5_0;
+    case GgmlType::kQ5_1: return DType::kQ5_1;
+    case GgmlType::kQ8_0: return DType::kQ8_0;
+    case GgmlType::kQ2_K: return DType::kQ2_K;
+    case GgmlType::kQ3_K: return DType::kQ3_K;
+    case GgmlType::kQ4_K: return DType::kQ4_K;
+    case GgmlType::kQ5_K: return DType::kQ5_K;
+    case GgmlType::kQ6_K: return DType::kQ6_K;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace vireo

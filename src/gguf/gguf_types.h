@@ -2,7 +2,10 @@
 // types, with the block geometry every ggml type stores its values in.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "core/dtype.h"
 
 namespace vireo {
 
@@ -27,5 +30,7 @@ struct GgmlTypeTraits {
 GgmlTypeTraits ggml_type_traits(uint32_t type_id);
 std::string ggml_type_name(uint32_t type_id);  // "Q4_K", or "type 99" for unknown ids
 std::string gguf_type_name(GgufType t);        // "u32", "string", "array", ...
+// The DType of a ggml block type a backend may keep packed (Q4_0 ... Q6_K); nullopt for the others.
+std::optional<DType> ggml_block_dtype(uint32_t type_id);
 
 }  // namespace vireo

@@ -80,7 +80,7 @@ void DecoderModel::load_gated_attention(const std::string& a, DecoderLayerWeight
   w.attn_gate_w = load_row_picks(a + "q_gate.weight", {{a + "q_proj.weight", q_shape, g_rows}}, kDummyStd);
   w.q_norm = load_norm(a + "q_norm.weight", D);
   w.k_norm = load_norm(a + "k_norm.weight", D);
-  w.o_w = load(a + "o_proj.weight", {{a + "o_proj.weight", {hidden, H * D}}}, kDummyStd);
+  w.o_w = load_linear(a + "o_proj.weight", {{a + "o_proj.weight", {hidden, H * D}}}, kDummyStd);
 }
 
 // Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet. The fused input projection's rows are
@@ -123,7 +123,7 @@ void DecoderModel::load_gated_delta_net(const std::string& p, DecoderLayerWeight
   w.gdn_A_log = load_f32(p + "A_log", Hv, 0.5f);
   w.gdn_dt_bias = load_f32(p + "dt_bias", Hv, 0.5f);
   w.gdn_norm_w = load(p + "norm.weight", {{p + "norm.weight", {dv}}}, 0);
-  w.o_w = load(p + "out_proj.weight", {{p + "out_proj.weight", {hidden, Hv * dv}}}, kDummyStd);
+  w.o_w = load_linear(p + "out_proj.weight", {{p + "out_proj.weight", {hidden, Hv * dv}}}, kDummyStd);
 }
 
 // One conv / ssm state per slot of every DeltaNet layer, zeroed (the op also zeroes a slot itself

@@ -159,7 +159,7 @@ void DecoderModel::load_weights() {
     } else if (spec_.mla) {
       load_mla(a, w);
     } else {
-      w.qkv_w = load(a + "qkv_proj.weight",
+      w.qkv_w = load_linear(a + "qkv_proj.weight",
                      {{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
                       {a + "v_proj.weight", {Hkv * D, hidden}}},
                      kDummyStd);
@@ -174,7 +174,8 @@ void DecoderModel::load_weights() {
         w.k_norm = load_norm(kn, full ? Hkv * D : D);
       }
       const std::string o = a + n.o_proj + ".";
-      w.o_w = load_scaled(o + "weight", {hidden, H * D}, residual_scale);
+      w.o_w = residual_scale != 1.0f ? load_scaled(o + "weight", {hidden, H * D}, residual_scale)
+                                     : load_linear(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
       if (cfg_.attention_bias && spec_.o_proj_bias) w.o_b = load_scaled(o + "bias", {hidden}, residual_scale);
       if (cfg_.attention_sinks) w.sinks = load_f32(a + "sinks", H, 0.5f);  // GPT-OSS
     }
@@ -186,21 +187,28 @@ void DecoderModel::load_weights() {
       continue;
     }
     const std::string g = m + n.gate_proj + ".", u = m + n.up_proj + ".", d = m + n.down_proj + ".";
-    w.gate_up_w = load(m + "gate_up_proj.weight", {{g + "weight", {inter, hidden}}, {u + "weight", {inter, hidden}}},
+    w.gate_up_w = load_linear(m + "gate_up_proj.weight", {{g + "weight", {inter, hidden}}, {u + "weight", {inter, hidden}}},
                        kDummyStd);
     if (cfg_.mlp_bias)
       w.gate_up_b = load(m + "gate_up_proj.bias", {{g + "bias", {inter}}, {u + "bias", {inter}}}, kDummyStd);
-    w.down_w = load_scaled(d + "weight", {hidden, inter}, residual_scale);
+    w.down_w = residual_scale != 1.0f ? load_scaled(d + "weight", {hidden, inter}, residual_scale)
+                                      : load_linear(d + "weight", {{d + "weight", {hidden, inter}}}, kDummyStd);
     if (cfg_.mlp_bias) w.down_b = load_scaled(d + "bias", {hidden}, residual_scale);
   }
   final_norm_ = load_norm(n.final_norm + ".weight", hidden);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
-  lm_head_ = cfg_.tie_word_embeddings ? embed_ : load("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+  // A packed lm_head of a tied model is the file's token_embd blocks read a second time (the embedding
+  // gather takes the widened copy): a view on the CPU.
+  const std::vector<Part> tied{{"model.embed_tokens.weight", {vocab, hidden}}};
+  lm_head_ = !cfg_.tie_word_embeddings ? load_linear("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd)
+             : packed_type(tied)       ? load_linear("model.embed_tokens.weight", tied, kDummyStd)
+                                       : embed_;
   if (cfg_.logits_scaling > 0 && cfg_.logits_scaling != 1.0f && ckpt_)  // Granite: logits / logits_scaling
     lm_head_ = load_scaled(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {vocab, hidden},
                            1.0f / cfg_.logits_scaling);
   if (spec_.gated_delta_net) allocate_gdn_states();
   if (spec_.gpt_oss_experts) log_gpt_oss_experts();
+  log_packed_weights();
 }
 
 // LFM2's gated short convolution (Lfm2ShortConv): in_proj [3 * hidden, hidden], the depthwise conv
@@ -208,11 +216,11 @@ void DecoderModel::load_weights() {
 void DecoderModel::load_short_conv(const std::string& c, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, L = cfg_.conv_kernel;
   if (L <= 0) throw Error(cfg_.architecture + ": config.json has no conv_L_cache > 0");
-  w.in_proj_w = load(c + "in_proj.weight", {{c + "in_proj.weight", {3 * hidden, hidden}}}, kDummyStd);
+  w.in_proj_w = load_linear(c + "in_proj.weight", {{c + "in_proj.weight", {3 * hidden, hidden}}}, kDummyStd);
   // Dummy conv taps larger than the projections' (HF's Conv1d init is uniform(+-1/sqrt(L))), so the
   // convolution visibly mixes neighbouring tokens in dummy-weight tests.
   w.conv_w = load(c + "conv.weight", {{c + "conv.weight", {hidden, 1, L}}}, 0.3f).view({hidden, L});
-  w.o_w = load(c + "out_proj.weight", {{c + "out_proj.weight", {hidden, hidden}}}, kDummyStd);
+  w.o_w = load_linear(c + "out_proj.weight", {{c + "out_proj.weight", {hidden, hidden}}}, kDummyStd);
   if (!cfg_.conv_bias) return;
   w.in_proj_b = load(c + "in_proj.bias", {{c + "in_proj.bias", {3 * hidden}}}, kDummyStd);
   w.conv_b = load(c + "conv.bias", {{c + "conv.bias", {hidden}}}, kDummyStd);
@@ -344,9 +352,9 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     const std::string s = m + (spec_.gated_shared_expert ? "shared_expert." : "shared_experts.");
     if (spec_.gated_shared_expert)
       w.shared_expert_gate_w = load(m + "shared_expert_gate.weight", {{m + "shared_expert_gate.weight", {1, hidden}}}, kDummyStd);
-    w.shared_gate_up_w = load(s + "gate_up_proj.weight",
+    w.shared_gate_up_w = load_linear(s + "gate_up_proj.weight",
                               {{s + "gate_proj.weight", {Is, hidden}}, {s + "up_proj.weight", {Is, hidden}}}, kDummyStd);
-    w.shared_down_w = load(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
+    w.shared_down_w = load_linear(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
   }
   const std::string stacked = m + "experts.gate_up_proj";
   if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {

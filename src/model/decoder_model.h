@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,12 @@ class DecoderModel final : public Model {
   };
   // Loads parts (concatenated along dim 0) onto the device. stddev: dummy init (0 = ones).
   Tensor load(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
+  // A linear weight (parts concatenated along dim 0, as load): kept in its GGUF block type where every
+  // part has the same one and the backend's linear takes it (or dummy blocks: dummy_block_dtype); else load().
+  Tensor load_linear(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
+  // The block type load_linear keeps these parts in; nullopt: load() them.
+  std::optional<DType> packed_type(const std::vector<Part>& parts);
+  void log_packed_weights() const;
   void load_weights();
   void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);
   void load_gpt_oss_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);  // decoder_gpt_oss.cc
@@ -262,6 +269,11 @@ class DecoderModel final : public Model {
   std::unique_ptr<WeightSource> ckpt_;  // mmaps stay alive: CPU weights may be views into them
   LoadOptions opts_;
   DType wdtype_;
+  struct PackedStats {  // what load_linear kept packed, for the load log
+    int64_t tensors = 0, bytes = 0, widened_bytes = 0;  // widened: their bytes in the weight dtype
+    int64_t mixed = 0;  // fused weights whose parts had different block types (dequantized)
+    std::map<DType, int64_t> by_type;
+  } packed_;
   Tensor embed_, final_norm_, lm_head_, rope_;
   Tensor rope_local_;             // Gemma 3's sliding layers' RoPE table (cfg_.local_rope_layer); empty: none
   Tensor rope_none_;              // SmolLM3's NoPE layers: the identity rotation (cfg_.nope_layer); empty: none

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_blocks.h"
 
 namespace vireo {
 namespace {
@@ -110,6 +112,47 @@ void fill_dummy_bytes(uint8_t* out, int64_t n, uint64_t seed, const std::string&
   }
   work(0, std::min(n, chunk));
   for (auto& th : threads) th.join();
+}
+
+namespace {
+
+// Where a block type keeps its fp16 scale (d) and min (dmin / m; -1: none), and the spread of its
+// quant integers times sub-block scales, so that d = stddev / spread gives values of about stddev.
+struct BlockScales {
+  int d_at, min_at;
+  float spread, min_ratio;  // the min field = min_ratio * d
+};
+
+BlockScales block_scales(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return {0, -1, 4.6f, 0};
+    case DType::kQ4_1: return {0, 2, 4.6f, -7.5f};
+    case DType::kQ5_0: return {0, -1, 9.2f, 0};
+    case DType::kQ5_1: return {0, 2, 9.2f, -15.5f};
+    case DType::kQ8_0: return {0, -1, 73.0f, 0};
+    case DType::kQ2_K: return {80, 82, 10.0f, 0.2f};
+    case DType::kQ3_K: return {108, -1, 40.0f, 0};
+    case DType::kQ4_K: return {0, 2, 143.0f, 7.5f};
+    case DType::kQ5_K: return {0, 2, 285.0f, 15.5f};
+    case DType::kQ6_K: return {208, -1, 1332.0f, 0};
+    default: throw Error("dummy weights: " + std::string(dtype_name(t)) + " is not a block type");
+  }
+}
+
+}  // namespace
+
+void fill_dummy_blocks(Tensor& out, uint64_t seed, const std::string& name, float stddev) {
+  const BlockScales bs = block_scales(out.dtype);
+  const qblocks::Format f = qblocks::format(out.dtype);
+  const int64_t num_blocks = static_cast<int64_t>(out.nbytes()) / f.bytes;
+  auto* p = out.ptr<uint8_t>();
+  fill_dummy_bytes(p, static_cast<int64_t>(out.nbytes()), seed, name, 0, 255);
+  const uint16_t d = f32_to_f16((stddev > 0 ? stddev : 0.02f) / bs.spread);
+  const uint16_t m = f32_to_f16(bs.min_ratio * f16_to_f32(d));
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    std::memcpy(p + b * f.bytes + bs.d_at, &d, 2);
+    if (bs.min_at >= 0) std::memcpy(p + b * f.bytes + bs.min_at, &m, 2);
+  }
 }
 
 }  // namespace vireo

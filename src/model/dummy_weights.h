@@ -14,5 +14,8 @@ void fill_dummy(Tensor& out, uint64_t seed, const std::string& name, float stdde
 // Fills n bytes at out with integers uniform in [lo, hi], each from (seed, name, index) alone (MXFP4
 // blocks and scales of dummy experts).
 void fill_dummy_bytes(uint8_t* out, int64_t n, uint64_t seed, const std::string& name, int lo, int hi);
+// Fills `out` (a block type, DType kQ4_0 ... kQ6_K) with random quants and every block's fp16 scales set
+// so that values spread about `stddev` (for speed runs of packed GGUF weights: VIREO_DUMMY_QUANT).
+void fill_dummy_blocks(Tensor& out, uint64_t seed, const std::string& name, float stddev);
 
 }  // namespace vireo

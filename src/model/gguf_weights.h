@@ -29,6 +29,10 @@ class GgufWeights final : public WeightSource {
   bool stored_as_mxfp4(const std::string& name) const override;
   void read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
                   uint8_t* scales) const override;
+  // Q4_0 ... Q6_K linear weights as stored (llama's permuted Q/K rows put back in HF order).
+  std::optional<DType> packed_dtype(const std::string& name, const std::vector<int64_t>& expected) const override;
+  void read_packed(const std::string& name, const std::vector<int64_t>& expected, void* dst) const override;
+  std::optional<Tensor> view_packed(const std::string& name, const std::vector<int64_t>& expected) const override;
 
  private:
   // The GGUF tensor behind `name`, checked for presence, shape and a type we can dequantize.

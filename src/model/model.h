@@ -57,6 +57,12 @@ struct LoadOptions {
   // them (Backend::supports_mxfp4_moe), a quarter of the bytes of BF16; true, or a backend without them:
   // dequantized to the weight dtype at load (VIREO_MXFP4=dequantize; for A/B runs).
   bool dequantize_mxfp4 = false;
+  // GGUF linear weights in a ggml block type (Q4_0 ... Q6_K) stay packed where the backend's linear takes
+  // them (Backend::supports_packed_linear: the CPU); true (VIREO_GGUF=dequantize): dequantized at load.
+  bool dequantize_gguf = false;
+  // Dummy weights only: the linear weights in this block type (VIREO_DUMMY_QUANT=Q4_K, ...) where the
+  // backend takes it, for speed runs of packed weights at real sizes; kF32: the weight dtype as usual.
+  DType dummy_block_dtype = DType::kF32;
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.

@@ -33,4 +33,9 @@ void WeightSource::read_mxfp4(const std::string& name, const std::vector<int64_t
   throw Error("weights: " + name + " is not stored in MXFP4");
 }
 
+void WeightSource::read_packed(const std::string& name, const std::vector<int64_t>& expected, void* dst) const {
+  (void)expected, (void)dst;
+  throw Error("weights: " + name + " is not stored in a block-quantized type");
+}
+
 }  // namespace vireo

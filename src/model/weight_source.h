@@ -38,6 +38,19 @@ class WeightSource {
   // scales [..., cols / 32] (value = fp4 * 2^(s - 127)). Only where stored_as_mxfp4(name).
   virtual void read_mxfp4(const std::string& name, const std::vector<int64_t>& expected, uint8_t* blocks,
                           uint8_t* scales) const;
+  // The block type (DType kQ4_0 ... kQ6_K) `name` is stored in where it can come packed through
+  // read_packed: one tensor of the file, [rows, cols] as `expected`; nullopt otherwise (read() dequantizes).
+  virtual std::optional<DType> packed_dtype(const std::string& name, const std::vector<int64_t>& expected) const {
+    (void)name, (void)expected;
+    return std::nullopt;
+  }
+  // Its blocks as stored, rows in HF order: Tensor(expected, packed_dtype).nbytes() bytes at dst.
+  virtual void read_packed(const std::string& name, const std::vector<int64_t>& expected, void* dst) const;
+  // A host view of those blocks where no row moves (the CPU keeps them mmapped in place); nullopt otherwise.
+  virtual std::optional<Tensor> view_packed(const std::string& name, const std::vector<int64_t>& expected) const {
+    (void)name, (void)expected;
+    return std::nullopt;
+  }
 };
 
 // Serves every "model.X" name from inner's "<prefix>X" (the multimodal wrappers keep the text model

@@ -247,6 +247,31 @@ TEST(GgufModel, Gemma2DefaultsAsLlamaCpp) {
   fs::remove(gguf);
 }
 
+// Q8_0 files keep their linear weights packed on the CPU (cpu_linear_blocks.cc): the same logits as the
+// file dequantized at load (LoadOptions::dequantize_gguf) up to float summation order, and the same greedy
+// tokens; tied (qwen3, lfm2) and untied heads, llama's permuted Q/K rows, Phi-3's fused projections, biases.
+TEST(GgufModel, PackedQ8_0MatchesDequantized) {
+  for (const std::string fixture : {"qwen3", "llama3", "phi3", "lfm2", "qwen2"}) {
+    const std::string gguf = (temp_dir() / (fixture + "_packed.gguf")).string();
+    ConvertOptions o;
+    o.type = testing::kGgmlQ8_0;
+    testing::convert_model_fixture(fixture_dir(fixture), gguf, o);
+    LoadOptions dequantized;
+    dequantized.dequantize_gguf = true;
+    ::testing::internal::CaptureStderr();
+    const ModelRun got = run_model(gguf);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    const ModelRun want = run_model(gguf, "cpu", dequantized);
+    EXPECT_NE(log.find("linear weights kept in their block types"), std::string::npos) << fixture << ": " << log;
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    const double err = testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size());
+    EXPECT_LT(err, 1e-5) << fixture;
+    EXPECT_EQ(got.greedy, want.greedy) << fixture;
+    std::printf("%s Q8_0 packed vs dequantized: relative logits error %.2e\n", fixture.c_str(), err);
+    fs::remove(gguf);
+  }
+}
+
 // A tensor of 2^21 values is read by several threads in chunks; the result must equal a plain
 // one-thread dequantization.
 TEST(GgufModel, LargeTensorReadInParallelChunks) {

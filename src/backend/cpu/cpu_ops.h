@@ -15,6 +15,10 @@ void linear_fused(ThreadPool& pool, const LinearParams& p);
 // out [n, m] = x [n, k] @ w^T for BF16 w [m, k], n <= kGemvMaxRows (cpu_gemv_bf16.cc): decode steps.
 constexpr int64_t kGemvMaxRows = 8;
 void gemv_bf16(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* out);
+// out [n, m] = x [n, k] @ w^T for w [m, k] in a ggml block type (Q4_0 ... Q6_K, cpu_linear_blocks.cc).
+// portable: the plain C++ decode-row kernels even where AVX2 ones exist (tests compare both).
+void linear_blocks(ThreadPool& pool, const float* x, int64_t n, int64_t k, const Tensor& w, int64_t m, float* out,
+                   bool portable = false);
 // out [n, m] = x [n, k] @ W^T + bias for MXFP4 W (cpu_mxfp4.cc; MoeParams' expert layout): blocks U8
 // [m, k / 2] (byte j of a row: element 2j in the low nibble, 2j + 1 in the high one), E8M0 scales U8
 // [m, k / 32] (value = fp4 * 2^(s - 127)); k a multiple of 32; bias [m] (F32/F16/BF16) or empty. Up to
