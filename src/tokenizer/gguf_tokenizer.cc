@@ -37,6 +37,12 @@ const char* const kQwen2Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
+// Qwen3.5 / 3.6 (llama.cpp's pre "qwen35"): Qwen2's split with combining marks (\p{M}) kept in words and
+// out of punctuation runs, as their tokenizer.json has it.
+const char* const kQwen35Regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // What distinguishes the tokenizer.json of one GGUF tokenizer family from another.
 struct Pipeline {
   json normalizer, pre_tokenizer, decoder;
@@ -78,6 +84,9 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
     s.normalizer = {{"type", "NFC"}};
     s.pre_tokenizer = split_then_bytes(kQwen2Regex);
+  } else if (pre == "qwen35") {
+    s.normalizer = {{"type", "NFC"}};
+    s.pre_tokenizer = split_then_bytes(kQwen35Regex);
   } else if (pre == "deepseek-v3" || pre == "hunyuan-dense") {
     json seq = json::array();
     for (const char* r : kDeepseek3Regexes) seq.push_back(split(r));
@@ -91,7 +100,7 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
     s.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
-                "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, deepseek-v3, hunyuan-dense, "
+                "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, qwen2, qwen35, deepseek-r1-qwen, deepseek-v3, hunyuan-dense, "
                 "gpt-4o, gpt-2, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }

@@ -110,6 +110,48 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufTokenizer,
                                            Case{"deepseek_v3", "deepseek-v3", true}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
+// Qwen3.5's pre "qwen35" (Qwen2's split with combining marks kept in words): the Qwen3 vocabulary under
+// that pre against the Qwen3 tokenizer.json with its Split regex swapped for Qwen3.5's (the one difference
+// between the two pipelines), on the corpus plus scripts whose vowel signs are marks (Devanagari, Thai,
+// Tamil). The marks change the split: those texts encode differently under "qwen2".
+TEST(GgufTokenizerPre, Qwen35KeepsMarksInWords) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_qwen35_tok_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json tj = nlohmann::json::parse(std::ifstream(test::source_path("models/qwen3/tokenizer.json")));
+  const std::string qwen35 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  bool swapped = false;
+  for (auto& p : tj["pre_tokenizer"]["pretokenizers"])
+    if (p["type"] == "Split") p["pattern"]["Regex"] = qwen35, swapped = true;
+  ASSERT_TRUE(swapped);
+  std::ofstream(dir / "tokenizer.json") << tj.dump();
+  fs::copy_file(test::source_path("models/qwen3/tokenizer_config.json"), dir / "tokenizer_config.json",
+                fs::copy_options::overwrite_existing);
+  auto hf = Tokenizer::from_dir(dir.string());
+  auto gguf_for = [&](const std::string& pre) {
+    testing::GgufWriter w;
+    w.add_string("general.architecture", "qwen35");
+    testing::add_tokenizer_metadata(w, test::source_path("models/qwen3"), pre);
+    const std::string p = (dir / (pre + ".gguf")).string();
+    w.write(p);
+    return Tokenizer::from_dir(p);
+  };
+  auto gg = gguf_for("qwen35"), q2 = gguf_for("qwen2");
+  std::vector<std::string> all = texts();
+  const std::vector<std::string> marked = {"नमस्ते दुनिया", "สวัสดีครับ ผมชื่อ", "வணக்கம் உலகம்", "a\u0301b\u0327 x\u20dd!"};
+  all.insert(all.end(), marked.begin(), marked.end());
+  int bad = 0;
+  for (const std::string& t : all)
+    if (gg->encode(t, false) != hf->encode(t, false) && bad++ < 10)
+      ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
+  EXPECT_EQ(bad, 0);
+  int differ = 0;
+  for (const std::string& t : marked) differ += q2->encode(t, false) != gg->encode(t, false);
+  EXPECT_GT(differ, 0) << "the marks should change the split";
+  fs::remove_all(dir);
+}
+
 TEST(GgufTokenizerErrors, ClearMessages) {
   const std::string p = gguf_path("bad");
   auto expect = [&](const std::function<void(testing::GgufWriter&)>& fill, const std::string& what) {
