@@ -1,4 +1,4 @@
-// AVX2 decode-row kernels for the common GGUF block types (Q8_0, Q4_K, Q5_K, Q6_K): the quants are
+// AVX2 decode-row kernels for the common GGUF block types (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K): the quants are
 // widened to floats in registers and dotted with x, and each sub-block's scale is applied once to its
 // partial sum instead of to every weight (K-quants' mins once per sub-block through the sums of x over
 // each 32 values). So a dot is the same sum as dequantize-then-dot regrouped: equal up to float rounding
@@ -78,6 +78,27 @@ VIREO_AVX2_INLINE void block_q8_0(const uint8_t* b, const float* x, int64_t k, c
   dot32<kRows, true>(q, x, k, _mm256_set1_ps(half(b)), acc);
 }
 
+// Q4_0: value j is (nibble - 8) * d, low nibbles of the 16 bytes values 0-15, high ones 16-31.
+template <int kRows>
+VIREO_AVX2_INLINE void block_q4_0(const uint8_t* b, const float* x, int64_t k, const float*, int64_t, __m256* acc,
+                                  float*) {
+  const __m256i low4 = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
+  __m256 p[kRows];
+  for (int r = 0; r < kRows; ++r) p[r] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int v = 0; v < 2; ++v) {
+    const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * v)));
+    const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(q, low4), eight));
+    const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight));
+    for (int r = 0; r < kRows; ++r) {
+      p[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * k + 8 * v), lo, p[r]);
+      p[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + r * k + 16 + 8 * v), hi, p[r]);
+    }
+  }
+  const __m256 d = _mm256_set1_ps(half(b));
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_fmadd_ps(d, p[r], acc[r]);
+}
+
 // Q4_K / Q5_K: sub-block j (32 values) is d * sc_j * q - dmin * m_j, so its dot is d * sc_j * (x . q)
 // minus dmin * m_j * sum(x over the sub-block) (xsum: [kRows, k / 32] sums of x, row stride xs). A pair
 // of sub-blocks shares 32 bytes of qs (low nibbles: the first, high: the second); each 8 bytes are
@@ -150,7 +171,7 @@ VIREO_AVX2_INLINE void block_q6_k(const uint8_t* b, const float* x, int64_t k, c
 }
 
 constexpr bool has_kernel(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
+  return t == DType::kQ4_0 || t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
 }
 
 template <int kRows, DType kT>
@@ -159,7 +180,8 @@ VIREO_AVX2 void dot_rows(const float* x, const float* xsum, int64_t k, const uin
   constexpr qblocks::Format f = qblocks::format(kT);
   auto kernel = [](const uint8_t* b, const float* x, int64_t k, const float* xsum, int64_t xs, __m256* acc,
                    float* mins) VIREO_AVX2_INLINE_LAMBDA {
-    if constexpr (kT == DType::kQ8_0) block_q8_0<kRows>(b, x, k, xsum, xs, acc, mins);
+    if constexpr (kT == DType::kQ4_0) block_q4_0<kRows>(b, x, k, xsum, xs, acc, mins);
+    else if constexpr (kT == DType::kQ8_0) block_q8_0<kRows>(b, x, k, xsum, xs, acc, mins);
     else if constexpr (kT == DType::kQ4_K) block_qk<kRows, false>(b, x, k, xsum, xs, acc, mins);
     else if constexpr (kT == DType::kQ5_K) block_qk<kRows, true>(b, x, k, xsum, xs, acc, mins);
     else block_q6_k<kRows>(b, x, k, xsum, xs, acc, mins);
@@ -219,6 +241,7 @@ bool gemv_blocks_avx2_available(DType t) {
 void gemv_blocks_avx2(ThreadPool& pool, const float* x, int64_t n, int64_t k, DType t, const uint8_t* w, int64_t m,
                       float* out) {
   switch (t) {
+    case DType::kQ4_0: return run<DType::kQ4_0>(pool, x, n, k, w, m, out);
     case DType::kQ8_0: return run<DType::kQ8_0>(pool, x, n, k, w, m, out);
     case DType::kQ4_K: return run<DType::kQ4_K>(pool, x, n, k, w, m, out);
     case DType::kQ5_K: return run<DType::kQ5_K>(pool, x, n, k, w, m, out);

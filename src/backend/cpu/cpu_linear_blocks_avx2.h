@@ -1,5 +1,5 @@
-// AVX2 decode-row kernels for GGUF block-quantized weights (cpu_linear_blocks_avx2.cc): Q8_0, Q4_K, Q5_K,
-// Q6_K; cpu_linear_blocks.cc's portable kernels serve the other types and CPUs without AVX2.
+// AVX2 decode-row kernels for GGUF block-quantized weights (cpu_linear_blocks_avx2.cc): Q4_0, Q8_0, Q4_K,
+// Q5_K, Q6_K; cpu_linear_blocks.cc's portable kernels serve the other types and CPUs without AVX2.
 #pragma once
 #include <cstdint>
 
