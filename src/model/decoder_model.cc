@@ -358,8 +358,11 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   }
   const std::string stacked = m + "experts.gate_up_proj";
   if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {
-    w.experts_gate_up = load(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
-    w.experts_down = load_scaled(m + "experts.down_proj", {E, hidden, I}, residual);
+    // GGUF experts may stay in their block types (load_linear); a residual multiplier needs them widened.
+    w.experts_gate_up = load_linear(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
+    w.experts_down = residual != 1.0f ? load_scaled(m + "experts.down_proj", {E, hidden, I}, residual)
+                                      : load_linear(m + "experts.down_proj", {{m + "experts.down_proj", {E, hidden, I}}},
+                                                    kDummyStd);
     return;
   }
   if (ckpt_ && residual != 1.0f)  // per-expert parts are stacked by load(), which does not scale
@@ -371,6 +374,11 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     gate_up.push_back({x + (w123 ? "w1.weight" : "gate_proj.weight"), {I, hidden}});
     gate_up.push_back({x + (w123 ? "w3.weight" : "up_proj.weight"), {I, hidden}});
     down.push_back({x + (w123 ? "w2.weight" : "down_proj.weight"), {hidden, I}});
+  }
+  if (!ckpt_ && packed_type({{stacked, {E, 2 * I, hidden}}})) {  // dummy packed experts (VIREO_DUMMY_QUANT)
+    w.experts_gate_up = load_linear(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);
+    w.experts_down = load_linear(m + "experts.down_proj", {{m + "experts.down_proj", {E, hidden, I}}}, kDummyStd);
+    return;
   }
   w.experts_gate_up = load(stacked, gate_up, kDummyStd).view({E, 2 * I, hidden});
   w.experts_down = load(m + "experts.down_proj", down, kDummyStd).view({E, hidden, I});

@@ -1,4 +1,5 @@
-// Linear weights kept in a ggml block type (GGUF Q4_0 ... Q6_K) where the backend's linear takes them:
+// Linear weights (and MoE experts, which the CPU runs as linears) kept in a ggml block type (GGUF Q4_0 ...
+// Q6_K) where the backend's linear takes them:
 // a Q4_K_M file then takes about its own size in memory instead of 3.5x that in BF16, and decode reads
 // 4.5-6.5 bits a weight instead of 16. Fused weights (q/k/v, gate/up) keep their parts' rows as the file
 // has them, which needs one block type for all parts (Q4_K_M files often give attn_v Q6_K beside a Q4_K
@@ -16,8 +17,8 @@ std::optional<DType> DecoderModel::packed_type(const std::vector<Part>& parts) {
   if (!ckpt_) {
     const DType t = opts_.dummy_block_dtype;
     if (!dtype_is_blocked(t) || !be_->supports_packed_linear(t)) return std::nullopt;
-    for (const Part& p : parts)
-      if (p.shape.size() != 2 || p.shape[1] % qblocks::format(t).values != 0) return std::nullopt;
+    for (const Part& p : parts)  // matrices, or stacked experts [E, rows, cols]
+      if (p.shape.size() < 2 || p.shape.back() % qblocks::format(t).values != 0) return std::nullopt;
     return t;
   }
   if (opts_.dequantize_gguf) return std::nullopt;
@@ -75,9 +76,12 @@ void DecoderModel::log_packed_weights() const {
   std::string types;
   for (const auto& [t, n] : packed_.by_type)
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(dtype_name(t));
-  auto gib = [](int64_t b) { return fmt::format("{:.2f}", static_cast<double>(b) / (1 << 30)); };
-  log_info("packed weights: {} linear weights kept in their block types ({}): {} GiB instead of {} GiB in {}{}",
-           packed_.tensors, types, gib(packed_.bytes), gib(packed_.widened_bytes), dtype_name(wdtype_),
+  auto size = [](int64_t b) {
+    return b >= (int64_t{1} << 30) ? fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30))
+                                   : fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
+  };
+  log_info("packed weights: {} linear weights kept in their block types ({}): {} instead of {} in {}{}",
+           packed_.tensors, types, size(packed_.bytes), size(packed_.widened_bytes), dtype_name(wdtype_),
            packed_.mixed ? "; " + std::to_string(packed_.mixed) +
                                " fused weights dequantized (their parts have different block types)"
                          : std::string());

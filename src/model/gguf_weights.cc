@@ -190,6 +190,10 @@ GgufShards::Found GgufWeights::find_gguf(const std::string& g, const std::string
   return f;
 }
 
+std::string GgufWeights::expert_layer(const std::string& name, bool gate_up) {
+  return stacked_layer(name, gate_up ? kGateUpSuffix : kDownSuffix);
+}
+
 int GgufWeights::permuted_heads(const std::string& name) const {
   if (!llama_) return 0;
   if (name.find("self_attn.q_proj.") != std::string::npos) return num_heads_;

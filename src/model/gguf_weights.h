@@ -55,6 +55,9 @@ class GgufWeights final : public WeightSource {
   std::vector<float> dequantized(const std::string& g, const std::string& name, int64_t numel) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
+  // The layer ("3") of a stacked expert weight's HF name: transformers 5's mlp.experts.gate_up_proj when
+  // gate_up, else mlp.experts.down_proj; "" for any other name.
+  static std::string expert_layer(const std::string& name, bool gate_up);
 
   std::unique_ptr<GgufShards> files_;
   bool post_attention_norm_ = false, llama_ = false, norms_include_one_ = false;

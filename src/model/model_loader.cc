@@ -36,8 +36,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, std::unique_ptr<
   if (opts.load_format == "dummy") {
     log_info("loading {} ({}) with dummy weights (seed {})", config.architecture, path, opts.seed);
   } else {
-    log_info("loading {} from GGUF v{} ({} tensors in {} file(s); quantized weights are dequantized at load, MXFP4 experts "
-             "kept packed where the backend takes them)",
+    log_info("loading {} from GGUF v{} ({} tensors in {} file(s); quantized weights kept packed where the backend "
+             "takes them, else dequantized at load)",
              config.architecture, files->first().version(), files->num_tensors(), files->num_files());
     weights = std::make_unique<GgufWeights>(std::move(files), config);
   }

@@ -71,6 +71,10 @@ inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t head
   return out;
 }
 
+// A Q8_0 tensor whose rows are not whole 32-value blocks is written F32 instead (llama.cpp's converter falls
+// back to a float type for such tensors too).
+inline uint32_t whole_blocks_or_f32(uint32_t type, int64_t row) { return type == kGgmlQ8_0 && row % 32 ? kGgmlF32 : type; }
+
 struct ConvertOptions {
   uint32_t type = kGgmlF32;  // of 2-D weights; norms and biases stay F32 as the converter keeps them
   uint32_t expert_type = ~0u;  // GPT-OSS's stacked experts (MXFP4 in the released files); ~0: `type`
@@ -423,7 +427,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
       if (name.find("shared_expert_gate") != std::string::npos) ne = {t.numel()};  // squeezed, as the converter does
       if (a == "lfm2" && name.find(".conv.conv.weight") != std::string::npos) ne = {t.shape[2], t.shape[0]};  // [H, 1, L] squeezed
-      const uint32_t type = t.ndim() == 2 ? o.type : kGgmlF32;
+      const uint32_t type = t.ndim() == 2 ? whole_blocks_or_f32(o.type, row) : kGgmlF32;
       w.add_tensor(converter_tensor_name(name, a), ne, type, encode_values(v.data(), t.numel(), type));
     }
   }
@@ -432,8 +436,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     for (const auto& [e, values] : by_expert) v.insert(v.end(), values.begin(), values.end());
     const std::vector<int64_t>& shape = expert_shape.at(key);
     const std::vector<int64_t> ne{shape[1], shape[0], static_cast<int64_t>(by_expert.size())};
-    w.add_tensor("blk." + key.first + ".ffn_" + key.second + "_exps.weight", ne, o.type,
-                 encode_values(v.data(), static_cast<int64_t>(v.size()), o.type));
+    const uint32_t type = whole_blocks_or_f32(o.type, shape[1]);
+    w.add_tensor("blk." + key.first + ".ffn_" + key.second + "_exps.weight", ne, type,
+                 encode_values(v.data(), static_cast<int64_t>(v.size()), type));
   }
   w.write(out, o.version, o.alignment);
 }

@@ -249,9 +249,11 @@ TEST(GgufModel, Gemma2DefaultsAsLlamaCpp) {
 
 // Q8_0 files keep their linear weights packed on the CPU (cpu_linear_blocks.cc): the same logits as the
 // file dequantized at load (LoadOptions::dequantize_gguf) up to float summation order, and the same greedy
-// tokens; tied (qwen3, lfm2) and untied heads, llama's permuted Q/K rows, Phi-3's fused projections, biases.
+// tokens; tied (qwen3, lfm2) and untied heads, llama's permuted Q/K rows, Phi-3's fused projections, biases,
+// MoE experts (ffn_gate_exps / ffn_up_exps interleaved per expert, down) beside shared experts and MLA
+// (whose own projections are dequantized). Rows that are not whole blocks are written F32 by the converter.
 TEST(GgufModel, PackedQ8_0MatchesDequantized) {
-  for (const std::string fixture : {"qwen3", "llama3", "phi3", "lfm2", "qwen2"}) {
+  for (const std::string fixture : {"qwen3", "llama3", "phi3", "lfm2", "qwen2", "qwen2_moe", "qwen3_moe", "deepseek_v3"}) {
     const std::string gguf = (temp_dir() / (fixture + "_packed.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlQ8_0;
@@ -263,6 +265,7 @@ TEST(GgufModel, PackedQ8_0MatchesDequantized) {
     const std::string log = ::testing::internal::GetCapturedStderr();
     const ModelRun want = run_model(gguf, "cpu", dequantized);
     EXPECT_NE(log.find("linear weights kept in their block types"), std::string::npos) << fixture << ": " << log;
+    if (fixture == "qwen3_moe") std::printf("%s", log.c_str());
     ASSERT_EQ(got.logits.size(), want.logits.size());
     const double err = testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size());
     EXPECT_LT(err, 1e-5) << fixture;

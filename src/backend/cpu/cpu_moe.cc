@@ -17,7 +17,7 @@ namespace {
 // Expert e of a stacked [E, rows, cols] weight as an [rows, cols] view.
 Tensor expert_view(const Tensor& w, int64_t e) {
   const int64_t rows = w.dim(1), cols = w.dim(2);
-  const size_t bytes = static_cast<size_t>(rows * cols) * dtype_size(w.dtype);
+  const size_t bytes = dtype_row_bytes(w.dtype, rows * cols);  // block types: whole rows of blocks
   return Tensor(static_cast<char*>(w.data) + e * bytes, w.dtype, {rows, cols});
 }
 
@@ -47,15 +47,16 @@ void expert_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Ten
 }
 
 // Throws unless the expert weights have MoeParams' shapes for E experts, hidden and I: dense gate_up_w
-// [E, 2I, hidden] and down_w [E, hidden, I] in F32/F16/BF16, or MXFP4 (U8 blocks and scales, hidden and
+// [E, 2I, hidden] and down_w [E, hidden, I] in F32/F16/BF16 or a block type (Q4_0 ... Q6_K), or MXFP4 (U8 blocks and scales, hidden and
 // I multiples of 32).
 void validate_experts(const MoeParams& p, int64_t E, int64_t hidden, int64_t inter) {
   auto is = [](const Tensor& t, int64_t a, int64_t b, int64_t c) {
     return t.ndim() == 3 && t.dim(0) == a && t.dim(1) == b && t.dim(2) == c;
   };
   if (!p.mxfp4()) {
-    require_float(p.gate_up_w, "moe gate_up_w");
-    require_float(p.down_w, "moe down_w");
+    // Block types (GGUF experts kept packed) go through linear_blocks like any linear.
+    if (!dtype_is_blocked(p.gate_up_w.dtype)) require_float(p.gate_up_w, "moe gate_up_w");
+    if (!dtype_is_blocked(p.down_w.dtype)) require_float(p.down_w, "moe down_w");
     if (!is(p.gate_up_w, E, 2 * inter, hidden) || !is(p.down_w, E, hidden, inter))
       throw Error("cpu backend: moe expects gate_up_w [E, 2I, hidden], down_w [E, hidden, I]; got " +
                   p.gate_up_w.shape_str() + ", " + p.down_w.shape_str());
