@@ -110,8 +110,8 @@ class Backend {
     (void)weight_dtype;
     return false;
   }
-  // Whether linear() takes weights of block type `t` (DType kQ4_0 ... kQ6_K: GGUF weights kept packed).
-  // Where it does not, the loader dequantizes such weights to the weight dtype.
+  // Whether linear(), embedding() and moe() take weights of block type `t` (DType kQ4_0 ... kQ6_K: GGUF
+  // weights kept packed). Where they do not, the loader dequantizes such weights to the weight dtype.
   virtual bool supports_packed_linear(DType t) const {
     (void)t;
     return false;

@@ -140,7 +140,8 @@ void DecoderModel::load_weights() {
     throw Error(cfg_.architecture + ": hidden_act '" + cfg_.hidden_act + "' is supported for dense MLPs only");
   if (spec_.moe && cfg_.num_experts <= 0)
     throw Error(cfg_.architecture + ": config.json has no num_experts (or num_local_experts) > 0");
-  embed_ = load("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
+  // Packed where the backend gathers rows of blocks (the CPU), and then also the tied lm_head.
+  embed_ = load_linear("model.embed_tokens.weight", {{"model.embed_tokens.weight", {vocab, hidden}}}, kDummyStd);
   // Granite's residual_multiplier, folded into the weights of the projections whose outputs it scales.
   const float residual_scale = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;
   layers_.resize(cfg_.num_hidden_layers);
@@ -197,12 +198,7 @@ void DecoderModel::load_weights() {
   }
   final_norm_ = load_norm(n.final_norm + ".weight", hidden);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
-  // A packed lm_head of a tied model is the file's token_embd blocks read a second time (the embedding
-  // gather takes the widened copy): a view on the CPU.
-  const std::vector<Part> tied{{"model.embed_tokens.weight", {vocab, hidden}}};
-  lm_head_ = !cfg_.tie_word_embeddings ? load_linear("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd)
-             : packed_type(tied)       ? load_linear("model.embed_tokens.weight", tied, kDummyStd)
-                                       : embed_;
+  lm_head_ = cfg_.tie_word_embeddings ? embed_ : load_linear("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
   if (cfg_.logits_scaling > 0 && cfg_.logits_scaling != 1.0f && ckpt_)  // Granite: logits / logits_scaling
     lm_head_ = load_scaled(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {vocab, hidden},
                            1.0f / cfg_.logits_scaling);

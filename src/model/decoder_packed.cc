@@ -80,7 +80,7 @@ void DecoderModel::log_packed_weights() const {
     return b >= (int64_t{1} << 30) ? fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30))
                                    : fmt::format("{:.1f} MiB", static_cast<double>(b) / (1 << 20));
   };
-  log_info("packed weights: {} linear weights kept in their block types ({}): {} instead of {} in {}{}",
+  log_info("packed weights: {} weight matrices kept in their block types ({}): {} instead of {} in {}{}",
            packed_.tensors, types, size(packed_.bytes), size(packed_.widened_bytes), dtype_name(wdtype_),
            packed_.mixed ? "; " + std::to_string(packed_.mixed) +
                                " fused weights dequantized (their parts have different block types)"

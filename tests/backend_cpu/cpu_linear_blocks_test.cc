@@ -3,7 +3,8 @@
 // row counts (AVX2 and portable kernels) and larger ones (dequantized bands through SGEMM), row lengths of
 // one and several blocks; random quant bytes with random fp16 scales, outputs NaN-poisoned first. Decode
 // rows give each row the same bits whatever the row count. Also through the backend with the decode
-// fusions (input norm, residual, silu_mul_output), against the same op on the dequantized matrix.
+// fusions (input norm, residual, silu_mul_output), against the same op on the dequantized matrix, and the
+// embedding gather from a packed table.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -169,6 +170,22 @@ TEST(CpuLinearBlocks, BackendLinearWithFusions) {
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << dtype_name(t) << " form " << form << " " << i;
     }
+  }
+}
+
+// A packed embedding table (GGUF token_embd on the CPU): each gathered row is the dequantized row, times
+// the scale, bitwise.
+TEST(CpuLinearBlocks, EmbeddingGathersDecodedRows) {
+  auto be = create_backend("cpu");
+  std::mt19937 rng(9);
+  for (DType t : kTypes) {
+    BlockMatrix w = random_matrix(rng, t, 11, 2 * qblocks::format(t).values);
+    std::vector<int32_t> ids = {3, 0, 10, 3};
+    std::vector<float> out(ids.size() * w.k, std::numeric_limits<float>::quiet_NaN());
+    be->embedding({w.view(), Tensor(ids.data(), DType::kI32, {4}), Tensor(out.data(), DType::kF32, {4, w.k}), 0.5f});
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t c = 0; c < w.k; ++c)
+        ASSERT_EQ(out[i * w.k + c], w.dense[ids[i] * w.k + c] * 0.5f) << dtype_name(t) << " token " << i << " col " << c;
   }
 }
 

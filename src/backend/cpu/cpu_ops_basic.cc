@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/quant_blocks.h"
 #include "core/error.h"
 
 namespace vireo::cpu {
@@ -26,7 +27,8 @@ void require_i32(const Tensor& t, const char* what) {
 }
 
 void embedding(ThreadPool& pool, const EmbeddingParams& p) {
-  require_float(p.table, "embedding table");
+  const bool blocked = dtype_is_blocked(p.table.dtype);  // GGUF token_embd kept packed: rows of blocks
+  if (!blocked) require_float(p.table, "embedding table");
   require_i32(p.ids, "embedding ids");
   require_f32(p.out, "embedding out");
   const int64_t vocab = p.table.dim(0), hidden = p.table.dim(1), n = p.ids.numel();
@@ -37,8 +39,14 @@ void embedding(ThreadPool& pool, const EmbeddingParams& p) {
   float* out = p.out.ptr<float>();
   pool.parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      convert_to_f32(static_cast<const char*>(p.table.data) + ids[t] * hidden * dtype_size(p.table.dtype),
-                     p.table.dtype, out + t * hidden, hidden);
+      const auto* row = static_cast<const uint8_t*>(p.table.data) + ids[t] * dtype_row_bytes(p.table.dtype, hidden);
+      if (blocked) {
+        const qblocks::Format f = qblocks::format(p.table.dtype);
+        for (int64_t b = 0; b < hidden / f.values; ++b)
+          qblocks::decode(p.table.dtype, row + b * f.bytes, out + t * hidden + b * f.values);
+      } else {
+        convert_to_f32(row, p.table.dtype, out + t * hidden, hidden);
+      }
       if (p.scale != 1.0f)
         for (int64_t c = 0; c < hidden; ++c) out[t * hidden + c] *= p.scale;
     }
