@@ -97,6 +97,8 @@ void expect_matches_dense(const std::vector<float>& got, const std::vector<float
     }
 }
 
+// gguf/gguf_dequant.cc decodes through the same qblocks::decode; this pins the block-at-a-time entry point
+// to the whole-tensor one (and checked the two implementations equal when they were separate).
 TEST(CpuLinearBlocks, DecodeBlocksAreTheDequantizedValues) {
   std::mt19937 rng(11);
   for (DType t : kTypes) {

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_linear_blocks_avx2.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/row_groups.h"
 #include "core/error.h"
 #include "core/quant_blocks.h"
 
@@ -64,14 +65,7 @@ void gemv(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint8_t*
     pool.parallel_for(m, [&](int64_t b, int64_t e) { dot_rows<kT, kRows>(x + r * k, k, w, m, b, e, out + r * m); },
                       16);
   };
-  int64_t r = 0;  // four rows of x at a time share each weight block's decode; then 1-3
-  for (; r + 4 <= n; r += 4) pass(std::integral_constant<int, 4>{}, r);
-  switch (n - r) {
-    case 3: pass(std::integral_constant<int, 3>{}, r); break;
-    case 2: pass(std::integral_constant<int, 2>{}, r); break;
-    case 1: pass(std::integral_constant<int, 1>{}, r); break;
-    default: break;
-  }
+  for_row_groups(n, pass);
 }
 
 // Bands of at most 2^22 weights dequantized to F32 (as linear()), each an SGEMM into out's columns.

@@ -5,6 +5,7 @@
 // (tests/backend_cpu/cpu_linear_blocks_test.cc compares with the dequantized weights). The sum order
 // depends only on k, never on how many rows of x come (batch invariance up to kGemvMaxRows, as gemv_bf16).
 #include "backend/cpu/cpu_linear_blocks_avx2.h"
+#include "backend/cpu/row_groups.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -220,14 +221,7 @@ void run(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint8_t* 
     pool.parallel_for(m, [&](int64_t b, int64_t e) { dot_rows<kRows, kT>(x + r * k, xs, k, w, m, b, e, out + r * m); },
                       16);
   };
-  int64_t r = 0;  // four rows of x at a time share each block's widened quants; then 1-3
-  for (; r + 4 <= n; r += 4) pass(std::integral_constant<int, 4>{}, r);
-  switch (n - r) {
-    case 3: pass(std::integral_constant<int, 3>{}, r); break;
-    case 2: pass(std::integral_constant<int, 2>{}, r); break;
-    case 1: pass(std::integral_constant<int, 1>{}, r); break;
-    default: break;
-  }
+  for_row_groups(n, pass);
 }
 
 }  // namespace
