@@ -34,6 +34,9 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen3next", "Qwen3NextForCausalLM"},
     {"qwen35", "Qwen3_5ForCausalLM"},
     {"qwen35moe", "Qwen3_5MoeForCausalLM"},
+    // SmolLM3: Llama's tensors (Q/K rows permuted), no RoPE on every 4th layer; llama.cpp hard-codes that
+    // step (no metadata key), and so does SmolLM3Config's default no_rope_layer_interval.
+    {"smollm3", "SmolLM3ForCausalLM"},
 };
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a

@@ -110,7 +110,8 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM" ||  // "llama" in the file
              c.architecture == "GraniteForCausalLM" ||  // GraniteModel (and GraniteMoeModel) convert as LlamaModel
-             c.architecture == "GraniteMoeForCausalLM"),
+             c.architecture == "GraniteMoeForCausalLM" ||
+             c.architecture == "SmolLM3ForCausalLM"),  // SmolLM3Model converts as LlamaModel too
       norms_include_one_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM"),
       num_heads_(c.num_attention_heads),
       num_kv_heads_(c.num_key_value_heads) {

@@ -183,6 +183,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"DeepseekV3ForCausalLM", "deepseek2"},
                                                            {"Qwen3NextForCausalLM", "qwen3next"},
                                                            {"Qwen3_5ForCausalLM", "qwen35"},
+                                                           {"SmolLM3ForCausalLM", "smollm3"},
                                                            {"Qwen3_5MoeForCausalLM", "qwen35moe"}};
   const std::string a = archs.at(c["architectures"][0].get<std::string>());
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
@@ -421,7 +422,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       // convert_hf_to_gguf.py's Gemma2/3 models store every RMSNorm weight as 1 + w (its norm_shift).
       if ((a == "gemma3" || a == "gemma2") && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
         for (float& x : v) x += 1.0f;
-      const bool llama_rope = a == "llama" || a == "granite" || a == "granitemoe";  // GraniteModel: as LlamaModel
+      // GraniteModel and SmolLM3Model convert as LlamaModel (Q/K rows permuted for ggml's pair RoPE).
+      const bool llama_rope = a == "llama" || a == "granite" || a == "granitemoe" || a == "smollm3";
       if (llama_rope && name.find("q_proj") != std::string::npos) v = permute_rows(v, heads, row);
       if (llama_rope && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());

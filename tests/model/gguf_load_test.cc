@@ -412,6 +412,23 @@ TEST(GgufModel, DeepseekYarnAsLlamaCpp) {
   fs::remove(gguf);
 }
 
+// SmolLM3 as llama.cpp runs it: Llama's tensors (Q/K rows permuted back) and no RoPE on every 4th layer,
+// a step llama.cpp hard-codes (the fixture's own interval is 2): the safetensors model with no_rope_layers
+// overridden to that step gives the same logits (F32: bitwise) and greedy tokens; the fixture as it is differs.
+TEST(GgufModel, SmolLM3NoRopeEveryFourthLayer) {
+  const std::string gguf = (temp_dir() / "smollm3.gguf").string();
+  testing::convert_model_fixture(fixture_dir("smollm3"), gguf, ConvertOptions{});
+  LoadOptions step4;
+  step4.hf_overrides = {{"no_rope_layers", {1, 1, 1, 0}}};
+  const ModelRun want = run_model(fixture_dir("smollm3"), "cpu", step4), got = run_model(gguf);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.greedy, want.greedy);
+  const ModelRun step2 = run_model(fixture_dir("smollm3"));
+  EXPECT_GT(testing::rel_max_err(step2.logits.data(), want.logits.data(), want.logits.size()), 1e-3);
+  fs::remove(gguf);
+}
+
 TEST(GgufModel, UnsupportedArchitecture) {
   const std::string p = (temp_dir() / "phi2.gguf").string();
   testing::GgufWriter w;
