@@ -1,11 +1,9 @@
-// Linear weights (and MoE experts, which the CPU runs as linears) kept in a ggml block type (GGUF Q4_0 ...
-// Q6_K) where the backend's linear takes them:
-// a Q4_K_M file then takes about its own size in memory instead of 3.5x that in BF16, and decode reads
-// 4.5-6.5 bits a weight instead of 16. Fused weights (q/k/v, gate/up) keep their parts' rows as the file
-// has them, which needs one block type for all parts (Q4_K_M files often give attn_v Q6_K beside a Q4_K
-// attn_q: such a fused weight is dequantized and counted in the load log).
-#include <cstdlib>
-
+// Weight matrices (embeddings, linears, MoE experts) kept in a ggml block type (GGUF Q4_0 ... Q6_K) where
+// the backend takes them (Backend::supports_packed_linear: the CPU). A Q4_K_M file then takes about its own
+// size in memory instead of 3.5x that in BF16, and decode reads 2.6-8.5 bits a weight instead of 16. Fused
+// weights (q/k/v, gate/up) keep their parts' rows as the file has them, which needs one block type for all
+// parts (Q4_K_M files often give attn_v Q6_K beside a Q4_K attn_q: such a fused weight is dequantized and
+// counted in the load log).
 #include "core/log.h"
 #include "core/quant_blocks.h"
 #include "model/decoder_model.h"
@@ -27,7 +25,7 @@ std::optional<DType> DecoderModel::packed_type(const std::vector<Part>& parts) {
     const std::optional<DType> pt = ckpt_->packed_dtype(parts[i].name, parts[i].shape);
     if (!pt) return std::nullopt;
     if (i > 0 && *pt != *t) {
-      ++packed_.mixed;
+      if (be_->supports_packed_linear(*t)) ++packed_.mixed;  // a loss only where it would have stayed packed
       return std::nullopt;
     }
     t = pt;
