@@ -60,6 +60,9 @@ struct LinearParams {
   // the sample op (SampleParams::row_stats). Backend::row_stats_ranges says which C is cheap; any C >= 1
   // is honoured. Only with the plain output (no silu_mul_output).
   Tensor row_stats;
+  // Elements from one row of out to the next; 0: M (contiguous). Only the plain or input_norm form, and only
+  // on backends that keep weights packed (the CPU: q / k / v of different block types into one qkv buffer).
+  int64_t out_stride = 0;
 };
 
 // The statistics of one range of an output row (LinearParams::row_stats), over the values as stored:

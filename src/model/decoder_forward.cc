@@ -324,7 +324,17 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       }
       in_p.x = hid;
     }
-    if (!mla) be_->linear(in_p);
+    if (!mla && w.qkv_parts.empty()) be_->linear(in_p);
+    for (int64_t i = 0, col = 0; i < static_cast<int64_t>(w.qkv_parts.size()); ++i) {  // q, k, v kept apart
+      LinearParams part = in_p;
+      const int64_t width = w.qkv_parts[i].dim(0);
+      part.w = w.qkv_parts[i];
+      if (!w.qkv_b.empty()) part.bias = w.qkv_b.slice_rows(col, col + width);
+      part.out = Tensor(static_cast<char*>(qkv.data) + col * dtype_size(qkv.dtype), qkv.dtype, {T, width}, qkv.device);
+      part.out_stride = qkv.dim(1);  // its columns of each qkv row
+      be_->linear(part);
+      col += width;
+    }
     Tensor mixed;  // [T, width of o_w's input]: what the output projection reads
     if (conv) {
       cp.weight = w.conv_w;

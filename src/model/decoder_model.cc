@@ -160,10 +160,13 @@ void DecoderModel::load_weights() {
     } else if (spec_.mla) {
       load_mla(a, w);
     } else {
-      w.qkv_w = load_linear(a + "qkv_proj.weight",
-                     {{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
-                      {a + "v_proj.weight", {Hkv * D, hidden}}},
-                     kDummyStd);
+      const std::vector<Part> qkv{{a + "q_proj.weight", {H * D, hidden}}, {a + "k_proj.weight", {Hkv * D, hidden}},
+                                  {a + "v_proj.weight", {Hkv * D, hidden}}};
+      if (packed_apart(qkv)) {
+        for (const Part& part : qkv) w.qkv_parts.push_back(load_linear(part.name, {part}, kDummyStd));
+      } else {
+        w.qkv_w = load_linear(a + "qkv_proj.weight", qkv, kDummyStd);
+      }
       if (qkv_bias)
         w.qkv_b = load(a + "qkv_proj.bias",
                        {{a + "q_proj.bias", {H * D}}, {a + "k_proj.bias", {Hkv * D}}, {a + "v_proj.bias", {Hkv * D}}},

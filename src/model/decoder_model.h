@@ -18,6 +18,9 @@ namespace vireo {
 struct DecoderLayerWeights {
   Tensor input_norm;       // input_layernorm.weight [hidden] (pre-norm only)
   Tensor qkv_w, qkv_b;     // self_attn.{q,k,v}_proj fused: [(H + 2*Hkv) * D, hidden], bias [(H + 2*Hkv) * D]
+  // q, k, v kept apart instead of qkv_w where a GGUF file has them in different block types and the backend
+  // keeps them packed (Q4_K_M's Q6_K attn_v beside Q4_K attn_q, on the CPU): each writes its columns of qkv.
+  std::vector<Tensor> qkv_parts;
   Tensor q_norm, k_norm;   // self_attn.q_norm/k_norm: [D] per head or [H*D] / [Hkv*D] full width
   Tensor o_w, o_b;         // self_attn.o_proj: [hidden, H*D]
   Tensor post_attn_norm;   // post_attention_layernorm.weight [hidden]
@@ -196,6 +199,8 @@ class DecoderModel final : public Model {
   Tensor load_linear(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
   // The block type load_linear keeps these parts in; nullopt: load() them.
   std::optional<DType> packed_type(const std::vector<Part>& parts);
+  // Whether each part would stay packed on its own, in block types that differ (then load them apart).
+  bool packed_apart(const std::vector<Part>& parts);
   void log_packed_weights() const;
   void load_weights();
   void load_moe(const std::string& mlp_prefix, DecoderLayerWeights& w);

@@ -2,8 +2,9 @@
 // the backend takes them (Backend::supports_packed_linear: the CPU). A Q4_K_M file then takes about its own
 // size in memory instead of 3.5x that in BF16, and decode reads 2.6-8.5 bits a weight instead of 16. Fused
 // weights (q/k/v, gate/up) keep their parts' rows as the file has them, which needs one block type for all
-// parts (Q4_K_M files often give attn_v Q6_K beside a Q4_K attn_q: such a fused weight is dequantized and
-// counted in the load log).
+// parts. Q4_K_M files often give attn_v Q6_K beside a Q4_K attn_q: q/k/v then stay packed apart
+// (packed_apart, DecoderLayerWeights::qkv_parts); another fused weight of mixed parts is dequantized and
+// counted in the load log.
 #include "core/log.h"
 #include "core/quant_blocks.h"
 #include "model/decoder_model.h"
@@ -32,6 +33,19 @@ std::optional<DType> DecoderModel::packed_type(const std::vector<Part>& parts) {
   }
   if (!t || !be_->supports_packed_linear(*t)) return std::nullopt;
   return t;
+}
+
+bool DecoderModel::packed_apart(const std::vector<Part>& parts) {
+  if (!ckpt_ || opts_.dequantize_gguf || parts.size() < 2) return false;
+  std::optional<DType> first;
+  bool differ = false;
+  for (const Part& p : parts) {
+    const std::optional<DType> t = ckpt_->packed_dtype(p.name, p.shape);
+    if (!t || !be_->supports_packed_linear(*t)) return false;
+    differ |= first && *t != *first;
+    if (!first) first = t;
+  }
+  return differ;
 }
 
 Tensor DecoderModel::load_linear(const std::string& fused_name, const std::vector<Part>& parts, float stddev) {

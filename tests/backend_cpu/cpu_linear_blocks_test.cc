@@ -191,6 +191,39 @@ TEST(CpuLinearBlocks, EmbeddingGathersDecodedRows) {
   }
 }
 
+// out_stride: the rows of out lie out_stride apart (q / k / v parts writing their columns of one qkv row);
+// the values equal the contiguous call's and the other columns are untouched. Refused with the fusions
+// that write elsewhere.
+TEST(CpuLinearBlocks, OutStrideWritesItsColumns) {
+  auto be = create_backend("cpu");
+  std::mt19937 rng(13);
+  const int64_t k = 256, m = 32, n = 3, stride = 80, col = 16;
+  BlockMatrix w = random_matrix(rng, DType::kQ4_K, m, k);
+  std::vector<float> x = random_x(rng, n, k), norm = random_x(rng, 1, k);
+  for (int64_t rows : {n, int64_t{12}}) {  // decode and prefill paths
+    std::vector<float> xs = random_x(rng, rows, k);
+    LinearParams p;
+    p.x = Tensor(xs.data(), DType::kF32, {rows, k});
+    p.w = w.view();
+    p.input_norm = Tensor(norm.data(), DType::kF32, {k});
+    std::vector<float> dense(static_cast<size_t>(rows * m)), wide(static_cast<size_t>(rows * stride), -7.0f);
+    p.out = Tensor(dense.data(), DType::kF32, {rows, m});
+    be->linear(p);
+    p.out = Tensor(wide.data() + col, DType::kF32, {rows, m});
+    p.out_stride = stride;
+    be->linear(p);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < stride; ++c) {
+        const float g = wide[r * stride + c];
+        if (c >= col && c < col + m) ASSERT_EQ(g, dense[r * m + c - col]) << rows << " " << r << " " << c;
+        else ASSERT_EQ(g, -7.0f) << "column " << c << " outside the slice was written";
+      }
+    std::vector<float> res(static_cast<size_t>(rows * m));
+    p.residual = Tensor(res.data(), DType::kF32, {rows, m});
+    EXPECT_THROW(be->linear(p), Error);
+  }
+}
+
 TEST(CpuLinearBlocks, RowsMustBeWholeBlocks) {
   ThreadPool pool(1);
   std::vector<uint8_t> bytes(1024);

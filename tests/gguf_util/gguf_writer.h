@@ -90,7 +90,7 @@ constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGg
                    kGgmlQ6_K = 14, kGgmlBF16 = 30, kGgmlMXFP4 = 39;
 
 // Encodes n floats as F32, F16, BF16, Q8_0 (ggml's reference quantizer: d = amax / 127,
-// q = round(x / d)) or MXFP4 (the nearest value at the smallest scale that holds the block's amax).
+// q = round(x / d)), Q4_0 (ggml's reference quantizer) or MXFP4 (the nearest value at the smallest scale that holds the block's amax).
 inline std::string encode_values(const float* x, int64_t n, uint32_t type) {
   std::string out;
   if (type == kGgmlF32) return std::string(reinterpret_cast<const char*>(x), n * 4);
@@ -115,6 +115,21 @@ inline std::string encode_values(const float* x, int64_t n, uint32_t type) {
       }
       out += static_cast<char>(std::clamp(e, 0, 255));
       for (int j = 0; j < 16; ++j) out += static_cast<char>(q[j] | (q[j + 16] << 4));
+    }
+    return out;
+  }
+  if (type == kGgmlQ4_0) {  // ggml's reference: d = (the value of largest magnitude) / -8, q = x / d + 8.5
+    for (int64_t b = 0; b < n; b += 32) {
+      float amax = 0, max = 0;
+      for (int j = 0; j < 32; ++j)
+        if (std::abs(x[b + j]) > amax) amax = std::abs(x[b + j]), max = x[b + j];
+      const float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+      out += GgufWriter::pod(f32_to_f16(d));
+      for (int j = 0; j < 16; ++j) {
+        const int lo = std::min(15, static_cast<int>(x[b + j] * id + 8.5f));
+        const int hi = std::min(15, static_cast<int>(x[b + 16 + j] * id + 8.5f));
+        out += static_cast<char>(lo | (hi << 4));
+      }
     }
     return out;
   }

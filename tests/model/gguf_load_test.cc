@@ -412,6 +412,49 @@ TEST(GgufModel, DeepseekYarnAsLlamaCpp) {
   fs::remove(gguf);
 }
 
+// Q4_K_M files give attn_v a different block type than attn_q / attn_k: on the CPU the three stay packed
+// apart (each linear writes its columns of qkv) instead of being dequantized into one fused weight. The
+// llama3 (permuted Q/K rows) and qwen2 (q/k/v biases) fixtures as Q8_0 files with attn_v rewritten as Q4_0:
+// packed against dequantized, the same logits up to summation order and the same greedy tokens.
+TEST(GgufModel, MixedTypeQkvStaysPackedApart) {
+  for (const std::string fixture : {"llama3", "qwen2"}) {
+    const std::string q8 = (temp_dir() / (fixture + "_q8.gguf")).string(), mixed = (temp_dir() / (fixture + "_mixed.gguf")).string();
+    ConvertOptions o;
+    o.type = testing::kGgmlQ8_0;
+    testing::convert_model_fixture(fixture_dir(fixture), q8, o);
+    {
+      GgufFile f(q8);
+      testing::GgufWriter w;
+      testing::copy_metadata(f, w);
+      for (const auto& t : f.tensors()) {
+        const bool v = t.name.find("attn_v.weight") != std::string::npos;
+        if (!v) {
+          w.add_tensor(t.name, t.ne, t.type, std::string(reinterpret_cast<const char*>(f.tensor_data(t)), t.nbytes));
+          continue;
+        }
+        std::vector<float> x(static_cast<size_t>(t.numel()));
+        dequantize(t.type, f.tensor_data(t), x.data(), t.numel());
+        w.add_tensor(t.name, t.ne, testing::kGgmlQ4_0, testing::encode_values(x.data(), t.numel(), testing::kGgmlQ4_0));
+      }
+      w.write(mixed);
+    }
+    LoadOptions dequantized;
+    dequantized.dequantize_gguf = true;
+    ::testing::internal::CaptureStderr();
+    const ModelRun got = run_model(mixed);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    const ModelRun want = run_model(mixed, "cpu", dequantized);
+    EXPECT_NE(log.find("Q4_0"), std::string::npos) << log;
+    EXPECT_EQ(log.find("fused weights dequantized"), std::string::npos) << log;
+    const double err = testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size());
+    EXPECT_LT(err, 1e-5) << fixture;
+    EXPECT_EQ(got.greedy, want.greedy) << fixture;
+    std::printf("%s Q8_0 q/k + Q4_0 v packed apart vs dequantized: relative logits error %.2e\n", fixture.c_str(), err);
+    fs::remove(q8);
+    fs::remove(mixed);
+  }
+}
+
 // SmolLM3 as llama.cpp runs it: Llama's tensors (Q/K rows permuted back) and no RoPE on every 4th layer,
 // a step llama.cpp hard-codes (the fixture's own interval is 2): the safetensors model with no_rope_layers
 // overridden to that step gives the same logits (F32: bitwise) and greedy tokens; the fixture as it is differs.

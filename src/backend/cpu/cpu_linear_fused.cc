@@ -32,6 +32,8 @@ void linear_silu_output(ThreadPool& pool, const LinearParams& p) {
 }  // namespace
 
 void linear_fused(ThreadPool& pool, const LinearParams& p) {
+  if (p.out_stride != 0 && (p.silu_mul_output || p.silu_mul_input || !p.residual.empty() || !p.row_stats.empty()))
+    throw Error("cpu linear: out_stride is supported with the plain and input_norm forms only");
   if (p.silu_mul_output) {
     linear_silu_output(pool, p);
     return;

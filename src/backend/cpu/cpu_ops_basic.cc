@@ -102,6 +102,17 @@ void linear(ThreadPool& pool, const LinearParams& p) {
     throw Error("cpu linear: shapes x " + p.x.shape_str() + ", w " + p.w.shape_str() + ", out " + p.out.shape_str() +
                 " do not agree");
   if (n == 0) return;
+  if (p.out_stride != 0 && p.out_stride != m) {  // rows of out apart: compute contiguous, then place the rows
+    if (p.out_stride < m) throw Error("cpu linear: out_stride " + std::to_string(p.out_stride) + " < M " + std::to_string(m));
+    std::vector<float> dense(static_cast<size_t>(n * m));
+    LinearParams q = p;
+    q.out = Tensor(dense.data(), DType::kF32, {n, m});
+    q.out_stride = 0;
+    linear(pool, q);
+    for (int64_t r = 0; r < n; ++r)
+      std::copy_n(dense.data() + r * m, m, p.out.ptr<float>() + r * p.out_stride);
+    return;
+  }
   const float* x = p.x.ptr<float>();
   float* out = p.out.ptr<float>();
   if (dtype_is_blocked(p.w.dtype)) {

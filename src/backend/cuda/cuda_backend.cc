@@ -205,6 +205,7 @@ void CudaBackend::rms_norm(const RmsNormParams& p) {
 }
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
+  if (p.out_stride != 0) throw Error("cuda linear: out_stride is not supported (no packed weights on CUDA)");
   if (p.row_stats.empty()) {
     run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
     return;
