@@ -1,11 +1,11 @@
 // Linear with ggml block-quantized weights (GGUF Q4_0 ... Q6_K kept packed): out [n, m] = x [n, k] @ W^T.
-// Decode rows (n <= kGemvMaxRows) read each weight byte once and never widen the weights in memory: the
-// AVX2 kernels of cpu_linear_blocks_avx2.cc (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), else every block decoded into 32 or
-// 256 floats on the stack (core/quant_blocks.h, bitwise the values a GGUF load dequantizes to) and dotted
-// with up to four rows of x; decode on the CPU is bound by memory
-// bandwidth, and a Q4_K weight is 4.5 bits against BF16's 16. Each dot is summed in the same order
-// whatever n is (as gemv_bf16). More rows dequantize bands of weight rows to F32 for an SGEMM, as
-// linear() does for BF16.
+// Decode rows (n <= kGemvMaxRows) read each weight byte once and never widen the weights in memory
+// (decode on the CPU is bound by memory bandwidth, and a Q4_K weight is 4.5 bits against BF16's 16): the
+// AVX2 kernels of cpu_linear_blocks_avx2.cc for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, else the portable kernel
+// here, which decodes every block into 32 or 256 floats on the stack (core/quant_blocks.h: bitwise the
+// values a GGUF load dequantizes to) and dots them with up to four rows of x. Each dot is summed in the
+// same order whatever n is (as gemv_bf16). More rows dequantize bands of weight rows to F32 for an SGEMM,
+// as linear() does for BF16.
 #include <cblas.h>
 
 #include <algorithm>
