@@ -251,20 +251,26 @@ void GgufWeights::read(const std::string& name, const std::vector<int64_t>& expe
     for (auto& th : threads) th.join();
     return;
   }
-  // Undo the converter's permute(): within each head of D rows, file row 2i + s holds HF row
-  // s * D/2 + i (s = 0, 1 picks the rotary half). Biases (one value per row) move the same way.
+  // Biases (one value per row) move as their rows do.
   const int64_t prow = t.ne.size() == 1 ? 1 : row, prows = t.numel() / prow;
-  if (prows % (2 * heads) != 0)
-    throw Error(f.file->path() + ": tensor for " + name + " has " + std::to_string(prows) + " rows, not " +
-                std::to_string(heads) + " heads of an even size");
   std::vector<float> src(static_cast<size_t>(t.numel())), hf(src.size());
   dequantize(t.type, f.data(), src.data(), t.numel());
-  const int64_t D = prows / heads, half = D / 2;
+  unpermute_rows(reinterpret_cast<const uint8_t*>(src.data()), prows, prow * sizeof(float), heads,
+                 reinterpret_cast<uint8_t*>(hf.data()), f.file->path(), name);
+  store_f32_as(hf.data(), t.numel(), dtype, dst);
+}
+
+// Within each head of D rows, file row 2i + s holds HF row s * D/2 + i (s = 0, 1 picks the rotary half).
+void GgufWeights::unpermute_rows(const uint8_t* src, int64_t rows, size_t row_bytes, int heads, uint8_t* dst,
+                                 const std::string& path, const std::string& name) {
+  if (rows % (2 * heads) != 0)
+    throw Error(path + ": tensor for " + name + " has " + std::to_string(rows) + " rows, not " +
+                std::to_string(heads) + " heads of an even size");
+  const int64_t D = rows / heads, half = D / 2;
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t i = 0; i < half; ++i)
       for (int64_t s = 0; s < 2; ++s)
-        std::memcpy(&hf[(h * D + s * half + i) * prow], &src[(h * D + 2 * i + s) * prow], prow * sizeof(float));
-  store_f32_as(hf.data(), t.numel(), dtype, dst);
+        std::memcpy(dst + (h * D + s * half + i) * row_bytes, src + (h * D + 2 * i + s) * row_bytes, row_bytes);
 }
 
 // gate_up [E, 2I, hidden]: expert e's rows are ffn_gate_exps[e] ([I, hidden]) then ffn_up_exps[e]; the

@@ -55,6 +55,10 @@ class GgufWeights final : public WeightSource {
   std::vector<float> dequantized(const std::string& g, const std::string& name, int64_t numel) const;
   // Heads whose rows the converter interleaved (q: attention heads, k: KV heads); 0: not permuted.
   int permuted_heads(const std::string& name) const;
+  // Undoes the converter's permute() of `heads` heads: rows rows of row_bytes each from src (file order) to
+  // dst (HF order). Throws (naming `path` and `name`) unless the heads have an even number of rows.
+  static void unpermute_rows(const uint8_t* src, int64_t rows, size_t row_bytes, int heads, uint8_t* dst,
+                             const std::string& path, const std::string& name);
   // The layer ("3") of a stacked expert weight's HF name: transformers 5's mlp.experts.gate_up_proj when
   // gate_up, else mlp.experts.down_proj; "" for any other name.
   static std::string expert_layer(const std::string& name, bool gate_up);

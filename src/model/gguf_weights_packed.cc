@@ -37,8 +37,9 @@ void GgufWeights::read_packed(const std::string& name, const std::vector<int64_t
   const std::optional<DType> dt = packed_dtype(name, expected);
   if (!dt) throw Error(files_->first().path() + ": the tensor for " + name + " is not stored block-quantized");
   auto* out = static_cast<uint8_t*>(dst);
-  if (const std::string l = expert_layer(name, true); !l.empty() &&
-      !files_->find_tensor("blk." + l + ".ffn_gate_up_exps.weight").info) {
+  const std::string l = expert_layer(name, true);  // "": not a stacked gate_up
+  const std::string fused = "blk." + l + ".ffn_gate_up_exps.weight";
+  if (!l.empty() && !files_->find_tensor(fused).info) {
     // Expert e's rows: its ffn_gate_exps rows, then its ffn_up_exps rows (whole rows of blocks).
     const int64_t E = expected[0], I = expected[1] / 2;
     const size_t part = dtype_row_bytes(*dt, I * expected[2]);
@@ -50,9 +51,7 @@ void GgufWeights::read_packed(const std::string& name, const std::vector<int64_t
     }
     return;
   }
-  const GgufShards::Found f = expert_layer(name, true).empty()
-                                  ? find(name, expected)
-                                  : files_->find_tensor("blk." + expert_layer(name, true) + ".ffn_gate_up_exps.weight");
+  const GgufShards::Found f = l.empty() ? find(name, expected) : files_->find_tensor(fused);
   const int64_t rows = Tensor(nullptr, DType::kF32, expected).numel() / expected.back();
   const size_t row_bytes = dtype_row_bytes(*dt, expected.back());
   const int heads = permuted_heads(name);
@@ -60,15 +59,7 @@ void GgufWeights::read_packed(const std::string& name, const std::vector<int64_t
     std::memcpy(out, f.data(), row_bytes * rows);
     return;
   }
-  // As read(): within each head of D rows, file row 2i + s holds HF row s * D/2 + i.
-  if (rows % (2 * heads) != 0)
-    throw Error(f.file->path() + ": tensor for " + name + " has " + std::to_string(rows) + " rows, not " +
-                std::to_string(heads) + " heads of an even size");
-  const int64_t D = rows / heads, half = D / 2;
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t s = 0; s < 2; ++s)
-        std::memcpy(out + (h * D + s * half + i) * row_bytes, f.data() + (h * D + 2 * i + s) * row_bytes, row_bytes);
+  unpermute_rows(f.data(), rows, row_bytes, heads, out, f.file->path(), name);
 }
 
 std::optional<Tensor> GgufWeights::view_packed(const std::string& name, const std::vector<int64_t>& expected) const {
