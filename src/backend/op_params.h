@@ -149,7 +149,7 @@ enum class MoeScoring : uint8_t {
 //   E / n_group consecutive ids; a group's score is the sum of its two largest choice values; the
 //   topk_group best groups are kept (lower group id first among equal scores) and the other groups'
 //   experts get choice -inf. The top_k experts by choice (lowest id first among equal ones) are picked;
-//   weight_e = scores[e] (unbiased), divided by (sum of the k + 1e-20) when norm_topk_prob, times
+//   weight_e = scores[e] (unbiased), divided by (sum of the k + renorm_eps) when norm_topk_prob, times
 //   routed_scaling_factor; weights stay fp32 (HF multiplies the bf16 expert output by fp32 weights).
 // Routing (kSoftmaxFp32, DeepSeek-V2's greedy gate): logits as kSigmoid's, probs = softmax(logits) in
 //   fp32, no bias; the top_k by probability; weights as kSigmoid's (fp32, optional renormalisation,
@@ -171,6 +171,7 @@ struct MoeParams {
   int n_group = 1;     // divides E; n_group <= 32
   int topk_group = 1;  // groups kept, in [1, n_group]; topk_group * (E / n_group) >= top_k
   float routed_scaling_factor = 1.0f;  // kSigmoid / kSoftmaxFp32 (kSoftmax weights are never scaled)
+  float renorm_eps = 1e-20f;           // kSigmoid / kSoftmaxFp32 renormalisation (DeepSeek 1e-20, LFM2-MoE 1e-6)
   // GPT-OSS (all optional, empty / 0: absent):
   //   router_b [E] (weight dtype): logits = round(x[t] @ router_w^T + router_b) (kSoftmax)
   //   gate_up_b [E, 2 * inter]: g, u = round(round(x . gate_e) + b_gate), likewise u

@@ -18,6 +18,7 @@ struct ModuleNames {
   std::string o_proj = "o_proj";                            // <attn>.<o_proj>.weight
   std::string mlp = "mlp";
   std::string gate_proj = "gate_proj", up_proj = "up_proj", down_proj = "down_proj";  // <mlp>.<...>.weight
+  std::string router_bias = "gate.e_score_correction_bias";  // <mlp>.<router_bias> [E] (sigmoid routers)
   std::string final_norm = "model.norm";
 };
 

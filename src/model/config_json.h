@@ -69,6 +69,7 @@ namespace config_json {
 // 1e-5, rope_theta 1e6). parse_lfm2: after it, the layer kinds, the conv fields and the MLP width.
 json lfm2_normalize(const json& j, const std::string& source);
 void parse_lfm2(const json& j, const std::string& source, ModelConfig& c);
+bool is_lfm2_moe(const std::string& architecture, const std::string& model_type);
 // DeepSeek-V2/V3 (model_config_deepseek.cc), after the generic parse: MLA dims, routing, dense layers.
 void parse_deepseek(const json& j, const std::string& source, ModelConfig& c);
 // Qwen3-Next / Qwen3.5 (model_config_qwen3_next.cc): is_qwen3_next by architecture or model_type;
@@ -87,6 +88,9 @@ void parse_gemma3(const json& j, const std::string& source, ModelConfig& c);
 bool is_gemma2(const std::string& architecture, const std::string& model_type);
 // SmolLM3 (model_config_smollm3.cc): NoPE layers from no_rope_layers / no_rope_layer_interval.
 bool is_smollm3(const std::string& architecture, const std::string& model_type);
+// OLMo 3 (model_config_olmo3.cc): Olmo3Config's layer_types / sliding_window defaults, before the generic parse.
+bool is_olmo3(const std::string& architecture, const std::string& model_type);
+json olmo3_normalize(const json& in, const std::string& source);
 // GLM / GLM-4 (model_config_glm.cc): GlmConfig's defaults (head_dim 128, attention_bias, partial rotary 0.5).
 bool is_glm(const std::string& architecture, const std::string& model_type);
 json glm_normalize(const json& in, const std::string& source);

@@ -208,6 +208,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
     p.n_group = cfg_.moe_n_group;
     p.topk_group = cfg_.moe_topk_group;
     p.routed_scaling_factor = cfg_.routed_scaling_factor;
+    p.renorm_eps = cfg_.moe_renorm_eps;
     p.router_b = w.router_b;  // GPT-OSS: router and expert biases, clamped SwiGLU
     p.gate_up_b = w.experts_gate_up_b;
     p.down_b = w.experts_down_b;

@@ -343,8 +343,10 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
       w123 = ckpt_->has(m + "experts.0.w1.weight");
     }
   }
+  // Per-expert w1 / w2 / w3 (Mixtral's block_sparse_moe, LFM2-MoE's feed_forward) or gate / up / down_proj.
+  w123 = w123 || (ckpt_ && ckpt_->has(m + "experts.0.w1.weight") && !ckpt_->has(m + "experts.0.gate_proj.weight"));
   w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
-  if (cfg_.moe_sigmoid) w.router_bias = load_f32(m + "gate.e_score_correction_bias", E, 0.1f);
+  if (cfg_.moe_sigmoid && cfg_.moe_score_bias) w.router_bias = load_f32(m + spec_.names.router_bias, E, 0.1f);
   if (cfg_.shared_expert_width() > 0) {
     const int64_t Is = cfg_.shared_expert_width();
     // DeepSeek: mlp.shared_experts.*; Qwen2-MoE / Qwen3-Next: mlp.shared_expert.* and its sigmoid gate.

@@ -30,6 +30,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"granitemoe", "GraniteMoeForCausalLM"},
     {"hunyuan-dense", "HunYuanDenseV1ForCausalLM"},
     {"lfm2", "Lfm2ForCausalLM"},
+    {"lfm2moe", "Lfm2MoeForCausalLM"},
     {"deepseek2", "DeepseekV3ForCausalLM"},  // or V2: by expert_gating_func (gguf_config_deepseek2.cc)
     {"qwen3next", "Qwen3NextForCausalLM"},
     {"qwen35", "Qwen3_5ForCausalLM"},
@@ -120,6 +121,15 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   for (int64_t l = 0; l < n; ++l)
     if (kv[l] == 0) bias = m.find_tensor("blk." + std::to_string(l) + ".shortconv.in_proj.bias").info != nullptr;
   j["conv_bias"] = bias;
+  if (a != "lfm2moe") return;
+  // LFM2-MoE (convert_hf_to_gguf.py's LFM2MoeModel): leading_dense_block_count dense layers, a sigmoid
+  // router (expert_gating_func 2), the expert bias as exp_probs_b; llama.cpp scales the weights by 1.
+  if (auto g = f.get_int(a + ".expert_gating_func"); g && *g != 2)
+    throw Error(f.path() + ": metadata '" + a + ".expert_gating_func' " + std::to_string(*g) + " is not supported (2: sigmoid)");
+  const int64_t dense = f.get_int(a + ".leading_dense_block_count").value_or(0);
+  j["num_dense_layers"] = dense;
+  j["use_expert_bias"] = dense < n && m.find_tensor("blk." + std::to_string(dense) + ".exp_probs_b.bias").info != nullptr;
+  j.erase("mlp_only_layers");  // the same layers, said by num_dense_layers
 }
 
 // llama.cpp writes rope scaling as rope.scaling.{type,factor,original_context_length,...}
@@ -230,17 +240,17 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
     j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
-    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe")
+    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, qwen3next, qwen35moe, gpt-oss, granitemoe, deepseek2 and llama (Mixtral) only");
+                  "qwen2moe, qwen3next, qwen35moe, gpt-oss, lfm2moe, granitemoe, deepseek2 and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
     j["num_experts"] = gguf_required_int(f, a + ".expert_count");
     j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
     j["moe_intermediate_size"] = gguf_required_int(f, a + ".expert_feed_forward_length");
-    // (qwen3next / qwen35moe: llama.cpp renormalises whatever the file says)
-    j["norm_topk_prob"] = hybrid || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
+    // (qwen3next / qwen35moe / lfm2moe: llama.cpp renormalises whatever the file says)
+    j["norm_topk_prob"] = hybrid || a == "lfm2moe" || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
     if ((a == "qwen2moe" || hybrid) && f.find(a + ".expert_shared_feed_forward_length"))
       j["shared_expert_intermediate_size"] = gguf_required_int(f, a + ".expert_shared_feed_forward_length");
     // Layers without a router are dense (HF's mlp_only_layers; the released files have none).
@@ -261,7 +271,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   const int64_t heads = gguf_required_int(f, a + ".attention.head_count");
   j["num_attention_heads"] = heads;
   if (!deepseek2) {
-    if (a != "lfm2")  // lfm2: per layer (lfm2_fields)
+    if (a != "lfm2" && a != "lfm2moe")  // lfm2: per layer (lfm2_fields)
       j["num_key_value_heads"] = f.find(a + ".attention.head_count_kv") ? gguf_required_int(f, a + ".attention.head_count_kv") : heads;
     const int64_t head_dim =
         f.get_int(a + ".attention.key_length").value_or(heads > 0 ? j["hidden_size"].get<int64_t>() / heads : 0);
@@ -301,7 +311,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
-  if (a == "lfm2") lfm2_fields(m, a, j);
+  if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
   if (deepseek2) deepseek2_fields(m, a, j);
   if (hybrid) qwen3_next_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale

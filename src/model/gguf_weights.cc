@@ -37,6 +37,7 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"self_attn.q_layernorm", "attn_q_norm"},  {"self_attn.k_layernorm", "attn_k_norm"},
     {"self_attn.out_proj", "attn_output"},     {"feed_forward.w1", "ffn_gate"},
     {"feed_forward.w3", "ffn_up"},             {"feed_forward.w2", "ffn_down"},
+    {"feed_forward.gate", "ffn_gate_inp"},  // LFM2-MoE's router
     {"conv.in_proj", "shortconv.in_proj"},     {"conv.conv", "shortconv.conv"},
     {"conv.out_proj", "shortconv.out_proj"},
     // DeepSeek's MLA (kv_b_proj as one attn_kv_b in files before April 2025; split: read_kv_b) and shared experts
@@ -61,11 +62,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// "model.layers.N<suffix>" -> "N"; "" when `hf` is not that.
+// "model.layers.N<suffix>" -> "N"; "" when `hf` is not that. A ".mlp." suffix also matches LFM2-MoE's
+// ".feed_forward." spelling of the same tensor.
 std::string stacked_layer(const std::string& hf, const std::string& suffix) {
   const std::string prefix = "model.layers.";
-  if (hf.rfind(prefix, 0) != 0 || !ends_with(hf, suffix)) return "";
-  return hf.substr(prefix.size(), hf.size() - suffix.size() - prefix.size());
+  if (hf.rfind(prefix, 0) != 0) return "";
+  if (ends_with(hf, suffix)) return hf.substr(prefix.size(), hf.size() - suffix.size() - prefix.size());
+  if (suffix.rfind(".mlp.", 0) == 0) return stacked_layer(hf, ".feed_forward." + suffix.substr(5));
+  return "";
 }
 
 std::string shape_string(const std::vector<int64_t>& s) { return Tensor(nullptr, DType::kF32, s).shape_str(); }
@@ -86,6 +90,8 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
   if (const std::string l = stacked_layer(hf, ".self_attn.sinks"); !l.empty()) return "blk." + l + ".attn_sinks.weight";
   if (const std::string l = stacked_layer(hf, ".mlp.gate.e_score_correction_bias"); !l.empty())
     return "blk." + l + ".exp_probs_b.bias";  // DeepSeek-V3's router score bias
+  if (const std::string l = stacked_layer(hf, ".feed_forward.expert_bias"); !l.empty())
+    return "blk." + l + ".exp_probs_b.bias";  // LFM2-MoE's
   const std::string prefix = "model.layers.";
   if (hf.rfind(prefix, 0) != 0) return "";
   const size_t dot = hf.find('.', prefix.size());

@@ -165,12 +165,15 @@ struct FamilyConfig {
   json (*normalize)(const json& in, const std::string& source);
   void (*parse)(const json& j, const std::string& source, ModelConfig& c);
 };
-bool is_lfm2(const std::string& a, const std::string& t) { return a == "Lfm2ForCausalLM" || t == "lfm2"; }
+bool is_lfm2(const std::string& a, const std::string& t) {
+  return a == "Lfm2ForCausalLM" || t == "lfm2" || config_json::is_lfm2_moe(a, t);
+}
 const FamilyConfig kFamilyConfigs[] = {
     {is_lfm2, lfm2_normalize, parse_lfm2},          {is_qwen3_next, qwen3_next_normalize, parse_qwen3_next},
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
     {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
+    {is_olmo3, olmo3_normalize, nullptr},
 };
 }  // namespace
 

@@ -1,5 +1,5 @@
-// LFM2's config.json (transformers' Lfm2Config): its own names for common fields, the per-layer
-// choice between attention and short convolution, and the MLP width rule.
+// LFM2's config.json (transformers' Lfm2Config / Lfm2MoeConfig): its own names for common fields, the
+// per-layer choice between attention and short convolution, the MLP width rule, and LFM2-MoE's router.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,11 +59,34 @@ std::vector<uint8_t> lfm2_layer_kinds(const json& j, const std::string& source, 
 
 }  // namespace
 
+namespace {
+
+// LFM2-MoE (Lfm2MoeSparseMoeBlock): layers from num_dense_layers on are sparse; sigmoid router scores,
+// the top-k picked on scores + expert_bias (use_expert_bias) but weighted by the unbiased scores,
+// divided by (their sum + 1e-6) when norm_topk_prob, times routed_scaling_factor: DeepSeek-V3's
+// noaux_tc without groups. Its dense layers are intermediate_size wide as given (no width rule).
+void parse_lfm2_moe(const json& j, const std::string& source, ModelConfig& c) {
+  if (c.num_experts <= 0) fail(source, "num_experts", "must be > 0 for Lfm2MoeForCausalLM");
+  c.first_k_dense_replace = get_int(j, source, "num_dense_layers", 2);
+  if (c.first_k_dense_replace < 0) fail(source, "num_dense_layers", "must be >= 0");
+  c.norm_topk_prob = get_bool(j, source, "norm_topk_prob", true);
+  c.moe_sigmoid = true;
+  c.moe_score_bias = get_bool(j, source, "use_expert_bias", true);
+  c.moe_renorm_eps = 1e-6f;
+  c.routed_scaling_factor = get_float(j, source, "routed_scaling_factor", 1.0f);
+  if (!(c.routed_scaling_factor > 0)) fail(source, "routed_scaling_factor", "must be > 0");
+}
+
+}  // namespace
+
+bool is_lfm2_moe(const std::string& a, const std::string& t) { return a == "Lfm2MoeForCausalLM" || t == "lfm2_moe"; }
+
 void parse_lfm2(const json& j, const std::string& source, ModelConfig& c) {
   c.conv_layers = lfm2_layer_kinds(j, source, c.num_hidden_layers);
   c.conv_kernel = get_int(j, source, "conv_L_cache", 3);
   if (c.conv_kernel <= 0) fail(source, "conv_L_cache", "must be > 0");
   c.conv_bias = get_bool(j, source, "conv_bias", false);
+  if (is_lfm2_moe(c.architecture, c.model_type)) return parse_lfm2_moe(j, source, c);
   // Lfm2MLP's width: intermediate_size as given, or with block_auto_adjust_ff_dim 2/3 of it, times
   // block_ffn_dim_multiplier and rounded up to block_multiple_of when the multiplier is not null
   // (Python's int() truncations on doubles, as there).

@@ -41,6 +41,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"operator_norm", "attn_norm"}, {"ffn_norm", "ffn_norm"}, {"self_attn.q_layernorm", "attn_q_norm"},  // lfm2
       {"self_attn.k_layernorm", "attn_k_norm"}, {"self_attn.out_proj", "attn_output"},
       {"feed_forward.w1", "ffn_gate"}, {"feed_forward.w3", "ffn_up"}, {"feed_forward.w2", "ffn_down"},
+      {"feed_forward.gate", "ffn_gate_inp"},  // lfm2moe
       {"conv.in_proj", "shortconv.in_proj"}, {"conv.conv", "shortconv.conv"}, {"conv.out_proj", "shortconv.out_proj"},
       {"self_attn.q_a_proj", "attn_q_a"}, {"self_attn.q_a_layernorm", "attn_q_a_norm"},  // deepseek2
       {"self_attn.q_b_proj", "attn_q_b"}, {"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"},
@@ -179,6 +180,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"GraniteMoeForCausalLM", "granitemoe"},
                                                            {"HunYuanDenseV1ForCausalLM", "hunyuan-dense"},
                                                            {"Lfm2ForCausalLM", "lfm2"},
+                                                           {"Lfm2MoeForCausalLM", "lfm2moe"},
                                                            {"DeepseekV2ForCausalLM", "deepseek2"},
                                                            {"DeepseekV3ForCausalLM", "deepseek2"},
                                                            {"Qwen3NextForCausalLM", "qwen3next"},
@@ -201,6 +203,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_u32(a + ".context_length", alpha_rope ? 262144u : c["max_position_embeddings"].get<uint32_t>());
   w.add_u32(a + ".embedding_length", static_cast<uint32_t>(hidden));
   w.add_u32(a + ".block_count", c["num_hidden_layers"]);
+  const bool lfm2 = a == "lfm2" || a == "lfm2moe";
   if (a == "lfm2") {  // LFM2Model._add_feed_forward_length: block_ff_dim's rule, always rounded up
     int64_t ff = c.value("block_ff_dim", c["intermediate_size"].get<int64_t>());
     if (c.value("block_auto_adjust_ff_dim", false)) {
@@ -215,7 +218,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_u32(a + ".feed_forward_length", c["intermediate_size"]);
   }
   w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(heads));
-  if (a == "lfm2") {  // LFM2Model: head_count_kv per layer, 0 on conv layers
+  if (lfm2) {  // LFM2Model / LFM2MoeModel: head_count_kv per layer, 0 on conv layers
     std::vector<int32_t> kv;
     for (const auto& t : c["layer_types"]) kv.push_back(t == "full_attention" ? static_cast<int32_t>(kv_heads) : 0);
     w.add_i32_array(a + ".attention.head_count_kv", kv);
@@ -258,6 +261,10 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     if (a == "gpt-oss") w.add_u32(a + ".expert_feed_forward_length", c["intermediate_size"]);  // GptOssModel
     if (c.contains("shared_expert_intermediate_size"))
       w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
+    if (a == "lfm2moe") {  // LFM2MoeModel
+      w.add_u32(a + ".leading_dense_block_count", c["num_dense_layers"]);
+      w.add_u32(a + ".expert_gating_func", 2u);  // sigmoid
+    }
   }
   if (rope_type == "linear") {
     w.add_string(a + ".rope.scaling.type", "linear");
@@ -351,7 +358,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       if (a == "deepseek2" && name.rfind("model.layers.", 0) == 0 &&
           std::stoll(name.substr(13, name.find('.', 13) - 13)) >= c["num_hidden_layers"].get<int64_t>())
         continue;  // the MTP layers are dropped
-      if (a == "deepseek2" && name.find(".mlp.gate.e_score_correction_bias") != std::string::npos) {
+      if ((a == "deepseek2" && name.find(".mlp.gate.e_score_correction_bias") != std::string::npos) ||
+          (a == "lfm2moe" && name.find(".feed_forward.expert_bias") != std::string::npos)) {
         w.add_tensor("blk." + name.substr(13, name.find('.', 13) - 13) + ".exp_probs_b.bias", {t.numel()}, kGgmlF32,
                      encode_values(v.data(), t.numel(), kGgmlF32));
         continue;
@@ -402,12 +410,14 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                      encode_values(v.data(), t.numel(), o.type));
         continue;
       }
-      const size_t xm = name.find(".mlp.experts."), xb = name.find(".block_sparse_moe.experts.");
-      if (const size_t x = xm != std::string::npos ? xm : xb; x != std::string::npos) {
+      const size_t xm = name.find(".mlp.experts."), xb = name.find(".block_sparse_moe.experts."),
+                   xf = name.find(".feed_forward.experts.");
+      if (const size_t x = xm != std::string::npos ? xm : xb != std::string::npos ? xb : xf; x != std::string::npos) {
         // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, or Mixtral's
-        // model.layers.L.block_sparse_moe.experts.E.{w1,w3,w2}.weight (gate, up, down)
+        // model.layers.L.block_sparse_moe.experts.E.{w1,w3,w2}.weight (gate, up, down), or LFM2-MoE's
+        // model.layers.L.feed_forward.experts.E.{w1,w3,w2}.weight
         const size_t a0 = std::string("model.layers.").size();
-        const size_t e0 = x + std::string(xm != std::string::npos ? ".mlp.experts." : ".block_sparse_moe.experts.").size();
+        const size_t e0 = name.find('.', name.find(".experts.", x) + 1) + 1;
         const size_t e1 = name.find('.', e0);
         std::string kind = name.substr(e1 + 1, name.find(xm != std::string::npos ? "_proj" : ".weight") - e1 - 1);
         if (kind == "w1") kind = "gate";
@@ -428,7 +438,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       if (llama_rope && name.find("k_proj") != std::string::npos) v = permute_rows(v, kv_heads, row);
       std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());
       if (name.find("shared_expert_gate") != std::string::npos) ne = {t.numel()};  // squeezed, as the converter does
-      if (a == "lfm2" && name.find(".conv.conv.weight") != std::string::npos) ne = {t.shape[2], t.shape[0]};  // [H, 1, L] squeezed
+      if (lfm2 && name.find(".conv.conv.weight") != std::string::npos) ne = {t.shape[2], t.shape[0]};  // [H, 1, L] squeezed
       const uint32_t type = t.ndim() == 2 ? whole_blocks_or_f32(o.type, row) : kGgmlF32;
       w.add_tensor(converter_tensor_name(name, a), ne, type, encode_values(v.data(), t.numel(), type));
     }

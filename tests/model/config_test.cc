@@ -105,6 +105,25 @@ TEST(ModelConfig, SlidingWindowFollowsHfRules) {
   EXPECT_EQ(ModelConfig::from_json(qwen, "c").sliding_layers, (std::vector<uint8_t>{1, 0}));
 }
 
+// OLMo 3 (Olmo3Config): without layer_types, every 4th layer is global and the others slide over
+// sliding_window keys (4096 when absent); layer_types, when given, wins.
+TEST(ModelConfig, Olmo3SlidesThreeLayersOfFour) {
+  json olmo3 = base();
+  olmo3["architectures"] = {"Olmo3ForCausalLM"};
+  olmo3["num_hidden_layers"] = 8;
+  ModelConfig c = ModelConfig::from_json(olmo3, "c");
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 1, 1, 0, 1, 1, 1, 0}));
+  olmo3["sliding_window"] = 16;
+  olmo3["num_hidden_layers"] = 2;
+  olmo3["layer_types"] = {"full_attention", "sliding_attention"};
+  c = ModelConfig::from_json(olmo3, "c");
+  EXPECT_EQ(c.sliding_window, 16);
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{0, 1}));
+  olmo3["layer_types"] = {"full_attention"};
+  EXPECT_THROW(ModelConfig::from_json(olmo3, "c"), Error);
+}
+
 TEST(ModelConfig, ErrorsNameFileAndField) {
   auto expect_error = [](json j, const std::string& field) {
     try {

@@ -252,6 +252,21 @@ CASES = [
     # Gemma 3 as released from 4B up (Gemma3ForConditionalGeneration: text_config nested, a tiny SigLIP).
     ("gemma3_vl", "Gemma3Config", dict(GEMMA3, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
                                        tie_word_embeddings=True), torch.float32, None),
+    # LFM2-MoE (LFM2-8B-A1B): the same mixers, layer 0 dense (intermediate_size as given), then 8 experts
+    # top-3 with a sigmoid router, a random expert_bias for the choice, weights renormalised (+1e-6) and
+    # scaled by 1.5; no conv biases.
+    ("lfm2_moe", "Lfm2MoeConfig", dict(tie_word_embeddings=False, rope_theta=1000000.0, norm_eps=1e-5,
+                                       layer_types=["conv", "full_attention", "conv", "full_attention"],
+                                       num_hidden_layers=4, intermediate_size=96, moe_intermediate_size=32,
+                                       num_experts=8, num_experts_per_tok=3, num_dense_layers=1,
+                                       use_expert_bias=True, norm_topk_prob=True, routed_scaling_factor=1.5,
+                                       conv_L_cache=3, conv_bias=False),
+     torch.float32, None),
+    # OLMo 3: OLMo-2's post-norm layers and full-width q/k norms, sliding windows (8 keys) on layers 0-2 by
+    # Olmo3Config's default layer_types, YaRN on every layer.
+    ("olmo3", "Olmo3Config", dict(tie_word_embeddings=False, num_hidden_layers=4, sliding_window=8,
+                                  rope=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=128)),
+     torch.float32, None),
 ]
 
 
@@ -268,7 +283,7 @@ def randomise_norms_and_biases(model, gen):
             elif name.endswith("experts.gate_up_proj"):  # GPT-OSS: gate / up values past swiglu_limit (7)
                 p.mul_(6.0)
         for name, b in model.named_buffers():  # DeepSeek-V3's router bias is a buffer, zero at init
-            if name.endswith("e_score_correction_bias"):
+            if name.endswith("e_score_correction_bias") or name.endswith("expert_bias"):  # LFM2-MoE's too
                 b.copy_(0.1 * torch.randn(b.shape, generator=gen))
 
 

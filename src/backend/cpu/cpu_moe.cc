@@ -102,7 +102,7 @@ void moe_route(const MoeParams& p, const float* logits, int64_t T, int64_t E, in
   validate_moe_routing(p, E, "cpu backend");
   const int k = p.top_k;
   const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
-  const bool scaled = p.scoring != MoeScoring::kSoftmax;  // DeepSeek: fp32 weights, +1e-20, scale
+  const bool scaled = p.scoring != MoeScoring::kSoftmax;  // DeepSeek: fp32 weights, + renorm_eps, scale
   const float* bias = p.score_bias.empty() ? nullptr : p.score_bias.ptr<float>();
   const int64_t G = p.n_group, per = E / G;
   std::vector<float> prob(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
@@ -152,7 +152,7 @@ void moe_route(const MoeParams& p, const float* logits, int64_t T, int64_t E, in
       ids[t * k + j] = static_cast<int32_t>(order[j]);
       float w = prob[order[j]];
       if (scaled) {
-        if (p.norm_topk_prob) w /= top_sum + 1e-20f;
+        if (p.norm_topk_prob) w /= top_sum + p.renorm_eps;
         w *= p.routed_scaling_factor;
       } else if (p.norm_topk_prob) {
         w /= top_sum;

@@ -90,7 +90,8 @@ struct RouteArgs {
   bool renorm, sigmoid, fp32;  // fp32: fp32 logits and scaled fp32 weights (kSigmoid, kSoftmaxFp32)
   const float* bias;  // [E] or null (kSigmoid only)
   int n_group, topk_group;
-  float scale;  // routed_scaling_factor (kSigmoid only)
+  float scale;       // routed_scaling_factor (kSigmoid only)
+  float renorm_eps;  // added to the top-k sum in the fp32 modes (DeepSeek 1e-20, LFM2-MoE 1e-6)
 };
 
 // An expert's logit from its fp32 dot: plus its router_b value when biased (GPT-OSS; HF's linear adds
@@ -191,7 +192,7 @@ __device__ __forceinline__ void route_select_warp(float* logit, int lane, const 
   if (lane < top_k) {
     ids[t * top_k + lane] = my_id;
     if (a.fp32) {
-      const float w = a.renorm ? my_w / (top_sum + 1e-20f) : my_w;
+      const float w = a.renorm ? my_w / (top_sum + a.renorm_eps) : my_w;
       weights[t * top_k + lane] = w * a.scale;  // fp32, as HF's topk_weights
     } else {
       weights[t * top_k + lane] = to_f(from_f<T>(a.renorm ? my_w / top_sum : my_w));
@@ -422,7 +423,7 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
   const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
   const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid, p.scoring != MoeScoring::kSoftmax,
                     sigmoid && !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
-                    p.n_group, p.topk_group, p.routed_scaling_factor};
+                    p.n_group, p.topk_group, p.routed_scaling_factor, p.renorm_eps};
   const T* router_b = p.router_b.empty() ? nullptr : p.router_b.ptr<T>();
   if (tokens <= 0) return;
   const size_t row_bytes = static_cast<size_t>(hidden) * sizeof(T);
