@@ -89,6 +89,10 @@ bool is_gemma2(const std::string& architecture, const std::string& model_type);
 // SmolLM3 (model_config_smollm3.cc): NoPE layers from no_rope_layers / no_rope_layer_interval.
 bool is_smollm3(const std::string& architecture, const std::string& model_type);
 // OLMo 3 (model_config_olmo3.cc): Olmo3Config's layer_types / sliding_window defaults, before the generic parse.
+// GLM-4.5 (model_config_glm.cc): Glm4MoeConfig's defaults, then the DeepSeek-style router fields.
+bool is_glm4_moe(const std::string& architecture, const std::string& model_type);
+json glm4_moe_normalize(const json& in, const std::string& source);
+void parse_glm4_moe(const json& j, const std::string& source, ModelConfig& c);
 bool is_olmo3(const std::string& architecture, const std::string& model_type);
 json olmo3_normalize(const json& in, const std::string& source);
 // GLM / GLM-4 (model_config_glm.cc): GlmConfig's defaults (head_dim 128, attention_bias, partial rotary 0.5).

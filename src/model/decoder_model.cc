@@ -31,6 +31,7 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
   // Weights live in the backend's choice for this checkpoint: the activation dtype on CUDA (per --dtype),
   // F32 or BF16 on the CPU.
   wdtype_ = be_->weight_dtype(cfg_.torch_dtype);
+  if (cfg_.qk_norm_off) spec_.qk_norm = QkNorm::kNone;  // GLM-4.5 without use_qk_norm
   mlp_act_ = cfg_.hidden_act.rfind("gelu", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu;
   if (spec_.scaled_embedding) embed_scale_ = round_to_dtype(static_cast<float>(std::sqrt(cfg_.hidden_size)));
   if (cfg_.embedding_multiplier > 0) embed_scale_ = cfg_.embedding_multiplier;  // Granite: a float, as HF's

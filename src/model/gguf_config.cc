@@ -31,6 +31,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"hunyuan-dense", "HunYuanDenseV1ForCausalLM"},
     {"lfm2", "Lfm2ForCausalLM"},
     {"lfm2moe", "Lfm2MoeForCausalLM"},
+    {"glm4moe", "Glm4MoeForCausalLM"},
     {"deepseek2", "DeepseekV3ForCausalLM"},  // or V2: by expert_gating_func (gguf_config_deepseek2.cc)
     {"qwen3next", "Qwen3NextForCausalLM"},
     {"qwen35", "Qwen3_5ForCausalLM"},
@@ -130,6 +131,25 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   j["num_dense_layers"] = dense;
   j["use_expert_bias"] = dense < n && m.find_tensor("blk." + std::to_string(dense) + ".exp_probs_b.bias").info != nullptr;
   j.erase("mlp_only_layers");  // the same layers, said by num_dense_layers
+}
+
+// GLM-4.5 as convert_hf_to_gguf.py's Glm4MoeModel writes it: leading_dense_block_count dense layers, the
+// DeepSeek-V3 router (expert_gating_func 2, exp_probs_b, expert_weights_scale / _norm, expert group
+// counts), expert_shared_count shared experts; q/k/v biases without an o_proj one; q/k norms where
+// attn_q_norm exists. The MTP layer (nextn_predict_layers) is already left out of block_count above.
+void glm4moe_fields(const GgufShards& m, const std::string& a, json& j) {
+  const GgufFile& f = m.first();
+  if (auto g = f.get_int(a + ".expert_gating_func"); g && *g != 2)
+    throw Error(f.path() + ": metadata '" + a + ".expert_gating_func' " + std::to_string(*g) + " is not supported (2: sigmoid)");
+  j["first_k_dense_replace"] = f.get_int(a + ".leading_dense_block_count").value_or(0);
+  j["n_shared_experts"] = f.get_int(a + ".expert_shared_count").value_or(0);
+  j["routed_scaling_factor"] = f.get_float(a + ".expert_weights_scale").value_or(1.0);
+  j["norm_topk_prob"] = f.get_bool(a + ".expert_weights_norm").value_or(true);
+  j["n_group"] = f.get_int(a + ".expert_group_count").value_or(1);
+  j["topk_group"] = f.get_int(a + ".expert_group_used_count").value_or(1);
+  j["attention_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;
+  j["use_qk_norm"] = m.find_tensor("blk.0.attn_q_norm.weight").info != nullptr;
+  j.erase("mlp_only_layers");  // the same layers, said by first_k_dense_replace
 }
 
 // llama.cpp writes rope scaling as rope.scaling.{type,factor,original_context_length,...}
@@ -240,9 +260,10 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
     j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
-    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe")
+    if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe" &&
+        a != "glm4moe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, qwen3next, qwen35moe, gpt-oss, lfm2moe, granitemoe, deepseek2 and llama (Mixtral) only");
+                  "qwen2moe, qwen3next, qwen35moe, gpt-oss, lfm2moe, glm4moe, granitemoe, deepseek2 and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
@@ -278,7 +299,8 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["head_dim"] = head_dim;
     if (auto vl = f.get_int(a + ".attention.value_length"); vl && *vl != head_dim)
       throw Error(f.path() + ": metadata '" + a + ".attention.value_length' differs from key_length (not supported)");
-    if (auto rd = f.get_int(a + ".rope.dimension_count"); rd && *rd != head_dim && head_dim > 0)
+    // Written even when whole: families whose config class defaults to partial RoPE (GLM-4.5) read it.
+    if (auto rd = f.get_int(a + ".rope.dimension_count"); rd && head_dim > 0)
       j["partial_rotary_factor"] = static_cast<double>(*rd) / static_cast<double>(head_dim);
   }
   if (auto eps = f.get_float(a + ".attention.layer_norm_rms_epsilon")) j["rms_norm_eps"] = *eps;
@@ -312,6 +334,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
   if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
+  if (a == "glm4moe") glm4moe_fields(m, a, j);
   if (deepseek2) deepseek2_fields(m, a, j);
   if (hybrid) qwen3_next_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale

@@ -23,3 +23,47 @@ json glm_normalize(const json& in, const std::string& source) {
 }
 
 }  // namespace vireo::config_json
+
+namespace vireo::config_json {
+
+bool is_glm4_moe(const std::string& a, const std::string& t) { return a == "Glm4MoeForCausalLM" || t == "glm4_moe"; }
+
+// Glm4MoeConfig's defaults and its names for the expert count (n_routed_experts; num_local_experts in
+// transformers 5's attribute map), read before the generic parse.
+json glm4_moe_normalize(const json& in, const std::string& source) {
+  json j = in;
+  if (!has(j, "head_dim")) j["head_dim"] = 128;
+  const bool in_rope = j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+                       j["rope_parameters"].contains("partial_rotary_factor");
+  if (!in_rope && !has(j, "partial_rotary_factor")) j["partial_rotary_factor"] = 0.5;
+  if (!has(j, "num_experts")) j["num_experts"] = get_int(j, source, has(j, "n_routed_experts") ? "n_routed_experts" : "num_local_experts", 128);
+  if (!has(j, "num_experts_per_tok")) j["num_experts_per_tok"] = 8;
+  if (!has(j, "moe_intermediate_size")) j["moe_intermediate_size"] = 1408;
+  if (!has(j, "norm_topk_prob")) j["norm_topk_prob"] = true;
+  if (!has(j, "rms_norm_eps")) j["rms_norm_eps"] = 1e-5;
+  return j;
+}
+
+// The DeepSeek-V3 router fields (Glm4MoeTopkRouter is DeepseekV3TopkRouter) and the layer kinds.
+void parse_glm4_moe(const json& j, const std::string& source, ModelConfig& c) {
+  c.qk_norm_off = !get_bool(j, source, "use_qk_norm", false);
+  c.moe_sigmoid = true;
+  c.moe_n_group = get_int(j, source, "n_group", 1);
+  if (c.moe_n_group < 1 || c.moe_n_group > 32 || c.num_experts % c.moe_n_group != 0 ||
+      (c.moe_n_group > 1 && c.num_experts / c.moe_n_group < 2))
+    fail(source, "n_group", "must be in [1, 32] and divide n_routed_experts into groups of >= 2");
+  c.moe_topk_group = get_int(j, source, "topk_group", 1);
+  if (c.moe_topk_group < 1 || c.moe_topk_group > c.moe_n_group ||
+      c.moe_topk_group * (c.num_experts / c.moe_n_group) < c.num_experts_per_tok)
+    fail(source, "topk_group", "must be in [1, n_group] and its groups must hold >= num_experts_per_tok experts");
+  c.routed_scaling_factor = get_float(j, source, "routed_scaling_factor", 1.0f);
+  if (!(c.routed_scaling_factor > 0)) fail(source, "routed_scaling_factor", "must be > 0");
+  c.n_shared_experts = get_int(j, source, "n_shared_experts", 1);
+  if (c.n_shared_experts < 0) fail(source, "n_shared_experts", "must be >= 0");
+  c.first_k_dense_replace = get_int(j, source, "first_k_dense_replace", 1);
+  if (c.first_k_dense_replace < 0) fail(source, "first_k_dense_replace", "must be >= 0");
+  c.decoder_sparse_step = 1;  // Glm4MoeDecoderLayer: sparse from first_k_dense_replace on
+  c.mlp_only_layers.clear();
+}
+
+}  // namespace vireo::config_json

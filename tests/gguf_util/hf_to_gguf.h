@@ -181,6 +181,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"HunYuanDenseV1ForCausalLM", "hunyuan-dense"},
                                                            {"Lfm2ForCausalLM", "lfm2"},
                                                            {"Lfm2MoeForCausalLM", "lfm2moe"},
+                                                           {"Glm4MoeForCausalLM", "glm4moe"},
                                                            {"DeepseekV2ForCausalLM", "deepseek2"},
                                                            {"DeepseekV3ForCausalLM", "deepseek2"},
                                                            {"Qwen3NextForCausalLM", "qwen3next"},
@@ -234,7 +235,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
   }
   // Phi-3's converter writes the rotary width (partial_rotary_factor); the others the head width.
-  const int64_t rope_dims = a == "phi3" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
+  const int64_t rope_dims = a == "phi3" || a == "glm4moe" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
                                                                 head_dim)
                                         : head_dim;
   const bool hybrid = a == "qwen3next" || a == "qwen35" || a == "qwen35moe";
@@ -252,7 +253,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", c.value("norm_eps", 1e-6f)));
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
     w.add_u32(a + ".attention.sliding_window", c["sliding_window"]);
-  const int64_t num_experts = c.value("num_experts", c.value("num_local_experts", int64_t{0}));
+  // (deepseek2: add_deepseek2_metadata wrote them)
+  const int64_t num_experts = a == "deepseek2" ? 0 : c.value("num_experts", c.value("num_local_experts", c.value("n_routed_experts", int64_t{0})));
   if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width
     w.add_u32(a + ".expert_count", static_cast<uint32_t>(num_experts));
     w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
@@ -261,6 +263,15 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     if (a == "gpt-oss") w.add_u32(a + ".expert_feed_forward_length", c["intermediate_size"]);  // GptOssModel
     if (c.contains("shared_expert_intermediate_size"))
       w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
+    if (a == "glm4moe") {  // Glm4MoeModel
+      w.add_u32(a + ".leading_dense_block_count", c["first_k_dense_replace"]);
+      w.add_u32(a + ".expert_shared_count", c.value("n_shared_experts", 1));
+      w.add_f32(a + ".expert_weights_scale", c.value("routed_scaling_factor", 1.0f));
+      w.add_bool(a + ".expert_weights_norm", c.value("norm_topk_prob", true));
+      w.add_u32(a + ".expert_gating_func", 2u);  // sigmoid
+      w.add_u32(a + ".expert_group_count", c.value("n_group", 1));
+      w.add_u32(a + ".expert_group_used_count", c.value("topk_group", 1));
+    }
     if (a == "lfm2moe") {  // LFM2MoeModel
       w.add_u32(a + ".leading_dense_block_count", c["num_dense_layers"]);
       w.add_u32(a + ".expert_gating_func", 2u);  // sigmoid
@@ -358,7 +369,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       if (a == "deepseek2" && name.rfind("model.layers.", 0) == 0 &&
           std::stoll(name.substr(13, name.find('.', 13) - 13)) >= c["num_hidden_layers"].get<int64_t>())
         continue;  // the MTP layers are dropped
-      if ((a == "deepseek2" && name.find(".mlp.gate.e_score_correction_bias") != std::string::npos) ||
+      if (((a == "deepseek2" || a == "glm4moe") && name.find(".mlp.gate.e_score_correction_bias") != std::string::npos) ||
           (a == "lfm2moe" && name.find(".feed_forward.expert_bias") != std::string::npos)) {
         w.add_tensor("blk." + name.substr(13, name.find('.', 13) - 13) + ".exp_probs_b.bias", {t.numel()}, kGgmlF32,
                      encode_values(v.data(), t.numel(), kGgmlF32));

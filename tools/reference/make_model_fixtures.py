@@ -267,6 +267,15 @@ CASES = [
     ("olmo3", "Olmo3Config", dict(tie_word_embeddings=False, num_hidden_layers=4, sliding_window=8,
                                   rope=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=128)),
      torch.float32, None),
+    # GLM-4.5 (Glm4MoeForCausalLM): q/k/v biases, per-head q/k norms, NeoX RoPE on half of each head; layer 0
+    # dense, then DeepSeek-V3's router (sigmoid, random e_score_correction_bias, 2 groups with 1 kept, top-2
+    # renormalised, x2.5) and one shared expert.
+    ("glm4_moe", "Glm4MoeConfig", dict(tie_word_embeddings=False, num_hidden_layers=3, head_dim=16,
+                                       partial_rotary_factor=0.5, attention_bias=True, use_qk_norm=True,
+                                       intermediate_size=96, moe_intermediate_size=32, n_routed_experts=8,
+                                       num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+                                       n_group=2, topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True),
+     torch.float32, None),
 ]
 
 

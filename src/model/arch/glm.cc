@@ -3,6 +3,10 @@
 // first partial_rotary_factor (0.5) of each head, [gate; up] fused in the checkpoint (mlp.gate_up_proj).
 // GLM-4 adds sandwich norms: post_self_attn_layernorm after the attention, post_attention_layernorm
 // before the MLP, post_mlp_layernorm after it (plain RMSNorms).
+// GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): pre-norm layers, q/k/v biases (attention_bias) but none on
+// o_proj, per-head q_norm / k_norm before RoPE when use_qk_norm, NeoX RoPE over the first half of each
+// head; from first_k_dense_replace on, DeepSeek-V3's MoE (sigmoid router with e_score_correction_bias,
+// groups, routed_scaling_factor, mlp.shared_experts) (model_config_glm.cc).
 #include "model/arch_spec.h"
 
 namespace vireo {
@@ -16,5 +20,6 @@ void register_glm_family(std::vector<ArchSpec>& out) {
   glm4.names.pre_ffn_norm = "post_attention_layernorm";
   glm4.names.post_ffn_norm = "post_mlp_layernorm";
   out.push_back(glm4);
+  out.push_back({.name = "Glm4MoeForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .o_proj_bias = false, .moe = true});
 }
 }  // namespace vireo
