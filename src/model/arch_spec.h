@@ -63,6 +63,9 @@ struct ArchSpec {
   // GPT-OSS (arch/gpt_oss.cc): MoE layers as mlp.router (weight and bias) and mlp.experts.{gate_up,down}_proj
   // stacked [E, in, out] with biases, gate / up columns interleaved; or MXFP4 (*_blocks / *_scales).
   bool gpt_oss_experts = false;
+  // Qwen3-VL-MoE: mlp.experts.gate_up_proj stored [E, hidden, 2I] ([gate | up] columns) and down_proj
+  // [E, I, hidden], transposed expert by expert at load (per-expert tensors, where present, win).
+  bool transposed_experts = false;
   ModuleNames names;
 };
 

@@ -359,6 +359,14 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     w.shared_down_w = load_linear(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
   }
   const std::string stacked = m + "experts.gate_up_proj";
+  if (spec_.transposed_experts && ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight") &&
+      !ckpt_->experts_as_rows()) {  // Qwen3-VL-MoE's [E, hidden, 2I] and [E, I, hidden]
+    std::vector<int64_t> rows(static_cast<size_t>(std::max(2 * I, hidden)));
+    for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int64_t>(r);
+    w.experts_gate_up = load_gpt_oss_experts(stacked, E, 2 * I, hidden, rows, ExpertsForm::kDense, nullptr);
+    w.experts_down = load_gpt_oss_experts(m + "experts.down_proj", E, hidden, I, rows, ExpertsForm::kDense, nullptr);
+    return;
+  }
   if (ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight")) {
     // GGUF experts may stay in their block types (load_linear); a residual multiplier needs them widened.
     w.experts_gate_up = load_linear(stacked, {{stacked, {E, 2 * I, hidden}}}, kDummyStd);

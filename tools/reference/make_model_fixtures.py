@@ -52,7 +52,17 @@ NESTED_TEXT = {"Qwen3_5Config": ("Qwen3_5TextConfig", "Qwen3_5ForConditionalGene
                                       temporal_patch_size=2, num_position_embeddings=16)),
                "Gemma3Config": ("Gemma3TextConfig", "Gemma3ForConditionalGeneration",
                                 dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                     num_attention_heads=2, image_size=28, patch_size=14))}
+                                     num_attention_heads=2, image_size=28, patch_size=14)),
+               "Qwen3VLConfig": ("Qwen3VLTextConfig", "Qwen3VLForConditionalGeneration",
+                                 dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                      out_hidden_size=64, patch_size=8, spatial_merge_size=2,
+                                      temporal_patch_size=2, num_position_embeddings=16,
+                                      deepstack_visual_indexes=[0])),
+               "Qwen3VLMoeConfig": ("Qwen3VLMoeTextConfig", "Qwen3VLMoeForConditionalGeneration",
+                                    dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                         out_hidden_size=64, patch_size=8, spatial_merge_size=2,
+                                         temporal_patch_size=2, num_position_embeddings=16,
+                                         deepstack_visual_indexes=[0]))}
 # Wrapper config kwargs beyond text/vision (Gemma3Config: image tokens per image, a square).
 NESTED_EXTRA = {"Gemma3Config": dict(mm_tokens_per_image=4)}
 
@@ -275,6 +285,17 @@ CASES = [
                                        intermediate_size=96, moe_intermediate_size=32, n_routed_experts=8,
                                        num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
                                        n_group=2, topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True),
+     torch.float32, None),
+    # Qwen3-VL as released (Qwen3VLForConditionalGeneration: Qwen3 text under model.language_model.*,
+    # interleaved M-RoPE sections that text positions make plain RoPE, a tiny vision tower ignored).
+    ("qwen3_vl", "Qwen3VLConfig", dict(tie_word_embeddings=True, head_dim=32, rope_theta=5000000.0,
+                                       rope=dict(rope_type="default", mrope_section=[8, 4, 4], mrope_interleaved=True)),
+     torch.float32, None),
+    # Qwen3-VL-MoE: the Qwen3-MoE text model, 8 experts top-2 renormalised, stacked experts in the checkpoint.
+    ("qwen3_vl_moe", "Qwen3VLMoeConfig", dict(tie_word_embeddings=False, head_dim=32, num_experts=8,
+                                              num_experts_per_tok=2, moe_intermediate_size=48, norm_topk_prob=True,
+                                              rope=dict(rope_type="default", mrope_section=[8, 4, 4],
+                                                        mrope_interleaved=True)),
      torch.float32, None),
 ]
 

@@ -1,0 +1,23 @@
+// Qwen3-VL / Qwen3-VL-MoE config.json (transformers' Qwen3VLConfig / Qwen3VLMoeConfig): the text model's
+// fields sit in text_config (Qwen3VLTextConfig: Qwen3's, with M-RoPE sections in its rope parameters,
+// which text-only positions reduce to plain RoPE); the MoE text model renormalises its top-k by default.
+#include <string>
+
+#include "model/config_json.h"
+#include "model/model_config.h"
+
+namespace vireo::config_json {
+
+bool is_qwen3_vl(const std::string& a, const std::string& t) {
+  return a == "Qwen3VLForConditionalGeneration" || a == "Qwen3VLMoeForConditionalGeneration" || t == "qwen3_vl" ||
+         t == "qwen3_vl_moe" || t == "qwen3_vl_text" || t == "qwen3_vl_moe_text";
+}
+
+json qwen3_vl_normalize(const json& in, const std::string& source) {
+  json j = lift_text_config(in, source);
+  if (has(j, "num_experts") && !has(j, "norm_topk_prob")) j["norm_topk_prob"] = true;  // Qwen3VLMoeTextConfig
+  if (!has(j, "head_dim")) j["head_dim"] = 128;
+  return j;
+}
+
+}  // namespace vireo::config_json
