@@ -21,6 +21,10 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen3", "Qwen3ForCausalLM"},
     {"olmo2", "Olmo2ForCausalLM"},
     {"qwen3moe", "Qwen3MoeForCausalLM"},
+    // Qwen3-VL's text models (convert_hf_to_gguf.py's Qwen3VLTextModel: Qwen3's tensors; the vision tower and
+    // its deepstack mergers go to the mmproj file; M-RoPE sections reduce to plain RoPE for text).
+    {"qwen3vl", "Qwen3ForCausalLM"},
+    {"qwen3vlmoe", "Qwen3MoeForCausalLM"},
     {"qwen2moe", "Qwen2MoeForCausalLM"},
     {"gemma3", "Gemma3ForCausalLM"},
     {"gemma2", "Gemma2ForCausalLM"},
@@ -131,6 +135,24 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   j["num_dense_layers"] = dense;
   j["use_expert_bias"] = dense < n && m.find_tensor("blk." + std::to_string(dense) + ".exp_probs_b.bias").info != nullptr;
   j.erase("mlp_only_layers");  // the same layers, said by num_dense_layers
+}
+
+// OLMo 3 converts as "olmo2" (convert_hf_to_gguf.py's Olmo2Model): its window in attention.sliding_window
+// and which layers use it in attention.sliding_window_pattern (one flag per layer); without the flags the
+// window would apply to every layer, so none is taken (OLMo-2 files have neither key).
+void olmo2_fields(const GgufFile& f, const std::string& a, json& j) {
+  const GgufValue* pv = f.find(a + ".attention.sliding_window_pattern");
+  if (!pv || pv->type != GgufType::kArray) {
+    j.erase("sliding_window");
+    return;
+  }
+  const int64_t n = j["num_hidden_layers"].get<int64_t>();
+  if (!pv->value.is_array() || static_cast<int64_t>(pv->value.size()) != n)
+    throw Error(f.path() + ": metadata '" + a + ".attention.sliding_window_pattern' must hold one flag per layer");
+  json types = json::array();
+  for (const auto& v : pv->value) types.push_back((v.is_boolean() ? v.get<bool>() : v != 0) ? "sliding_attention" : "full_attention");
+  j["layer_types"] = types;
+  j["architectures"] = {"Olmo3ForCausalLM"};
 }
 
 // GLM-4.5 as convert_hf_to_gguf.py's Glm4MoeModel writes it: leading_dense_block_count dense layers, the
@@ -261,9 +283,9 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe" &&
-        a != "glm4moe")
+        a != "glm4moe" && a != "qwen3vlmoe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, qwen3next, qwen35moe, gpt-oss, lfm2moe, glm4moe, granitemoe, deepseek2 and llama (Mixtral) only");
+                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, deepseek2 and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
@@ -271,7 +293,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
     j["moe_intermediate_size"] = gguf_required_int(f, a + ".expert_feed_forward_length");
     // (qwen3next / qwen35moe / lfm2moe: llama.cpp renormalises whatever the file says)
-    j["norm_topk_prob"] = hybrid || a == "lfm2moe" || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe");
+    j["norm_topk_prob"] = hybrid || a == "lfm2moe" || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe" || a == "qwen3vlmoe");
     if ((a == "qwen2moe" || hybrid) && f.find(a + ".expert_shared_feed_forward_length"))
       j["shared_expert_intermediate_size"] = gguf_required_int(f, a + ".expert_shared_feed_forward_length");
     // Layers without a router are dense (HF's mlp_only_layers; the released files have none).
@@ -335,6 +357,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
   if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
   if (a == "glm4moe") glm4moe_fields(m, a, j);
+  if (a == "olmo2") olmo2_fields(f, a, j);
   if (deepseek2) deepseek2_fields(m, a, j);
   if (hybrid) qwen3_next_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale

@@ -109,7 +109,8 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
 
 GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c)
     : files_(std::move(files)),
-      post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Gemma3ForCausalLM" ||
+      post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Olmo3ForCausalLM" ||
+                           c.architecture == "Gemma3ForCausalLM" ||
                            c.architecture == "Gemma2ForCausalLM" || c.architecture == "GptOssForCausalLM" ||
                            c.linear_attn.num_k_heads > 0),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so

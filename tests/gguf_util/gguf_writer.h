@@ -33,6 +33,11 @@ class GgufWriter {
     for (const auto& s : v) b += str(s);
     add_raw(k, 9, b);
   }
+  void add_bool_array(const std::string& k, const std::vector<bool>& v) {
+    std::string b = pod(uint32_t{7}) + pod(static_cast<uint64_t>(v.size()));
+    for (bool x : v) b += pod(static_cast<uint8_t>(x));
+    add_raw(k, 9, b);
+  }
   void add_i32_array(const std::string& k, const std::vector<int32_t>& v) {
     std::string b = pod(uint32_t{5}) + pod(static_cast<uint64_t>(v.size()));
     for (auto x : v) b += pod(x);

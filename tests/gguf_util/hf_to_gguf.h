@@ -85,6 +85,8 @@ struct ConvertOptions {
   std::function<void(GgufWriter&)> extra_metadata;  // called after the converter's own metadata
   bool deepseek_legacy_kv_b = false;  // DeepSeek: one attn_kv_b, as converters before April 2025 wrote it
   bool qwen3_next_legacy = false;     // Qwen3-Next: in_proj_qkvz kept whole as ssm_in (older converters)
+  std::string arch;                   // general.architecture (and key prefix) other than the HF class's
+
 };
 
 // convert_hf_to_gguf.py's DeepseekV2Model metadata (the newer converter: MLA keys, group keys): the
@@ -169,6 +171,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   const nlohmann::json c = read_json(dir + "/config.json");
   static const std::map<std::string, std::string> archs = {{"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"},
                                                            {"Qwen3ForCausalLM", "qwen3"}, {"Olmo2ForCausalLM", "olmo2"},
+                                                           {"Olmo3ForCausalLM", "olmo2"},  // Olmo2Model converts both
                                                            {"Qwen3MoeForCausalLM", "qwen3moe"},
                                                            {"MixtralForCausalLM", "llama"},  // as the converter does
                                                            {"Qwen2MoeForCausalLM", "qwen2moe"},
@@ -188,7 +191,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen3_5ForCausalLM", "qwen35"},
                                                            {"SmolLM3ForCausalLM", "smollm3"},
                                                            {"Qwen3_5MoeForCausalLM", "qwen35moe"}};
-  const std::string a = archs.at(c["architectures"][0].get<std::string>());
+  const std::string a = o.arch.empty() ? archs.at(c["architectures"][0].get<std::string>()) : o.arch;
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
   nlohmann::json rope = c.contains("rope_parameters") ? c["rope_parameters"] : nlohmann::json::object();
@@ -253,6 +256,11 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", c.value("norm_eps", 1e-6f)));
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
     w.add_u32(a + ".attention.sliding_window", c["sliding_window"]);
+  if (a == "olmo2" && c.contains("layer_types")) {  // Olmo2Model (OLMo 3): which layers slide
+    std::vector<bool> pattern;
+    for (const auto& t : c["layer_types"]) pattern.push_back(t == "sliding_attention");
+    w.add_bool_array(a + ".attention.sliding_window_pattern", pattern);
+  }
   // (deepseek2: add_deepseek2_metadata wrote them)
   const int64_t num_experts = a == "deepseek2" ? 0 : c.value("num_experts", c.value("num_local_experts", c.value("n_routed_experts", int64_t{0})));
   if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width

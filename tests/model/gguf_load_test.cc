@@ -472,6 +472,48 @@ TEST(GgufModel, SmolLM3NoRopeEveryFourthLayer) {
   fs::remove(gguf);
 }
 
+// OLMo 3: the olmo2 fixture as an Olmo3 checkpoint (layer 0 sliding over 4 keys) gives the logits of the
+// OLMo-2 model with that window, not those without; its GGUF (arch olmo2 with sliding_window_pattern, as
+// convert_hf_to_gguf.py's Olmo2Model writes OLMo 3) the same.
+TEST(GgufModel, Olmo3SlidingLayersAsOlmo2Files) {
+  const fs::path dir = temp_dir() / "olmo3";
+  fs::create_directories(dir);
+  nlohmann::json cfg = testing::read_json(fixture_dir("olmo2") + "/config.json");
+  cfg["architectures"] = {"Olmo3ForCausalLM"};
+  cfg["model_type"] = "olmo3";
+  cfg["sliding_window"] = 4;
+  cfg["layer_types"] = {"sliding_attention", "full_attention"};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  fs::copy_file(fixture_dir("olmo2") + "/model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  LoadOptions windowed;
+  windowed.hf_overrides = {{"sliding_window", 4}, {"layer_types", {"sliding_attention", "full_attention"}}};
+  const ModelRun want = run_model(fixture_dir("olmo2"), "cpu", windowed), got = run_model(dir.string());
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_NE(got.logits, run_model(fixture_dir("olmo2")).logits);
+  const std::string gguf = (temp_dir() / "olmo3.gguf").string();
+  testing::convert_model_fixture(dir.string(), gguf);
+  EXPECT_EQ(run_model(gguf).logits, want.logits);
+  EXPECT_EQ(run_model(gguf).greedy, want.greedy);
+  fs::remove(gguf);
+  fs::remove_all(dir);
+}
+
+// Qwen3-VL's text GGUFs (arch qwen3vl / qwen3vlmoe): Qwen3's and Qwen3-MoE's tensors and keys under
+// another name; the same logits as the qwen3 / qwen3moe files.
+TEST(GgufModel, Qwen3VlTextFilesAreQwen3) {
+  for (auto [fixture, arch] : {std::pair{"qwen3", "qwen3vl"}, std::pair{"qwen3_moe", "qwen3vlmoe"}}) {
+    SCOPED_TRACE(arch);
+    const std::string plain = (temp_dir() / "plain.gguf").string(), vl = (temp_dir() / "vl.gguf").string();
+    testing::convert_model_fixture(fixture_dir(fixture), plain);
+    ConvertOptions o;
+    o.arch = arch;
+    testing::convert_model_fixture(fixture_dir(fixture), vl, o);
+    EXPECT_EQ(run_model(vl).logits, run_model(plain).logits);
+    fs::remove(plain);
+    fs::remove(vl);
+  }
+}
+
 TEST(GgufModel, UnsupportedArchitecture) {
   const std::string p = (temp_dir() / "phi2.gguf").string();
   testing::GgufWriter w;
