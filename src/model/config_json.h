@@ -96,6 +96,10 @@ void parse_glm4_moe(const json& j, const std::string& source, ModelConfig& c);
 // Qwen3-VL (model_config_qwen3_vl.cc): the text model's config lifted out of text_config.
 bool is_qwen3_vl(const std::string& architecture, const std::string& model_type);
 json qwen3_vl_normalize(const json& in, const std::string& source);
+// EXAONE 4.0 (model_config_exaone4.cc): layer_types from sliding_window_pattern; NoPE global layers.
+bool is_exaone4(const std::string& architecture, const std::string& model_type);
+json exaone4_normalize(const json& in, const std::string& source);
+void parse_exaone4(const json& j, const std::string& source, ModelConfig& c);
 bool is_olmo3(const std::string& architecture, const std::string& model_type);
 json olmo3_normalize(const json& in, const std::string& source);
 // GLM / GLM-4 (model_config_glm.cc): GlmConfig's defaults (head_dim 128, attention_bias, partial rotary 0.5).

@@ -124,6 +124,30 @@ TEST(ModelConfig, Olmo3SlidesThreeLayersOfFour) {
   EXPECT_THROW(ModelConfig::from_json(olmo3, "c"), Error);
 }
 
+// EXAONE 4.0 (Exaone4Config): sliding layers by sliding_window_pattern (an integer period, or an L / G
+// string whose last layer is always global) when layer_types is absent; global layers NoPE when hybrid.
+TEST(ModelConfig, Exaone4HybridLayers) {
+  json e = base();
+  e["architectures"] = {"Exaone4ForCausalLM"};
+  e["num_hidden_layers"] = 6;
+  e["sliding_window"] = 32;
+  ModelConfig c = ModelConfig::from_json(e, "c");  // pattern 4 (the default)
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(c.nope_layers, (std::vector<uint8_t>{0, 0, 0, 1, 0, 0}));
+  e["sliding_window_pattern"] = "LLG";
+  c = ModelConfig::from_json(e, "c");
+  EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 1, 0, 1, 1, 0}));
+  EXPECT_EQ(c.nope_layers, (std::vector<uint8_t>{0, 0, 1, 0, 0, 1}));
+  e["sliding_window_pattern"] = "LLLL";  // the last layer stays global
+  EXPECT_EQ(ModelConfig::from_json(e, "c").sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  e["sliding_window_pattern"] = "LXG";
+  EXPECT_THROW(ModelConfig::from_json(e, "c"), Error);
+  e["sliding_window"] = nullptr;  // no hybrid attention: every layer global and rotating
+  c = ModelConfig::from_json(e, "c");
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.nope_layers, (std::vector<uint8_t>(6, 0)));
+}
+
 TEST(ModelConfig, ErrorsNameFileAndField) {
   auto expect_error = [](json j, const std::string& field) {
     try {

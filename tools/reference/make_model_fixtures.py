@@ -297,6 +297,13 @@ CASES = [
                                               rope=dict(rope_type="default", mrope_section=[8, 4, 4],
                                                         mrope_interleaved=True)),
      torch.float32, None),
+    # EXAONE 4.0: OLMo-2's post-norm layers, per-head q/k norms, three sliding layers (window 8) of four with
+    # RoPE and a global NoPE layer (sliding_window_pattern 4), llama3-scaled RoPE.
+    ("exaone4", "Exaone4Config", dict(tie_word_embeddings=False, num_hidden_layers=4, sliding_window=8,
+                                      sliding_window_pattern=4,
+                                      rope=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                high_freq_factor=4.0, original_max_position_embeddings=64)),
+     torch.float32, None),
 ]
 
 

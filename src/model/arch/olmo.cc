@@ -7,5 +7,8 @@ namespace vireo {
 void register_olmo_family(std::vector<ArchSpec>& out) {
   for (const char* name : {"Olmo2ForCausalLM", "Olmo3ForCausalLM"})
     out.push_back({.name = name, .qk_norm = QkNorm::kFullWidth, .post_norm = true});
+  // EXAONE 4.0: OLMo-2's post-norm layers with per-head q/k norms (before RoPE); global layers NoPE when
+  // hybrid (model_config_exaone4.cc).
+  out.push_back({.name = "Exaone4ForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .post_norm = true});
 }
 }  // namespace vireo
