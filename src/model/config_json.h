@@ -93,9 +93,11 @@ bool is_smollm3(const std::string& architecture, const std::string& model_type);
 bool is_glm4_moe(const std::string& architecture, const std::string& model_type);
 json glm4_moe_normalize(const json& in, const std::string& source);
 void parse_glm4_moe(const json& j, const std::string& source, ModelConfig& c);
-// Qwen3-VL (model_config_qwen3_vl.cc): the text model's config lifted out of text_config.
+// Qwen3-VL and Mistral 3 (model_config_text_wrappers.cc): the text model's config lifted out of text_config.
 bool is_qwen3_vl(const std::string& architecture, const std::string& model_type);
 json qwen3_vl_normalize(const json& in, const std::string& source);
+bool is_mistral3(const std::string& architecture, const std::string& model_type);
+json mistral3_normalize(const json& in, const std::string& source);
 // EXAONE 4.0 (model_config_exaone4.cc): layer_types from sliding_window_pattern; NoPE global layers.
 bool is_exaone4(const std::string& architecture, const std::string& model_type);
 json exaone4_normalize(const json& in, const std::string& source);

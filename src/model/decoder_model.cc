@@ -181,7 +181,7 @@ void DecoderModel::load_weights() {
       const std::string o = a + n.o_proj + ".";
       w.o_w = residual_scale != 1.0f ? load_scaled(o + "weight", {hidden, H * D}, residual_scale)
                                      : load_linear(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
-      if (cfg_.attention_bias && spec_.o_proj_bias) w.o_b = load_scaled(o + "bias", {hidden}, residual_scale);
+      if ((cfg_.attention_bias && spec_.o_proj_bias) || cfg_.attention_out_bias) w.o_b = load_scaled(o + "bias", {hidden}, residual_scale);
       if (cfg_.attention_sinks) w.sinks = load_f32(a + "sinks", H, 0.5f);  // GPT-OSS
     }
     w.post_attn_norm = norm(n.post_attn_norm);

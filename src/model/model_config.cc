@@ -173,7 +173,8 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
     {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
-    {is_olmo3, olmo3_normalize, nullptr},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
+    {is_olmo3, olmo3_normalize, nullptr},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},
+    {is_mistral3, mistral3_normalize, nullptr},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
 };
 }  // namespace
 
@@ -244,6 +245,7 @@ ModelConfig ModelConfig::from_json(const json& in, const std::string& source) {
   if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) || c.rotary_dim() % 2 != 0)
     fail(source, "partial_rotary_factor", "must be in (0, 1] and give an even rotary dimension");
   c.attention_bias = get_bool(j, source, "attention_bias", false);
+  c.attention_out_bias = get_bool(j, source, "attention_out_bias", false);  // Seed-OSS
   c.mlp_bias = get_bool(j, source, "mlp_bias", false);
   c.qkv_bias_off = !get_bool(j, source, "qkv_bias", true);
   if (j.contains("hidden_act") && j["hidden_act"].is_string()) c.hidden_act = j["hidden_act"].get<std::string>();

@@ -95,6 +95,7 @@ struct ModelConfig {
   bool moe_softmax_fp32 = false;  // DeepSeek-V2's greedy gate (MoeScoring::kSoftmaxFp32)
   int moe_n_group = 1, moe_topk_group = 1;
   float routed_scaling_factor = 1.0f;
+  bool attention_out_bias = false;  // o_proj has a bias whatever attention_bias says (Seed-OSS's attention_out_bias)
   bool qk_norm_off = false;        // the family's q/k norms are absent (GLM-4.5's use_qk_norm false)
   bool moe_score_bias = true;      // moe_sigmoid's router bias is in the checkpoint (LFM2-MoE: use_expert_bias)
   float moe_renorm_eps = 1e-20f;   // added to the top-k sum when renormalising (LFM2-MoE: 1e-6)

@@ -28,7 +28,10 @@ class PrefixedWeights final : public WeightSource {
 
  private:
   std::string map(const std::string& name) const {
-    return name.rfind("model.", 0) == 0 ? prefix_ + name.substr(6) : name;
+    if (name.rfind("model.", 0) == 0) return prefix_ + name.substr(6);
+    // transformers 4's wrappers keep the untied head inside the text model: language_model.lm_head.
+    if (name == "lm_head.weight" && prefix_ == "language_model.model." && !inner_->has(name)) return "language_model.lm_head.weight";
+    return name;
   }
   std::unique_ptr<WeightSource> inner_;
   std::string prefix_;

@@ -58,6 +58,9 @@ NESTED_TEXT = {"Qwen3_5Config": ("Qwen3_5TextConfig", "Qwen3_5ForConditionalGene
                                       out_hidden_size=64, patch_size=8, spatial_merge_size=2,
                                       temporal_patch_size=2, num_position_embeddings=16,
                                       deepstack_visual_indexes=[0])),
+               "Mistral3Config": ("MistralConfig", "Mistral3ForConditionalGeneration",
+                                  dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                       num_attention_heads=2, head_dim=16, image_size=32, patch_size=16)),
                "Qwen3VLMoeConfig": ("Qwen3VLMoeTextConfig", "Qwen3VLMoeForConditionalGeneration",
                                     dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
                                          out_hidden_size=64, patch_size=8, spatial_merge_size=2,
@@ -303,6 +306,12 @@ CASES = [
                                       sliding_window_pattern=4,
                                       rope=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                                 high_freq_factor=4.0, original_max_position_embeddings=64)),
+     torch.float32, None),
+    # Seed-OSS: Llama with q/k/v biases (attention_bias) but none on o_proj (attention_out_bias false).
+    ("seed_oss", "SeedOssConfig", dict(tie_word_embeddings=False, head_dim=16, attention_bias=True,
+                                       attention_out_bias=False), torch.float32, None),
+    # Mistral 3 (Mistral Small 3.1 / 3.2) as released: a Mistral text model in text_config, a tiny Pixtral.
+    ("mistral3", "Mistral3Config", dict(tie_word_embeddings=False, head_dim=16, rope_theta=1000000000.0),
      torch.float32, None),
 ]
 

@@ -5,6 +5,10 @@
 // Granite (3.x dense): Llama with four scalar multipliers (model_config_granite.cc). GraniteMoe: the same
 // with Mixtral's MoE in every layer, its experts stacked in the checkpoint (block_sparse_moe.input_linear
 // [E, 2I, hidden] = [gate; up] rows, output_linear [E, hidden, I], router.layer).
+// Seed-OSS: Llama with q/k/v biases (attention_bias) and an o_proj bias only with attention_out_bias.
+// Mistral 3 (Mistral3ForConditionalGeneration: Mistral Small 3.1 / 3.2): the Mistral text model under
+// model.language_model.* (or language_model.model.*, lm_head as language_model.lm_head), its config in
+// text_config (model_config_text_wrappers.cc); the vision tower is not run.
 #include "model/arch_spec.h"
 
 namespace vireo {
@@ -15,5 +19,7 @@ void register_llama_family(std::vector<ArchSpec>& out) {
   out.push_back({.name = "SmolLM3ForCausalLM"});
   out.push_back({.name = "GraniteForCausalLM"});
   out.push_back({.name = "GraniteMoeForCausalLM", .moe = true});
+  out.push_back({.name = "SeedOssForCausalLM", .o_proj_bias = false});
+  out.push_back({.name = "Mistral3ForConditionalGeneration", .language_model_prefix = true});
 }
 }  // namespace vireo

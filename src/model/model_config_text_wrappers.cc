@@ -1,6 +1,7 @@
-// Qwen3-VL / Qwen3-VL-MoE config.json (transformers' Qwen3VLConfig / Qwen3VLMoeConfig): the text model's
-// fields sit in text_config (Qwen3VLTextConfig: Qwen3's, with M-RoPE sections in its rope parameters,
-// which text-only positions reduce to plain RoPE); the MoE text model renormalises its top-k by default.
+// Multimodal wrappers served as their text model, whose fields sit in text_config:
+// Qwen3-VL / Qwen3-VL-MoE (Qwen3VLConfig / Qwen3VLMoeConfig; Qwen3VLTextConfig is Qwen3's, with M-RoPE
+// sections in its rope parameters, which text-only positions reduce to plain RoPE; the MoE text model
+// renormalises its top-k by default) and Mistral 3 (Mistral3Config: a MistralConfig text model).
 #include <string>
 
 #include "model/config_json.h"
@@ -19,5 +20,11 @@ json qwen3_vl_normalize(const json& in, const std::string& source) {
   if (!has(j, "head_dim")) j["head_dim"] = 128;
   return j;
 }
+
+bool is_mistral3(const std::string& a, const std::string& t) {
+  return a == "Mistral3ForConditionalGeneration" || t == "mistral3";
+}
+
+json mistral3_normalize(const json& in, const std::string& source) { return lift_text_config(in, source); }
 
 }  // namespace vireo::config_json
