@@ -359,8 +359,10 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     w.shared_down_w = load_linear(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
   }
   const std::string stacked = m + "experts.gate_up_proj";
+  // Qwen3-VL-MoE's hub checkpoints: [E, hidden, 2I] and [E, I, hidden] (what transformers 5 saves is
+  // [E, 2I, hidden] / [E, hidden, I]); down_proj's shape tells them apart even when hidden == 2I.
   if (spec_.transposed_experts && ckpt_ && ckpt_->has(stacked) && !ckpt_->has(m + "experts.0.gate_proj.weight") &&
-      !ckpt_->experts_as_rows()) {  // Qwen3-VL-MoE's [E, hidden, 2I] and [E, I, hidden]
+      ckpt_->shape(m + "experts.down_proj") == std::vector<int64_t>{E, I, hidden} && I != hidden) {
     std::vector<int64_t> rows(static_cast<size_t>(std::max(2 * I, hidden)));
     for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int64_t>(r);
     w.experts_gate_up = load_gpt_oss_experts(stacked, E, 2 * I, hidden, rows, ExpertsForm::kDense, nullptr);

@@ -173,7 +173,7 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
     {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
-    {is_olmo3, olmo3_normalize, nullptr},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},
+    {is_olmo3, olmo3_normalize, parse_olmo3},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},
     {is_mistral3, mistral3_normalize, nullptr},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
 };
 }  // namespace

@@ -18,6 +18,7 @@ class PrefixedWeights final : public WeightSource {
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override {
     inner_->read(map(name), expected, dtype, dst);
   }
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const override { return inner_->shape(map(name)); }
   bool norms_include_one() const override { return inner_->norms_include_one(); }
   bool experts_as_rows() const override { return inner_->experts_as_rows(); }
   bool stored_as_mxfp4(const std::string& name) const override { return inner_->stored_as_mxfp4(map(name)); }

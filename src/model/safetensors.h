@@ -52,6 +52,11 @@ class Checkpoint final : public WeightSource {
   void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override {
     store_as(get(name, expected), dtype, dst);
   }
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const override {
+    auto it = where_.find(name);
+    if (it == where_.end()) return std::nullopt;
+    return it->second->entries().at(name).shape;
+  }
   // The tensor, checked against the expected shape; errors name the file and the tensor.
   Tensor get(const std::string& name, const std::vector<int64_t>& expected_shape) const;
   const std::string& dir() const { return dir_; }

@@ -18,6 +18,12 @@ class WeightSource {
   // backend can use mmapped weights in place; nullopt when it must be converted first (then read()).
   // Errors name the file and the tensor (missing, wrong shape, unsupported type).
   virtual std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const = 0;
+  // The stored shape of `name` where the source can tell (safetensors), for tensors whose layout varies
+  // between writers (Qwen3-VL-MoE's stacked experts); nullopt otherwise.
+  virtual std::optional<std::vector<int64_t>> shape(const std::string& name) const {
+    (void)name;
+    return std::nullopt;
+  }
   // Writes the tensor, converted to `dtype` (F32/F16/BF16), to dst (numel * dtype_size bytes).
   virtual void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const = 0;
   // Zero-centred RMSNorm weights (Gemma's norm(x) * (1 + w)) are stored as 1 + w already (llama.cpp's

@@ -276,9 +276,11 @@ CASES = [
                                        conv_L_cache=3, conv_bias=False),
      torch.float32, None),
     # OLMo 3: OLMo-2's post-norm layers and full-width q/k norms, sliding windows (8 keys) on layers 0-2 by
-    # Olmo3Config's default layer_types, YaRN on every layer.
+    # Olmo3Config's default layer_types, RoPE per layer type: YaRN on the global layer, plain on the others.
     ("olmo3", "Olmo3Config", dict(tie_word_embeddings=False, num_hidden_layers=4, sliding_window=8,
-                                  rope=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=128)),
+                                  rope_parameters={"full_attention": dict(rope_type="yarn", factor=4.0, rope_theta=10000.0,
+                                                                          original_max_position_embeddings=128),
+                                                   "sliding_attention": dict(rope_type="default", rope_theta=10000.0)}),
      torch.float32, None),
     # GLM-4.5 (Glm4MoeForCausalLM): q/k/v biases, per-head q/k norms, NeoX RoPE on half of each head; layer 0
     # dense, then DeepSeek-V3's router (sigmoid, random e_score_correction_bias, 2 groups with 1 kept, top-2
