@@ -69,22 +69,27 @@ void parse_deepseek(const json& j, const std::string& source, ModelConfig& c) {
   c.norm_topk_prob = v2 ? false : get_bool(j, source, "norm_topk_prob", true);
   c.moe_sigmoid = !v2;
   c.moe_softmax_fp32 = v2;
-  c.moe_n_group = v2 ? 1 : get_int(j, source, "n_group", 1);
+  parse_deepseek_router(j, source, c, /*groups=*/!v2, /*default_shared=*/0, /*default_dense=*/0);
+  if (get_int(j, source, "moe_layer_freq", 1) != 1) fail(source, "moe_layer_freq", "must be 1 (as in transformers)");
+}
+
+void parse_deepseek_router(const json& j, const std::string& source, ModelConfig& c, bool groups, int default_shared,
+                           int default_dense) {
+  c.moe_n_group = groups ? get_int(j, source, "n_group", 1) : 1;
   if (c.moe_n_group < 1 || c.moe_n_group > 32 || c.num_experts % c.moe_n_group != 0 ||
       (c.moe_n_group > 1 && c.num_experts / c.moe_n_group < 2))
     fail(source, "n_group", "must be in [1, 32] and divide n_routed_experts into groups of >= 2");
-  c.moe_topk_group = v2 ? 1 : get_int(j, source, "topk_group", 1);
+  c.moe_topk_group = groups ? get_int(j, source, "topk_group", 1) : 1;
   if (c.moe_topk_group < 1 || c.moe_topk_group > c.moe_n_group ||
       c.moe_topk_group * (c.num_experts / c.moe_n_group) < c.num_experts_per_tok)
     fail(source, "topk_group", "must be in [1, n_group] and its groups must hold >= num_experts_per_tok experts");
   c.routed_scaling_factor = get_float(j, source, "routed_scaling_factor", 1.0f);
   if (!(c.routed_scaling_factor > 0)) fail(source, "routed_scaling_factor", "must be > 0");
-  c.n_shared_experts = get_int(j, source, "n_shared_experts", 0);
+  c.n_shared_experts = get_int(j, source, "n_shared_experts", default_shared);
   if (c.n_shared_experts < 0) fail(source, "n_shared_experts", "must be >= 0");
-  c.first_k_dense_replace = get_int(j, source, "first_k_dense_replace", 0);
+  c.first_k_dense_replace = get_int(j, source, "first_k_dense_replace", default_dense);
   if (c.first_k_dense_replace < 0) fail(source, "first_k_dense_replace", "must be >= 0");
-  // transformers' DeepSeek-V2/V3 make every layer from first_k_dense_replace on sparse.
-  if (get_int(j, source, "moe_layer_freq", 1) != 1) fail(source, "moe_layer_freq", "must be 1 (as in transformers)");
+  // transformers' DeepSeek-V2/V3 (and GLM-4.5) make every layer from first_k_dense_replace on sparse.
   c.decoder_sparse_step = 1;
   c.mlp_only_layers.clear();
 }

@@ -48,22 +48,7 @@ json glm4_moe_normalize(const json& in, const std::string& source) {
 void parse_glm4_moe(const json& j, const std::string& source, ModelConfig& c) {
   c.qk_norm_off = !get_bool(j, source, "use_qk_norm", false);
   c.moe_sigmoid = true;
-  c.moe_n_group = get_int(j, source, "n_group", 1);
-  if (c.moe_n_group < 1 || c.moe_n_group > 32 || c.num_experts % c.moe_n_group != 0 ||
-      (c.moe_n_group > 1 && c.num_experts / c.moe_n_group < 2))
-    fail(source, "n_group", "must be in [1, 32] and divide n_routed_experts into groups of >= 2");
-  c.moe_topk_group = get_int(j, source, "topk_group", 1);
-  if (c.moe_topk_group < 1 || c.moe_topk_group > c.moe_n_group ||
-      c.moe_topk_group * (c.num_experts / c.moe_n_group) < c.num_experts_per_tok)
-    fail(source, "topk_group", "must be in [1, n_group] and its groups must hold >= num_experts_per_tok experts");
-  c.routed_scaling_factor = get_float(j, source, "routed_scaling_factor", 1.0f);
-  if (!(c.routed_scaling_factor > 0)) fail(source, "routed_scaling_factor", "must be > 0");
-  c.n_shared_experts = get_int(j, source, "n_shared_experts", 1);
-  if (c.n_shared_experts < 0) fail(source, "n_shared_experts", "must be >= 0");
-  c.first_k_dense_replace = get_int(j, source, "first_k_dense_replace", 1);
-  if (c.first_k_dense_replace < 0) fail(source, "first_k_dense_replace", "must be >= 0");
-  c.decoder_sparse_step = 1;  // Glm4MoeDecoderLayer: sparse from first_k_dense_replace on
-  c.mlp_only_layers.clear();
+  parse_deepseek_router(j, source, c, /*groups=*/true, /*default_shared=*/1, /*default_dense=*/1);
 }
 
 }  // namespace vireo::config_json

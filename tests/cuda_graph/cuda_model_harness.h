@@ -106,15 +106,15 @@ inline void expect_fp32_matches_cpu(Model& cpu, Model& gpu) {
 }
 
 // The schedule in bf16 with decode graphs (graph) and without (eager) and on the CPU in fp32: graphs
-// within 2e-2 of eager, eager within 1e-1 of the CPU, and at least 3/4 of the rows (of V logits) with
-// the CPU's argmax.
-inline void expect_bf16_graphs_match_eager(Model& eager, Model& graph, Model& cpu, int64_t V) {
+// within 2e-2 of eager, eager within cpu_tol (1e-1) of the CPU, and at least 3/4 of the rows (of V logits)
+// with the CPU's argmax.
+inline void expect_bf16_graphs_match_eager(Model& eager, Model& graph, Model& cpu, int64_t V, double cpu_tol = 1e-1) {
   const auto steps = schedule();
   const auto e = drive(eager, steps), g = drive(graph, steps), c = drive(cpu, steps);
   int same_argmax = 0, rows = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     EXPECT_LT(max_rel_err(g[i], e[i]), 2e-2) << "step " << i;
-    EXPECT_LT(max_rel_err(e[i], c[i]), 1e-1) << "step " << i;  // bf16 activations vs fp32
+    EXPECT_LT(max_rel_err(e[i], c[i]), cpu_tol) << "step " << i;  // bf16 activations vs fp32
     for (size_t r = 0; r * V < c[i].size(); ++r, ++rows)
       same_argmax += std::max_element(e[i].begin() + r * V, e[i].begin() + (r + 1) * V) - e[i].begin() ==
                      std::max_element(c[i].begin() + r * V, c[i].begin() + (r + 1) * V) - c[i].begin();
