@@ -36,6 +36,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"lfm2", "Lfm2ForCausalLM"},
     {"lfm2moe", "Lfm2MoeForCausalLM"},
     {"glm4moe", "Glm4MoeForCausalLM"},
+    {"seed_oss", "SeedOssForCausalLM"},  // Llama's tensors (no Q/K permutation), q/k/v biases
     {"deepseek2", "DeepseekV3ForCausalLM"},  // or V2: by expert_gating_func (gguf_config_deepseek2.cc)
     {"qwen3next", "Qwen3NextForCausalLM"},
     {"qwen35", "Qwen3_5ForCausalLM"},
@@ -128,11 +129,14 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   j["conv_bias"] = bias;
   if (a != "lfm2moe") return;
   // LFM2-MoE (convert_hf_to_gguf.py's LFM2MoeModel): leading_dense_block_count dense layers, a sigmoid
-  // router (expert_gating_func 2), the expert bias as exp_probs_b; llama.cpp scales the weights by 1.
+  // router (expert_gating_func 2), the expert bias as exp_probs_b. The converter writes no weight scale and
+  // llama.cpp scales by 1 (the released models' routed_scaling_factor); expert_weights_scale is read where
+  // a file has it.
   if (auto g = f.get_int(a + ".expert_gating_func"); g && *g != 2)
     throw Error(f.path() + ": metadata '" + a + ".expert_gating_func' " + std::to_string(*g) + " is not supported (2: sigmoid)");
   const int64_t dense = f.get_int(a + ".leading_dense_block_count").value_or(0);
   j["num_dense_layers"] = dense;
+  j["routed_scaling_factor"] = f.get_float(a + ".expert_weights_scale").value_or(1.0);
   j["use_expert_bias"] = dense < n && m.find_tensor("blk." + std::to_string(dense) + ".exp_probs_b.bias").info != nullptr;
   j.erase("mlp_only_layers");  // the same layers, said by num_dense_layers
 }
@@ -358,6 +362,10 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
   if (a == "glm4moe") glm4moe_fields(m, a, j);
   if (a == "olmo2") olmo2_fields(f, a, j);
+  if (a == "seed_oss") {  // q/k/v biases without o_proj's (attention_out_bias), told by the tensors present
+    j["attention_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;
+    j["attention_out_bias"] = m.find_tensor("blk.0.attn_output.bias").info != nullptr;
+  }
   if (deepseek2) deepseek2_fields(m, a, j);
   if (hybrid) qwen3_next_fields(m, a, j);
   if (a == "granite" || a == "granitemoe") {  // convert_hf_to_gguf.py's GraniteModel: the multipliers as <arch>.*_scale

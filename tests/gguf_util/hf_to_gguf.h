@@ -185,6 +185,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Lfm2ForCausalLM", "lfm2"},
                                                            {"Lfm2MoeForCausalLM", "lfm2moe"},
                                                            {"Glm4MoeForCausalLM", "glm4moe"},
+                                                           {"SeedOssForCausalLM", "seed_oss"},
                                                            {"DeepseekV2ForCausalLM", "deepseek2"},
                                                            {"DeepseekV3ForCausalLM", "deepseek2"},
                                                            {"Qwen3NextForCausalLM", "qwen3next"},
@@ -283,6 +284,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     if (a == "lfm2moe") {  // LFM2MoeModel
       w.add_u32(a + ".leading_dense_block_count", c["num_dense_layers"]);
       w.add_u32(a + ".expert_gating_func", 2u);  // sigmoid
+      // (not the converter's: the fixture's routed_scaling_factor 1.5; the released models have 1.0)
+      if (c.value("routed_scaling_factor", 1.0) != 1.0) w.add_f32(a + ".expert_weights_scale", c["routed_scaling_factor"].get<float>());
     }
   }
   if (rope_type == "linear") {

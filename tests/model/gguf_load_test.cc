@@ -115,6 +115,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // a double), so near, not bitwise; LFM2: per-layer head_count_kv, shortconv.* tensors
                       Case{"hunyuan_dense", testing::kGgmlF32, 1e-4}, Case{"hunyuan_dense", testing::kGgmlQ8_0, 5e-2},
                       Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2},
+                      // lfm2moe (the sigmoid router's exp_probs_b, leading dense layer), glm4moe (q/k/v biases,
+                      // half rotary, DeepSeek router keys), seed_oss (q/k/v biases without o_proj's)
+                      // (glm4_moe's fixture has near-ties its Q8_0 rounding flips: F32 only)
+                      Case{"lfm2_moe", testing::kGgmlF32, 0}, Case{"glm4_moe", testing::kGgmlF32, 0},
+                      Case{"seed_oss", testing::kGgmlF32, 0},
+                      Case{"seed_oss", testing::kGgmlQ8_0, 5e-2},
                       // deepseek2: kv_b_proj rebuilt from attn_k_b / attn_v_b, exp_probs_b, the group keys.
                       // V2-Lite's fixture has rms_norm_eps 1e-5, which llama.cpp also uses for the q_a / kv_a
                       // norms where transformers' DeepseekV2 keeps 1e-6 (the released V2 configs say 1e-6)
@@ -253,7 +259,7 @@ TEST(GgufModel, Gemma2DefaultsAsLlamaCpp) {
 // MoE experts (ffn_gate_exps / ffn_up_exps interleaved per expert, down) beside shared experts and MLA
 // (whose own projections are dequantized). Rows that are not whole blocks are written F32 by the converter.
 TEST(GgufModel, PackedQ8_0MatchesDequantized) {
-  for (const std::string fixture : {"qwen3", "llama3", "phi3", "lfm2", "qwen2", "qwen2_moe", "qwen3_moe", "deepseek_v3"}) {
+  for (const std::string fixture : {"qwen3", "llama3", "phi3", "lfm2", "qwen2", "qwen2_moe", "qwen3_moe", "deepseek_v3", "lfm2_moe", "glm4_moe", "seed_oss"}) {
     const std::string gguf = (temp_dir() / (fixture + "_packed.gguf")).string();
     ConvertOptions o;
     o.type = testing::kGgmlQ8_0;
