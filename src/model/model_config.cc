@@ -103,12 +103,15 @@ static void parse_moe(const json& j, const std::string& source, ModelConfig& c) 
   // Mixtral: every expert is intermediate_size wide and the top-k weights are always renormalised
   // (MixtralSparseMoeBlock); its config has neither key.
   // GPT-OSS and GraniteMoe: the same (GptOssTopKRouter, GraniteMoeTopKGating: a softmax over the top-k logits).
+  // OLMoE: the same widths (its router renormalises only with norm_topk_prob).
+  const bool olmoe = c.architecture == "OlmoeForCausalLM" || c.model_type == "olmoe";
   const bool mixtral = c.architecture == "MixtralForCausalLM" || c.model_type == "mixtral" ||
                        config_json::is_gpt_oss(c.architecture, c.model_type) ||
                        config_json::is_granite_moe(c.architecture, c.model_type);
-  c.moe_intermediate_size = mixtral ? c.intermediate_size : get_int(j, source, "moe_intermediate_size");
+  c.moe_intermediate_size = mixtral || olmoe ? c.intermediate_size : get_int(j, source, "moe_intermediate_size");
   if (c.moe_intermediate_size <= 0)
-    fail(source, mixtral ? "intermediate_size" : "moe_intermediate_size", "must be > 0");
+    fail(source, mixtral || olmoe ? "intermediate_size" : "moe_intermediate_size", "must be > 0");
+  if (olmoe && has(j, "clip_qkv")) fail(source, "clip_qkv", "is not supported (null only)");
   c.norm_topk_prob = mixtral || get_bool(j, source, "norm_topk_prob", false);
   // Qwen2-MoE's shared expert (Qwen3-Next reads the same key in parse_qwen3_next).
   if (c.architecture == "Qwen2MoeForCausalLM" || c.model_type == "qwen2_moe") {
@@ -174,7 +177,7 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
     {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
     {is_olmo3, olmo3_normalize, parse_olmo3},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},
-    {is_mistral3, mistral3_normalize, nullptr},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
+    {is_mistral3, mistral3_normalize, nullptr},     {is_ernie4_5, ernie4_5_normalize, nullptr},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
 };
 }  // namespace
 

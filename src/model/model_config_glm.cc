@@ -22,6 +22,21 @@ json glm_normalize(const json& in, const std::string& source) {
   return j;
 }
 
+
+bool is_ernie4_5(const std::string& a, const std::string& t) { return a == "Ernie4_5ForCausalLM" || t == "ernie4_5"; }
+
+// Ernie4_5Config: use_bias (default false) on q/k/v/o and the MLP; head_dim 128, tied embeddings and
+// rope_theta 500000 by default.
+json ernie4_5_normalize(const json& in, const std::string& source) {
+  json j = in;
+  const bool bias = get_bool(j, source, "use_bias", false);
+  j["attention_bias"] = bias;
+  j["mlp_bias"] = bias;
+  if (!has(j, "head_dim")) j["head_dim"] = 128;
+  if (!has(j, "tie_word_embeddings")) j["tie_word_embeddings"] = true;
+  if (!has(j, "rope_theta") && !has(j, "rope_parameters")) j["rope_theta"] = 500000.0;
+  return j;
+}
 }  // namespace vireo::config_json
 
 namespace vireo::config_json {

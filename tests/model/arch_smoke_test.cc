@@ -44,6 +44,13 @@ std::vector<json> configs() {
     lfm[k] = v;
   lfm["layer_types"] = {"conv", "full_attention", "conv", "full_attention"};
   out.push_back(lfm);
+  json olmoe = tiny("OlmoeForCausalLM");
+  olmoe["num_experts"] = 8;
+  olmoe["num_experts_per_tok"] = 2;
+  out.push_back(olmoe);
+  json ernie = tiny("Ernie4_5ForCausalLM");
+  ernie["use_bias"] = true;
+  out.push_back(ernie);
   json vl = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}}, {"text_config", tiny("Qwen3VLMoeForConditionalGeneration")}};
   vl["text_config"]["num_experts"] = 4;
   vl["text_config"]["num_experts_per_tok"] = 2;

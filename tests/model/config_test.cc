@@ -148,6 +148,30 @@ TEST(ModelConfig, Exaone4HybridLayers) {
   EXPECT_EQ(c.nope_layers, (std::vector<uint8_t>(6, 0)));
 }
 
+// OLMoE: experts intermediate_size wide, no renormalisation by default, clip_qkv refused. ERNIE 4.5:
+// use_bias sets both bias flags; Ernie4_5Config's defaults.
+TEST(ModelConfig, OlmoeAndErnieFields) {
+  json o = base();
+  o["architectures"] = {"OlmoeForCausalLM"};
+  o["num_experts"] = 8;
+  o["num_experts_per_tok"] = 2;
+  ModelConfig c = ModelConfig::from_json(o, "c");
+  EXPECT_EQ(c.moe_intermediate_size, 128);
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_TRUE(c.moe_layer(0));
+  o["clip_qkv"] = 8.0;
+  EXPECT_THROW(ModelConfig::from_json(o, "c"), Error);
+  json e = base();
+  e["architectures"] = {"Ernie4_5ForCausalLM"};
+  e["use_bias"] = true;
+  c = ModelConfig::from_json(e, "c");
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.mlp_bias);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+}
+
 TEST(ModelConfig, ErrorsNameFileAndField) {
   auto expect_error = [](json j, const std::string& field) {
     try {

@@ -315,6 +315,11 @@ CASES = [
     # Mistral 3 (Mistral Small 3.1 / 3.2) as released: a Mistral text model in text_config, a tiny Pixtral.
     ("mistral3", "Mistral3Config", dict(tie_word_embeddings=False, head_dim=16, rope_theta=1000000000.0),
      torch.float32, None),
+    # OLMoE: full-width q/k norms, 8 experts top-2 (not renormalised) intermediate_size wide in every layer.
+    ("olmoe", "OlmoeConfig", dict(tie_word_embeddings=False, num_experts=8, num_experts_per_tok=2, intermediate_size=48,
+                                  norm_topk_prob=False), torch.float32, None),
+    # ERNIE 4.5 (0.3B-style): GLM's interleaved RoPE over the whole head, biases on every projection, tied.
+    ("ernie4_5", "Ernie4_5Config", dict(tie_word_embeddings=True, head_dim=16, use_bias=True), torch.float32, None),
 ]
 
 

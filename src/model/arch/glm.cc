@@ -20,6 +20,9 @@ void register_glm_family(std::vector<ArchSpec>& out) {
   glm4.names.pre_ffn_norm = "post_attention_layernorm";
   glm4.names.post_ffn_norm = "post_mlp_layernorm";
   out.push_back(glm4);
+  // ERNIE 4.5 (dense): Llama with GLM's interleaved RoPE over the whole head and use_bias on every
+  // projection (model_config_glm.cc maps it onto attention_bias / mlp_bias).
+  out.push_back({.name = "Ernie4_5ForCausalLM", .neox_rope = false});
   out.push_back({.name = "Glm4MoeForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .o_proj_bias = false, .moe = true});
 }
 }  // namespace vireo

@@ -10,5 +10,8 @@ void register_olmo_family(std::vector<ArchSpec>& out) {
   // EXAONE 4.0: OLMo-2's post-norm layers with per-head q/k norms (before RoPE); global layers NoPE when
   // hybrid (model_config_exaone4.cc).
   out.push_back({.name = "Exaone4ForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .post_norm = true});
+  // OLMoE: pre-norm Llama layers with OLMo-2's full-width q/k norms, sparse MoE in every layer (softmax
+  // router, top-k renormalised only with norm_topk_prob, experts intermediate_size wide).
+  out.push_back({.name = "OlmoeForCausalLM", .qk_norm = QkNorm::kFullWidth, .moe = true});
 }
 }  // namespace vireo
