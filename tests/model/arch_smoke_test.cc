@@ -11,56 +11,15 @@
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model_test_util.h"
+#include "tiny_family_configs.h"
 
 namespace vireo {
 namespace {
 
 using nlohmann::json;
 
-json tiny(const char* arch) {
-  return {{"architectures", {arch}}, {"vocab_size", 96}, {"hidden_size", 64}, {"intermediate_size", 96},
-          {"num_hidden_layers", 4}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
-          {"max_position_embeddings", 256}};
-}
-
-std::vector<json> configs() {
-  std::vector<json> out;
-  json exaone = tiny("Exaone4ForCausalLM");
-  exaone["sliding_window"] = 5;
-  out.push_back(exaone);
-  json olmo3 = tiny("Olmo3ForCausalLM");
-  olmo3["sliding_window"] = 6;
-  out.push_back(olmo3);
-  json glm = tiny("Glm4MoeForCausalLM");
-  for (auto [k, v] : {std::pair{"n_routed_experts", 8}, std::pair{"num_experts_per_tok", 2},
-                      std::pair{"moe_intermediate_size", 32}, std::pair{"n_group", 2}, std::pair{"topk_group", 1}})
-    glm[k] = v;
-  glm["use_qk_norm"] = true;
-  glm["attention_bias"] = true;
-  out.push_back(glm);
-  json lfm = tiny("Lfm2MoeForCausalLM");
-  for (auto [k, v] : {std::pair{"num_experts", 8}, std::pair{"num_experts_per_tok", 2},
-                      std::pair{"moe_intermediate_size", 32}, std::pair{"num_dense_layers", 1}})
-    lfm[k] = v;
-  lfm["layer_types"] = {"conv", "full_attention", "conv", "full_attention"};
-  out.push_back(lfm);
-  json olmoe = tiny("OlmoeForCausalLM");
-  olmoe["num_experts"] = 8;
-  olmoe["num_experts_per_tok"] = 2;
-  out.push_back(olmoe);
-  json ernie = tiny("Ernie4_5ForCausalLM");
-  ernie["use_bias"] = true;
-  out.push_back(ernie);
-  json vl = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}}, {"text_config", tiny("Qwen3VLMoeForConditionalGeneration")}};
-  vl["text_config"]["num_experts"] = 4;
-  vl["text_config"]["num_experts_per_tok"] = 2;
-  vl["text_config"]["moe_intermediate_size"] = 32;
-  out.push_back(vl);
-  return out;
-}
-
 TEST(ArchSmoke, ChunkedPagedPrefillMatchesOneShot) {
-  for (const json& j : configs()) {
+  for (const json& j : testing::family_configs()) {
     SCOPED_TRACE(j["architectures"][0].get<std::string>());
     const ModelConfig cfg = ModelConfig::from_json(j, "smoke/config.json");
     LoadOptions opts;
