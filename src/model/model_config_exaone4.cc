@@ -17,12 +17,11 @@ json exaone4_normalize(const json& in, const std::string& source) {
   if (!j.contains("sliding_window")) j["sliding_window"] = 4096;  // Exaone4Config's default
   if (!has(j, "layer_types")) {
     json types = json::array();
-    const json pattern = j.value("sliding_window_pattern", json(4));
+    // No window: every layer global, whatever the pattern says.
+    const json pattern = has(j, "sliding_window") ? j.value("sliding_window_pattern", json(4)) : json(nullptr);
     for (int l = 0; l < n; ++l) {
       bool sliding = false;
-      if (!has(j, "sliding_window")) {
-        sliding = false;
-      } else if (pattern.is_string()) {
+      if (pattern.is_string()) {
         const std::string p = pattern.get<std::string>();
         if (p.empty() || p.find_first_not_of("LG") != std::string::npos)
           fail(source, "sliding_window_pattern", "must be a string of L (local) and G (global)");
