@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_registry.h"
+#include "cli/lora_flags.h"
 #include "cli/vllm_compat_flags.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -57,6 +58,7 @@ struct ServeArgs {
   std::string kv_cache_memory;
   std::vector<std::string> served_model_names;  // vLLM's nargs="+": the first is the main name
   VllmCompatFlags compat;
+  LoraFlags lora;
 };
 
 // "1000000", "512MiB", "2GiB", "64M", "1G" -> bytes.
@@ -96,6 +98,7 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
 
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
+  apply_lora_flags(a.lora, a.engine);
   a.engine.quantization = a.compat.quantization;
   // The samplers return at most 20 top logprobs a token (SampleParams::num_top_logprobs).
   if (const int m = a.server.limits.max_logprobs; m < 0 || m > 20)
@@ -128,6 +131,8 @@ int run_serve(ServeArgs& a) {
   const int max_seqs = a.engine.max_num_seqs > 0 ? a.engine.max_num_seqs : 1024;
   a.server.num_threads = std::max(64, 2 * max_seqs + 16);
   if (a.server.shutdown_timeout_s < 0) throw Error("--shutdown-timeout must be >= 0");
+  if (const char* v = std::getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING"))
+    a.server.allow_runtime_lora_updating = std::string(v) == "1" || std::string(v) == "true" || std::string(v) == "True";
   if (a.server.enable_auto_tool_choice && a.server.tool_call_parser.empty())
     throw Error("--enable-auto-tool-choice requires --tool-call-parser");  // as vLLM
 
@@ -208,6 +213,7 @@ CommandRunner setup_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, c.async_scheduling);
+  add_lora_flags(app, c, a->lora);
   app.add_flag("--batch-invariant", c.batch_invariant,
                "Batch-invariant kernels: a request's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

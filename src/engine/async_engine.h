@@ -49,6 +49,22 @@ class AsyncEngine {
   virtual int max_model_len() const = 0;
   virtual EngineStats stats() const = 0;
 
+  // LoRA adapters served under their own names (EngineConfig::enable_lora).
+  struct LoraInfo {
+    std::string name, path;
+    int32_t id = 0;  // SamplingParams::lora_id
+  };
+  virtual std::vector<LoraInfo> loras() const { return {}; }
+  // The adapter served as `name`; 0 when `name` is not an adapter.
+  virtual int32_t lora_id(const std::string& name) const {
+    (void)name;
+    return 0;
+  }
+  // Loads the PEFT adapter at `path` under `name` / unloads it (requests already running with it finish
+  // first); throw vireo::Error with a user-facing message (LoRA not enabled, name taken or unknown, a bad adapter).
+  virtual void load_lora(const std::string& name, const std::string& path);
+  virtual void unload_lora(const std::string& name);
+
   // Stops taking requests, lets running ones finish for up to timeout, aborts the rest.
   virtual void shutdown(std::chrono::milliseconds timeout) = 0;
 };

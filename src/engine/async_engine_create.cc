@@ -14,6 +14,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduling_policy.h"
 #include "model/default_model.h"
+#include "model/lora_adapter.h"
 #include "template/chat_template_file.h"
 #include "tokenizer/default_dir.h"
 
@@ -123,6 +124,27 @@ GenerationConfig load_generation_config(const EngineConfig& cfg) {
   return GenerationConfig::from_dir(cfg.generation_config);
 }
 
+// --lora-modules: read each adapter and put it on the model, ids 1, 2, ... in order.
+void add_startup_loras(EngineParts& parts) {
+  const EngineConfig& c = parts.config;
+  if (!c.enable_lora) {
+    if (!c.lora_modules.empty()) throw Error("--lora-modules needs --enable-lora");
+    return;
+  }
+  if (c.max_loras < 1) throw Error("--max-loras must be at least 1");
+  if (c.max_lora_rank < 1) throw Error("--max-lora-rank must be at least 1");
+  std::set<std::string> names;
+  for (const auto& m : c.lora_modules) {
+    if (m.name.empty() || m.path.empty()) throw Error("--lora-modules: expected name=path, got '" + m.name + "=" + m.path + "'");
+    if (!names.insert(m.name).second) throw Error("--lora-modules: the name '" + m.name + "' is given twice");
+    const int32_t id = static_cast<int32_t>(parts.loras.size()) + 1;
+    parts.model->add_lora(id, load_lora_adapter(m.path, c.max_lora_rank));
+    parts.loras.push_back({m.name, m.path, id});
+  }
+  log_info("LoRA: {} adapter(s) loaded, --max-loras {}, --max-lora-rank {}", parts.loras.size(), c.max_loras,
+           c.max_lora_rank);
+}
+
 }  // namespace
 
 int default_max_num_seqs(size_t device_memory_bytes) {
@@ -188,6 +210,8 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   eos.insert(parts.generation_config.eos_token_ids.begin(), parts.generation_config.eos_token_ids.end());
   if (auto id = tok.eos_token_id()) eos.insert(*id);
   parts.eos_token_ids.assign(eos.begin(), eos.end());
+
+  add_startup_loras(parts);
 
   if (parts.config.max_num_batched_tokens <= 0)
     parts.config.max_num_batched_tokens = default_max_num_batched_tokens(parts.model->backend().total_memory_bytes());

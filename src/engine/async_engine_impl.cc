@@ -57,6 +57,11 @@ AsyncEngineImpl::AsyncEngineImpl(EngineParts parts)
   cc.scheduler.enable_prefix_caching = config_.enable_prefix_caching;
   cc.scheduler.eos_token_ids = parts.eos_token_ids;
   cc.scheduler.policy = parse_scheduling_policy(config_.scheduling_policy);
+  cc.scheduler.max_loras = config_.enable_lora ? config_.max_loras : 0;
+  for (const LoraInfo& l : parts.loras) {
+    if (loras_.reserve(l.name, l.path) != l.id) throw Error("AsyncEngine: LoRA ids must be 1, 2, ... in order");
+    loras_.commit(l.id);
+  }
   core_ = std::make_unique<EngineCore>(std::move(parts.model), tokenizer_.get(), cc);
   core_->fill_stats(stats_);
   thread_ = std::thread([this] { loop(); });
@@ -78,6 +83,8 @@ std::shared_ptr<RequestStream> AsyncEngineImpl::add_request(const std::string& r
     std::lock_guard<std::mutex> lk(mu_);
     if (!accepting_) throw Error("the engine is shutting down");
     if (streams_.count(request_id)) throw Error("request id '" + request_id + "' is already in use");
+    if (params.lora_id != 0 && !loras_.has_id(params.lora_id))  // under mu_: see unload_lora
+      throw Error(fmt::format("no LoRA adapter with id {} is loaded", params.lora_id));
     streams_[request_id] = stream;
     new_requests_.push_back(std::move(req));
   }
@@ -100,6 +107,16 @@ EngineStats AsyncEngineImpl::stats() const {
     std::lock_guard<std::mutex> lk(stats_mu_);
     s = stats_;
   }
+  const auto loras = loras_.list();
+  auto names = [&](const std::vector<int32_t>& ids) {
+    std::vector<std::string> out;
+    for (int32_t id : ids)
+      for (const auto& l : loras)
+        if (l.id == id) out.push_back(l.name);
+    return out;
+  };
+  s.running_loras = names(s.running_lora_ids);
+  s.waiting_loras = names(s.waiting_lora_ids);
   std::lock_guard<std::mutex> lk(mu_);
   s.num_requests_waiting += static_cast<int>(new_requests_.size());
   return s;
@@ -109,14 +126,23 @@ void AsyncEngineImpl::loop() {
   while (true) {
     std::vector<std::shared_ptr<Request>> adds;
     std::vector<std::string> aborts;
+    std::vector<std::function<void()>> tasks;
     {
       std::unique_lock<std::mutex> lk(mu_);
       core_busy_ = core_->has_unfinished();
       if (!core_busy_ && new_requests_.empty() && aborts_.empty()) idle_cv_.notify_all();
-      cv_.wait(lk, [&] { return stop_ || core_busy_ || !new_requests_.empty() || !aborts_.empty(); });
-      if (stop_ && !core_busy_ && new_requests_.empty() && aborts_.empty()) break;
+      cv_.wait(lk, [&] {
+        return stop_ || core_busy_ || !new_requests_.empty() || !aborts_.empty() || !loop_tasks_.empty();
+      });
+      if (stop_ && !core_busy_ && new_requests_.empty() && aborts_.empty() && loop_tasks_.empty()) break;
       adds.swap(new_requests_);
       aborts.swap(aborts_);
+      tasks.swap(loop_tasks_);
+    }
+    for (auto& t : tasks) t();  // each reports its own outcome to its caller
+    if (adds.empty() && aborts.empty() && !core_->has_unfinished()) {
+      drop_unused_loras();
+      continue;
     }
     std::vector<RequestOutput> outputs;
     try {
@@ -127,6 +153,7 @@ void AsyncEngineImpl::loop() {
       log_error("engine step failed: {}; failing all requests", e.what());
       outputs = core_->fail_all(e.what());
     }
+    drop_unused_loras();
     {
       std::lock_guard<std::mutex> lk(stats_mu_);
       core_->fill_stats(stats_);

@@ -3,6 +3,7 @@
 // pass fakes).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -10,6 +11,7 @@
 
 #include "engine/async_engine.h"
 #include "engine/engine_core.h"
+#include "engine/lora_registry.h"
 #include "engine/request_stream.h"
 #include "model/model_config.h"
 #include "template/chat_template.h"
@@ -26,6 +28,7 @@ struct EngineParts {
   int max_model_len = 0;
   int num_kv_blocks = 0;                       // including the null block
   std::vector<int32_t> eos_token_ids;
+  std::vector<AsyncEngine::LoraInfo> loras;    // adapters already added to the model (--lora-modules)
 };
 
 // Checks a request against the engine's limits; throws vireo::Error with a user-facing message.
@@ -47,9 +50,17 @@ class AsyncEngineImpl : public AsyncEngine {
   int max_model_len() const override { return max_model_len_; }
   EngineStats stats() const override;
   void shutdown(std::chrono::milliseconds timeout) override;
+  std::vector<LoraInfo> loras() const override { return loras_.list(); }
+  int32_t lora_id(const std::string& name) const override { return loras_.find(name); }
+  void load_lora(const std::string& name, const std::string& path) override;    // async_engine_lora.cc
+  void unload_lora(const std::string& name) override;
 
  private:
   void loop();
+  // Runs `task` on the loop thread between steps (the model is the loop's) and waits for it; rethrows.
+  void run_on_loop(std::function<void(EngineCore&)> task);
+  // Frees the unloaded adapters no request uses any more (loop thread).
+  void drop_unused_loras();
 
   EngineConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -68,6 +79,10 @@ class AsyncEngineImpl : public AsyncEngine {
   bool accepting_ = true;
   bool stop_ = false;
   bool core_busy_ = false;  // the core holds unfinished requests
+  std::vector<std::function<void()>> loop_tasks_;  // run_on_loop's, in order
+
+  LoraRegistry loras_;
+  std::vector<int32_t> unloaded_loras_;  // removed from loras_, still on the model (loop thread only)
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace vireo {
 
@@ -49,6 +50,16 @@ struct EngineConfig {
   // --chat-template: a Jinja file, or the template itself (vLLM's rule: text that cannot be opened
   // and holds '{', '}' or a newline is the template); "" = the tokenizer's chat_template.
   std::string chat_template;
+  // LoRA adapters (vLLM's --enable-lora, --lora-modules, --max-loras, --max-lora-rank): served under their
+  // names beside the base model, loaded at start-up (and at run time through /v1/load_lora_adapter when
+  // VLLM_ALLOW_RUNTIME_LORA_UPDATING is set).
+  struct LoraModuleSpec {
+    std::string name, path;
+  };
+  bool enable_lora = false;
+  std::vector<LoraModuleSpec> lora_modules;
+  int max_loras = 1;       // distinct adapters among the running requests
+  int max_lora_rank = 16;  // adapters of a larger rank are refused
 };
 
 // The auto value of EngineConfig::max_num_batched_tokens on a device of this much memory (0: the CPU).

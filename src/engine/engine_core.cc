@@ -319,6 +319,9 @@ void EngineCore::fill_stats(EngineStats& s) const {
   s.time_to_first_token_seconds = metrics_.ttft;
   s.inter_token_latency_seconds = metrics_.itl;
   s.e2e_request_latency_seconds = metrics_.e2e;
+  s.max_loras = cfg_.scheduler.max_loras;
+  s.running_lora_ids = scheduler_.lora_ids(true);
+  s.waiting_lora_ids = scheduler_.lora_ids(false);
 }
 
 }  // namespace vireo

@@ -1,6 +1,7 @@
 // A snapshot of the engine's counters and histograms, rendered by /metrics with vLLM's names.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace vireo {
@@ -35,6 +36,11 @@ struct EngineStats {
   Histogram time_to_first_token_seconds;
   Histogram inter_token_latency_seconds;
   Histogram e2e_request_latency_seconds;
+  // LoRA (vllm:lora_requests_info): max_loras 0 when LoRA is off; the adapters of the running and the
+  // waiting requests, by id (EngineCore) and by name (AsyncEngine::stats), distinct, in first-seen order.
+  int max_loras = 0;
+  std::vector<int32_t> running_lora_ids, waiting_lora_ids;
+  std::vector<std::string> running_loras, waiting_loras;
 };
 
 }  // namespace vireo

@@ -7,13 +7,27 @@
 
 namespace vireo {
 
+namespace {
+
+// The parent hash of a request's first block: 0 for the base model without a cache salt, so such
+// requests share blocks; the adapter id and the salt seed the chain otherwise (vLLM's extra keys).
+uint64_t root_hash(const Request& req) {
+  const SamplingParams& p = req.params;
+  if (p.lora_id == 0 && p.cache_salt.empty()) return 0;
+  std::vector<int32_t> key = {p.lora_id, static_cast<int32_t>(p.cache_salt.size())};
+  for (unsigned char c : p.cache_salt) key.push_back(c);
+  return hash_block_tokens(0x6c6f7261ull, key);
+}
+
+}  // namespace
+
 KvCacheManager::KvCacheManager(int num_blocks, int block_size, bool enable_prefix_caching)
     : block_size_(block_size), pool_(num_blocks, enable_prefix_caching) {}
 
 void KvCacheManager::update_block_hashes(Request& req) {
   const int num_full = req.num_tokens() / block_size_;
   for (int i = static_cast<int>(req.block_hashes.size()); i < num_full; ++i) {
-    uint64_t parent = i == 0 ? 0 : req.block_hashes[i - 1];
+    uint64_t parent = i == 0 ? root_hash(req) : req.block_hashes[i - 1];
     std::span<const int32_t> toks(req.all_token_ids.data() + i * block_size_, block_size_);
     req.block_hashes.push_back(hash_block_tokens(parent, toks));
   }
@@ -26,7 +40,7 @@ ComputedBlocks KvCacheManager::get_computed_blocks(Request& req) {
   // At most num_tokens - 1 tokens can come from the cache: the last one must run for logits.
   const int max_blocks = (req.num_tokens() - 1) / block_size_;
   for (int i = 0; i < max_blocks; ++i) {
-    uint64_t parent = i == 0 ? 0 : req.block_hashes[i - 1];
+    uint64_t parent = i == 0 ? root_hash(req) : req.block_hashes[i - 1];
     std::span<const int32_t> toks(req.all_token_ids.data() + i * block_size_, block_size_);
     auto hit = pool_.get_cached_block(req.block_hashes[i], parent, toks);
     if (!hit) break;
@@ -90,7 +104,7 @@ void KvCacheManager::cache_computed_blocks(Request& req) {
   const int num_full = std::min<int>({req.num_computed_tokens / block_size_, static_cast<int>(req.block_ids.size()),
                                       static_cast<int>(req.block_hashes.size())});
   for (int i = req.num_hashed_cached_blocks; i < num_full; ++i) {
-    uint64_t parent = i == 0 ? 0 : req.block_hashes[i - 1];
+    uint64_t parent = i == 0 ? root_hash(req) : req.block_hashes[i - 1];
     std::span<const int32_t> toks(req.all_token_ids.data() + i * block_size_, block_size_);
     pool_.cache_block(req.block_ids[i], req.block_hashes[i], parent, toks);
   }

@@ -52,6 +52,12 @@ struct SamplingParams {
   // adds a request (server, LLM, bench) carries it without another argument. Non-zero needs the
   // priority policy (AsyncEngine::add_request refuses it otherwise, as vLLM does).
   int64_t priority = 0;
+  // The LoRA adapter the request runs with (AsyncEngine::lora_id of the model name it asked for; 0: the
+  // base model). Like priority, a request setting rather than a sampling one.
+  int32_t lora_id = 0;
+  // vLLM's cache_salt: prefix-cache blocks are shared only between requests with the same salt (and the
+  // same adapter), so one tenant cannot time another's cached prompts.
+  std::string cache_salt;
 };
 
 }  // namespace vireo

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 
@@ -134,9 +135,20 @@ SchedulerOutput Scheduler::schedule() {
 
   // 2. Waiting requests (not in a step that had to preempt: memory is tight).
   const bool running_preempted = !out.preempted.empty();
+  std::set<int32_t> active_loras;  // the running requests' adapters (--max-loras)
+  for (const auto& r : running_)
+    if (r->params.lora_id != 0) active_loras.insert(r->params.lora_id);
+  std::vector<std::shared_ptr<Request>> skipped;  // waiting for room for their adapter, in order
   while (!running_preempted && !waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
     auto req = waiting_.front();
+    const int32_t lora = req->params.lora_id;
+    if (cfg_.max_loras > 0 && lora != 0 && !active_loras.count(lora) &&
+        static_cast<int>(active_loras.size()) >= cfg_.max_loras) {
+      skipped.push_back(req);
+      waiting_.pop_front();
+      continue;
+    }
     ComputedBlocks computed;
     if (req->num_computed_tokens == 0) computed = kv_.get_computed_blocks(*req);
     int num_new = std::min(req->num_tokens() - req->num_computed_tokens - computed.num_tokens, budget);
@@ -162,10 +174,12 @@ SchedulerOutput Scheduler::schedule() {
     req->num_computed_tokens += computed.num_tokens;
     req->status = RequestStatus::kRunning;
     running_.push_back(req);
+    if (lora != 0) active_loras.insert(lora);
     out.scheduled.push_back({req, num_new});
     budget -= num_new;
     if (made_room) break;
   }
+  waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
   out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
   return out;
 }
@@ -281,6 +295,22 @@ std::shared_ptr<Request> Scheduler::finish_request(const std::string& id, Finish
   req->status = RequestStatus::kFinished;
   req->finish_reason = reason;
   return req;
+}
+
+bool Scheduler::uses_lora(int32_t id) const {
+  auto uses = [&](const std::shared_ptr<Request>& r) { return r->params.lora_id == id; };
+  return std::any_of(waiting_.begin(), waiting_.end(), uses) || std::any_of(running_.begin(), running_.end(), uses);
+}
+
+std::vector<int32_t> Scheduler::lora_ids(bool running) const {
+  std::vector<int32_t> ids;
+  auto collect = [&](const auto& queue) {
+    for (const auto& r : queue)
+      if (r->params.lora_id != 0 && std::find(ids.begin(), ids.end(), r->params.lora_id) == ids.end())
+        ids.push_back(r->params.lora_id);
+  };
+  running ? collect(running_) : collect(waiting_);
+  return ids;
 }
 
 }  // namespace vireo

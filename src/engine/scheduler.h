@@ -30,6 +30,9 @@ struct SchedulerConfig {
   int num_state_slots = 0;
   std::vector<int32_t> eos_token_ids;  // stop the request unless ignore_eos
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // vLLM's --max-loras: at most this many distinct LoRA adapters among the running requests (a waiting
+  // request of another adapter waits, and the ones behind it may go first); 0: no limit.
+  int max_loras = 0;
 };
 
 struct ScheduledRequest {
@@ -74,6 +77,10 @@ class Scheduler {
   std::shared_ptr<Request> finish_request(const std::string& id, FinishReason reason);
 
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  // Whether a waiting or running request uses LoRA adapter `id` (it may not be unloaded yet).
+  bool uses_lora(int32_t id) const;
+  // The distinct adapters of the running (or waiting) requests, in queue order.
+  std::vector<int32_t> lora_ids(bool running) const;
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   uint64_t num_preemptions() const { return num_preemptions_; }

@@ -24,6 +24,11 @@ void start_step(const SchedulerOutput& out, StepInput& in) {
 
 // Recurrent-state models give every running request a slot; a step mixing requests with and without
 // one would hand the model wrong slots.
+// A step with no adapter rows carries no lora_ids (the model's fast paths look for an empty list).
+void drop_base_only_lora_ids(StepInput& in) {
+  if (std::all_of(in.lora_ids.begin(), in.lora_ids.end(), [](int32_t id) { return id == 0; })) in.lora_ids.clear();
+}
+
 void check_state_slots(const StepInput& in) {
   if (!in.state_slots.empty() && in.state_slots.size() + 1 != in.query_start.size())
     throw Error("build_step_input: some scheduled requests have no recurrent-state slot");
@@ -55,6 +60,7 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
     in.query_start.push_back(static_cast<int>(in.token_ids.size()));
     in.seq_lens.push_back(end);
     if (req.state_slot >= 0) in.state_slots.push_back(req.state_slot);
+    in.lora_ids.push_back(req.params.lora_id);
     std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
 
     // Prompt logprobs: position p scores prompt token p + 1, for p < num_prompt - 1.
@@ -71,6 +77,7 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
     }
   }
   check_state_slots(in);
+  drop_base_only_lora_ids(in);
   return b;
 }
 
@@ -91,11 +98,13 @@ BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size) {
     in.query_start.push_back(i + 1);
     in.seq_lens.push_back(pos + 1);
     if (req.state_slot >= 0) in.state_slots.push_back(req.state_slot);
+    in.lora_ids.push_back(req.params.lora_id);
     std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
     in.logits_indices.push_back(i);
     b.rows.push_back({i, -1});
   }
   check_state_slots(in);
+  drop_base_only_lora_ids(in);
   return b;
 }
 

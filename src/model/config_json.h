@@ -113,6 +113,9 @@ void parse_exaone4(const json& j, const std::string& source, ModelConfig& c);
 bool is_olmo3(const std::string& architecture, const std::string& model_type);
 json olmo3_normalize(const json& in, const std::string& source);
 void parse_olmo3(const json& j, const std::string& source, ModelConfig& c);
+// OLMoE (model_config_olmo3.cc): OlmoeConfig's defaults.
+bool is_olmoe(const std::string& architecture, const std::string& model_type);
+json olmoe_normalize(const json& in, const std::string& source);
 // GLM / GLM-4 (model_config_glm.cc): GlmConfig's defaults (head_dim 128, attention_bias, partial rotary 0.5).
 bool is_glm(const std::string& architecture, const std::string& model_type);
 json glm_normalize(const json& in, const std::string& source);

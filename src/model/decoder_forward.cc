@@ -64,9 +64,23 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   const int S = static_cast<int>(in.seq_lens.size());
   if (T == 0) return Tensor();
   const std::vector<int32_t> state_slots = step_state_slots(in, num_state_slots());  // checked before graphs too
+  if (!in.lora_ids.empty() && in.lora_ids.size() != static_cast<size_t>(S))
+    throw Error("forward: lora_ids must be empty or have one entry per sequence");
+  std::vector<StepTensors::LoraRows> lora_rows;  // runs of adapter rows (adjacent sequences merged)
+  for (int s = 0; s < static_cast<int>(in.lora_ids.size()); ++s) {
+    const int32_t id = in.lora_ids[s];
+    const int64_t b = in.query_start[s], e = in.query_start[s + 1];
+    if (id == 0 || b == e) continue;
+    if (!lora_rows.empty() && lora_rows.back().id == id && lora_rows.back().end == b) {
+      lora_rows.back().end = e;
+    } else {
+      lora_rows.push_back({b, e, id});
+    }
+  }
   Tensor graphed;
   if (stats) *stats = Tensor();
-  if (forward_graphed(in, kv, graphed, ids_from, stats, gs)) return graphed;
+  // Steps with adapter rows run eagerly: the adapters' linears are not in the captured graphs.
+  if (lora_rows.empty() && forward_graphed(in, kv, graphed, ids_from, stats, gs)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
@@ -114,6 +128,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   st.logits_rows_are_tokens = M == T;
   for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
   st.beyond_window = cfg_.sliding_window > 0 && st.max_seq_len > cfg_.sliding_window;
+  st.lora_rows = std::move(lora_rows);
   run_ops(st, kv, ws_);
   if (M == 0) return Tensor();
   if (stats) *stats = logit_stats_of(ws_, M);
@@ -285,7 +300,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   // of a pre-norm model; post-norm and sandwich-norm blocks (OLMo-2, Gemma) add each normalised branch
   // with one rms_norm (add_after_norm) instead of a norm and an add. Larger steps keep the separate
   // ops (the GEMMs dominate there). (No post-norm MoE family exists: those keep the separate ops.)
-  const bool fused = kUseFusedLinear && T <= kFusedLinearMaxRows && !(whole_residual && spec_.moe);
+  // Steps with LoRA rows keep the separate ops too: the adapters add to each projection's plain output.
+  const bool lora = !st.lora_rows.empty();
+  const bool fused = kUseFusedLinear && T <= kFusedLinearMaxRows && !(whole_residual && spec_.moe) && !lora;
   // h += norm(x) * w in one kernel (post-norm and sandwich-norm blocks).
   auto add_normalised = [&](const Tensor& x, const Tensor& w) {
     RmsNormParams p{x, w, residual, residual, eps};
@@ -294,7 +311,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   };
 
   be_->embedding({embed_, ids, residual, embed_scale_});  // residual = embed_tokens(input_ids) (* sqrt(hidden))
-  const bool stacked = run_decode_stack(st, kv, ws);  // every layer in one backend op
+  const bool stacked = !lora && run_decode_stack(st, kv, ws);  // every layer in one backend op
   for (int l = 0; l < cfg_.num_hidden_layers && !stacked; ++l) {
     const DecoderLayerWeights& w = layers_[l];
     const bool conv = !w.conv_w.empty();  // LFM2 short-conv layer instead of attention
@@ -336,6 +353,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->linear(part);
       col += width;
     }
+    if (lora && !mla && !conv && !gdn) apply_lora(st, l, &LoraLayerWeights::qkv, in_p.x, qkv);  // + LoRA q/k/v
     Tensor mixed;  // [T, width of o_w's input]: what the output projection reads
     if (conv) {
       cp.weight = w.conv_w;
@@ -402,6 +420,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       continue;
     }
     be_->linear(linear(mixed, w.o_w, w.o_b, branch));  // o_proj (conv: out_proj)
+    if (lora) apply_lora(st, l, &LoraLayerWeights::o, mixed, branch);
     Tensor mlp_in;
     if (spec_.sandwich_norm) {
       be_->rms_norm({branch, w.post_attn_norm, branch, Tensor(), eps});  // post_attention_layernorm(attn_out)
@@ -419,8 +438,10 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       shared_expert(mlp_in, w, branch, hid, false);  // + shared experts (DeepSeek); hid is free after
     } else {
       be_->linear(linear(mlp_in, w.gate_up_w, w.gate_up_b, gate_up));  // [gate_proj; up_proj](x)
+      if (lora) apply_lora(st, l, &LoraLayerWeights::gate_up, mlp_in, gate_up);
       be_->silu_and_mul({gate_up, act, mlp_act_});                      // act_fn(gate) * up
       be_->linear(linear(act, w.down_w, w.down_b, branch));             // down_proj
+      if (lora) apply_lora(st, l, &LoraLayerWeights::down, act, branch);
     }
     if (whole_residual) add_normalised(branch, w.post_ffn_norm);  // h += post_feedforward_layernorm(mlp_out)
   }

@@ -69,6 +69,8 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
 
 DecoderModel::~DecoderModel() {
   reset_graphs();
+  while (!loras_.empty()) remove_lora(loras_.begin()->first);
+  free_lora_scratch();
   free_workspace(ws_);
   free_sampling_workspace(*be_, sampling_);
   for (auto& t : owned_) be_->free(t);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/arch_spec.h"
+#include "model/lora_adapter.h"
 #include "model/model.h"
 #include "model/sample_on_backend.h"
 #include "model/weight_source.h"
@@ -108,6 +109,24 @@ struct StepTensors {
   // Some context is longer than the sliding window: the sliding layers bound their keys. Up to the
   // window sliding and full attention are the same, and full attention keeps the fast kernels.
   bool beyond_window = false;
+  // Rows [begin, end) of the step run LoRA adapter `id` (StepInput::lora_ids; base-model rows are left
+  // out): adjacent sequences of one adapter merged. Empty: no adapter in the step.
+  struct LoraRows {
+    int64_t begin = 0, end = 0;
+    int32_t id = 0;
+  };
+  std::vector<LoraRows> lora_rows;
+};
+
+// One LoRA adapter's matrices for one of a layer's projections, the q/k/v (gate/up) parts stacked:
+// delta = b (a x), the scale folded into b.
+struct LoraPair {
+  Tensor a;  // [R, K]: the parts' lora_A rows stacked (R = their ranks summed)
+  Tensor b;  // [M, R]: each part's scale * lora_B in its rows and its rank's columns, zeros elsewhere
+};
+// A layer's adapter weights; an empty pair: the adapter leaves that projection alone.
+struct LoraLayerWeights {
+  LoraPair qkv, o, gate_up, down;
 };
 
 // Decode-only CUDA graphs, one per padded batch size, over fixed-address buffers (graphs keep
@@ -174,6 +193,8 @@ class DecoderModel final : public Model {
   void finish_sample(int ticket, SampledRows& out) override;
   void launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last) override;
   int launch_sampling(const SamplingBatch& batch) override;
+  void add_lora(int32_t id, const LoraAdapter& adapter) override;  // decoder_lora.cc
+  void remove_lora(int32_t id) override;
   void discard_pending_samples() override {
     sampling_.pending.clear();
     forwarded_ = forwarded_stats_ = Tensor();
@@ -266,6 +287,12 @@ class DecoderModel final : public Model {
   // A GraphSample for the batch when graphs may sample it, else null (into `gs`).
   GraphSample* graph_sample_for(const SamplingBatch& batch, GraphSample& gs) const;
   void reset_graphs();
+  // LoRA (decoder_lora.cc): out += the adapters' deltas of `pair_of` for x, over st.lora_rows.
+  void apply_lora(const StepTensors& st, int layer, LoraPair LoraLayerWeights::*pair_of, const Tensor& x,
+                  const Tensor& out);
+  LoraPair upload_lora_pair(const std::vector<const LoraModule*>& parts, const std::vector<int64_t>& offsets,
+                            int64_t out_rows, float extra_scale);
+  void free_lora_scratch();
   float round_to_dtype(float v) const;  // v as the activation dtype holds it
 
   ModelConfig cfg_;
@@ -301,6 +328,8 @@ class DecoderModel final : public Model {
   bool forward_pending_ = false;
   int64_t forwarded_rows_ = 0;
   bool graph_sampling_ = true;
+  std::map<int32_t, std::vector<LoraLayerWeights>> loras_;  // by adapter id: one entry per layer
+  Tensor lora_mid_, lora_delta_;                             // LoRA scratch: [T, R], [T, M] (grown)
 };
 
 }  // namespace vireo

@@ -11,6 +11,8 @@
 
 namespace vireo {
 
+struct LoraAdapter;
+
 // Host-side inputs of one engine step: a flat batch of T tokens from S sequences, each
 // sequence's tokens contiguous (chunked prefill and decode rows mixed freely).
 struct StepInput {
@@ -26,6 +28,8 @@ struct StepInput {
   // [0, num_state_slots()); the engine gives each running request its own. Empty: slot s for
   // sequence s (tests and single-batch tools).
   std::vector<int32_t> state_slots;      // [S]
+  // LoRA adapter of each sequence (Model::add_lora ids; 0: the base model). Empty: none anywhere.
+  std::vector<int32_t> lora_ids;         // [S]
 };
 
 // Per-layer K and V pages: [num_blocks, block_size, num_kv_heads, head_dim] each. A short-convolution
@@ -129,6 +133,11 @@ class Model {
   // sampling later, with nothing launched in between. Where supports_async_sampling().
   virtual void launch_forward(const StepInput& in, KvCache& kv, bool tokens_from_last);
   virtual int launch_sampling(const SamplingBatch& batch);
+  // LoRA adapters (vLLM's --enable-lora): add_lora puts an adapter on the device under id > 0, used by
+  // the sequences whose StepInput::lora_ids name it; remove_lora frees it. Throws (naming the module)
+  // where the model cannot apply the adapter; the defaults throw: the model takes no adapters.
+  virtual void add_lora(int32_t id, const LoraAdapter& adapter);
+  virtual void remove_lora(int32_t id);
   // Drops launched steps whose results will not be collected (after an error).
   virtual void discard_pending_samples() { finished_.clear(); }
 

@@ -32,9 +32,18 @@ json ernie4_5_normalize(const json& in, const std::string& source) {
   const bool bias = get_bool(j, source, "use_bias", false);
   j["attention_bias"] = bias;
   j["mlp_bias"] = bias;
-  if (!has(j, "head_dim")) j["head_dim"] = 128;
+  // head_dim: 128 when absent; null means hidden_size / num_attention_heads (Ernie4_5Config.__post_init__).
+  if (!j.contains("head_dim")) j["head_dim"] = 128;
+  else if (j["head_dim"].is_null()) j.erase("head_dim");
   if (!has(j, "tie_word_embeddings")) j["tie_word_embeddings"] = true;
-  if (!has(j, "rope_theta") && !has(j, "rope_parameters")) j["rope_theta"] = 500000.0;
+  if (!has(j, "rms_norm_eps")) j["rms_norm_eps"] = 1e-5;
+  if (!has(j, "rope_theta")) {
+    if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
+      if (!rp->contains("rope_theta")) (*rp)["rope_theta"] = 500000.0;
+    } else {
+      j["rope_theta"] = 500000.0;
+    }
+  }
   return j;
 }
 }  // namespace vireo::config_json

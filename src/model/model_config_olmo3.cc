@@ -24,16 +24,38 @@ json olmo3_normalize(const json& in, const std::string& source) {
   if (!j["layer_types"].is_array() || static_cast<int>(j["layer_types"].size()) != n)
     fail(source, "layer_types", "must be a list of num_hidden_layers names");
   if (!j.contains("sliding_window")) j["sliding_window"] = 4096;
+  if (!has(j, "rms_norm_eps")) j["rms_norm_eps"] = 1e-5;  // Olmo3Config's defaults
+  if (!has(j, "rope_theta") && !has(j, "rope_parameters")) j["rope_theta"] = 500000.0;
+  // Older configs: rope_theta and rope_scaling at the top. As transformers (4.57's rotary_embs; 5's
+  // conversion into rope_parameters per layer type) the scaling applies to the full-attention layers
+  // only; the sliding layers rotate with plain RoPE at the same base.
+  if (auto rs = j.find("rope_scaling");
+      rs != j.end() && rs->is_object() && !has(j, "rope_parameters") && rs->value("rope_type", rs->value("type", "default")) != "default") {
+    json full = *rs;
+    if (!full.contains("rope_theta")) full["rope_theta"] = get_float(j, source, "rope_theta", 500000.0f);
+    j["rope_parameters"] = {{"full_attention", full},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", full["rope_theta"]}}}};
+    j.erase("rope_scaling");
+  }
   if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object() && rp->contains("full_attention")) {
     const json full = (*rp)["full_attention"], local = rp->value("sliding_attention", json());
     if (!full.is_object()) fail(source, "rope_parameters.full_attention", "must be an object");
     if (local.is_object() && local != full) {
       if (local.value("rope_type", "default") != "default")
         fail(source, "rope_parameters.sliding_attention", "rope_type must be 'default' or the same as full_attention's");
-      j["rope_local_base_freq"] = get_float(local, source, "rope_theta", get_float(full, source, "rope_theta", 10000.0f));
+      j["rope_local_base_freq"] = get_float(local, source, "rope_theta", 500000.0f);  // Olmo3Config's default_theta
     }
     j["rope_parameters"] = full;
+    if (!full.contains("rope_theta")) j["rope_parameters"]["rope_theta"] = 500000.0;
   }
+  return j;
+}
+
+bool is_olmoe(const std::string& a, const std::string& t) { return a == "OlmoeForCausalLM" || t == "olmoe"; }
+
+json olmoe_normalize(const json& in, const std::string&) {
+  json j = in;
+  if (!has(j, "rms_norm_eps")) j["rms_norm_eps"] = 1e-5;  // OlmoeConfig's default
   return j;
 }
 

@@ -39,4 +39,10 @@ void Model::finish_sample(int /*ticket*/, SampledRows& out) {
   finished_.erase(finished_.begin());
 }
 
+void Model::add_lora(int32_t, const LoraAdapter&) {
+  throw Error(config().architecture + ": this model takes no LoRA adapters");
+}
+
+void Model::remove_lora(int32_t) {}
+
 }  // namespace vireo

@@ -19,6 +19,7 @@
 #include "server/completion_handler.h"
 #include "server/http_util.h"
 #include "server/info_handlers.h"
+#include "server/lora_handlers.h"
 #include "server/request_framing.h"
 #include "server/responses_handler.h"
 
@@ -47,6 +48,8 @@ const Route kRoutes[] = {
     // Names may hold '/' (Qwen/Qwen3-8B): the SDKs send it percent-encoded, cpp-httplib decodes the path.
     {"GET", "/v1/models/(.+)", handle_model, true, false},
     {"POST", "/tokenize", handle_tokenize, true, false},
+    {"POST", "/v1/load_lora_adapter", handle_load_lora, true, false},
+    {"POST", "/v1/unload_lora_adapter", handle_unload_lora, true, false},
     {"POST", "/detokenize", handle_detokenize, true, false},
     {"GET", "/version", handle_version, false, false},
     {"GET", "/metrics", handle_metrics, false, false},

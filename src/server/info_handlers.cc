@@ -75,6 +75,10 @@ Json model_cards(ServerContext& ctx) {
     data.push_back({{"id", name},     {"object", "model"}, {"created", created},
                     {"owned_by", "vireo"}, {"root", root},    {"parent", nullptr},
                     {"max_model_len", info.max_model_len}});
+  for (const auto& lora : info.loras)  // vLLM's LoRA cards: the adapter's path as root, the base as parent
+    data.push_back({{"id", lora.name},     {"object", "model"}, {"created", created},
+                    {"owned_by", "vireo"}, {"root", lora.path}, {"parent", info.served_model_name},
+                    {"max_model_len", nullptr}});
   return data;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 
 namespace vireo::server {
@@ -64,6 +65,19 @@ std::string render_metrics(const EngineStats& s, const FinishCounts& finished, c
   gauge(out, labels, "vllm:num_requests_running", "Number of requests in model execution batches.", s.num_requests_running);
   gauge(out, labels, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.num_requests_waiting);
   gauge(out, labels, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_cache_usage);
+  if (s.max_loras > 0) {  // vLLM's: the adapters as comma lists in labels, the time of the snapshot as the value
+    auto join = [](const std::vector<std::string>& v) {
+      std::string j;
+      for (const auto& x : v) j += (j.empty() ? "" : ",") + x;
+      return escape_label_value(j);
+    };
+    header(out, "vllm:lora_requests_info", "Running stats on lora requests.", "gauge");
+    sample(out, "vllm:lora_requests_info",
+           fmt::format("max_lora=\"{}\",waiting_lora_adapters=\"{}\",running_lora_adapters=\"{}\"", s.max_loras,
+                       join(s.waiting_loras), join(s.running_loras)),
+           static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0);
+  }
   counter(out, labels, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
           static_cast<double>(s.prefix_cache_queries));
   counter(out, labels, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",

@@ -40,6 +40,13 @@ struct ModelInfo {
   std::vector<std::string> served_model_aliases;  // the other served names requests may use
   // The engine runs --scheduling-policy priority: requests may set a non-zero "priority".
   bool priority_scheduling = false;
+  // LoRA adapters served beside the base model (--lora-modules, /v1/load_lora_adapter): a request whose
+  // "model" names one runs with it and its responses carry that name.
+  struct Lora {
+    std::string name, path;
+    int32_t id = 0;
+  };
+  std::vector<Lora> loras;
 };
 
 struct PromptInput {

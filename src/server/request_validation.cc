@@ -185,9 +185,19 @@ std::string check_model_name(const Json& body, const ModelInfo& model) {
   // served name whichever one the request used.
   auto name = get_string(body, "model");
   if (name && !name->empty() && *name != model.served_model_name &&
-      std::find(model.served_model_aliases.begin(), model.served_model_aliases.end(), *name) == model.served_model_aliases.end())
+      std::find(model.served_model_aliases.begin(), model.served_model_aliases.end(), *name) == model.served_model_aliases.end()) {
+    if (lora_of(body, model) != 0) return *name;  // a LoRA adapter: responses carry its name (as vLLM)
     throw ApiError(404, "NotFoundError", "The model `" + *name + "` does not exist.", "model");
+  }
   return model.served_model_name;
+}
+
+int32_t lora_of(const Json& body, const ModelInfo& model) {
+  auto name = get_string(body, "model");
+  if (!name) return 0;
+  for (const auto& l : model.loras)
+    if (l.name == *name) return l.id;
+  return 0;
 }
 
 void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const char* param) {
@@ -215,6 +225,7 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
   r.model = check_model_name(body, model);
   reject_unsupported(body);
   r.params = parse_sampling_params(body, model, limits);
+  r.params.lora_id = lora_of(body, model);
   r.prompts = parse_prompt(body, model, limits);
   if (static_cast<int64_t>(r.prompts.size()) * r.params.n > limits.max_choices)
     throw bad_request(fmt::format("at most {} choices (prompts x n) are allowed", limits.max_choices), "n");
@@ -260,6 +271,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
   reject_unsupported(body);
   r.messages = parse_messages(body, limits);
   r.params = parse_sampling_params(body, model, limits);
+  r.params.lora_id = lora_of(body, model);
   if (model.chat_keeps_special_tokens) r.params.skip_special_tokens = false;  // the harmony parser reads them
   std::optional<int64_t> max_tokens = get_int(body, "max_completion_tokens");
   const char* max_param = "max_completion_tokens";

@@ -11,6 +11,8 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
 
 // "model" absent/null = the served model; anything else must match it (404 NotFoundError).
 std::string check_model_name(const Json& body, const ModelInfo& model);
+// The LoRA adapter id the request's "model" names (ModelInfo::loras); 0: the base model.
+int32_t lora_of(const Json& body, const ModelInfo& model);
 
 // Token ids inside [0, vocab_size); `param` names the field in the error.
 void check_token_ids(const std::vector<int32_t>& ids, int32_t vocab_size, const char* param);

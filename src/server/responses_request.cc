@@ -130,7 +130,7 @@ constexpr const char* kPassThrough[] = {
     "model", "stream", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids",
     "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "ignore_eos", "min_tokens",
     "skip_special_tokens", "include_stop_str_in_output", "user", "parallel_tool_calls", "chat_template_kwargs",
-    "structured_outputs", "priority"};
+    "structured_outputs", "priority", "cache_salt"};
 
 }  // namespace
 

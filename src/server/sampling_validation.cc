@@ -154,6 +154,10 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
       throw bad_request(fmt::format("Got priority {} but Priority scheduling is not enabled.", *v), "priority");
     p.priority = *v;
   }
+  if (auto salt = get_string(body, "cache_salt")) {  // vLLM: prefix-cache isolation between tenants
+    if (salt->empty()) throw bad_request("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+    p.cache_salt = *salt;
+  }
   get_string(body, "user");  // accepted, type-checked, unused
   p.grammar = parse_structured_outputs(body);
   return p;

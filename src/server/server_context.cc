@@ -51,7 +51,10 @@ std::optional<std::string> ServerContext::load_error() const {
 
 ModelInfo ServerContext::model_info() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return model_info_;
+  ModelInfo info = model_info_;
+  if (engine_)  // adapters come and go at run time (/v1/load_lora_adapter)
+    for (const auto& l : engine_->loras()) info.loras.push_back({l.name, l.path, l.id});
+  return info;
 }
 
 std::string ServerContext::new_id(const char* prefix) {

@@ -33,6 +33,8 @@ struct ServerOptions {
   int num_threads = 64;               // connections served at once (a stream holds one)
   double shutdown_timeout_s = 30.0;   // drain time for in-flight requests on SIGTERM/SIGINT
   int keep_alive_timeout_s = 5;
+  // VLLM_ALLOW_RUNTIME_LORA_UPDATING: /v1/load_lora_adapter and /v1/unload_lora_adapter answer (else 404).
+  bool allow_runtime_lora_updating = false;
   size_t keep_alive_max_requests = 100000;  // requests on one connection before the server closes it
   ValidationLimits limits;
   // Chat output parsing (vLLM's flags; names in reasoning_parser.cc / tool_parser.cc); "" = off.

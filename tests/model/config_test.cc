@@ -124,6 +124,35 @@ TEST(ModelConfig, Olmo3SlidesThreeLayersOfFour) {
   EXPECT_THROW(ModelConfig::from_json(olmo3, "c"), Error);
 }
 
+// OLMo 3's defaults (Olmo3Config: rms_norm_eps 1e-5, rope_theta 500000) and its older configs, whose
+// top-level rope_scaling applies to the full-attention layers only (transformers 4.57's rotary_embs and
+// 5's conversion into rope_parameters per layer type): the sliding layers rotate with plain RoPE.
+TEST(ModelConfig, Olmo3DefaultsAndOlderRopeScaling) {
+  json o = base();
+  o["architectures"] = {"Olmo3ForCausalLM"};
+  o["num_hidden_layers"] = 4;
+  ModelConfig c = ModelConfig::from_json(o, "c");
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_local_theta, 0.0f);  // one RoPE for every layer
+  o["rope_theta"] = 20000.0;
+  o["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
+  c = ModelConfig::from_json(o, "c");
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_FLOAT_EQ(c.rope_theta, 20000.0f);
+  EXPECT_FLOAT_EQ(c.rope_local_theta, 20000.0f);
+  EXPECT_EQ(c.local_rope_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
+  // transformers 5's nested form; a sliding entry without a theta takes default_theta.
+  o.erase("rope_scaling");
+  o.erase("rope_theta");
+  o["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 30000.0}}},
+                          {"sliding_attention", {{"rope_type", "default"}}}};
+  c = ModelConfig::from_json(o, "c");
+  EXPECT_EQ(c.rope_scaling.type, "linear");
+  EXPECT_FLOAT_EQ(c.rope_theta, 30000.0f);
+  EXPECT_FLOAT_EQ(c.rope_local_theta, 500000.0f);
+}
+
 // EXAONE 4.0 (Exaone4Config): sliding layers by sliding_window_pattern (an integer period, or an L / G
 // string whose last layer is always global) when layer_types is absent; global layers NoPE when hybrid.
 TEST(ModelConfig, Exaone4HybridLayers) {
@@ -170,6 +199,14 @@ TEST(ModelConfig, OlmoeAndErnieFields) {
   EXPECT_TRUE(c.tie_word_embeddings);
   EXPECT_EQ(c.head_dim, 128);
   EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  e["head_dim"] = nullptr;  // Ernie4_5Config: hidden_size / num_attention_heads
+  e["rope_parameters"] = {{"rope_type", "default"}};
+  c = ModelConfig::from_json(e, "c");
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  o.erase("clip_qkv");
+  EXPECT_FLOAT_EQ(ModelConfig::from_json(o, "c").rms_norm_eps, 1e-5f);  // OlmoeConfig's default
 }
 
 TEST(ModelConfig, ErrorsNameFileAndField) {

@@ -75,6 +75,7 @@ FakeEngine::FakeEngine(FakeEngineOptions opts) : opts_(opts) {
   config_.model = "fake-model";
   config_.served_model_name = "fake-model";
   config_.scheduling_policy = opts.scheduling_policy;
+  config_.enable_lora = opts.enable_lora;
   model_config_.vocab_size = tok_.vocab_size();
   if (opts_.with_chat_template) {
     std::string source = opts_.chat_template;
@@ -226,6 +227,7 @@ EngineStats FakeEngine::stats() const {
   EngineStats s;
   s.num_requests_running = num_running();
   s.kv_cache_usage = s.num_requests_running > 0 ? 0.5 : 0.0;
+  if (opts_.enable_lora) s.max_loras = 1;
   s.prompt_tokens_total = num_prompt_;
   s.generation_tokens_total = num_generated_;
   s.request_success_total = num_success_;
@@ -252,6 +254,34 @@ void FakeEngine::shutdown(std::chrono::milliseconds timeout) {
     threads.swap(threads_);
   }
   for (auto& t : threads) t.join();
+}
+
+std::vector<AsyncEngine::LoraInfo> FakeEngine::loras() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loras_;
+}
+
+int32_t FakeEngine::lora_id(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& l : loras_)
+    if (l.name == name) return l.id;
+  return 0;
+}
+
+void FakeEngine::load_lora(const std::string& name, const std::string& path) {
+  if (!opts_.enable_lora) AsyncEngine::load_lora(name, path);
+  if (path.find("missing") != std::string::npos) throw Error("LoRA adapter " + path + ": no adapter_config.json");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& l : loras_)
+    if (l.name == name) throw Error("The lora adapter '" + name + "' has already been loaded.");
+  loras_.push_back({name, path, next_lora_++});
+}
+
+void FakeEngine::unload_lora(const std::string& name) {
+  if (!opts_.enable_lora) AsyncEngine::unload_lora(name);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto n = std::erase_if(loras_, [&](const LoraInfo& l) { return l.name == name; });
+  if (n == 0) throw Error("The lora adapter '" + name + "' cannot be found.");
 }
 
 }  // namespace vireo::testing

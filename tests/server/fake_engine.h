@@ -51,6 +51,7 @@ struct FakeEngineOptions {
   std::string chat_template;  // "" = the default "<role>content\n...<assistant>" template
   std::vector<std::pair<std::string, std::string>> scripts;  // prompt substring -> output text (non-empty)
   std::string scheduling_policy = "fcfs";  // what config() reports (the server checks "priority" against it)
+  bool enable_lora = false;  // load_lora / unload_lora keep a list (no weights); loras() reports it
 };
 
 class FakeEngine : public AsyncEngine {
@@ -69,6 +70,10 @@ class FakeEngine : public AsyncEngine {
   int max_model_len() const override { return opts_.max_model_len; }
   EngineStats stats() const override;
   void shutdown(std::chrono::milliseconds timeout) override;
+  std::vector<LoraInfo> loras() const override;
+  int32_t lora_id(const std::string& name) const override;
+  void load_lora(const std::string& name, const std::string& path) override;
+  void unload_lora(const std::string& name) override;
 
   // The tokens a request would produce (no stop conditions), for expectations.
   static std::string expected_text(const std::vector<int32_t>& prompt, int num_tokens, std::optional<uint64_t> seed = {});
@@ -94,6 +99,8 @@ class FakeEngine : public AsyncEngine {
   ModelConfig model_config_;
   GenerationConfig generation_config_;
   EngineConfig config_;
+  std::vector<LoraInfo> loras_;  // under mu_
+  int32_t next_lora_ = 1;
   mutable std::mutex mu_;
   SamplingParams last_params_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;

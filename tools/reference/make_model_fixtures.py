@@ -276,11 +276,12 @@ CASES = [
                                        conv_L_cache=3, conv_bias=False),
      torch.float32, None),
     # OLMo 3: OLMo-2's post-norm layers and full-width q/k norms, sliding windows (8 keys) on layers 0-2 by
-    # Olmo3Config's default layer_types, RoPE per layer type: YaRN on the global layer, plain on the others.
+    # Olmo3Config's default layer_types, RoPE per layer type: YaRN on the global layer, plain on the others
+    # with a base of their own.
     ("olmo3", "Olmo3Config", dict(tie_word_embeddings=False, num_hidden_layers=4, sliding_window=8,
                                   rope_parameters={"full_attention": dict(rope_type="yarn", factor=4.0, rope_theta=10000.0,
                                                                           original_max_position_embeddings=128),
-                                                   "sliding_attention": dict(rope_type="default", rope_theta=10000.0)}),
+                                                   "sliding_attention": dict(rope_type="default", rope_theta=50000.0)}),
      torch.float32, None),
     # GLM-4.5 (Glm4MoeForCausalLM): q/k/v biases, per-head q/k norms, NeoX RoPE on half of each head; layer 0
     # dense, then DeepSeek-V3's router (sigmoid, random e_score_correction_bias, 2 groups with 1 kept, top-2
@@ -318,8 +319,9 @@ CASES = [
     # OLMoE: full-width q/k norms, 8 experts top-2 (not renormalised) intermediate_size wide in every layer.
     ("olmoe", "OlmoeConfig", dict(tie_word_embeddings=False, num_experts=8, num_experts_per_tok=2, intermediate_size=48,
                                   norm_topk_prob=False), torch.float32, None),
-    # ERNIE 4.5 (0.3B-style): GLM's interleaved RoPE over the whole head, biases on every projection, tied.
-    ("ernie4_5", "Ernie4_5Config", dict(tie_word_embeddings=True, head_dim=16, use_bias=True), torch.float32, None),
+    # ERNIE 4.5 (0.3B-style): GLM's interleaved RoPE over the whole head, biases on every projection, tied;
+    # head_dim 32, not hidden / heads (as the real models' 128 with 1024 / 16).
+    ("ernie4_5", "Ernie4_5Config", dict(tie_word_embeddings=True, head_dim=32, use_bias=True), torch.float32, None),
 ]
 
 
