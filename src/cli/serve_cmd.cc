@@ -59,6 +59,7 @@ struct ServeArgs {
   std::vector<std::string> served_model_names;  // vLLM's nargs="+": the first is the main name
   VllmCompatFlags compat;
   LoraFlags lora;
+  std::string convert = "auto", task = "auto";  // vLLM's --convert / legacy --task: embed means --runner pooling
 };
 
 // "1000000", "512MiB", "2GiB", "64M", "1G" -> bytes.
@@ -99,6 +100,11 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
   apply_lora_flags(a.lora, a.engine);
+  if (a.convert == "embed" || a.task == "embed" || a.task == "embedding") a.engine.runner = "pooling";
+  if (a.convert != "auto" && a.convert != "none" && a.convert != "embed")
+    throw Error("--convert " + a.convert + ": only auto, none and embed are supported");
+  if (a.task != "auto" && a.task != "generate" && a.task != "embed" && a.task != "embedding")
+    throw Error("--task " + a.task + ": only auto, generate and embed are supported");
   a.engine.quantization = a.compat.quantization;
   // The samplers return at most 20 top logprobs a token (SampleParams::num_top_logprobs).
   if (const int m = a.server.limits.max_logprobs; m < 0 || m > 20)
@@ -214,6 +220,14 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, c.async_scheduling);
   add_lora_flags(app, c, a->lora);
+  app.add_option("--runner", c.runner, "generate | pooling (serves /v1/embeddings) | auto (= generate)")
+      ->check(CLI::IsMember({"auto", "generate", "pooling"}))
+      ->capture_default_str();
+  app.add_option("--convert", a->convert, "embed: run a causal LM as an embedding model (= --runner pooling)");
+  app.add_option("--task", a->task, "Legacy vLLM flag: embed = --runner pooling");
+  app.add_option("--pooler-config", c.pooler_config,
+                 "Pooling: '{\"pooling_type\": \"LAST\" | \"MEAN\" | \"CLS\", \"normalize\": true}' (default: the "
+                 "model's sentence-transformers config, else LAST, normalised)");
   app.add_flag("--batch-invariant", c.batch_invariant,
                "Batch-invariant kernels: a request's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "engine/async_engine_impl.h"
 #include "engine/model_runner.h"
+#include "engine/pooling_config.h"
 #include "engine/scheduling_policy.h"
 #include "model/default_model.h"
 #include "model/lora_adapter.h"
@@ -168,6 +169,13 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   if (parts.config.max_num_seqs < 0) throw Error("--max-num-seqs must be positive (0: auto)");
   if (parts.config.max_num_batched_tokens < 0) throw Error("--max-num-batched-tokens must be positive (0: auto)");
   parse_scheduling_policy(parts.config.scheduling_policy);  // before the load: a typo fails at once
+  parts.config.pooling = resolve_pooling(parts.config.runner, parts.config.pooler_config, config.model);
+  if (parts.config.pooling.enabled && parts.config.enable_lora) throw Error("--enable-lora is for --runner generate");
+  if (parts.config.pooling.enabled) {
+    static const char* const kTypes[] = {"LAST", "MEAN", "CLS"};
+    log_info("pooling runner: {} pooling{}, serving /v1/embeddings", kTypes[static_cast<int>(parts.config.pooling.type)],
+             parts.config.pooling.normalize ? ", normalised" : "");
+  }
 
   parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
   const Tokenizer& tok = *parts.tokenizer;

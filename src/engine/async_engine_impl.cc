@@ -58,6 +58,12 @@ AsyncEngineImpl::AsyncEngineImpl(EngineParts parts)
   cc.scheduler.eos_token_ids = parts.eos_token_ids;
   cc.scheduler.policy = parse_scheduling_policy(config_.scheduling_policy);
   cc.scheduler.max_loras = config_.enable_lora ? config_.max_loras : 0;
+  cc.pooling = config_.pooling;
+  if (cc.pooling.enabled) {
+    cc.async_scheduling = false;
+    // MEAN and CLS pool rows a cached prefix would skip; LAST's row always runs.
+    if (cc.pooling.type != PoolingSpec::Type::kLast) cc.scheduler.enable_prefix_caching = false;
+  }
   for (const LoraInfo& l : parts.loras) {
     if (loras_.reserve(l.name, l.path) != l.id) throw Error("AsyncEngine: LoRA ids must be 1, 2, ... in order");
     loras_.commit(l.id);

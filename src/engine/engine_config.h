@@ -8,6 +8,14 @@
 
 namespace vireo {
 
+// How a pooling model turns a prompt's final hidden states into one embedding (vLLM's PoolerConfig).
+struct PoolingSpec {
+  enum class Type { kLast, kMean, kCls };
+  bool enabled = false;
+  Type type = Type::kLast;
+  bool normalize = true;  // L2-normalised, as vLLM's embed task
+};
+
 struct EngineConfig {
   std::string model;                 // HF directory or .gguf file; "" = the built-in default model
   std::string tokenizer;             // "" = same as model
@@ -60,6 +68,12 @@ struct EngineConfig {
   std::vector<LoraModuleSpec> lora_modules;
   int max_loras = 1;       // distinct adapters among the running requests
   int max_lora_rank = 16;  // adapters of a larger rank are refused
+  // vLLM's --runner (generate | pooling; auto = generate) / --convert embed / --task embed: pooling serves
+  // /v1/embeddings instead of generation. --pooler-config: {"pooling_type": "LAST" | "MEAN" | "CLS",
+  // "normalize": bool}; unset: the model folder's sentence-transformers Pooling config, else LAST, normalised.
+  std::string runner = "generate";
+  std::string pooler_config;
+  PoolingSpec pooling;  // resolved by AsyncEngine::create
 };
 
 // The auto value of EngineConfig::max_num_batched_tokens on a device of this much memory (0: the CPU).

@@ -205,6 +205,10 @@ std::vector<RequestOutput> EngineCore::step() {
   } else {
     SchedulerOutput sched = scheduler_.schedule();
     if (sched.empty()) return outputs;
+    if (cfg_.pooling.enabled) {
+      step_pooling(std::move(sched), outputs);
+      return outputs;
+    }
     const double t_sched = monotonic_seconds();
     for (auto& s : sched.scheduled)
       if (s.req->first_scheduled_time < 0) s.req->first_scheduled_time = t_sched;

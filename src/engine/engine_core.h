@@ -29,6 +29,9 @@ struct EngineCoreConfig {
   // their input tokens taken from the previous step's samples on the device; the host handles step N's
   // outputs while the GPU runs step N + 1. A request that stops at step N wastes its row of step N + 1.
   bool async_scheduling = false;
+  // Pooling (--runner pooling): requests run their prompt only and finish with an embedding
+  // (engine_core_pooling.cc) instead of generating.
+  PoolingSpec pooling;
 };
 
 // Counters and latency histograms with vLLM's bucket bounds.
@@ -78,6 +81,9 @@ class EngineCore {
     bool sampling_deferred = false;
   };
   void on_finished(const Request& req, double now);
+  // A pooling step (cfg_.pooling.enabled): prompt chunks through Model::forward_hidden; requests whose
+  // prompt is done finish with their embedding.
+  void step_pooling(SchedulerOutput sched, std::vector<RequestOutput>& outputs);
   void fail_step(const SchedulerOutput& sched, const std::exception& e, std::vector<RequestOutput>& outputs);
   void launch_continuation(const LaunchedStep& cur);
   // Returns the continuation's schedule and error if its sampling could not be launched (it is dropped).

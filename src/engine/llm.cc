@@ -21,6 +21,7 @@ void accumulate_output(RequestOutput& agg, RequestOutput&& d) {
   agg.num_cached_tokens = d.num_cached_tokens;
   agg.error = d.error;
   agg.error_from_request = d.error_from_request;
+  if (!d.embedding.empty()) agg.embedding = std::move(d.embedding);
 }
 
 LLM::LLM(std::unique_ptr<AsyncEngine> engine) : engine_(std::move(engine)) {}

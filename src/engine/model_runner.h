@@ -32,6 +32,8 @@ class ModelRunner {
   int launch_sampling(const SamplingBatch& batch) { return model_->launch_sampling(batch); }
   void discard_launched() { model_->discard_pending_samples(); }
   Model& model() { return *model_; }
+  // Pooling steps: the final hidden states of built.input.logits_indices rows ([M, hidden] F32).
+  void forward_hidden(const BuiltStep& built, std::vector<float>& hidden) { model_->forward_hidden(built.input, kv_, hidden); }
   int vocab_size() const { return model_->config().vocab_size; }
 
  private:

@@ -73,6 +73,10 @@ struct Request {
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;
   bool prompt_logprobs_sent = false;
 
+  // Pooling runner: the sum (MEAN) or the row (LAST, CLS) of the prompt's final hidden states so far.
+  std::vector<double> pooled;
+  int num_pooled = 0;
+
   // Timing (seconds on a monotonic clock) for metrics; arrival_time also orders the priority policy.
   double arrival_time = 0.0;
   uint64_t arrival_seq = 0;  // set by Scheduler::add_request: breaks arrival_time ties (priority policy)

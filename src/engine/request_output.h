@@ -31,6 +31,7 @@ struct RequestOutput {
   int num_cached_tokens = 0;                        // prompt tokens served from the prefix cache
   std::string error;                                // finish_reason == "error"
   bool error_from_request = false;                  // the request's own input caused it (a server answers 400)
+  std::vector<float> embedding;                     // pooling runner: the prompt's embedding (final output)
 };
 
 }  // namespace vireo

@@ -56,8 +56,19 @@ void DecoderModel::forward(const StepInput& in, KvCache& kv, std::vector<float>&
   logits_to_host(dev, logits);
 }
 
+void DecoderModel::forward_hidden(const StepInput& in, KvCache& kv, std::vector<float>& hidden) {
+  const int64_t M = static_cast<int64_t>(in.logits_indices.size());
+  hidden.resize(static_cast<size_t>(M * cfg_.hidden_size));
+  const Tensor dev = run_step(in, kv, nullptr, nullptr, nullptr, /*hidden_rows=*/true);
+  if (dev.empty()) {
+    std::fill(hidden.begin(), hidden.end(), 0.0f);
+    return;
+  }
+  logits_to_host(dev, hidden);
+}
+
 Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from, Tensor* stats,
-                              GraphSample* gs) {
+                              GraphSample* gs, bool hidden_rows) {
   validate(in, kv, cfg_.num_hidden_layers);
   const int64_t T = static_cast<int64_t>(in.token_ids.size());
   const int64_t M = static_cast<int64_t>(in.logits_indices.size());
@@ -80,7 +91,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   Tensor graphed;
   if (stats) *stats = Tensor();
   // Steps with adapter rows run eagerly: the adapters' linears are not in the captured graphs.
-  if (lora_rows.empty() && forward_graphed(in, kv, graphed, ids_from, stats, gs)) return graphed;
+  if (lora_rows.empty() && !hidden_rows && forward_graphed(in, kv, graphed, ids_from, stats, gs)) return graphed;
 
   // Pack the integer inputs into one upload: ids, positions, slots, query_start, seq_lens, tables, logits rows.
   std::vector<int32_t> ints;
@@ -129,8 +140,10 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   for (int64_t i = 0; i < M && st.logits_rows_are_tokens; ++i) st.logits_rows_are_tokens = in.logits_indices[i] == i;
   st.beyond_window = cfg_.sliding_window > 0 && st.max_seq_len > cfg_.sliding_window;
   st.lora_rows = std::move(lora_rows);
+  st.hidden_rows = hidden_rows;
   run_ops(st, kv, ws_);
   if (M == 0) return Tensor();
+  if (hidden_rows) return ws_.rows.view({M, cfg_.hidden_size});
   if (stats) *stats = logit_stats_of(ws_, M);
   return ws_.logits.view({M, cfg_.vocab_size});
 }
@@ -448,6 +461,15 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   if (M == 0) return;
   Tensor sel = rows(ws.rows, M, hidden);
   Tensor out = rows(ws.logits, M, V);
+  if (st.hidden_rows) {  // pooling: model.norm(h) of the rows, no lm_head
+    if (fused || stacked || whole_residual) {
+      be_->rms_norm({residual, final_norm_, hid, Tensor(), eps});  // the residual stream is complete
+    } else {
+      be_->rms_norm({branch, final_norm_, hid, residual, eps});  // h += mlp_out; model.norm(h)
+    }
+    be_->gather_rows({hid, logits_idx, sel});
+    return;
+  }
   if (fused || stacked) {  // the residual stream is complete: gather the rows, model.norm in the lm_head prologue
     if (st.logits_rows_are_tokens) {
       sel = residual;  // every token is a logits row, in order: no gather kernel on the decode path

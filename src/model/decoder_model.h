@@ -116,6 +116,8 @@ struct StepTensors {
     int32_t id = 0;
   };
   std::vector<LoraRows> lora_rows;
+  // Pooling (Model::forward_hidden): the rows end as model.norm(h) in ws.rows [M, hidden], no lm_head.
+  bool hidden_rows = false;
 };
 
 // One LoRA adapter's matrices for one of a layer's projections, the q/k/v (gate/up) parts stacked:
@@ -187,6 +189,7 @@ class DecoderModel final : public Model {
   size_t kv_block_bytes(int block_size) const override;
   int num_state_slots() const override { return gdn_states_.empty() ? 0 : state_slots_; }
   void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) override;
+  void forward_hidden(const StepInput& in, KvCache& kv, std::vector<float>& hidden) override;
   void forward_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, SampledRows& out) override;
   bool supports_async_sampling() const override { return true; }
   int launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last) override;
@@ -272,8 +275,9 @@ class DecoderModel final : public Model {
   // ids_from: when set, the step's token ids come from the device instead (the previous sampling's).
   // stats: when set, receives the logits' RangeStats when the lm_head wrote them (else empty).
   // gs: when set, a graphed step may also sample (GraphSample::sampled).
+  // hidden_rows: the rows' final hidden states [M, hidden] instead of logits (StepTensors::hidden_rows).
   Tensor run_step(const StepInput& in, KvCache& kv, const IdsOnDevice* ids_from = nullptr, Tensor* stats = nullptr,
-                  GraphSample* gs = nullptr);
+                  GraphSample* gs = nullptr, bool hidden_rows = false);
   // ws.logit_stats when a step of num_rows logits rows has the lm_head write them (one row), else empty.
   Tensor logit_stats_of(const DecoderWorkspace& ws, int64_t num_rows) const;
   void logits_to_host(const Tensor& logits, std::vector<float>& host);

@@ -114,6 +114,10 @@ class Model {
 
   // Runs the step; writes logits [logits_indices.size(), vocab_size] (F32, row-major) to host.
   virtual void forward(const StepInput& in, KvCache& kv, std::vector<float>& logits) = 0;
+  // Pooling models (--runner pooling): runs the step like forward() but writes, for each logits_indices
+  // row, the final hidden state model.norm(h) instead of its logits: [M, hidden_size] F32 to host. The
+  // default throws (the model has no such path).
+  virtual void forward_hidden(const StepInput& in, KvCache& kv, std::vector<float>& hidden);
   // Runs the step and samples every logits row where the logits are (the device), so only
   // tokens and logprobs come back. The default runs forward() and samples on the host with the
   // CPU reference (for test models).

@@ -45,4 +45,8 @@ void Model::add_lora(int32_t, const LoraAdapter&) {
 
 void Model::remove_lora(int32_t) {}
 
+void Model::forward_hidden(const StepInput&, KvCache&, std::vector<float>&) {
+  throw Error(config().architecture + ": this model has no pooling (hidden-state) output");
+}
+
 }  // namespace vireo

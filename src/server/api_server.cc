@@ -18,6 +18,7 @@
 #include "server/auth.h"
 #include "server/completion_handler.h"
 #include "server/http_util.h"
+#include "server/embeddings_handler.h"
 #include "server/info_handlers.h"
 #include "server/lora_handlers.h"
 #include "server/request_framing.h"
@@ -37,12 +38,14 @@ struct Route {
   bool needs_engine;
   bool generates;  // refused while draining
   bool json_body = true;  // a POST needs a JSON body (vLLM's validate_json_request)
+  bool pooling_only = false;  // served by --runner pooling only; elsewhere 404, as vLLM registers it only there
 };
 
 const Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, true, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
     {"POST", "/v1/responses", handle_responses, true, true},
+    {"POST", "/v1/embeddings", handle_embeddings, true, true, true, true},
     {"GET", "/v1/responses/([A-Za-z0-9_.-]+)", handle_get_response, false, false},
     {"GET", "/v1/models", handle_models, true, false},
     // Names may hold '/' (Qwen/Qwen3-8B): the SDKs send it percent-encoded, cpp-httplib decodes the path.
@@ -124,6 +127,8 @@ std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& 
     auto err = ctx.load_error();
     return error(503, err ? "The model failed to load: " + *err : "The model is still loading");
   }
+  if (route->pooling_only && ctx.engine() && !ctx.engine()->config().pooling.enabled)
+    return error(404, "Not Found: " + req.path);
   if (route->generates && ctx.draining) return error(503, "The server is shutting down");
   if (std::string(route->method) == "POST" && route->json_body) return check_json_body_headers(req);
   return std::nullopt;

@@ -29,7 +29,9 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
     Json chat_body = body;  // reuse the chat validation of messages / tools / kwargs
     chat_body.erase("add_special_tokens");
     chat_body.erase("return_token_strs");
-    ChatRequest r = parse_chat_request(chat_body, info, ctx.options().limits);
+    ModelInfo chat_info = info;
+    chat_info.pooling = false;  // /tokenize renders chat messages for pooling models too
+    ChatRequest r = parse_chat_request(chat_body, chat_info, ctx.options().limits);
     bool special = get_bool(body, "add_special_tokens").value_or(false);
     std::string text = render_chat(*engine, r);
     ids = tok.encode(text, special);

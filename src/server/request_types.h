@@ -47,6 +47,8 @@ struct ModelInfo {
     int32_t id = 0;
   };
   std::vector<Lora> loras;
+  // --runner pooling: only /v1/embeddings (and /tokenize, /detokenize) serve; generation routes answer 400.
+  bool pooling = false;
 };
 
 struct PromptInput {

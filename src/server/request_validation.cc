@@ -223,6 +223,7 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
   if (!body.is_object()) throw bad_request("The request body must be a JSON object");
   CompletionRequest r;
   r.model = check_model_name(body, model);
+  if (model.pooling) throw bad_request("The model does not support Completions API (it runs --runner pooling: /v1/embeddings)");
   reject_unsupported(body);
   r.params = parse_sampling_params(body, model, limits);
   r.params.lora_id = lora_of(body, model);
@@ -268,6 +269,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
   if (!body.is_object()) throw bad_request("The request body must be a JSON object");
   ChatRequest r;
   r.model = check_model_name(body, model);
+  if (model.pooling) throw bad_request("The model does not support Chat Completions API (it runs --runner pooling: /v1/embeddings)");
   reject_unsupported(body);
   r.messages = parse_messages(body, limits);
   r.params = parse_sampling_params(body, model, limits);

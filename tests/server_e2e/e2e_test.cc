@@ -225,6 +225,14 @@ TEST(ServerE2E, ResponsesApi) {
   EXPECT_EQ(srv.terminate(60s), 0);
 }
 
+TEST(ServerE2E, EmbeddingsWithThePoolingRunner) {
+  if (!have_node()) GTEST_SKIP() << "node + tools/npm/node_modules/openai needed (no Python stand-in for these checks)";
+  ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "16", "--runner", "pooling"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
+  EXPECT_EQ(run_node("embeddings.js", srv.url()), 0);
+  EXPECT_EQ(srv.terminate(60s), 0);
+}
+
 TEST(ServerE2E, RealClientHabits) {
   if (!have_node()) GTEST_SKIP() << "node + tools/npm/node_modules/openai needed (no Python stand-in for these checks)";
   ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "16", "--served-model-name", "main", "alias"});

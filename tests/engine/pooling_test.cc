@@ -1,0 +1,158 @@
+// --runner pooling: a prompt's embedding is the final hidden state model.norm(h) of its last token (LAST),
+// first token (CLS) or the mean over its tokens (MEAN). The qwen3 fixture ties its lm_head to the
+// embeddings, so logits = E h and, the lm_head being linear, E @ embedding must equal the generate
+// path's logits of that token (LAST, CLS) or the mean of every position's logits (MEAN), whatever
+// the prefill chunking; normalised embeddings are the same vectors scaled to unit length.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "../model/model_test_util.h"
+#include "../model/safetensors_util.h"
+#include "core/error.h"
+#include "engine/llm.h"
+#include "engine/pooling_config.h"
+#include "tokenizer/default_dir.h"
+
+namespace vireo {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixture = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/qwen3";
+
+EngineConfig pooling_config(const std::string& pooler) {
+  EngineConfig c;
+  c.model = kFixture.string();
+  c.tokenizer = default_tokenizer_dir();
+  c.device = "cpu";
+  c.max_model_len = 128;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 16;  // a 37-token prompt runs in three chunks
+  c.runner = "pooling";
+  c.pooler_config = pooler;
+  return c;
+}
+
+std::vector<int32_t> prompt(int n, int salt) {
+  std::vector<int32_t> ids;
+  for (int j = 0; j < n; ++j) ids.push_back((j * 31 + salt * 7 + 3) % 500);
+  return ids;
+}
+
+// E @ v for the fixture's (tied) embedding matrix E [vocab, hidden].
+std::vector<double> project(const std::vector<float>& v) {
+  const auto t = testing::read_safetensors(kFixture / "model.safetensors");
+  const auto& e = t.at("model.embed_tokens.weight");
+  const int64_t V = e.shape[0], H = e.shape[1];
+  EXPECT_EQ(static_cast<int64_t>(v.size()), H);
+  const float* w = reinterpret_cast<const float*>(e.bytes.data());
+  std::vector<double> out(static_cast<size_t>(V), 0.0);
+  for (int64_t r = 0; r < V; ++r)
+    for (int64_t h = 0; h < H; ++h) out[r] += static_cast<double>(w[r * H + h]) * v[h];
+  return out;
+}
+
+// Every position's logits of `ids` from the generate path, [n, V].
+std::vector<float> all_logits(const std::vector<int32_t>& ids) {
+  auto model = load_model(kFixture.string(), create_backend("cpu"), {});
+  KvCache kv = model->allocate_kv_cache(8, 16);
+  testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
+  std::vector<float> l = d.step(ids, true);
+  model->free_kv_cache(kv);
+  return l;
+}
+
+std::vector<float> embed(LLM& llm, const std::vector<int32_t>& ids) {
+  SamplingParams sp;
+  sp.max_tokens = 1;
+  auto r = llm.generate({ids}, sp);
+  EXPECT_EQ(r[0].output.finish_reason, "stop");
+  return r[0].output.embedding;
+}
+
+void expect_projection(const std::vector<float>& emb, const float* logits, int64_t V, const std::string& what) {
+  const std::vector<double> p = project(emb);
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    diff = std::max(diff, std::abs(p[i] - logits[i]));
+    ref = std::max(ref, std::abs(static_cast<double>(logits[i])));
+  }
+  EXPECT_LT(diff / ref, 1e-5) << what;
+}
+
+TEST(Pooling, EmbeddingsAreTheFinalHiddenStatesOfTheGeneratePath) {
+  if (!fs::exists(fs::path(default_tokenizer_dir()) / "tokenizer.json")) GTEST_SKIP() << "models/qwen3 missing";
+  const auto ids = prompt(37, 1);
+  const std::vector<float> logits = all_logits(ids);
+  const int64_t V = static_cast<int64_t>(logits.size() / ids.size());
+  {
+    LLM last(pooling_config(R"({"pooling_type": "LAST", "normalize": false})"));
+    const auto e = embed(last, ids);
+    expect_projection(e, logits.data() + (ids.size() - 1) * V, V, "LAST");
+    EXPECT_EQ(embed(last, ids), e);  // again: its prefix from the cache, the last token rerun
+  }
+  {
+    LLM cls(pooling_config(R"({"pooling_type": "CLS", "normalize": false})"));
+    expect_projection(embed(cls, ids), logits.data(), V, "CLS");
+  }
+  {
+    LLM mean(pooling_config(R"({"pooling_type": "MEAN", "normalize": false})"));
+    std::vector<float> avg(static_cast<size_t>(V), 0.0f);
+    for (size_t t = 0; t < ids.size(); ++t)
+      for (int64_t v = 0; v < V; ++v) avg[v] += logits[t * V + v] / static_cast<float>(ids.size());
+    const auto e = embed(mean, ids);
+    expect_projection(e, avg.data(), V, "MEAN");
+    EXPECT_EQ(embed(mean, ids), e);  // MEAN runs without the prefix cache: every row is pooled again
+  }
+  LLM raw(pooling_config(R"({"pooling_type": "LAST", "normalize": false})"));
+  LLM unit(pooling_config(""));  // the default: LAST, normalised
+  // Several prompts in one batch, one of them the same as before.
+  const std::vector<std::vector<int32_t>> batch = {prompt(5, 2), ids, prompt(20, 3)};
+  SamplingParams sp;
+  sp.max_tokens = 1;
+  const auto a = raw.generate(batch, sp), b = unit.generate(batch, sp);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& x = a[i].output.embedding;
+    const auto& y = b[i].output.embedding;
+    ASSERT_EQ(x.size(), y.size());
+    double n = 0;
+    for (float v : x) n += static_cast<double>(v) * v;
+    n = std::sqrt(n);
+    for (size_t h = 0; h < x.size(); ++h) EXPECT_NEAR(y[h], x[h] / n, 1e-6) << i;
+    EXPECT_EQ(a[i].output.num_prompt_tokens, static_cast<int>(batch[i].size()));
+  }
+  const auto solo = embed(raw, ids);  // the same prompt alone (batching changes the CPU GEMMs' sums a little)
+  EXPECT_LT(testing::rel_max_err(a[1].output.embedding.data(), solo.data(), solo.size()), 1e-5);
+}
+
+TEST(Pooling, ResolvesPoolerConfigAndSentenceTransformersModules) {
+  PoolingSpec s = resolve_pooling("generate", "", "");
+  EXPECT_FALSE(s.enabled);
+  EXPECT_THROW(resolve_pooling("generate", R"({"pooling_type": "MEAN"})", ""), Error);
+  EXPECT_THROW(resolve_pooling("classify", "", ""), Error);
+  s = resolve_pooling("pooling", "", "");
+  EXPECT_TRUE(s.enabled);
+  EXPECT_EQ(s.type, PoolingSpec::Type::kLast);
+  EXPECT_TRUE(s.normalize);
+  s = resolve_pooling("pooling", R"({"pooling_type": "CLS", "normalize": false})", "");
+  EXPECT_EQ(s.type, PoolingSpec::Type::kCls);
+  EXPECT_FALSE(s.normalize);
+  EXPECT_THROW(resolve_pooling("pooling", R"({"pooling_type": "MAX"})", ""), Error);
+  EXPECT_THROW(resolve_pooling("pooling", R"({"softmax": true})", ""), Error);
+  EXPECT_THROW(resolve_pooling("pooling", "[1]", ""), Error);
+  // sentence-transformers: modules.json with a Pooling module (mean tokens) and no Normalize.
+  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_st_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "1_Pooling");
+  std::ofstream(dir / "modules.json") << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+      {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])";
+  std::ofstream(dir / "1_Pooling/config.json") << R"({"word_embedding_dimension": 64, "pooling_mode_mean_tokens": true})";
+  s = resolve_pooling("pooling", "", dir.string());
+  EXPECT_EQ(s.type, PoolingSpec::Type::kMean);
+  EXPECT_FALSE(s.normalize);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace vireo
