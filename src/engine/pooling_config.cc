@@ -50,12 +50,28 @@ bool from_sentence_transformers(const fs::path& dir, PoolingSpec& spec) {
   return found;
 }
 
+// vLLM's runner auto: a base model's architecture ("Qwen2Model", "MistralModel": no head to generate with)
+// pools; a causal LM generates.
+bool base_model_architecture(const std::string& model_dir) {
+  const fs::path cfg = fs::path(model_dir) / "config.json";
+  if (model_dir.empty() || !fs::is_regular_file(cfg)) return false;
+  const json j = read_json(cfg);
+  if (!j.is_object() || !j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
+      !j["architectures"][0].is_string())
+    return false;
+  const std::string a = j["architectures"][0].get<std::string>();
+  return a.size() > 5 && a.ends_with("Model");
+}
+
 }  // namespace
 
 PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler_config, const std::string& model_dir) {
   PoolingSpec spec;
-  if (runner != "pooling") {
-    if (runner != "generate" && runner != "auto") throw Error("--runner '" + runner + "': expected auto, generate or pooling");
+  if (runner != "generate" && runner != "auto" && runner != "pooling")
+    throw Error("--runner '" + runner + "': expected auto, generate or pooling");
+  const bool pooling =
+      runner == "pooling" || (runner == "auto" && (!pooler_config.empty() || base_model_architecture(model_dir)));
+  if (!pooling) {
     if (!pooler_config.empty()) throw Error("--pooler-config needs --runner pooling");
     return spec;
   }

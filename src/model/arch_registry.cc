@@ -28,6 +28,11 @@ const ArchSpec& find_arch_spec(const std::string& name, const std::string& sourc
     if (s.name == name) return s;
     names += (names.empty() ? "" : ", ") + s.name;
   }
+  // A base model without its head (AutoModel's "Qwen2Model", "MistralModel": embedding checkpoints) is its
+  // causal LM's decoder.
+  if (name.size() > 5 && name.ends_with("Model") && !name.ends_with("ForCausalLM"))
+    for (const auto& s : arch_specs())
+      if (s.name == name.substr(0, name.size() - 5) + "ForCausalLM") return s;
   throw Error(source + ": architecture '" + name + "' is not supported (supported: " + names + ")");
 }
 

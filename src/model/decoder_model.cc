@@ -204,8 +204,10 @@ void DecoderModel::load_weights() {
   }
   final_norm_ = load_norm(n.final_norm + ".weight", hidden);
   // Tied checkpoints sometimes still carry lm_head.weight; the embedding is what HF uses then.
-  lm_head_ = cfg_.tie_word_embeddings ? embed_ : load_linear("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
-  if (cfg_.logits_scaling > 0 && cfg_.logits_scaling != 1.0f && ckpt_)  // Granite: logits / logits_scaling
+  const bool headless = opts_.pooling && ckpt_ && !ckpt_->has("lm_head.weight");  // pooling never runs it
+  lm_head_ = cfg_.tie_word_embeddings || headless ? embed_
+                                                  : load_linear("lm_head.weight", {{"lm_head.weight", {vocab, hidden}}}, kDummyStd);
+  if (cfg_.logits_scaling > 0 && cfg_.logits_scaling != 1.0f && ckpt_ && !headless)  // Granite: logits / logits_scaling
     lm_head_ = load_scaled(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", {vocab, hidden},
                            1.0f / cfg_.logits_scaling);
   if (spec_.gated_delta_net) allocate_gdn_states();

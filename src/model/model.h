@@ -67,6 +67,9 @@ struct LoadOptions {
   // Dummy weights only: the linear weights in this block type (VIREO_DUMMY_QUANT=Q4_K, ...) where the
   // backend takes it, for speed runs of packed weights at real sizes; kF32: the weight dtype as usual.
   DType dummy_block_dtype = DType::kF32;
+  // --runner pooling: the lm_head is never run, so a checkpoint without one (a base model's) loads, the
+  // embeddings standing in for it.
+  bool pooling = false;
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.

@@ -64,6 +64,11 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
       const bool v4 = !ckpt->has("model.language_model.embed_tokens.weight") &&
                       ckpt->has("language_model.model.embed_tokens.weight");
       ckpt = with_model_prefix(std::move(ckpt), v4 ? "language_model.model." : "model.language_model.");
+    } else if (!ckpt->has("model.embed_tokens.weight") && ckpt->has("embed_tokens.weight")) {
+      // Saved from the base model (AutoModel / sentence-transformers: embedding checkpoints): no "model."
+      // prefix and, usually, no lm_head.
+      log_info("{}: weights without the 'model.' prefix (a base model's layout)", model_dir);
+      ckpt = with_model_prefix(std::move(ckpt), "");
     }
   } else if (opts.load_format == "gguf") {
     throw Error("--load-format gguf: '" + model_dir + "' is not a GGUF file");

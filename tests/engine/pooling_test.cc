@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "../model/model_test_util.h"
 #include "../model/safetensors_util.h"
@@ -127,11 +130,46 @@ TEST(Pooling, EmbeddingsAreTheFinalHiddenStatesOfTheGeneratePath) {
   EXPECT_LT(testing::rel_max_err(a[1].output.embedding.data(), solo.data(), solo.size()), 1e-5);
 }
 
+// A base model's checkpoint (AutoModel's layout: "LlamaModel", no "model." prefix, no lm_head), as
+// embedding models ship: runner auto pools it, and its embeddings are the causal LM's.
+TEST(Pooling, BaseModelCheckpointsPoolByDefault) {
+  if (!fs::exists(fs::path(default_tokenizer_dir()) / "tokenizer.json")) GTEST_SKIP() << "models/qwen3 missing";
+  const fs::path llama = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/llama3";  // untied lm_head
+  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_base_model_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::map<std::string, testing::RawTensor> stripped;
+  for (auto& [name, t] : testing::read_safetensors(llama / "model.safetensors")) {
+    if (name == "lm_head.weight") continue;
+    stripped[name.rfind("model.", 0) == 0 ? name.substr(6) : name] = t;
+  }
+  testing::write_safetensors(dir / "model.safetensors", stripped);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(llama / "config.json"));
+  cfg["architectures"] = {"LlamaModel"};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  EngineConfig base = pooling_config("");
+  base.model = dir.string();
+  base.runner = "auto";  // the default
+  EngineConfig causal = pooling_config("");
+  causal.model = llama.string();
+  const auto ids = prompt(21, 4);
+  LLM a(base), b(causal);
+  ASSERT_TRUE(a.engine().config().pooling.enabled);
+  const auto x = embed(a, ids), y = embed(b, ids);
+  ASSERT_EQ(x.size(), y.size());
+  EXPECT_LT(testing::rel_max_err(x.data(), y.data(), y.size()), 1e-6);
+  causal.runner = "generate";  // a causal LM's checkpoint without a head cannot generate
+  causal.model = dir.string();
+  EXPECT_THROW(LLM{causal}, Error);
+  fs::remove_all(dir);
+}
+
 TEST(Pooling, ResolvesPoolerConfigAndSentenceTransformersModules) {
   PoolingSpec s = resolve_pooling("generate", "", "");
   EXPECT_FALSE(s.enabled);
   EXPECT_THROW(resolve_pooling("generate", R"({"pooling_type": "MEAN"})", ""), Error);
   EXPECT_THROW(resolve_pooling("classify", "", ""), Error);
+  EXPECT_FALSE(resolve_pooling("auto", "", kFixture.string()).enabled);  // a causal LM generates
+  EXPECT_TRUE(resolve_pooling("auto", R"({"pooling_type": "MEAN"})", "").enabled);
   s = resolve_pooling("pooling", "", "");
   EXPECT_TRUE(s.enabled);
   EXPECT_EQ(s.type, PoolingSpec::Type::kLast);
