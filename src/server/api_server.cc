@@ -20,6 +20,7 @@
 #include "server/http_util.h"
 #include "server/embeddings_handler.h"
 #include "server/info_handlers.h"
+#include "server/score_handlers.h"
 #include "server/lora_handlers.h"
 #include "server/request_framing.h"
 #include "server/responses_handler.h"
@@ -46,6 +47,11 @@ const Route kRoutes[] = {
     {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
     {"POST", "/v1/responses", handle_responses, true, true},
     {"POST", "/v1/embeddings", handle_embeddings, true, true, true, true},
+    {"POST", "/score", handle_score, true, true, true, true},
+    {"POST", "/v1/score", handle_score, true, true, true, true},
+    {"POST", "/rerank", handle_rerank, true, true, true, true},
+    {"POST", "/v1/rerank", handle_rerank, true, true, true, true},
+    {"POST", "/v2/rerank", handle_rerank, true, true, true, true},
     {"GET", "/v1/responses/([A-Za-z0-9_.-]+)", handle_get_response, false, false},
     {"GET", "/v1/models", handle_models, true, false},
     // Names may hold '/' (Qwen/Qwen3-8B): the SDKs send it percent-encoded, cpp-httplib decodes the path.

@@ -82,6 +82,35 @@ std::vector<std::vector<int32_t>> input_ids(const Json& body, const Tokenizer& t
 
 }  // namespace
 
+std::optional<std::vector<std::vector<float>>> embed_all(ServerContext& ctx, std::shared_ptr<AsyncEngine> engine,
+                                                         const std::vector<std::vector<int32_t>>& prompts,
+                                                         const std::string& id, const std::string& cache_salt,
+                                                         const httplib::Request& req, StartingGuard& starting) {
+  SamplingParams params;
+  params.max_tokens = 1;
+  params.detokenize = false;
+  params.cache_salt = cache_salt;
+  ChoiceGroup group(ctx, engine, id);
+  for (size_t i = 0; i < prompts.size(); ++i) group.add_prompt(static_cast<int>(i), prompts[i], params);
+  ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
+  starting.finish_now();
+  std::vector<std::vector<float>> embeddings(prompts.size());
+  while (!group.all_finished()) {
+    auto out = group.next(100ms);
+    if (probe.client_closed()) {
+      group.abort_unfinished();
+      return std::nullopt;
+    }
+    if (!out) continue;
+    if (auto err = choice_failure(ctx, group.choices()[out->first])) {
+      group.abort_unfinished();
+      throw *err;
+    }
+    if (out->second.finished) embeddings[group.choices()[out->first].prompt_index] = std::move(out->second.embedding);
+  }
+  return embeddings;
+}
+
 void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   ActiveJob active(ctx);
   StartingGuard starting(ctx);
@@ -112,34 +141,15 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib:
     check_context_length(static_cast<int>(p.size()), std::nullopt, info.max_model_len, "input");
     num_tokens += static_cast<int64_t>(p.size());
   }
-  SamplingParams params;
-  params.max_tokens = 1;
-  params.detokenize = false;
-  params.cache_salt = get_string(body, "cache_salt").value_or("");
   const std::string id = ctx.new_id("embd");
-  ChoiceGroup group(ctx, engine, id);
-  for (size_t i = 0; i < prompts.size(); ++i) group.add_prompt(static_cast<int>(i), prompts[i], params);
-  ConnectionProbe probe(req.local_port, req.remote_addr, req.remote_port);
-  starting.finish_now();
-  std::vector<std::vector<float>> embeddings(prompts.size());
-  while (!group.all_finished()) {
-    auto out = group.next(100ms);
-    if (probe.client_closed()) {
-      group.abort_unfinished();
-      return;
-    }
-    if (!out) continue;
-    if (auto err = choice_failure(ctx, group.choices()[out->first])) {
-      group.abort_unfinished();
-      throw *err;
-    }
-    if (out->second.finished) embeddings[group.choices()[out->first].prompt_index] = std::move(out->second.embedding);
-  }
+  std::optional<std::vector<std::vector<float>>> embeddings =
+      embed_all(ctx, engine, prompts, id, get_string(body, "cache_salt").value_or(""), req, starting);
+  if (!embeddings) return;  // client gone
   Json data = Json::array();
-  for (size_t i = 0; i < embeddings.size(); ++i) {
+  for (size_t i = 0; i < embeddings->size(); ++i) {
     Json e = {{"index", i}, {"object", "embedding"}};
-    if (format == "base64") e["embedding"] = base64(embeddings[i]);
-    else e["embedding"] = embeddings[i];
+    if (format == "base64") e["embedding"] = base64((*embeddings)[i]);
+    else e["embedding"] = (*embeddings)[i];
     data.push_back(std::move(e));
   }
   send_json(res, 200,

@@ -2,10 +2,22 @@
 #pragma once
 #include <httplib.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "server/server_context.h"
+#include "server/stream_job.h"
 
 namespace vireo::server {
 
 void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+// Runs each prompt as a pooling request and returns its embedding, in order; nullopt when the client went
+// away (the requests are aborted). Throws ApiError for an engine refusal or a failed request.
+std::optional<std::vector<std::vector<float>>> embed_all(ServerContext& ctx, std::shared_ptr<AsyncEngine> engine,
+                                                         const std::vector<std::vector<int32_t>>& prompts,
+                                                         const std::string& id, const std::string& cache_salt,
+                                                         const httplib::Request& req, StartingGuard& starting);
 
 }  // namespace vireo::server

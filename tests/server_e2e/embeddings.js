@@ -55,4 +55,37 @@ test('embeddings: bad requests are 400s; generation is refused on a pooling serv
   }
 });
 
+async function post(path, body) {
+  const r = await fetch(BASE + path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json() };
+}
+
+const cos = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0) / (norm(a) * norm(b));
+
+test('score and rerank: cosine similarities of the embeddings, reranked best first', async () => {
+  const model = await modelName();
+  const docs = ['Paris is the capital of France.', 'Bananas are yellow.', 'France is in Europe.'];
+  const emb = await client.embeddings.create({ model, input: ['capital of France', ...docs], encoding_format: 'float' });
+  const want = docs.map((_, i) => cos(emb.data[0].embedding, emb.data[i + 1].embedding));
+  for (const path of ['/score', '/v1/score']) {
+    const r = await post(path, { model, text_1: 'capital of France', text_2: docs });
+    assertEq(r.status, 200, path + ' status');
+    assertEq(r.body.data.map((d) => d.index), [0, 1, 2], 'indices');
+    r.body.data.forEach((d, i) => assert(Math.abs(d.score - want[i]) < 1e-5, `${path} score ${i}: ${d.score} vs ${want[i]}`));
+  }
+  const pair = await post('/score', { model, text_1: docs, text_2: docs });
+  pair.body.data.forEach((d) => assert(Math.abs(d.score - 1) < 1e-5, 'a text against itself'));
+  for (const path of ['/rerank', '/v1/rerank', '/v2/rerank']) {
+    const r = await post(path, { model, query: 'capital of France', documents: docs, top_n: 2 });
+    assertEq(r.status, 200, path + ' status');
+    assertEq(r.body.results.length, 2, 'top_n');
+    const best = want.map((w, i) => [w, i]).sort((a, b) => b[0] - a[0]);
+    assertEq(r.body.results.map((x) => x.index), [best[0][1], best[1][1]], 'order');
+    assertEq(r.body.results[0].document.text, docs[best[0][1]], 'document');
+    assert(r.body.usage.total_tokens > 0, 'usage');
+  }
+  assertEq((await post('/rerank', { model, query: 'q', documents: [] })).status, 400, 'no documents');
+  assertEq((await post('/score', { model, text_1: ['a', 'b'], text_2: ['c', 'd', 'e'] })).status, 400, 'mismatched lists');
+});
+
 run();
