@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 
 #include "bench/arrival.h"
 #include "bench/progress_bar.h"
@@ -47,9 +48,12 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
   // Request bodies and result buffers are made before the clock starts: the loop below only sends,
   // reads and parses.
   std::vector<HttpRequest> reqs(n);
+  std::mt19937_64 lora_rng(opt.seed ^ 0x6c6f7261ull);
   for (int i = 0; i < n; ++i) {
     reqs[i].path = opt.path;
-    reqs[i].body = build_request_body(opt.backend, opt.model, requests[i].prompt, requests[i].expected_output_len,
+    const std::string& model =
+        opt.lora_modules.empty() ? opt.model : opt.lora_modules[lora_rng() % opt.lora_modules.size()];
+    reqs[i].body = build_request_body(opt.backend, model, requests[i].prompt, requests[i].expected_output_len,
                                       opt.ignore_eos);
     reqs[i].timeout_s = opt.request_timeout_s;
     results[i].prompt_len = requests[i].prompt_len;

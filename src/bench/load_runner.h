@@ -30,6 +30,8 @@ struct LoadOptions {
   int port = 8000;
   std::string path = "/v1/completions";
   std::string model;
+  // vLLM bench's --lora-modules: each request names one of these (picked at random by seed), else `model`.
+  std::vector<std::string> lora_modules;
   double request_rate = INFINITY;
   double burstiness = 1.0;
   std::optional<int> max_concurrency;

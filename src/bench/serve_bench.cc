@@ -142,6 +142,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
   lo.port = ep.port;
   lo.path = ep.path_prefix + endpoint;
   lo.model = model_name;
+  lo.lora_modules = args.lora_modules;
   lo.ignore_eos = args.ignore_eos;
   lo.request_timeout_s = args.request_timeout_s;
 

@@ -19,6 +19,7 @@ struct ServeBenchArgs {
   std::string endpoint;  // "" = /v1/completions or /v1/chat/completions
   std::string model;     // "" = the first model of GET /v1/models
   std::string served_model_name;
+  std::vector<std::string> lora_modules;  // vLLM's --lora-modules: requests name one at random
   std::string tokenizer;
   std::string dataset_name = "sonnet";
   std::string dataset_path;

@@ -17,6 +17,8 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--endpoint", a->endpoint, "API path (default /v1/completions or /v1/chat/completions)");
   app.add_option("--model", a->model, "Model name sent in requests (default: first of GET /v1/models)");
   app.add_option("--served-model-name", a->served_model_name, "Model name in requests, if not --model");
+  app.add_option("--lora-modules", a->lora_modules, "LoRA adapter names served; each request names one at random")
+      ->expected(1, -1);
   app.add_option("--tokenizer", a->tokenizer, "Folder with tokenizer.json (default: --model's, else models/qwen3)");
   app.add_option("--dataset-name", a->dataset_name, "sonnet | random | custom")->capture_default_str();
   app.add_option("--dataset-path", a->dataset_path, "sonnet text (default benchmarks/data/sonnet.txt) or custom JSONL");
