@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace vireo::testing {
@@ -76,6 +78,8 @@ FakeEngine::FakeEngine(FakeEngineOptions opts) : opts_(opts) {
   config_.served_model_name = "fake-model";
   config_.scheduling_policy = opts.scheduling_policy;
   config_.enable_lora = opts.enable_lora;
+  config_.pooling.enabled = opts.pooling;
+  model_config_.hidden_size = 8;
   model_config_.vocab_size = tok_.vocab_size();
   if (opts_.with_chat_template) {
     std::string source = opts_.chat_template;
@@ -132,6 +136,23 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
   }
   std::string text;
   num_prompt_ += job->prompt.size();
+  if (opts_.pooling && !fail) {
+    RequestOutput out;
+    out.request_id = job->id;
+    out.num_prompt_tokens = static_cast<int>(job->prompt.size());
+    double sum = 0;
+    for (int32_t id : job->prompt) sum += id;
+    std::vector<float> e = {static_cast<float>(job->prompt.size()), static_cast<float>(job->prompt.front()),
+                            static_cast<float>(job->prompt.back()), static_cast<float>(sum), 1, 0, 0, 0};
+    double n = 0;
+    for (float v : e) n += static_cast<double>(v) * v;
+    for (float& v : e) v = static_cast<float>(v / std::sqrt(n));
+    out.embedding = e;
+    out.finished = true;
+    out.finish_reason = "stop";
+    job->stream->push(std::move(out));
+    return;
+  }
   for (int k = 0; k < p.max_tokens; ++k) {
     std::this_thread::sleep_for(opts_.token_delay);
     while (holdable && k >= 10 && hold_ && !job->aborted) std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -52,6 +52,9 @@ struct FakeEngineOptions {
   std::vector<std::pair<std::string, std::string>> scripts;  // prompt substring -> output text (non-empty)
   std::string scheduling_policy = "fcfs";  // what config() reports (the server checks "priority" against it)
   bool enable_lora = false;  // load_lora / unload_lora keep a list (no weights); loras() reports it
+  // --runner pooling: requests finish at once with an 8-wide embedding: [prompt length, first id, last id,
+  // sum of ids, 1, 0, 0, 0] scaled to unit length ("FAIL" prompts fail as usual).
+  bool pooling = false;
 };
 
 class FakeEngine : public AsyncEngine {
