@@ -22,6 +22,9 @@ LoraPair DecoderModel::upload_lora_pair(const std::vector<const LoraModule*>& pa
   for (const LoraModule* m : parts)
     if (m) rank += m->rank, in = m->in_features;
   if (rank == 0) return {};
+  // R padded with zero rows / columns to a multiple of 16: the device GEMV and GEMM kernels read rows of
+  // 16-byte vectors (a rank-4 BF16 row is 8 bytes); the zeros add nothing to the delta.
+  rank = (rank + 15) / 16 * 16;
   std::vector<float> a(static_cast<size_t>(rank * in), 0.0f), b(static_cast<size_t>(out_rows * rank), 0.0f);
   int64_t r0 = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
