@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "model/model_config.h"
+#include "server/chat_prompt.h"
 #include "server/choice_group.h"
 #include "server/connection_probe.h"
 #include "server/http_util.h"
@@ -132,7 +133,23 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib:
   get_string(body, "user");  // accepted, type-checked, unused
   const bool special = get_bool(body, "add_special_tokens").value_or(true);
   const std::optional<int> keep = parse_truncate_prompt_tokens(body, info.max_model_len);
-  auto prompts = input_ids(body, engine->tokenizer(), info.vocab_size, special);
+  std::vector<std::vector<int32_t>> prompts;
+  if (body.contains("messages") && !body["messages"].is_null()) {
+    // vLLM's chat form of the request: the messages rendered by the chat template, one input.
+    if (body.contains("input") && !body["input"].is_null()) throw bad_request("Give either 'input' or 'messages'", "messages");
+    Json chat_body = body;
+    for (const char* k : {"encoding_format", "dimensions", "add_special_tokens", "truncate_prompt_tokens", "input"})
+      chat_body.erase(k);
+    ModelInfo chat_info = info;
+    chat_info.pooling = false;
+    ChatRequest r = parse_chat_request(chat_body, chat_info, ctx.options().limits);
+    // vLLM's EmbeddingChatRequest: no generation prompt unless asked for.
+    if (!r.continue_final_message) r.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(false);
+    prompts.push_back(engine->tokenizer().encode(render_chat(*engine, r), get_bool(body, "add_special_tokens").value_or(false)));
+    if (prompts.back().empty()) throw bad_request("The rendered messages hold no tokens", "messages");
+  } else {
+    prompts = input_ids(body, engine->tokenizer(), info.vocab_size, special);
+  }
   if (static_cast<int>(prompts.size()) > ctx.options().limits.max_batch_prompts)
     throw bad_request("at most " + std::to_string(ctx.options().limits.max_batch_prompts) + " inputs are allowed", "input");
   int64_t num_tokens = 0;

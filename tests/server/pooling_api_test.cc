@@ -76,6 +76,22 @@ TEST(PoolingApi, EmbeddingsInEveryInputShape) {
   EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 2);
 }
 
+TEST(PoolingApi, ChatMessagesAsInput) {
+  LiveServer srv({}, pooling_engine());
+  auto cli = srv.client();
+  const json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  auto r = post_json(cli, "/v1/embeddings", {{"messages", msgs}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const int plain = json::parse(r->body)["usage"]["prompt_tokens"];
+  r = post_json(cli, "/v1/embeddings", {{"messages", msgs}, {"add_generation_prompt", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_GT(json::parse(r->body)["usage"]["prompt_tokens"].get<int>(), plain);  // + the assistant header
+  r = post_json(cli, "/v1/embeddings", {{"messages", msgs}, {"input", "x"}});
+  EXPECT_EQ(r->status, 400) << r->body;
+  r = post_json(cli, "/v1/embeddings", {{"messages", {{{"role", 3}}}}});
+  EXPECT_EQ(r->status, 400) << r->body;
+}
+
 TEST(PoolingApi, BadInputsAreErrorsWithTheirParam) {
   LiveServer srv({}, pooling_engine());
   auto cli = srv.client();
