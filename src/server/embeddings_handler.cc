@@ -112,7 +112,11 @@ std::optional<std::vector<std::vector<float>>> embed_all(ServerContext& ctx, std
   return embeddings;
 }
 
-void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+namespace {
+
+// /v1/embeddings and /pooling: the same request; the items are {"object": object, field: vector}.
+void serve_pooled(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, const char* object,
+                  const char* field, const char* id_prefix) {
   ActiveJob active(ctx);
   StartingGuard starting(ctx);
   auto engine = ctx.engine();
@@ -158,21 +162,31 @@ void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib:
     check_context_length(static_cast<int>(p.size()), std::nullopt, info.max_model_len, "input");
     num_tokens += static_cast<int64_t>(p.size());
   }
-  const std::string id = ctx.new_id("embd");
+  const std::string id = ctx.new_id(id_prefix);
   std::optional<std::vector<std::vector<float>>> embeddings =
       embed_all(ctx, engine, prompts, id, get_string(body, "cache_salt").value_or(""), req, starting);
   if (!embeddings) return;  // client gone
   Json data = Json::array();
   for (size_t i = 0; i < embeddings->size(); ++i) {
-    Json e = {{"index", i}, {"object", "embedding"}};
-    if (format == "base64") e["embedding"] = base64((*embeddings)[i]);
-    else e["embedding"] = (*embeddings)[i];
+    Json e = {{"index", i}, {"object", object}};
+    if (format == "base64") e[field] = base64((*embeddings)[i]);
+    else e[field] = (*embeddings)[i];
     data.push_back(std::move(e));
   }
   send_json(res, 200,
             {{"id", id}, {"object", "list"}, {"created", unix_now()}, {"model", model}, {"data", std::move(data)},
              {"usage", {{"prompt_tokens", num_tokens}, {"total_tokens", num_tokens}, {"completion_tokens", 0},
                         {"prompt_tokens_details", nullptr}}}});
+}
+
+}  // namespace
+
+void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  serve_pooled(ctx, req, res, "embedding", "embedding", "embd");
+}
+
+void handle_pooling(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  serve_pooled(ctx, req, res, "pooling", "data", "pool");
 }
 
 }  // namespace vireo::server

@@ -12,6 +12,8 @@
 namespace vireo::server {
 
 void handle_embeddings(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// POST /pooling (vLLM's pooling API): the same request, items {"object": "pooling", "data": [...]}.
+void handle_pooling(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 // Runs each prompt as a pooling request and returns its embedding, in order; nullopt when the client went
 // away (the requests are aborted). Throws ApiError for an engine refusal or a failed request.

@@ -71,6 +71,10 @@ TEST(PoolingApi, EmbeddingsInEveryInputShape) {
   r = post_json(cli, "/v1/embeddings", {{"input", "c"}, {"add_special_tokens", false}});
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 1);
+  r = post_json(cli, "/pooling", {{"input", "c"}});  // vLLM's pooling API: the same vector under "data"
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["data"][0]["object"], "pooling");
+  EXPECT_EQ(json::parse(r->body)["data"][0]["data"], floats);
   r = post_json(cli, "/v1/embeddings", {{"input", "abcdef"}, {"truncate_prompt_tokens", 2}});
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 2);
@@ -176,7 +180,7 @@ TEST(PoolingApi, ScoreAndRerank) {
 TEST(PoolingApi, PoolingRoutesAre404OnAGenerateServer) {
   LiveServer srv;
   auto cli = srv.client();
-  for (const char* path : {"/v1/embeddings", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"})
+  for (const char* path : {"/v1/embeddings", "/pooling", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"})
     EXPECT_EQ(post_json(cli, path, {{"input", "a"}})->status, 404) << path;
 }
 
