@@ -15,6 +15,7 @@ inline void add_async_scheduling_flags(CLI::App& app, int& value) {
 }
 
 inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_ptr<size_t> kv_bytes) {
+  c.runner = "generate";  // the offline benchmarks generate
   app.add_option("--model", c.model, "HF model folder or .gguf file (\"\" = the built-in default model)");
   app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder (default: the model's)");
   app.add_option("--load-format", c.load_format, "auto | safetensors | gguf | dummy")->capture_default_str();

@@ -182,6 +182,7 @@ int run_generate(GenerateOptions o) {
 CommandRunner setup_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   EngineConfig& e = o->engine;
+  e.runner = "generate";  // generation only here (a base model's checkpoint is refused: no lm_head)
   app.add_option("--model", e.model, "Model directory (HF layout) or .gguf file; empty or 'default' = the built-in model");
   app.add_option("--tokenizer", e.tokenizer, "Tokenizer directory or .gguf file (default: the model's)");
   app.add_option("--prompt", o->prompt, "Prompt text");

@@ -25,9 +25,10 @@ void EngineCore::step_pooling(SchedulerOutput sched, std::vector<RequestOutput>&
     const Request& req = *sched.scheduled[i].req;
     const int n = sched.scheduled[i].num_new_tokens, start = req.num_computed_tokens;
     for (int k = 0; k < n; ++k) {
-      const bool take = pool.type == PoolingSpec::Type::kMean                         ? true
-                        : pool.type == PoolingSpec::Type::kCls ? start + k == 0
-                                                               : start + k == req.num_tokens() - 1;
+      const int pos = start + k;
+      const bool take = pool.type == PoolingSpec::Type::kMean  ? true
+                        : pool.type == PoolingSpec::Type::kCls ? pos == 0
+                                                               : pos == req.num_tokens() - 1;
       if (!take) continue;
       in.logits_indices.push_back(static_cast<int32_t>(row0 + k));
       row_owner.push_back(i);
