@@ -174,8 +174,13 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   if (parts.config.pooling.enabled && parts.config.enable_lora) throw Error("--enable-lora is for --runner generate");
   if (parts.config.pooling.enabled) {
     static const char* const kTypes[] = {"LAST", "MEAN", "CLS"};
-    log_info("pooling runner: {} pooling{}, serving /v1/embeddings", kTypes[static_cast<int>(parts.config.pooling.type)],
-             parts.config.pooling.normalize ? ", normalised" : "");
+    const PoolingSpec& p = parts.config.pooling;
+    if (p.classifies())
+      log_info("pooling runner: a sequence classifier ({} labels, {} pooling), serving /classify, /score, /rerank",
+               p.labels.size(), kTypes[static_cast<int>(p.type)]);
+    else
+      log_info("pooling runner: {} pooling{}, serving /v1/embeddings", kTypes[static_cast<int>(p.type)],
+               p.normalize ? ", normalised" : "");
   }
 
   parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
@@ -221,6 +226,9 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   parts.eos_token_ids.assign(eos.begin(), eos.end());
 
   add_startup_loras(parts);
+  if (const PoolingSpec& p = parts.config.pooling;
+      p.classifies() && p.classifier.size() != p.labels.size() * static_cast<size_t>(mc.hidden_size))
+    throw Error(config.model + ": score.weight is not [num_labels, hidden_size " + std::to_string(mc.hidden_size) + "]");
 
   if (parts.config.max_num_batched_tokens <= 0)
     parts.config.max_num_batched_tokens = default_max_num_batched_tokens(parts.model->backend().total_memory_bytes());

@@ -14,6 +14,12 @@ struct PoolingSpec {
   bool enabled = false;
   Type type = Type::kLast;
   bool normalize = true;  // L2-normalised, as vLLM's embed task
+  // Sequence classification (*ForSequenceClassification: reward models, cross-encoder rerankers): the
+  // checkpoint's score.weight [num_labels, hidden] applied to the pooled state; the output is then the
+  // num_labels logits (no normalisation), served by /classify and, with one label, /score and /rerank.
+  std::vector<float> classifier;     // [num_labels, hidden]; empty: an embedding model
+  std::vector<std::string> labels;   // id2label, num_labels entries
+  bool classifies() const { return !classifier.empty(); }
 };
 
 struct EngineConfig {

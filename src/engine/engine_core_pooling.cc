@@ -65,6 +65,15 @@ void EngineCore::step_pooling(SchedulerOutput sched, std::vector<RequestOutput>&
     for (size_t h = 0; h < H && !req.pooled.empty(); ++h) norm += (req.pooled[h] / count) * (req.pooled[h] / count);
     const double scale = pool.normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;  // torch's F.normalize eps
     for (size_t h = 0; h < H && !req.pooled.empty(); ++h) out.embedding[h] = static_cast<float>(req.pooled[h] / count * scale);
+    if (pool.classifies()) {  // the classifier's logits: score.weight [labels, H] @ pooled
+      std::vector<float> logits(pool.labels.size());
+      for (size_t c = 0; c < logits.size(); ++c) {
+        double v = 0;
+        for (size_t h = 0; h < H; ++h) v += static_cast<double>(pool.classifier[c * H + h]) * out.embedding[h];
+        logits[c] = static_cast<float>(v);
+      }
+      out.embedding = std::move(logits);
+    }
     scheduler_.finish_request(req.request_id, FinishReason::kStop);
     req.first_token_time = now;
     metrics_.prompt_tokens_total += req.num_prompt_tokens();

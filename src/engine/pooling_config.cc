@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/safetensors.h"
 
 namespace vireo {
 namespace {
@@ -60,7 +61,33 @@ bool base_model_architecture(const std::string& model_dir) {
       !j["architectures"][0].is_string())
     return false;
   const std::string a = j["architectures"][0].get<std::string>();
-  return a.size() > 5 && a.ends_with("Model");
+  return (a.size() > 5 && a.ends_with("Model")) || a.ends_with("ForSequenceClassification");
+}
+
+// *ForSequenceClassification: score.weight from the checkpoint, labels from id2label (LABEL_i else).
+void load_classifier(const std::string& model_dir, PoolingSpec& spec) {
+  const fs::path cfg = fs::path(model_dir) / "config.json";
+  if (model_dir.empty() || !fs::is_regular_file(cfg)) return;
+  const json j = read_json(cfg);
+  const bool seq_cls = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+                       j["architectures"][0].is_string() &&
+                       j["architectures"][0].get<std::string>().ends_with("ForSequenceClassification");
+  if (!seq_cls) return;
+  Checkpoint ckpt(model_dir);
+  auto shape = ckpt.shape("score.weight");
+  if (!shape || shape->size() != 2) throw Error(model_dir + ": a sequence classifier needs score.weight [num_labels, hidden]");
+  const int64_t labels = (*shape)[0], hidden = (*shape)[1];
+  spec.classifier.resize(static_cast<size_t>(labels * hidden));
+  ckpt.read("score.weight", *shape, DType::kF32, spec.classifier.data());
+  for (int64_t i = 0; i < labels; ++i) {
+    std::string name = "LABEL_" + std::to_string(i);
+    if (auto it = j.find("id2label"); it != j.end() && it->is_object() && it->contains(std::to_string(i)) &&
+                                      (*it)[std::to_string(i)].is_string())
+      name = (*it)[std::to_string(i)].get<std::string>();
+    spec.labels.push_back(name);
+  }
+  spec.type = PoolingSpec::Type::kLast;  // vLLM's classifier pooling for decoder models
+  spec.normalize = false;
 }
 
 }  // namespace
@@ -76,6 +103,8 @@ PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler
     return spec;
   }
   spec.enabled = true;
+  const bool dir = !model_dir.empty() && fs::is_directory(model_dir);
+  if (dir) load_classifier(model_dir, spec);
   if (!pooler_config.empty()) {
     const json j = json::parse(pooler_config, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) throw Error("--pooler-config: must be a JSON object, e.g. '{\"pooling_type\": \"MEAN\"}'");
@@ -92,7 +121,7 @@ PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler
     }
     return spec;
   }
-  if (!model_dir.empty() && fs::is_directory(model_dir)) from_sentence_transformers(model_dir, spec);
+  if (dir && !spec.classifies()) from_sentence_transformers(model_dir, spec);
   return spec;
 }
 

@@ -33,6 +33,12 @@ const ArchSpec& find_arch_spec(const std::string& name, const std::string& sourc
   if (name.size() > 5 && name.ends_with("Model") && !name.ends_with("ForCausalLM"))
     for (const auto& s : arch_specs())
       if (s.name == name.substr(0, name.size() - 5) + "ForCausalLM") return s;
+  // A sequence classifier ("Qwen3ForSequenceClassification": reward models, rerankers) is its causal LM's
+  // decoder with score.weight instead of lm_head (applied by the pooling runner).
+  const std::string cls = "ForSequenceClassification";
+  if (name.size() > cls.size() && name.ends_with(cls))
+    for (const auto& s : arch_specs())
+      if (s.name == name.substr(0, name.size() - cls.size()) + "ForCausalLM") return s;
   throw Error(source + ": architecture '" + name + "' is not supported (supported: " + names + ")");
 }
 

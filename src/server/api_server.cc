@@ -48,6 +48,7 @@ const Route kRoutes[] = {
     {"POST", "/v1/responses", handle_responses, true, true},
     {"POST", "/v1/embeddings", handle_embeddings, true, true, true, true},
     {"POST", "/pooling", handle_pooling, true, true, true, true},
+    {"POST", "/classify", handle_classify, true, true, true, true},
     {"POST", "/score", handle_score, true, true, true, true},
     {"POST", "/v1/score", handle_score, true, true, true, true},
     {"POST", "/rerank", handle_rerank, true, true, true, true},

@@ -44,7 +44,8 @@ std::string base64(const std::vector<float>& v) {
   return out;
 }
 
-// The inputs as token ids (strings tokenized).
+}  // namespace
+
 std::vector<std::vector<int32_t>> input_ids(const Json& body, const Tokenizer& tok, int32_t vocab, bool special) {
   auto it = body.find("input");
   if (it == body.end() || it->is_null()) throw bad_request("'input' is required", "input");
@@ -80,8 +81,6 @@ std::vector<std::vector<int32_t>> input_ids(const Json& body, const Tokenizer& t
     if (ids.empty()) throw bad_request("An input must not be empty", "input");
   return out;
 }
-
-}  // namespace
 
 std::optional<std::vector<std::vector<float>>> embed_all(ServerContext& ctx, std::shared_ptr<AsyncEngine> engine,
                                                          const std::vector<std::vector<int32_t>>& prompts,
@@ -126,6 +125,8 @@ void serve_pooled(ServerContext& ctx, const httplib::Request& req, httplib::Resp
   const std::string model = check_model_name(body, info);
   if (!engine->config().pooling.enabled)
     throw bad_request("The model does not support Embeddings API: start the server with --runner pooling", "model");
+  if (!info.labels.empty())
+    throw bad_request("The model is a sequence classifier: use /classify (or /score, /rerank with one label)", "model");
   const std::string format = get_string(body, "encoding_format").value_or("float");
   if (format != "float" && format != "base64")
     throw bad_request("encoding_format must be 'float' or 'base64', got '" + format + "'", "encoding_format");

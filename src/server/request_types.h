@@ -49,6 +49,7 @@ struct ModelInfo {
   std::vector<Lora> loras;
   // --runner pooling: only /v1/embeddings (and /tokenize, /detokenize) serve; generation routes answer 400.
   bool pooling = false;
+  std::vector<std::string> labels;  // a sequence classifier's (pooling): /classify, and with one label /score
 };
 
 struct PromptInput {

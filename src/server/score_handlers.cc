@@ -74,6 +74,49 @@ std::vector<std::vector<int32_t>> tokenize(const Scoring& s, const std::vector<s
   return out;
 }
 
+// A cross-encoder's (a one-label classifier's) input for a pair: the two texts' tokens one after the
+// other, as a tokenizer's text / text_pair encoding without pair special tokens.
+std::vector<int32_t> pair_ids(const Scoring& s, const std::string& a, const std::string& b, std::optional<int> keep,
+                              int64_t& num_tokens) {
+  std::vector<int32_t> ids = s.engine->tokenizer().encode(a, true);
+  const std::vector<int32_t> second = s.engine->tokenizer().encode(b, false);
+  ids.insert(ids.end(), second.begin(), second.end());
+  if (ids.empty()) throw bad_request("A text must not be empty", "text_1");
+  truncate_prompt(ids, keep);
+  check_context_length(static_cast<int>(ids.size()), std::nullopt, s.info.max_model_len, "text_1");
+  num_tokens += static_cast<int64_t>(ids.size());
+  return ids;
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Scores of (query, document) pairs: a one-label classifier's sigmoid over each pair, else the cosine of
+// the two embeddings. nullopt: the client went away.
+std::optional<std::vector<double>> pair_scores(ServerContext& ctx, const Scoring& s, const std::vector<std::string>& q,
+                                               const std::vector<std::string>& d, std::optional<int> keep,
+                                               const std::string& id, const httplib::Request& req,
+                                               StartingGuard& starting, int64_t& num_tokens) {
+  std::vector<double> out;
+  if (!s.info.labels.empty()) {
+    if (s.info.labels.size() != 1)
+      throw bad_request("score / rerank need a one-label classifier; this one has " + std::to_string(s.info.labels.size()) +
+                        " labels (use /classify)");
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < d.size(); ++i) prompts.push_back(pair_ids(s, q[q.size() == 1 ? 0 : i], d[i], keep, num_tokens));
+    auto logits = embed_all(ctx, s.engine, prompts, id, "", req, starting);
+    if (!logits) return std::nullopt;
+    for (const auto& l : *logits) out.push_back(sigmoid(l.empty() ? 0.0 : l[0]));
+    return out;
+  }
+  auto prompts = tokenize(s, q, keep, "text_1", num_tokens);
+  const size_t n1 = prompts.size();
+  for (auto& p : tokenize(s, d, keep, "text_2", num_tokens)) prompts.push_back(std::move(p));
+  auto emb = embed_all(ctx, s.engine, prompts, id, "", req, starting);
+  if (!emb) return std::nullopt;
+  for (size_t i = 0; i < d.size(); ++i) out.push_back(cosine((*emb)[n1 == 1 ? 0 : i], (*emb)[n1 + i]));
+  return out;
+}
+
 }  // namespace
 
 void handle_score(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -86,15 +129,11 @@ void handle_score(ServerContext& ctx, const httplib::Request& req, httplib::Resp
     throw bad_request("text_1 must be one text or as many as text_2 (" + std::to_string(t2.size()) + ")", "text_1");
   const std::optional<int> keep = parse_truncate_prompt_tokens(body, s.info.max_model_len);
   int64_t num_tokens = 0;
-  auto prompts = tokenize(s, t1, keep, "text_1", num_tokens);
-  const size_t n1 = prompts.size();
-  for (auto& p : tokenize(s, t2, keep, "text_2", num_tokens)) prompts.push_back(std::move(p));
   const std::string id = ctx.new_id("score");
-  auto emb = embed_all(ctx, s.engine, prompts, id, "", req, starting);
-  if (!emb) return;
+  auto scores = pair_scores(ctx, s, t1, t2, keep, id, req, starting, num_tokens);
+  if (!scores) return;
   Json data = Json::array();
-  for (size_t i = 0; i < t2.size(); ++i)
-    data.push_back({{"index", i}, {"object", "score"}, {"score", cosine((*emb)[n1 == 1 ? 0 : i], (*emb)[n1 + i])}});
+  for (size_t i = 0; i < t2.size(); ++i) data.push_back({{"index", i}, {"object", "score"}, {"score", (*scores)[i]}});
   send_json(res, 200,
             {{"id", id}, {"object", "list"}, {"created", unix_now()}, {"model", s.model}, {"data", std::move(data)},
              {"usage", {{"prompt_tokens", num_tokens}, {"total_tokens", num_tokens}, {"completion_tokens", 0},
@@ -122,21 +161,58 @@ void handle_rerank(ServerContext& ctx, const httplib::Request& req, httplib::Res
   if (top_n < 0) throw bad_request("top_n must be >= 0", "top_n");
   const std::optional<int> keep = parse_truncate_prompt_tokens(body, s.info.max_model_len);
   int64_t num_tokens = 0;
-  auto prompts = tokenize(s, {*query}, keep, "query", num_tokens);
-  for (auto& p : tokenize(s, docs, keep, "documents", num_tokens)) prompts.push_back(std::move(p));
   const std::string id = ctx.new_id("rerank");
-  auto emb = embed_all(ctx, s.engine, prompts, id, "", req, starting);
-  if (!emb) return;
+  auto scores = pair_scores(ctx, s, {*query}, docs, keep, id, req, starting, num_tokens);
+  if (!scores) return;
+  const std::vector<double>& score = *scores;
   std::vector<size_t> order(docs.size());
   std::iota(order.begin(), order.end(), 0);
-  std::vector<double> score(docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) score[i] = cosine((*emb)[0], (*emb)[i + 1]);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] > score[b]; });
   if (top_n > 0 && static_cast<size_t>(top_n) < order.size()) order.resize(static_cast<size_t>(top_n));
   Json results = Json::array();
   for (size_t i : order)
     results.push_back({{"index", i}, {"document", {{"text", docs[i]}}}, {"relevance_score", score[i]}});
   send_json(res, 200, {{"id", id}, {"model", s.model}, {"usage", {{"total_tokens", num_tokens}}}, {"results", std::move(results)}});
+}
+
+void handle_classify(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  ActiveJob active(ctx);
+  StartingGuard starting(ctx);
+  const Json body = parse_json_body(req);
+  Scoring s = start(ctx, body);
+  if (s.info.labels.empty())
+    throw bad_request("The model is not a sequence classifier (a *ForSequenceClassification checkpoint)", "model");
+  const std::optional<int> keep = parse_truncate_prompt_tokens(body, s.info.max_model_len);
+  auto prompts = input_ids(body, s.engine->tokenizer(), s.info.vocab_size, get_bool(body, "add_special_tokens").value_or(true));
+  int64_t num_tokens = 0;
+  for (auto& p : prompts) {
+    truncate_prompt(p, keep);
+    check_context_length(static_cast<int>(p.size()), std::nullopt, s.info.max_model_len, "input");
+    num_tokens += static_cast<int64_t>(p.size());
+  }
+  const std::string id = ctx.new_id("classify");
+  auto logits = embed_all(ctx, s.engine, prompts, id, "", req, starting);
+  if (!logits) return;
+  Json data = Json::array();
+  for (size_t i = 0; i < logits->size(); ++i) {
+    const std::vector<float>& l = (*logits)[i];
+    // vLLM's classifier activation: softmax over the labels, sigmoid for one.
+    std::vector<double> probs(l.size());
+    if (l.size() == 1) {
+      probs[0] = sigmoid(l[0]);
+    } else {
+      const double mx = *std::max_element(l.begin(), l.end());
+      double sum = 0;
+      for (size_t c = 0; c < l.size(); ++c) sum += probs[c] = std::exp(l[c] - mx);
+      for (double& p : probs) p /= sum;
+    }
+    const size_t best = static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+    data.push_back({{"index", i}, {"label", s.info.labels[best]}, {"probs", probs}, {"num_classes", l.size()}});
+  }
+  send_json(res, 200,
+            {{"id", id}, {"object", "list"}, {"created", unix_now()}, {"model", s.model}, {"data", std::move(data)},
+             {"usage", {{"prompt_tokens", num_tokens}, {"total_tokens", num_tokens}, {"completion_tokens", 0},
+                        {"prompt_tokens_details", nullptr}}}});
 }
 
 }  // namespace vireo::server

@@ -21,6 +21,7 @@ void ServerContext::set_engine(std::shared_ptr<AsyncEngine> engine) {
   info.max_model_len = engine->max_model_len();
   info.priority_scheduling = cfg.scheduling_policy == "priority";
   info.pooling = cfg.pooling.enabled;
+  info.labels = cfg.pooling.labels;
   info.vocab_size = engine->tokenizer().vocab_size();
   const GenerationConfig& gen = engine->generation_config();
   info.temperature = gen.temperature;

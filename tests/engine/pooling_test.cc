@@ -163,6 +163,40 @@ TEST(Pooling, BaseModelCheckpointsPoolByDefault) {
   fs::remove_all(dir);
 }
 
+// A sequence classifier (Qwen3ForSequenceClassification: the qwen3 fixture with score.weight [2, hidden]):
+// its outputs are score.weight @ h of the last token, h as the causal LM's unnormalised LAST embedding.
+TEST(Pooling, SequenceClassifierAppliesScoreWeight) {
+  if (!fs::exists(fs::path(default_tokenizer_dir()) / "tokenizer.json")) GTEST_SKIP() << "models/qwen3 missing";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_seq_cls_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto tensors = testing::read_safetensors(kFixture / "model.safetensors");
+  const int64_t H = tensors.at("model.norm.weight").shape[0];
+  std::vector<float> w(static_cast<size_t>(2 * H));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * static_cast<float>(i)) * 0.2f;
+  tensors["score.weight"] = {"F32", {2, H}, std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4)};
+  testing::write_safetensors(dir / "model.safetensors", tensors);
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(kFixture / "config.json"));
+  cfg["architectures"] = {"Qwen3ForSequenceClassification"};
+  cfg["id2label"] = {{"0", "negative"}, {"1", "positive"}};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  EngineConfig c = pooling_config("");
+  c.model = dir.string();
+  c.runner = "auto";
+  LLM cls(c);
+  ASSERT_TRUE(cls.engine().config().pooling.classifies());
+  EXPECT_EQ(cls.engine().config().pooling.labels, (std::vector<std::string>{"negative", "positive"}));
+  LLM last(pooling_config(R"({"pooling_type": "LAST", "normalize": false})"));
+  const auto ids = prompt(23, 5);
+  const auto logits = embed(cls, ids), h = embed(last, ids);
+  ASSERT_EQ(logits.size(), 2u);
+  for (int c2 = 0; c2 < 2; ++c2) {
+    double want = 0;
+    for (int64_t k = 0; k < H; ++k) want += static_cast<double>(w[c2 * H + k]) * h[k];
+    EXPECT_NEAR(logits[c2], want, 1e-4 * (1 + std::abs(want))) << c2;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Pooling, ResolvesPoolerConfigAndSentenceTransformersModules) {
   PoolingSpec s = resolve_pooling("generate", "", "");
   EXPECT_FALSE(s.enabled);

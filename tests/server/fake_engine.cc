@@ -79,6 +79,8 @@ FakeEngine::FakeEngine(FakeEngineOptions opts) : opts_(opts) {
   config_.scheduling_policy = opts.scheduling_policy;
   config_.enable_lora = opts.enable_lora;
   config_.pooling.enabled = opts.pooling;
+  config_.pooling.labels = opts.labels;
+  config_.pooling.classifier.assign(opts.labels.size() * 8, 0.0f);
   model_config_.hidden_size = 8;
   model_config_.vocab_size = tok_.vocab_size();
   if (opts_.with_chat_template) {
@@ -148,6 +150,11 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
     for (float v : e) n += static_cast<double>(v) * v;
     for (float& v : e) v = static_cast<float>(v / std::sqrt(n));
     out.embedding = e;
+    if (!opts_.labels.empty()) {
+      out.embedding.clear();
+      for (size_t c = 0; c < opts_.labels.size(); ++c)
+        out.embedding.push_back(0.1f * static_cast<float>(c + 1) * static_cast<float>(job->prompt.back() - 100));
+    }
     out.finished = true;
     out.finish_reason = "stop";
     job->stream->push(std::move(out));

@@ -55,6 +55,9 @@ struct FakeEngineOptions {
   // --runner pooling: requests finish at once with an 8-wide embedding: [prompt length, first id, last id,
   // sum of ids, 1, 0, 0, 0] scaled to unit length ("FAIL" prompts fail as usual).
   bool pooling = false;
+  // With pooling: a sequence classifier with these labels; its outputs are labels.size() logits, logit c =
+  // 0.1 * (c + 1) * (last prompt id - 100).
+  std::vector<std::string> labels;
 };
 
 class FakeEngine : public AsyncEngine {

@@ -177,10 +177,47 @@ TEST(PoolingApi, ScoreAndRerank) {
   }
 }
 
+TEST(PoolingApi, ClassifierServesClassifyScoreAndRerank) {
+  FakeEngineOptions o = pooling_engine();
+  o.labels = {"no", "yes", "maybe"};
+  {
+    LiveServer srv({}, o);
+    auto cli = srv.client();
+    auto r = post_json(cli, "/classify", {{"input", {"a", "z"}}});  // last ids 97 and 122
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json d = json::parse(r->body)["data"];
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0]["num_classes"], 3);
+    EXPECT_EQ(d[0]["label"], "no");  // logits -0.3, -0.6, -0.9
+    EXPECT_EQ(d[1]["label"], "maybe");  // 2.2, 4.4, 6.6
+    double sum = 0;
+    for (const auto& p : d[1]["probs"]) sum += p.get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-9);
+    EXPECT_EQ(post_json(cli, "/v1/embeddings", {{"input", "a"}})->status, 400);  // a classifier
+    EXPECT_EQ(post_json(cli, "/score", {{"text_1", "a"}, {"text_2", "b"}})->status, 400);  // three labels
+    EXPECT_EQ(post_json(cli, "/classify", {{"input", json::array()}})->status, 400);
+  }
+  o.labels = {"relevant"};  // a cross-encoder reranker
+  LiveServer srv({}, o);
+  auto cli = srv.client();
+  auto r = post_json(cli, "/rerank", {{"query", "q"}, {"documents", {"a", "z", "m"}}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json res = json::parse(r->body)["results"];
+  ASSERT_EQ(res.size(), 3u);
+  EXPECT_EQ(res[0]["index"], 1);  // the pair ends in 'z': the largest logit
+  EXPECT_NEAR(res[0]["relevance_score"].get<double>(), 1.0 / (1.0 + std::exp(-0.1 * 22)), 1e-6);
+  r = post_json(cli, "/score", {{"text_1", "q"}, {"text_2", {"a"}}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_NEAR(json::parse(r->body)["data"][0]["score"].get<double>(), 1.0 / (1.0 + std::exp(0.3)), 1e-6);
+  r = post_json(cli, "/classify", {{"input", "a"}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["data"][0]["probs"].size(), 1u);
+}
+
 TEST(PoolingApi, PoolingRoutesAre404OnAGenerateServer) {
   LiveServer srv;
   auto cli = srv.client();
-  for (const char* path : {"/v1/embeddings", "/pooling", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"})
+  for (const char* path : {"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank"})
     EXPECT_EQ(post_json(cli, path, {{"input", "a"}})->status, 404) << path;
 }
 
