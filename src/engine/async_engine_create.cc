@@ -170,18 +170,6 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   if (parts.config.max_num_seqs < 0) throw Error("--max-num-seqs must be positive (0: auto)");
   if (parts.config.max_num_batched_tokens < 0) throw Error("--max-num-batched-tokens must be positive (0: auto)");
   parse_scheduling_policy(parts.config.scheduling_policy);  // before the load: a typo fails at once
-  parts.config.pooling = resolve_pooling(parts.config.runner, parts.config.pooler_config, config.model);
-  if (parts.config.pooling.enabled && parts.config.enable_lora) throw Error("--enable-lora is for --runner generate");
-  if (parts.config.pooling.enabled) {
-    static const char* const kTypes[] = {"LAST", "MEAN", "CLS"};
-    const PoolingSpec& p = parts.config.pooling;
-    if (p.classifies())
-      log_info("pooling runner: a sequence classifier ({} labels, {} pooling), serving /classify, /score, /rerank",
-               p.labels.size(), kTypes[static_cast<int>(p.type)]);
-    else
-      log_info("pooling runner: {} pooling{}, serving /v1/embeddings", kTypes[static_cast<int>(p.type)],
-               p.normalize ? ", normalised" : "");
-  }
 
   parts.tokenizer = Tokenizer::from_dir(tokenizer_dir(config));
   const Tokenizer& tok = *parts.tokenizer;
@@ -197,7 +185,19 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
     }
   }
   parts.generation_config = load_generation_config(config);
-
+  parts.config.pooling = resolve_pooling(parts.config.runner, parts.config.pooler_config, config.model,
+                                        config.hf_overrides, [&](const std::string& t) { return tok.token_to_id(t); });
+  if (parts.config.pooling.enabled && parts.config.enable_lora) throw Error("--enable-lora is for --runner generate");
+  if (parts.config.pooling.enabled) {
+    static const char* const kTypes[] = {"LAST", "MEAN", "CLS"};
+    const PoolingSpec& p = parts.config.pooling;
+    if (p.classifies())
+      log_info("pooling runner: a sequence classifier ({} labels, {} pooling), serving /classify, /score, /rerank",
+               p.labels.size(), kTypes[static_cast<int>(p.type)]);
+    else
+      log_info("pooling runner: {} pooling{}, serving /v1/embeddings", kTypes[static_cast<int>(p.type)],
+               p.normalize ? ", normalised" : "");
+  }
   auto backend = create_engine_backend(config);
   const bool auto_seqs = parts.config.max_num_seqs == 0;
   if (auto_seqs) parts.config.max_num_seqs = default_max_num_seqs(backend->total_memory_bytes());

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/model_config.h"
 #include "model/safetensors.h"
 
 namespace vireo {
@@ -51,34 +52,75 @@ bool from_sentence_transformers(const fs::path& dir, PoolingSpec& spec) {
   return found;
 }
 
-// vLLM's runner auto: a base model's architecture ("Qwen2Model", "MistralModel": no head to generate with)
-// pools; a causal LM generates.
-bool base_model_architecture(const std::string& model_dir) {
+// The model folder's config.json with --hf-overrides merged in; null without one.
+json model_config_json(const std::string& model_dir, const std::string& hf_overrides) {
   const fs::path cfg = fs::path(model_dir) / "config.json";
-  if (model_dir.empty() || !fs::is_regular_file(cfg)) return false;
-  const json j = read_json(cfg);
+  if (model_dir.empty() || !fs::is_regular_file(cfg)) return json();
+  json j = read_json(cfg);
+  if (!hf_overrides.empty()) {
+    const json o = json::parse(hf_overrides, nullptr, /*allow_exceptions=*/false);
+    if (o.is_object()) j = ModelConfig::with_overrides(j, o);
+  }
+  return j;
+}
+
+std::string architecture_of(const json& j) {
   if (!j.is_object() || !j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
       !j["architectures"][0].is_string())
-    return false;
-  const std::string a = j["architectures"][0].get<std::string>();
+    return "";
+  return j["architectures"][0].get<std::string>();
+}
+
+// vLLM's runner auto: a base model's architecture ("Qwen2Model", "MistralModel": no head to generate with)
+// or a sequence classifier pools; a causal LM generates.
+bool pooling_architecture(const json& j) {
+  const std::string a = architecture_of(j);
   return (a.size() > 5 && a.ends_with("Model")) || a.ends_with("ForSequenceClassification");
 }
 
-// *ForSequenceClassification: score.weight from the checkpoint, labels from id2label (LABEL_i else).
-void load_classifier(const std::string& model_dir, PoolingSpec& spec) {
-  const fs::path cfg = fs::path(model_dir) / "config.json";
-  if (model_dir.empty() || !fs::is_regular_file(cfg)) return;
-  const json j = read_json(cfg);
-  const bool seq_cls = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-                       j["architectures"][0].is_string() &&
-                       j["architectures"][0].get<std::string>().ends_with("ForSequenceClassification");
-  if (!seq_cls) return;
+// Row `id` of the [V, H] tensor `name` as F32 (read in place: only that row is converted).
+std::vector<float> tensor_row(const Checkpoint& ckpt, const std::string& name, int64_t id) {
+  auto shape = ckpt.shape(name);
+  if (!shape || shape->size() != 2 || id < 0 || id >= (*shape)[0])
+    throw Error(ckpt.dir() + ": " + name + " has no row " + std::to_string(id));
+  const Tensor t = ckpt.get(name, *shape);
+  const int64_t H = (*shape)[1];
+  std::vector<float> row(static_cast<size_t>(H));
+  convert_to_f32(static_cast<const char*>(t.data) + dtype_row_bytes(t.dtype, id * H), t.dtype, row.data(), row.size());
+  return row;
+}
+
+// *ForSequenceClassification: score.weight from the checkpoint, or vLLM's classifier_from_token rows of the
+// lm_head; labels from id2label (LABEL_i else).
+void load_classifier(const std::string& model_dir, const json& j, PoolingSpec& spec,
+                     const std::function<std::optional<int32_t>(const std::string&)>& token_id) {
+  if (!architecture_of(j).ends_with("ForSequenceClassification")) return;
   Checkpoint ckpt(model_dir);
-  auto shape = ckpt.shape("score.weight");
-  if (!shape || shape->size() != 2) throw Error(model_dir + ": a sequence classifier needs score.weight [num_labels, hidden]");
-  const int64_t labels = (*shape)[0], hidden = (*shape)[1];
-  spec.classifier.resize(static_cast<size_t>(labels * hidden));
-  ckpt.read("score.weight", *shape, DType::kF32, spec.classifier.data());
+  int64_t labels = 0;
+  if (auto from = j.find("classifier_from_token"); from != j.end() && !from->is_null()) {
+    if (!from->is_array() || from->empty() || from->size() > 2 || !token_id)
+      throw Error("classifier_from_token: expected one or two tokens, e.g. [\"no\", \"yes\"]");
+    std::vector<int32_t> ids;
+    for (const json& t : *from) {
+      auto id = t.is_string() ? token_id(t.get<std::string>()) : std::nullopt;
+      if (!id) throw Error("classifier_from_token: " + t.dump() + " is not one token of the tokenizer");
+      ids.push_back(*id);
+    }
+    const std::string head = ckpt.has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+    spec.classifier = tensor_row(ckpt, head, ids.back());
+    if (ids.size() == 2) {  // softmax([no, yes])[yes] = sigmoid((row(yes) - row(no)) h)
+      const std::vector<float> other = tensor_row(ckpt, head, ids[0]);
+      for (size_t h = 0; h < other.size(); ++h) spec.classifier[h] -= other[h];
+    }
+    labels = 1;
+  } else {
+    auto shape = ckpt.shape("score.weight");
+    if (!shape || shape->size() != 2)
+      throw Error(model_dir + ": a sequence classifier needs score.weight [num_labels, hidden] (or classifier_from_token)");
+    labels = (*shape)[0];
+    spec.classifier.resize(static_cast<size_t>(labels * (*shape)[1]));
+    ckpt.read("score.weight", *shape, DType::kF32, spec.classifier.data());
+  }
   for (int64_t i = 0; i < labels; ++i) {
     std::string name = "LABEL_" + std::to_string(i);
     if (auto it = j.find("id2label"); it != j.end() && it->is_object() && it->contains(std::to_string(i)) &&
@@ -92,19 +134,21 @@ void load_classifier(const std::string& model_dir, PoolingSpec& spec) {
 
 }  // namespace
 
-PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler_config, const std::string& model_dir) {
+PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler_config, const std::string& model_dir,
+                            const std::string& hf_overrides,
+                            const std::function<std::optional<int32_t>(const std::string&)>& token_id) {
   PoolingSpec spec;
   if (runner != "generate" && runner != "auto" && runner != "pooling")
     throw Error("--runner '" + runner + "': expected auto, generate or pooling");
-  const bool pooling =
-      runner == "pooling" || (runner == "auto" && (!pooler_config.empty() || base_model_architecture(model_dir)));
+  const json cfg = model_config_json(model_dir, hf_overrides);
+  const bool pooling = runner == "pooling" || (runner == "auto" && (!pooler_config.empty() || pooling_architecture(cfg)));
   if (!pooling) {
     if (!pooler_config.empty()) throw Error("--pooler-config needs --runner pooling");
     return spec;
   }
   spec.enabled = true;
   const bool dir = !model_dir.empty() && fs::is_directory(model_dir);
-  if (dir) load_classifier(model_dir, spec);
+  if (dir) load_classifier(model_dir, cfg, spec, token_id);
   if (!pooler_config.empty()) {
     const json j = json::parse(pooler_config, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) throw Error("--pooler-config: must be a JSON object, e.g. '{\"pooling_type\": \"MEAN\"}'");

@@ -17,6 +17,7 @@
 #include "engine/llm.h"
 #include "engine/pooling_config.h"
 #include "tokenizer/default_dir.h"
+#include "tokenizer/tokenizer.h"
 
 namespace vireo {
 namespace {
@@ -195,6 +196,30 @@ TEST(Pooling, SequenceClassifierAppliesScoreWeight) {
     EXPECT_NEAR(logits[c2], want, 1e-4 * (1 + std::abs(want))) << c2;
   }
   fs::remove_all(dir);
+}
+
+// vLLM's recipe for the original Qwen3-Reranker: --hf-overrides '{"architectures":
+// ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"]}' on the causal checkpoint. The
+// one label's probability is softmax([logit(no), logit(yes)])[yes] of the generate path's last token.
+TEST(Pooling, ClassifierFromTokensIsTheTwoWaySoftmax) {
+  if (!fs::exists(fs::path(default_tokenizer_dir()) / "tokenizer.json")) GTEST_SKIP() << "models/qwen3 missing";
+  EngineConfig c = pooling_config("");
+  c.runner = "auto";
+  c.hf_overrides = R"({"architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["a", "b"],
+                       "is_original_qwen3_reranker": true})";
+  LLM rr(c);
+  ASSERT_TRUE(rr.engine().config().pooling.classifies());
+  const int32_t a = *rr.engine().tokenizer().token_to_id("a"), b = *rr.engine().tokenizer().token_to_id("b");
+  const auto ids = prompt(19, 6);
+  const std::vector<float> logits = all_logits(ids);
+  const int64_t V = static_cast<int64_t>(logits.size() / ids.size());
+  ASSERT_LT(std::max(a, b), V);
+  const float* last = logits.data() + (ids.size() - 1) * V;
+  const auto out = embed(rr, ids);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NEAR(out[0], last[b] - last[a], 1e-4 * (1 + std::abs(last[b] - last[a])));
+  c.hf_overrides = R"({"architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no such token"]})";
+  EXPECT_THROW(LLM{c}, Error);
 }
 
 TEST(Pooling, ResolvesPoolerConfigAndSentenceTransformersModules) {
