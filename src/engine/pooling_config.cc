@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
 
@@ -69,6 +70,22 @@ std::string architecture_of(const json& j) {
       !j["architectures"][0].is_string())
     return "";
   return j["architectures"][0].get<std::string>();
+}
+
+// A GGUF file's `<arch>.pooling_type` (llama.cpp's embedding models: 1 mean, 2 cls, 3 last); nullopt for
+// none (0), rank (4, a reranker head not read here) or not a GGUF file.
+std::optional<PoolingSpec::Type> gguf_pooling(const std::string& path) {
+  if (path.empty() || fs::is_directory(path) || !fs::is_regular_file(path) || !GgufFile::is_gguf(path)) return std::nullopt;
+  const GgufFile f(path);
+  const auto arch = f.get_string("general.architecture");
+  const auto type = arch ? f.get_int(*arch + ".pooling_type") : std::nullopt;
+  if (!type) return std::nullopt;
+  switch (*type) {
+    case 1: return PoolingSpec::Type::kMean;
+    case 2: return PoolingSpec::Type::kCls;
+    case 3: return PoolingSpec::Type::kLast;
+    default: return std::nullopt;
+  }
 }
 
 // vLLM's runner auto: a base model's architecture ("Qwen2Model", "MistralModel": no head to generate with)
@@ -141,12 +158,14 @@ PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler
   if (runner != "generate" && runner != "auto" && runner != "pooling")
     throw Error("--runner '" + runner + "': expected auto, generate or pooling");
   const json cfg = model_config_json(model_dir, hf_overrides);
-  const bool pooling = runner == "pooling" || (runner == "auto" && (!pooler_config.empty() || pooling_architecture(cfg)));
+  const std::optional<PoolingSpec::Type> gguf = gguf_pooling(model_dir);
+  const bool pooling = runner == "pooling" || (runner == "auto" && (!pooler_config.empty() || pooling_architecture(cfg) || gguf));
   if (!pooling) {
     if (!pooler_config.empty()) throw Error("--pooler-config needs --runner pooling");
     return spec;
   }
   spec.enabled = true;
+  if (gguf) spec.type = *gguf;  // normalised, as llama.cpp's server does by default
   const bool dir = !model_dir.empty() && fs::is_directory(model_dir);
   if (dir) load_classifier(model_dir, cfg, spec, token_id);
   if (!pooler_config.empty()) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "../gguf_util/hf_to_gguf.h"
 #include "../model/model_test_util.h"
 #include "../model/safetensors_util.h"
 #include "core/error.h"
@@ -220,6 +221,30 @@ TEST(Pooling, ClassifierFromTokensIsTheTwoWaySoftmax) {
   EXPECT_NEAR(out[0], last[b] - last[a], 1e-4 * (1 + std::abs(last[b] - last[a])));
   c.hf_overrides = R"({"architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no such token"]})";
   EXPECT_THROW(LLM{c}, Error);
+}
+
+// llama.cpp's embedding GGUFs say their pooling in <arch>.pooling_type (3 last, 1 mean): runner auto pools
+// them, and the qwen3 fixture's F32 GGUF gives its safetensors embeddings.
+TEST(Pooling, GgufPoolingTypeSelectsThePooler) {
+  if (!fs::exists(fs::path(default_tokenizer_dir()) / "tokenizer.json")) GTEST_SKIP() << "models/qwen3 missing";
+  const auto ids = prompt(29, 7);
+  for (const auto& [type, pooler] : {std::pair<uint32_t, std::string>{3, "LAST"}, {1, "MEAN"}}) {
+    const std::string path =
+        (fs::path(::testing::TempDir()) / ("vireo_pool_" + std::to_string(::getpid()) + ".gguf")).string();
+    testing::ConvertOptions o;
+    o.extra_metadata = [type](testing::GgufWriter& w) { w.add_u32("qwen3.pooling_type", type); };
+    testing::convert_model_fixture(kFixture.string(), path, o);
+    EngineConfig g = pooling_config("");
+    g.model = path;
+    g.runner = "auto";
+    LLM from_gguf(g);
+    ASSERT_TRUE(from_gguf.engine().config().pooling.enabled) << type;
+    LLM from_st(pooling_config(R"({"pooling_type": ")" + pooler + R"("})"));
+    const auto x = embed(from_gguf, ids), y = embed(from_st, ids);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_LT(testing::rel_max_err(x.data(), y.data(), y.size()), 1e-5) << pooler;
+    fs::remove(path);
+  }
 }
 
 TEST(Pooling, ResolvesPoolerConfigAndSentenceTransformersModules) {
