@@ -20,6 +20,10 @@ struct PoolingSpec {
   std::vector<float> classifier;     // [num_labels, hidden]; empty: an embedding model
   std::vector<std::string> labels;   // id2label, num_labels entries
   bool classifies() const { return !classifier.empty(); }
+  // Matryoshka embeddings (config.json's is_matryoshka / matryoshka_dimensions, e.g. via --hf-overrides for
+  // Qwen3-Embedding): a request's `dimensions` keeps the first N values, renormalised. Empty dims: any N.
+  bool matryoshka = false;
+  std::vector<int> matryoshka_dims;
 };
 
 struct EngineConfig {

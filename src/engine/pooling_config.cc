@@ -166,6 +166,14 @@ PoolingSpec resolve_pooling(const std::string& runner, const std::string& pooler
   }
   spec.enabled = true;
   if (gguf) spec.type = *gguf;  // normalised, as llama.cpp's server does by default
+  if (cfg.is_object()) {
+    if (auto d = cfg.find("matryoshka_dimensions"); d != cfg.end() && d->is_array()) {
+      for (const json& v : *d)
+        if (v.is_number_integer() && v.get<int>() > 0) spec.matryoshka_dims.push_back(v.get<int>());
+      spec.matryoshka = !spec.matryoshka_dims.empty();
+    }
+    if (auto m = cfg.find("is_matryoshka"); m != cfg.end() && m->is_boolean() && m->get<bool>()) spec.matryoshka = true;
+  }
   const bool dir = !model_dir.empty() && fs::is_directory(model_dir);
   if (dir) load_classifier(model_dir, cfg, spec, token_id);
   if (!pooler_config.empty()) {

@@ -5,7 +5,9 @@
 // truncate_prompt_tokens and add_special_tokens (default true) as vLLM.
 #include "server/embeddings_handler.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "model/model_config.h"
@@ -131,10 +133,18 @@ void serve_pooled(ServerContext& ctx, const httplib::Request& req, httplib::Resp
   if (format != "float" && format != "base64")
     throw bad_request("encoding_format must be 'float' or 'base64', got '" + format + "'", "encoding_format");
   const int64_t width = engine->model_config().hidden_size;
-  if (auto d = get_int(body, "dimensions"); d && *d != width)
-    throw bad_request("dimensions " + std::to_string(*d) + " is not supported: the model's embeddings have " +
-                          std::to_string(width) + " (no Matryoshka truncation)",
-                      "dimensions");
+  const PoolingSpec& pool = engine->config().pooling;
+  std::optional<int64_t> dims = get_int(body, "dimensions");
+  if (dims && *dims != width) {  // vLLM's checks and messages
+    if (!pool.matryoshka)
+      throw bad_request("Model \"" + info.served_model_name + "\" does not support matryoshka representation, changing "
+                        "output dimensions will lead to poor results.", "dimensions");
+    if (*dims < 1 || *dims > width) throw bad_request("Dimensions must be greater than 0 and at most " + std::to_string(width), "dimensions");
+    if (!pool.matryoshka_dims.empty() &&
+        std::find(pool.matryoshka_dims.begin(), pool.matryoshka_dims.end(), *dims) == pool.matryoshka_dims.end())
+      throw bad_request("Model \"" + info.served_model_name + "\" only supports dimensions in its matryoshka_dimensions",
+                        "dimensions");
+  }
   get_string(body, "user");  // accepted, type-checked, unused
   const bool special = get_bool(body, "add_special_tokens").value_or(true);
   const std::optional<int> keep = parse_truncate_prompt_tokens(body, info.max_model_len);
@@ -167,6 +177,15 @@ void serve_pooled(ServerContext& ctx, const httplib::Request& req, httplib::Resp
   std::optional<std::vector<std::vector<float>>> embeddings =
       embed_all(ctx, engine, prompts, id, get_string(body, "cache_salt").value_or(""), req, starting);
   if (!embeddings) return;  // client gone
+  if (dims && *dims < width)  // Matryoshka: the first N values, renormalised when the pooler normalises
+    for (auto& e : *embeddings) {
+      e.resize(static_cast<size_t>(*dims));
+      if (!pool.normalize) continue;
+      double n = 0;
+      for (float v : e) n += static_cast<double>(v) * v;
+      const double scale = 1.0 / std::max(std::sqrt(n), 1e-12);
+      for (float& v : e) v = static_cast<float>(v * scale);
+    }
   Json data = Json::array();
   for (size_t i = 0; i < embeddings->size(); ++i) {
     Json e = {{"index", i}, {"object", object}};

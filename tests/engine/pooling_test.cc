@@ -273,6 +273,16 @@ TEST(Pooling, ResolvesPoolerConfigAndSentenceTransformersModules) {
   s = resolve_pooling("pooling", "", dir.string());
   EXPECT_EQ(s.type, PoolingSpec::Type::kMean);
   EXPECT_FALSE(s.normalize);
+  EXPECT_FALSE(s.matryoshka);
+  // Matryoshka from config.json, or from --hf-overrides.
+  std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3ForCausalLM"], "matryoshka_dimensions": [32, 64]})";
+  s = resolve_pooling("pooling", "", dir.string());
+  EXPECT_TRUE(s.matryoshka);
+  EXPECT_EQ(s.matryoshka_dims, (std::vector<int>{32, 64}));
+  std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3ForCausalLM"]})";
+  s = resolve_pooling("pooling", "", dir.string(), R"({"is_matryoshka": true})");
+  EXPECT_TRUE(s.matryoshka);
+  EXPECT_TRUE(s.matryoshka_dims.empty());
   fs::remove_all(dir);
 }
 

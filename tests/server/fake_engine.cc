@@ -80,6 +80,8 @@ FakeEngine::FakeEngine(FakeEngineOptions opts) : opts_(opts) {
   config_.enable_lora = opts.enable_lora;
   config_.pooling.enabled = opts.pooling;
   config_.pooling.labels = opts.labels;
+  config_.pooling.matryoshka = opts.matryoshka;
+  config_.pooling.matryoshka_dims = opts.matryoshka_dims;
   config_.pooling.classifier.assign(opts.labels.size() * 8, 0.0f);
   model_config_.hidden_size = 8;
   model_config_.vocab_size = tok_.vocab_size();

@@ -58,6 +58,8 @@ struct FakeEngineOptions {
   // With pooling: a sequence classifier with these labels; its outputs are labels.size() logits, logit c =
   // 0.1 * (c + 1) * (last prompt id - 100).
   std::vector<std::string> labels;
+  bool matryoshka = false;              // PoolingSpec::matryoshka / matryoshka_dims as reported by config()
+  std::vector<int> matryoshka_dims;
 };
 
 class FakeEngine : public AsyncEngine {

@@ -80,6 +80,27 @@ TEST(PoolingApi, EmbeddingsInEveryInputShape) {
   EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], 2);
 }
 
+TEST(PoolingApi, MatryoshkaDimensions) {
+  FakeEngineOptions o = pooling_engine();
+  o.matryoshka = true;
+  o.matryoshka_dims = {4, 2, 8};
+  LiveServer srv({}, o);
+  auto cli = srv.client();
+  auto full = json::parse(post_json(cli, "/v1/embeddings", {{"input", "abc"}})->body)["data"][0]["embedding"];
+  auto r = post_json(cli, "/v1/embeddings", {{"input", "abc"}, {"dimensions", 4}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json e = json::parse(r->body)["data"][0]["embedding"];
+  ASSERT_EQ(e.size(), 4u);
+  double n = 0, nf = 0;
+  for (int i = 0; i < 4; ++i) n += e[i].get<double>() * e[i].get<double>(), nf += full[i].get<double>() * full[i].get<double>();
+  EXPECT_NEAR(n, 1.0, 1e-6);  // renormalised
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(e[i].get<double>(), full[i].get<double>() / std::sqrt(nf), 1e-6);
+  for (int bad : {3, 0, -1, 9}) {
+    r = post_json(cli, "/v1/embeddings", {{"input", "abc"}, {"dimensions", bad}});
+    EXPECT_EQ(r->status, 400) << bad << " " << r->body;
+  }
+}
+
 TEST(PoolingApi, ChatMessagesAsInput) {
   LiveServer srv({}, pooling_engine());
   auto cli = srv.client();
