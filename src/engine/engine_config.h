@@ -78,8 +78,9 @@ struct EngineConfig {
   std::vector<LoraModuleSpec> lora_modules;
   int max_loras = 1;       // distinct adapters among the running requests
   int max_lora_rank = 16;  // adapters of a larger rank are refused
-  // vLLM's --runner (generate | pooling; auto: pooling for a base model's architecture, "Qwen2Model", else
-  // generate) / --convert embed / --task embed: pooling serves
+  // vLLM's --runner (generate | pooling; auto: pooling for a base model's architecture ("Qwen2Model"), a
+  // *ForSequenceClassification one or a GGUF with a pooling_type, else generate) / --convert embed / --task
+  // embed: pooling serves
   // /v1/embeddings instead of generation. --pooler-config: {"pooling_type": "LAST" | "MEAN" | "CLS",
   // "normalize": bool}; unset: the model folder's sentence-transformers Pooling config, else LAST, normalised.
   std::string runner = "auto";

@@ -324,8 +324,10 @@ void EngineCore::fill_stats(EngineStats& s) const {
   s.inter_token_latency_seconds = metrics_.itl;
   s.e2e_request_latency_seconds = metrics_.e2e;
   s.max_loras = cfg_.scheduler.max_loras;
-  s.running_lora_ids = scheduler_.lora_ids(true);
-  s.waiting_lora_ids = scheduler_.lora_ids(false);
+  if (s.max_loras > 0) {  // fill_stats runs every step: the queues are walked only with LoRA on
+    s.running_lora_ids = scheduler_.lora_ids(true);
+    s.waiting_lora_ids = scheduler_.lora_ids(false);
+  }
 }
 
 }  // namespace vireo

@@ -26,9 +26,8 @@ void EngineCore::step_pooling(SchedulerOutput sched, std::vector<RequestOutput>&
     const int n = sched.scheduled[i].num_new_tokens, start = req.num_computed_tokens;
     for (int k = 0; k < n; ++k) {
       const int pos = start + k;
-      const bool take = pool.type == PoolingSpec::Type::kMean  ? true
-                        : pool.type == PoolingSpec::Type::kCls ? pos == 0
-                                                               : pos == req.num_tokens() - 1;
+      const bool take = pool.type == PoolingSpec::Type::kMean ||
+                        (pool.type == PoolingSpec::Type::kCls ? pos == 0 : pos == req.num_tokens() - 1);
       if (!take) continue;
       in.logits_indices.push_back(static_cast<int32_t>(row0 + k));
       row_owner.push_back(i);

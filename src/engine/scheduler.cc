@@ -136,8 +136,9 @@ SchedulerOutput Scheduler::schedule() {
   // 2. Waiting requests (not in a step that had to preempt: memory is tight).
   const bool running_preempted = !out.preempted.empty();
   std::set<int32_t> active_loras;  // the running requests' adapters (--max-loras)
-  for (const auto& r : running_)
-    if (r->params.lora_id != 0) active_loras.insert(r->params.lora_id);
+  if (cfg_.max_loras > 0)
+    for (const auto& r : running_)
+      if (r->params.lora_id != 0) active_loras.insert(r->params.lora_id);
   std::vector<std::shared_ptr<Request>> skipped;  // waiting for room for their adapter, in order
   while (!running_preempted && !waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
@@ -174,7 +175,7 @@ SchedulerOutput Scheduler::schedule() {
     req->num_computed_tokens += computed.num_tokens;
     req->status = RequestStatus::kRunning;
     running_.push_back(req);
-    if (lora != 0) active_loras.insert(lora);
+    if (cfg_.max_loras > 0 && lora != 0) active_loras.insert(lora);
     out.scheduled.push_back({req, num_new});
     budget -= num_new;
     if (made_room) break;

@@ -84,6 +84,21 @@ std::vector<std::vector<int32_t>> input_ids(const Json& body, const Tokenizer& t
   return out;
 }
 
+int64_t fit_prompt(std::vector<int32_t>& ids, std::optional<int> keep, int max_model_len, const char* param) {
+  truncate_prompt(ids, keep);
+  check_context_length(static_cast<int>(ids.size()), std::nullopt, max_model_len, param);
+  return static_cast<int64_t>(ids.size());
+}
+
+int64_t fit_inputs(std::vector<std::vector<int32_t>>& prompts, std::optional<int> keep, int max_model_len,
+                   const ValidationLimits& limits) {
+  if (static_cast<int>(prompts.size()) > limits.max_batch_prompts)
+    throw bad_request("at most " + std::to_string(limits.max_batch_prompts) + " inputs are allowed", "input");
+  int64_t n = 0;
+  for (auto& p : prompts) n += fit_prompt(p, keep, max_model_len, "input");
+  return n;
+}
+
 std::optional<std::vector<std::vector<float>>> embed_all(ServerContext& ctx, std::shared_ptr<AsyncEngine> engine,
                                                          const std::vector<std::vector<int32_t>>& prompts,
                                                          const std::string& id, const std::string& cache_salt,
@@ -165,14 +180,7 @@ void serve_pooled(ServerContext& ctx, const httplib::Request& req, httplib::Resp
   } else {
     prompts = input_ids(body, engine->tokenizer(), info.vocab_size, special);
   }
-  if (static_cast<int>(prompts.size()) > ctx.options().limits.max_batch_prompts)
-    throw bad_request("at most " + std::to_string(ctx.options().limits.max_batch_prompts) + " inputs are allowed", "input");
-  int64_t num_tokens = 0;
-  for (auto& p : prompts) {
-    truncate_prompt(p, keep);
-    check_context_length(static_cast<int>(p.size()), std::nullopt, info.max_model_len, "input");
-    num_tokens += static_cast<int64_t>(p.size());
-  }
+  const int64_t num_tokens = fit_inputs(prompts, keep, info.max_model_len, ctx.options().limits);
   const std::string id = ctx.new_id(id_prefix);
   std::optional<std::vector<std::vector<float>>> embeddings =
       embed_all(ctx, engine, prompts, id, get_string(body, "cache_salt").value_or(""), req, starting);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/json_fields.h"
+#include "server/request_types.h"
 #include "server/server_context.h"
 #include "server/stream_job.h"
 
@@ -23,6 +24,13 @@ void handle_pooling(ServerContext& ctx, const httplib::Request& req, httplib::Re
 // The "input" of an embeddings / classify request as token ids: a string, strings, ids or lists of ids
 // (strings tokenized with special tokens when `special`); 400 (param input) for anything else or an empty one.
 std::vector<std::vector<int32_t>> input_ids(const Json& body, const Tokenizer& tok, int32_t vocab, bool special);
+
+// Keeps the last `keep` tokens of `ids` (truncate_prompt_tokens) and checks them against the context (400
+// naming `param`); returns their count, for usage.
+int64_t fit_prompt(std::vector<int32_t>& ids, std::optional<int> keep, int max_model_len, const char* param);
+// fit_prompt over a request's inputs (param "input"), at most limits.max_batch_prompts of them; the tokens in all.
+int64_t fit_inputs(std::vector<std::vector<int32_t>>& prompts, std::optional<int> keep, int max_model_len,
+                   const ValidationLimits& limits);
 
 // Runs each prompt as a pooling request and returns its embedding, in order; nullopt when the client went
 // away (the requests are aborted). Throws ApiError for an engine refusal or a failed request.

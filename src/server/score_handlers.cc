@@ -66,9 +66,7 @@ std::vector<std::vector<int32_t>> tokenize(const Scoring& s, const std::vector<s
   for (const auto& text : t) {
     auto ids = s.engine->tokenizer().encode(text, true);
     if (ids.empty()) throw bad_request("A text must not be empty", param);
-    truncate_prompt(ids, keep);
-    check_context_length(static_cast<int>(ids.size()), std::nullopt, s.info.max_model_len, param);
-    num_tokens += static_cast<int64_t>(ids.size());
+    num_tokens += fit_prompt(ids, keep, s.info.max_model_len, param);
     out.push_back(std::move(ids));
   }
   return out;
@@ -82,9 +80,7 @@ std::vector<int32_t> pair_ids(const Scoring& s, const std::string& a, const std:
   const std::vector<int32_t> second = s.engine->tokenizer().encode(b, false);
   ids.insert(ids.end(), second.begin(), second.end());
   if (ids.empty()) throw bad_request("A text must not be empty", "text_1");
-  truncate_prompt(ids, keep);
-  check_context_length(static_cast<int>(ids.size()), std::nullopt, s.info.max_model_len, "text_1");
-  num_tokens += static_cast<int64_t>(ids.size());
+  num_tokens += fit_prompt(ids, keep, s.info.max_model_len, "text_1");
   return ids;
 }
 
@@ -184,12 +180,7 @@ void handle_classify(ServerContext& ctx, const httplib::Request& req, httplib::R
     throw bad_request("The model is not a sequence classifier (a *ForSequenceClassification checkpoint)", "model");
   const std::optional<int> keep = parse_truncate_prompt_tokens(body, s.info.max_model_len);
   auto prompts = input_ids(body, s.engine->tokenizer(), s.info.vocab_size, get_bool(body, "add_special_tokens").value_or(true));
-  int64_t num_tokens = 0;
-  for (auto& p : prompts) {
-    truncate_prompt(p, keep);
-    check_context_length(static_cast<int>(p.size()), std::nullopt, s.info.max_model_len, "input");
-    num_tokens += static_cast<int64_t>(p.size());
-  }
+  const int64_t num_tokens = fit_inputs(prompts, keep, s.info.max_model_len, ctx.options().limits);
   const std::string id = ctx.new_id("classify");
   auto logits = embed_all(ctx, s.engine, prompts, id, "", req, starting);
   if (!logits) return;
