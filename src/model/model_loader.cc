@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "gguf/gguf_file.h"
 #include "model/decoder_model.h"
+#include "model/fp8_weights.h"
 #include "model/gguf_config.h"
 #include "model/gguf_weights.h"
 #include "model/safetensors.h"
@@ -57,7 +58,17 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
     log_info("loading {} with dummy weights (seed {})", config.architecture, opts.seed);
   } else if (opts.load_format == "auto" || opts.load_format == "safetensors") {
     if (model_dir.empty()) throw Error("load_model: no model directory (use --load-format dummy for random weights)");
-    ckpt = std::make_unique<Checkpoint>(model_dir);
+    const std::optional<Fp8Layout> fp8 = checkpoint_fp8_layout(config.raw, source);
+    auto files = std::make_unique<Checkpoint>(model_dir);
+    if (fp8 || files->has_fp8()) {
+      log_info("{}: FP8 weights (their scales {}), dequantized to the model dtype at load", model_dir,
+               fp8 && fp8->block_rows ? "in blocks of " + std::to_string(fp8->block_rows) + " x " +
+                                            std::to_string(fp8->block_cols)
+                                      : std::string("per tensor or per row"));
+      ckpt = with_fp8_dequant(std::move(files), fp8.value_or(Fp8Layout{}));
+    } else {
+      ckpt = std::move(files);
+    }
     if (spec.language_model_prefix) {
       // Qwen3.5's checkpoints hold model.language_model.*; Gemma 3's (the hub's, and what transformers
       // 5.17 saves for it) language_model.model.*.

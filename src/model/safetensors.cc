@@ -73,10 +73,11 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
     t = DType::kF16;
   } else if (e.dtype == "BF16") {
     t = DType::kBF16;
-  } else if (e.dtype == "U8") {  // packed data (GPT-OSS's MXFP4 experts: *_blocks, *_scales)
-    t = DType::kU8;
+  } else if (e.dtype == "U8" || e.dtype == "F8_E4M3" || e.dtype == "F8_E5M2") {
+    t = DType::kU8;  // packed data (GPT-OSS's MXFP4 experts: *_blocks, *_scales), FP8 weights (fp8_weights.h)
   } else {
-    throw Error(path_ + ": tensor '" + name + "' has dtype " + e.dtype + " (supported: F32, F16, BF16, U8)");
+    throw Error(path_ + ": tensor '" + name + "' has dtype " + e.dtype +
+                " (supported: F32, F16, BF16, U8, F8_E4M3, F8_E5M2)");
   }
   Tensor view(const_cast<char*>(data_ + e.begin), t, e.shape);
   for (auto d : e.shape)
@@ -144,6 +145,23 @@ Tensor Checkpoint::get(const std::string& name, const std::vector<int64_t>& expe
     throw Error(it->second->path() + ": tensor '" + name + "' has shape " + t.shape_str() + ", expected " +
                 shape_string(expected));
   return t;
+}
+
+void Checkpoint::read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const {
+  if (is_fp8(name))
+    throw Error(dir_ + ": tensor '" + name + "' is stored in " + stored_dtype(name) + " and needs its scales");
+  store_as(get(name, expected), dtype, dst);
+}
+
+std::string Checkpoint::stored_dtype(const std::string& name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? std::string() : it->second->entries().at(name).dtype;
+}
+
+bool Checkpoint::has_fp8() const {
+  for (const auto& [name, file] : where_)
+    if (file->entries().at(name).dtype.rfind("F8_", 0) == 0) return true;
+  return false;
 }
 
 }  // namespace vireo

@@ -29,7 +29,8 @@ class SafetensorsFile {
 
   const std::string& path() const { return path_; }
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
-  // Host view of a tensor (F32/F16/BF16, or U8 for packed data; other dtypes throw naming file and tensor).
+  // Host view of a tensor (F32/F16/BF16, or U8 for packed data and the raw bytes of F8_E4M3 / F8_E5M2;
+  // other dtypes throw naming file and tensor).
   Tensor tensor(const std::string& name) const;
 
  private:
@@ -46,12 +47,12 @@ class Checkpoint final : public WeightSource {
  public:
   explicit Checkpoint(const std::string& model_dir);
   bool has(const std::string& name) const override { return where_.count(name) > 0; }
+  // FP8 tensors have no view and cannot be read without their scales (with_fp8_dequant reads them).
   std::optional<Tensor> view(const std::string& name, const std::vector<int64_t>& expected) const override {
+    if (is_fp8(name)) return std::nullopt;
     return get(name, expected);
   }
-  void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override {
-    store_as(get(name, expected), dtype, dst);
-  }
+  void read(const std::string& name, const std::vector<int64_t>& expected, DType dtype, void* dst) const override;
   std::optional<std::vector<int64_t>> shape(const std::string& name) const override {
     auto it = where_.find(name);
     if (it == where_.end()) return std::nullopt;
@@ -60,6 +61,10 @@ class Checkpoint final : public WeightSource {
   // The tensor, checked against the expected shape; errors name the file and the tensor.
   Tensor get(const std::string& name, const std::vector<int64_t>& expected_shape) const;
   const std::string& dir() const { return dir_; }
+  // The safetensors dtype `name` is stored in ("BF16", "F8_E4M3", ...); "" where absent.
+  std::string stored_dtype(const std::string& name) const;
+  bool is_fp8(const std::string& name) const { return stored_dtype(name).rfind("F8_", 0) == 0; }
+  bool has_fp8() const;  // any tensor stored in F8_E4M3 / F8_E5M2
 
  private:
   std::string dir_;
