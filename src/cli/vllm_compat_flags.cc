@@ -12,10 +12,13 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--data-parallel-size", f.data_parallel_size, "Only 1; also -dp")->group(g);
   app.add_option("--kv-cache-dtype", f.kv_cache_dtype, "Only auto (the model dtype)")->group(g);
   app.add_option("--quantization,-q", f.quantization,
-                 "gguf or mxfp4, else not needed: GGUF files are read by their own types (quantized weights "
-                 "dequantized at load); GPT-OSS's MXFP4 experts (checkpoint or GGUF) stay packed where the backend "
-                 "takes them (CPU; CUDA with bfloat16), which is what mxfp4 asks for (VIREO_MXFP4=dequantize "
-                 "expands them at load instead); other methods are not supported")
+                 "gguf, mxfp4, fp8 or compressed-tensors, else not needed: GGUF files are read by their own types "
+                 "(quantized weights kept packed on the CPU, dequantized at load on CUDA); GPT-OSS's MXFP4 experts "
+                 "(checkpoint or GGUF) stay packed where the backend takes them (CPU; CUDA with bfloat16), which is "
+                 "what mxfp4 asks for (VIREO_MXFP4=dequantize expands them at load instead); FP8 checkpoints (fp8: "
+                 "block-wise or per-tensor scales; compressed-tensors float8) are dequantized to --dtype at load, "
+                 "and fp8 / compressed-tensors refuse a checkpoint without FP8 weights (no online quantization); "
+                 "other methods are not supported")
       ->group(g);
   app.add_flag("--trust-remote-code", f.trust_remote_code, "No effect: vireo never runs code from a model folder")
       ->group(g);
@@ -56,10 +59,11 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
                 "device; only 1 is supported");
   if (f.kv_cache_dtype != "auto")
     throw Error("--kv-cache-dtype " + f.kv_cache_dtype + ": only auto (the KV cache in the model dtype) is supported");
-  if (!f.quantization.empty() && f.quantization != "gguf" && f.quantization != "mxfp4")
+  if (!f.quantization.empty() && f.quantization != "gguf" && f.quantization != "mxfp4" &&
+      f.quantization != "fp8" && f.quantization != "compressed-tensors")
     throw Error("--quantization " + f.quantization +
-                ": not supported (gguf and mxfp4 only: GGUF files are dequantized at load, GPT-OSS's MXFP4 "
-                "experts kept packed)");
+                ": not supported (gguf, mxfp4, fp8, compressed-tensors: GGUF files and GPT-OSS's MXFP4 experts "
+                "kept packed where the backend takes them, FP8 checkpoints dequantized at load)");
   if (f.tokenizer_mode != "auto" && f.tokenizer_mode != "hf" && f.tokenizer_mode != "slow")
     throw Error("--tokenizer-mode " + f.tokenizer_mode + ": not supported (auto)");
   if (f.response_role != "assistant")

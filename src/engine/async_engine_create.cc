@@ -87,6 +87,7 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.dequantize_gguf = dequantize_gguf();
   opts.dummy_block_dtype = dummy_block_dtype();
   opts.pooling = cfg.pooling.enabled;
+  opts.quantization = cfg.quantization;
   if (!cfg.hf_overrides.empty()) {
     opts.hf_overrides = nlohmann::json::parse(cfg.hf_overrides, nullptr, /*allow_exceptions=*/false);
     if (!opts.hf_overrides.is_object())

@@ -31,8 +31,8 @@ struct EngineConfig {
   std::string tokenizer;             // "" = same as model
   std::string load_format = "auto";  // auto | safetensors | gguf | dummy
   std::string dtype = "auto";
-  // vLLM's --quantization (`vireo serve`): "" (the checkpoint's own), gguf or mxfp4 (GPT-OSS's MXFP4
-  // experts kept packed, the default; VIREO_MXFP4=dequantize opts out, LoadOptions::dequantize_mxfp4).
+  // vLLM's --quantization (`vireo serve`): "" (the checkpoint's own), gguf, mxfp4 (GPT-OSS's MXFP4 experts
+  // kept packed), fp8 / compressed-tensors (an FP8 checkpoint; LoadOptions::quantization).
   std::string quantization;
   std::string device = "auto";       // auto | cpu | cuda
   uint64_t seed = 0;

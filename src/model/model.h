@@ -70,6 +70,9 @@ struct LoadOptions {
   // --runner pooling: the lm_head is never run, so a checkpoint without one (a base model's) loads, the
   // embeddings standing in for it.
   bool pooling = false;
+  // vLLM --quantization: "" (the checkpoint's own), gguf, mxfp4, or fp8 / compressed-tensors, which ask
+  // for an FP8 checkpoint (its weights dequantized at load; BF16 weights are not quantized online).
+  std::string quantization;
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.

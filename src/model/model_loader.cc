@@ -30,6 +30,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path, std::unique_ptr<
   if (opts.load_format != "auto" && opts.load_format != "gguf" && opts.load_format != "dummy")
     throw Error(path + ": a GGUF file cannot be loaded with --load-format " + opts.load_format);
   if (!std::filesystem::is_regular_file(path)) throw Error(path + ": GGUF file not found");
+  if (opts.quantization == "fp8" || opts.quantization == "compressed-tensors")
+    throw Error("--quantization " + opts.quantization + ": " + path + " is a GGUF file (use --quantization gguf)");
   auto files = std::make_unique<GgufShards>(path);
   ModelConfig config = gguf_model_config(*files);
   const ArchSpec& spec = find_arch_spec(config.architecture, path);
@@ -54,12 +56,19 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
       model_dir.empty() ? "config" : (std::filesystem::path(model_dir) / "config.json").string();
   const ArchSpec& spec = find_arch_spec(config.architecture, source);
   std::unique_ptr<WeightSource> ckpt;
+  const bool wants_fp8 = opts.quantization == "fp8" || opts.quantization == "compressed-tensors";
+  if (wants_fp8 && opts.load_format == "dummy")
+    throw Error("--quantization " + opts.quantization + " with dummy weights: vireo reads FP8 checkpoints but does "
+                "not quantize weights online");
   if (opts.load_format == "dummy") {
     log_info("loading {} with dummy weights (seed {})", config.architecture, opts.seed);
   } else if (opts.load_format == "auto" || opts.load_format == "safetensors") {
     if (model_dir.empty()) throw Error("load_model: no model directory (use --load-format dummy for random weights)");
     const std::optional<Fp8Layout> fp8 = checkpoint_fp8_layout(config.raw, source);
     auto files = std::make_unique<Checkpoint>(model_dir);
+    if (wants_fp8 && !files->has_fp8())
+      throw Error("--quantization " + opts.quantization + ": " + model_dir + " holds no FP8 weights (vireo reads "
+                  "FP8 checkpoints but does not quantize BF16 weights online)");
     if (fp8 || files->has_fp8()) {
       log_info("{}: FP8 weights (their scales {}), dequantized to the model dtype at load", model_dir,
                fp8 && fp8->block_rows ? "in blocks of " + std::to_string(fp8->block_rows) + " x " +
