@@ -14,6 +14,14 @@ inline void add_async_scheduling_flags(CLI::App& app, int& value) {
   app.add_flag_callback("--no-async-scheduling", [&value] { value = 0; }, "Turn async scheduling off");
 }
 
+// vLLM's --speculative-config (EngineConfig::speculative_config).
+inline void add_speculative_flag(CLI::App& app, std::string& value) {
+  app.add_option("--speculative-config", value,
+                 "Speculative decoding, as JSON: n-gram (prompt lookup) drafts only, e.g. '{\"method\": \"ngram\", "
+                 "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 2}' "
+                 "(optional \"disable_by_batch_size\"); turns async scheduling off");
+}
+
 inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_ptr<size_t> kv_bytes) {
   c.runner = "generate";  // the offline benchmarks generate
   app.add_option("--model", c.model, "HF model folder or .gguf file (\"\" = the built-in default model)");
@@ -33,6 +41,7 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, c.async_scheduling);
+  add_speculative_flag(app, c.speculative_config);
   app.add_flag("--batch-invariant", c.batch_invariant,
                "Batch-invariant kernels: a request's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

@@ -221,6 +221,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--engine-seed", e.seed, "Engine seed (dummy weights, unseeded sampling)");
   app.add_flag("--enforce-eager", e.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, e.async_scheduling);
+  add_speculative_flag(app, e.speculative_config);
   app.add_flag("--batch-invariant", e.batch_invariant,
                "Batch-invariant kernels: a prompt's output does not depend on what it is batched with "
                "(also VIREO_BATCH_INVARIANT=1; CUDA only, slower)");

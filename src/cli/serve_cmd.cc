@@ -219,6 +219,7 @@ CommandRunner setup_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
   add_async_scheduling_flags(app, c.async_scheduling);
+  add_speculative_flag(app, c.speculative_config);
   add_lora_flags(app, c, a->lora);
   app.add_option("--runner", c.runner, "generate | pooling (serves /v1/embeddings, /classify, /score, /rerank) | auto (pooling for base-model and "
                  "*ForSequenceClassification architectures and GGUFs with a pooling_type, else generate)")

@@ -59,6 +59,8 @@ AsyncEngineImpl::AsyncEngineImpl(EngineParts parts)
   cc.scheduler.policy = parse_scheduling_policy(config_.scheduling_policy);
   cc.scheduler.max_loras = config_.enable_lora ? config_.max_loras : 0;
   cc.pooling = config_.pooling;
+  cc.speculative = SpeculativeConfig::parse(config_.speculative_config);
+  if (cc.speculative.enabled()) cc.async_scheduling = false;
   if (cc.pooling.enabled) {
     cc.async_scheduling = false;
     // MEAN and CLS pool rows a cached prefix would skip; LAST's row always runs.

@@ -61,6 +61,9 @@ struct EngineConfig {
   // between steps otherwise leaves the GPU idle: +15% output tok/s serving the Qwen3-0.6B shape at 256
   // clients on the H200), off on the CPU, whose steps run synchronously inside the launch.
   int async_scheduling = -1;
+  // vLLM's --speculative-config (JSON; "" = off): n-gram drafts (engine/speculative_config.h). Turns
+  // async scheduling off.
+  std::string speculative_config;
   // --batch-invariant (or VIREO_BATCH_INVARIANT=1): each row's logits independent of the batch it runs in
   // and of prefill vs decode (Backend::batch_invariant); slower kernels, CUDA only.
   bool batch_invariant = false;

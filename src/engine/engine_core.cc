@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/ngram_proposer.h"
 #include "engine/sampling_batch.h"
 #include "engine/step_input_builder.h"
 #include "structured/structured_output.h"
@@ -48,7 +49,28 @@ SchedulerConfig scheduler_config_for(const Model& model, SchedulerConfig sc) {
 // scheduler_ is initialised before runner_ (declaration order), while `model` is still ours.
 EngineCore::EngineCore(std::unique_ptr<Model> model, const Tokenizer* tok, const EngineCoreConfig& cfg)
     : cfg_(cfg), tok_(tok), scheduler_(scheduler_config_for(*model, cfg.scheduler)),
-      runner_(std::move(model), cfg.scheduler.num_blocks, cfg.scheduler.block_size), rng_(cfg.seed) {}
+      runner_(std::move(model), cfg.scheduler.num_blocks, cfg.scheduler.block_size), rng_(cfg.seed) {
+  if (cfg_.speculative.enabled() && cfg_.async_scheduling)
+    throw Error("speculative decoding needs async scheduling off (--no-async-scheduling)");
+  if (cfg_.speculative.enabled() && runner_.model().num_state_slots() > 0)
+    throw Error("--speculative-config: not supported for models with recurrent state (their state cannot step back "
+                "over rejected drafts)");
+  metrics_.spec_accepted_per_pos.assign(cfg_.speculative.num_speculative_tokens, 0);
+}
+
+void EngineCore::propose_drafts(Request& req) {
+  req.spec_token_ids.clear();
+  const SpeculativeConfig& sc = cfg_.speculative;
+  if (!sc.enabled() || req.is_finished()) return;
+  if (sc.disable_by_batch_size > 0 && scheduler_.num_running() >= sc.disable_by_batch_size) return;
+  const SamplingParams& p = req.params;
+  const auto& words = p.bad_words_token_ids;
+  if (req.matcher || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+      std::any_of(words.begin(), words.end(), [](const std::vector<int32_t>& w) { return w.size() > 1; }))
+    return;
+  req.spec_token_ids =
+      propose_ngram(req.all_token_ids, sc.prompt_lookup_min, sc.prompt_lookup_max, sc.num_speculative_tokens);
+}
 
 EngineCore::~EngineCore() = default;
 
@@ -248,9 +270,11 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   profile_.mark(StepProfile::kForward);
 
-  // Tokens and logprobs per scheduled request; prompt-logprob rows fill the request's list.
+  // Tokens and logprobs per scheduled request (with drafts: one a row, in order); prompt-logprob rows
+  // fill the request's list.
   std::vector<std::optional<int32_t>> sampled(sched.scheduled.size());
-  std::vector<std::optional<TokenLogprob>> token_lps(sched.scheduled.size());
+  std::vector<std::vector<int32_t>> draft_samples;  // only when some request ran drafts
+  std::vector<std::vector<TokenLogprob>> token_lps(sched.scheduled.size());
   for (size_t r = 0; r < built.rows.size(); ++r) {
     const LogitsRowInfo& row = built.rows[r];
     Request& req = *sched.scheduled[row.sched_index].req;
@@ -259,15 +283,20 @@ std::vector<RequestOutput> EngineCore::step() {
       req.prompt_logprobs[row.prompt_pos + 1] = sampled_logprob(sampled_, r, *req.params.prompt_logprobs);
       continue;
     }
-    sampled[row.sched_index] = sampled_.tokens[r];
-    if (req.params.logprobs) token_lps[row.sched_index] = sampled_logprob(sampled_, r, *req.params.logprobs);
+    if (row.spec_index == 0) {
+      sampled[row.sched_index] = sampled_.tokens[r];
+    } else {
+      draft_samples.resize(sched.scheduled.size());
+      draft_samples[row.sched_index].push_back(sampled_.tokens[r]);
+    }
+    if (req.params.logprobs) token_lps[row.sched_index].push_back(sampled_logprob(sampled_, r, *req.params.logprobs));
   }
 
   // Index of each scheduled request, to find its logprobs after update_from_output.
   std::unordered_map<const Request*, size_t> index;
   for (size_t i = 0; i < sched.scheduled.size(); ++i) index[sched.scheduled[i].req.get()] = i;
 
-  auto updates = scheduler_.update_from_output(sched, sampled);
+  auto updates = scheduler_.update_from_output(sched, sampled, draft_samples);
   auto deferred_error = launch_deferred_sampling();  // before the outputs' host work: the GPU waits less
   profile_.mark(StepProfile::kUpdate);
   const double now = monotonic_seconds();
@@ -283,8 +312,15 @@ std::vector<RequestOutput> EngineCore::step() {
     }
     req.last_token_time = now;
 
-    std::vector<TokenLogprob> lps;
-    if (auto& lp = token_lps[index[&req]]) lps.push_back(std::move(*lp));
+    std::vector<TokenLogprob>& lps = token_lps[index[&req]];
+    lps.resize(std::min(lps.size(), u.new_token_ids.size()));  // the rows of rejected drafts' successors go
+    if (u.num_draft_tokens > 0) {
+      ++metrics_.spec_num_drafts;
+      metrics_.spec_num_draft_tokens += u.num_draft_tokens;
+      metrics_.spec_num_accepted_tokens += u.num_accepted_tokens;
+      for (int j = 0; j < u.num_accepted_tokens && j < static_cast<int>(metrics_.spec_accepted_per_pos.size()); ++j)
+        ++metrics_.spec_accepted_per_pos[j];
+    }
     auto it = states_.find(req.request_id);
     if (it == states_.end()) continue;
     RequestOutput out = it->second->process(req, u.new_token_ids, std::move(lps));
@@ -296,6 +332,8 @@ std::vector<RequestOutput> EngineCore::step() {
     if (u.finished) {
       on_finished(req, now);
       states_.erase(it);
+    } else if (cfg_.speculative.enabled()) {
+      propose_drafts(req);
     }
     outputs.push_back(std::move(out));
   }
@@ -323,6 +361,11 @@ void EngineCore::fill_stats(EngineStats& s) const {
   s.time_to_first_token_seconds = metrics_.ttft;
   s.inter_token_latency_seconds = metrics_.itl;
   s.e2e_request_latency_seconds = metrics_.e2e;
+  s.spec_enabled = cfg_.speculative.enabled();
+  s.spec_num_drafts = metrics_.spec_num_drafts;
+  s.spec_num_draft_tokens = metrics_.spec_num_draft_tokens;
+  s.spec_num_accepted_tokens = metrics_.spec_num_accepted_tokens;
+  s.spec_accepted_per_pos = metrics_.spec_accepted_per_pos;
   s.max_loras = cfg_.scheduler.max_loras;
   if (s.max_loras > 0) {  // fill_stats runs every step: the queues are walked only with LoRA on
     s.running_lora_ids = scheduler_.lora_ids(true);

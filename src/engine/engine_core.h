@@ -14,6 +14,7 @@
 #include "engine/output_processor.h"
 #include "engine/request_output.h"
 #include "engine/scheduler.h"
+#include "engine/speculative_config.h"
 #include "engine/step_input_builder.h"
 #include "engine/step_profile.h"
 #include "structured/vocab_index.h"
@@ -32,6 +33,9 @@ struct EngineCoreConfig {
   // Pooling (--runner pooling): requests run their prompt only and finish with an embedding
   // (engine_core_pooling.cc) instead of generating.
   PoolingSpec pooling;
+  // --speculative-config: n-gram drafts (requires async_scheduling off: a step's inputs depend on how
+  // many drafts the previous one kept).
+  SpeculativeConfig speculative;
 };
 
 // Counters and latency histograms with vLLM's bucket bounds.
@@ -41,6 +45,10 @@ struct EngineMetrics {
   uint64_t generation_tokens_total = 0;
   uint64_t request_success_total = 0;
   Histogram ttft, itl, e2e;
+  // Speculative decoding (vLLM's vllm:spec_decode_* counters): requests x steps that ran drafts, the
+  // drafts, the kept ones, and the kept ones by draft position.
+  uint64_t spec_num_drafts = 0, spec_num_draft_tokens = 0, spec_num_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;
 };
 
 class EngineCore {
@@ -89,6 +97,9 @@ class EngineCore {
   // Returns the continuation's schedule and error if its sampling could not be launched (it is dropped).
   std::optional<std::pair<SchedulerOutput, std::string>> launch_deferred_sampling();
   RequestOutput final_output_without_tokens(const Request& req);
+  // Speculative decoding: the next step's drafts of a request that just got tokens (none for requests
+  // whose sampling depends on their previous tokens: penalties, grammars, bad words of several tokens).
+  void propose_drafts(Request& req);
   // The request's grammar matcher over the tokenizer's vocabulary (built on first use).
   std::unique_ptr<structured::GrammarMatcher> make_matcher(const Request& req);
 

@@ -41,6 +41,10 @@ struct EngineStats {
   int max_loras = 0;
   std::vector<int32_t> running_lora_ids, waiting_lora_ids;
   std::vector<std::string> running_loras, waiting_loras;
+  // Speculative decoding (vllm:spec_decode_*); spec_enabled false: not rendered.
+  bool spec_enabled = false;
+  uint64_t spec_num_drafts = 0, spec_num_draft_tokens = 0, spec_num_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_per_pos;
 };
 
 }  // namespace vireo

@@ -46,6 +46,9 @@ struct Request {
   std::vector<int32_t> block_ids;
   std::vector<uint64_t> block_hashes;
   int num_hashed_cached_blocks = 0;  // leading blocks already registered in the prefix cache
+  // Speculative decoding (--speculative-config): draft tokens proposed after the last step, to run beside
+  // the request's next token in the coming one (Scheduler::schedule takes as many as fit).
+  std::vector<int32_t> spec_token_ids;
   // Recurrent-state slot while running (models with Model::num_state_slots() > 0), else -1.
   int32_t state_slot = -1;
 

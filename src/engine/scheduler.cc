@@ -56,6 +56,7 @@ void Scheduler::preempt(std::shared_ptr<Request> req) {
   // again as a prefill.
   release_resources(*req);
   req->num_computed_tokens = 0;
+  req->spec_token_ids.clear();
   req->status = RequestStatus::kPreempted;
   ++req->num_preemptions;
   ++num_preemptions_;
@@ -105,6 +106,11 @@ SchedulerOutput Scheduler::schedule() {
       ++i;
       continue;
     }
+    // Drafts ride along with a decoding request's one token.
+    const int num_spec = num_new == 1 && req->num_tokens() - req->num_computed_tokens == 1
+                             ? num_drafts_to_schedule(*req, budget - 1)
+                             : 0;
+    num_new += num_spec;
     bool scheduled = false;
     while (true) {
       if (kv_.allocate_slots(*req, num_new)) {
@@ -128,7 +134,7 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == req) break;
     }
     if (!scheduled) break;  // req itself was preempted; nothing after it is left
-    out.scheduled.push_back({req, num_new});
+    out.scheduled.push_back({req, num_new, num_spec});
     budget -= num_new;
     ++i;
   }
@@ -247,14 +253,59 @@ bool Scheduler::check_stop(Request& req) const {
   return false;
 }
 
+int Scheduler::num_drafts_to_schedule(const Request& req, int budget) const {
+  if (req.spec_token_ids.empty()) return 0;
+  // Up to 1 + drafts tokens come out: within max_tokens; drafts sit at positions num_tokens() onwards.
+  const int k = std::min({static_cast<int>(req.spec_token_ids.size()), budget,
+                          req.params.max_tokens - req.num_output_tokens() - 1, cfg_.max_model_len - 1 - req.num_tokens()});
+  return std::max(k, 0);
+}
+
+void Scheduler::accept_drafts(const ScheduledRequest& s, int32_t first, const std::vector<int32_t>& rest,
+                              RequestUpdate& u) {
+  Request& req = *s.req;
+  const int K = s.num_spec_tokens;
+  if (static_cast<int>(rest.size()) != K || static_cast<int>(req.spec_token_ids.size()) < K)
+    throw Error("Scheduler::update_from_output: request '" + req.request_id + "' ran " + std::to_string(K) +
+                " drafts but has " + std::to_string(rest.size()) + " draft samples");
+  auto target = [&](int j) { return j == 0 ? first : rest[j - 1]; };
+  int a = 0;
+  while (a < K && req.spec_token_ids[a] == target(a)) ++a;
+  u.num_draft_tokens = K;
+  u.num_accepted_tokens = a;
+  // The K/V of the request's own tokens and of the kept drafts are right; the rest get overwritten.
+  const int computed = req.num_computed_tokens + (s.num_new_tokens - K) + a;
+  req.spec_token_ids.clear();
+  for (int j = 0; j <= a; ++j) {
+    req.append_output_token(target(j));
+    u.new_token_ids.push_back(target(j));
+    if (check_stop(req)) {
+      u.finished = true;
+      break;
+    }
+  }
+  req.num_computed_tokens = std::min(computed, req.num_tokens());
+  kv_.cache_computed_blocks(req);
+  if (u.finished) finish_request(req.request_id, req.finish_reason);
+}
+
 std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& out,
-                                                         const std::vector<std::optional<int32_t>>& sampled) {
+                                                         const std::vector<std::optional<int32_t>>& sampled,
+                                                         const std::vector<std::vector<int32_t>>& draft_samples) {
   if (sampled.size() != out.scheduled.size()) throw Error("Scheduler::update_from_output: sampled size mismatch");
   std::vector<RequestUpdate> updates;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const auto& s = out.scheduled[i];
     Request& req = *s.req;
     if (req.is_finished()) continue;  // finished meanwhile (abort between schedule and update)
+    if (s.num_spec_tokens > 0) {
+      if (!sampled[i]) throw Error("Scheduler::update_from_output: request '" + req.request_id + "' ran drafts unsampled");
+      static const std::vector<int32_t> kNone;
+      RequestUpdate u{s.req, {}, false};
+      accept_drafts(s, *sampled[i], i < draft_samples.size() ? draft_samples[i] : kNone, u);
+      updates.push_back(std::move(u));
+      continue;
+    }
     req.num_computed_tokens += s.num_new_tokens;
     kv_.cache_computed_blocks(req);
     if (req.num_computed_tokens < req.num_tokens() || !sampled[i]) continue;  // chunked prefill

@@ -37,7 +37,10 @@ struct SchedulerConfig {
 
 struct ScheduledRequest {
   std::shared_ptr<Request> req;
-  int num_new_tokens = 0;  // tokens [num_computed_tokens, num_computed_tokens + num_new_tokens) run
+  // Tokens [num_computed_tokens, num_computed_tokens + num_new_tokens) run; with drafts, the last
+  // num_spec_tokens of them are req->spec_token_ids' first ones, after the request's own tokens.
+  int num_new_tokens = 0;
+  int num_spec_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -50,8 +53,9 @@ struct SchedulerOutput {
 // What update_from_output reports per request that made progress or finished.
 struct RequestUpdate {
   std::shared_ptr<Request> req;
-  std::vector<int32_t> new_token_ids;  // 0 or 1 token this step
+  std::vector<int32_t> new_token_ids;  // 0 or 1 token this step; up to 1 + drafts with speculative decoding
   bool finished = false;
+  int num_draft_tokens = 0, num_accepted_tokens = 0;  // drafts run this step, and those kept
 };
 
 class Scheduler {
@@ -70,8 +74,14 @@ class Scheduler {
   // `prev`'s tokens have advanced the matchers (their masks need them).
   std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev, bool allow_grammar = false);
   // sampled[i]: the token sampled for out.scheduled[i], or nullopt if its prefill is not done.
+  // draft_samples[i] (only for requests with num_spec_tokens > 0): the tokens sampled at its draft
+  // positions, one per draft. The leading drafts equal to the target's own samples are kept (sampled[i]
+  // checks the first draft, draft_samples[i][j] the next), then the target's sample where they part, or
+  // after the last draft: each kept token is a sample of the target model given the tokens before it, so
+  // the output follows the same distribution as without drafts (for greedy rows, the same tokens).
   std::vector<RequestUpdate> update_from_output(const SchedulerOutput& out,
-                                                const std::vector<std::optional<int32_t>>& sampled);
+                                                const std::vector<std::optional<int32_t>>& sampled,
+                                                const std::vector<std::vector<int32_t>>& draft_samples = {});
   // Finishes (abort, stop string, error) a request wherever it is, freeing its blocks.
   // Returns it (nullptr if unknown or already finished).
   std::shared_ptr<Request> finish_request(const std::string& id, FinishReason reason);
@@ -104,6 +114,11 @@ class Scheduler {
                            int& budget);
   void release_resources(Request& req);  // KV blocks and state slot
   bool check_stop(Request& req) const;
+  // How many of req's drafts run with its next token: those that fit the budget after that token, the
+  // model length and max_tokens (none for a request still prefilling).
+  int num_drafts_to_schedule(const Request& req, int budget) const;
+  // Appends a speculative step's kept tokens (sampled / draft_samples as in update_from_output).
+  void accept_drafts(const ScheduledRequest& s, int32_t first, const std::vector<int32_t>& rest, RequestUpdate& u);
   // Moves the request's grammar (if any) past its new output token.
   enum class GrammarVerdict { kContinue, kDone, kRejected };
   GrammarVerdict advance_grammar(Request& req, int32_t token) const;

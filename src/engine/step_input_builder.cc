@@ -47,13 +47,16 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
     const Request& req = *out.scheduled[i].req;
     const int start = req.num_computed_tokens;
     const int n = out.scheduled[i].num_new_tokens;
-    const int end = start + n;
-    if (end > req.num_tokens()) throw Error("build_step_input: request '" + req.request_id + "' scheduled past its tokens");
+    const int num_spec = out.scheduled[i].num_spec_tokens;
+    const int end = start + n, own_end = end - num_spec;  // drafts at [own_end, end)
+    if (own_end > req.num_tokens() || (num_spec > 0 && own_end != req.num_tokens()) ||
+        num_spec > static_cast<int>(req.spec_token_ids.size()))
+      throw Error("build_step_input: request '" + req.request_id + "' scheduled past its tokens");
     if ((end + block_size - 1) / block_size > static_cast<int>(req.block_ids.size()))
       throw Error("build_step_input: request '" + req.request_id + "' has too few KV blocks");
     const int row0 = static_cast<int>(in.token_ids.size());
     for (int pos = start; pos < end; ++pos) {
-      in.token_ids.push_back(req.all_token_ids[pos]);
+      in.token_ids.push_back(pos < own_end ? req.all_token_ids[pos] : req.spec_token_ids[pos - own_end]);
       in.positions.push_back(pos);
       in.slot_mapping.push_back(req.block_ids[pos / block_size] * block_size + pos % block_size);
     }
@@ -71,9 +74,11 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
         b.rows.push_back({i, p});
       }
     }
-    if (end == req.num_tokens()) {  // the request's prefill is complete: sample its next token
-      in.logits_indices.push_back(row0 + n - 1);
-      b.rows.push_back({i, -1});
+    if (own_end == req.num_tokens()) {  // the request's prefill is complete: sample its next token
+      for (int j = 0; j <= num_spec; ++j) {  // and after each draft
+        in.logits_indices.push_back(row0 + n - 1 - num_spec + j);
+        b.rows.push_back({i, -1, j});
+      }
     }
   }
   check_state_slots(in);

@@ -12,6 +12,9 @@ struct LogitsRowInfo {
   // -1: the row samples the request's next token; else the prompt position p whose logits
   // score prompt token p + 1 (prompt logprobs).
   int prompt_pos = -1;
+  // Speculative decoding: 0 for the row after the request's own last token, j for the row after its
+  // j-th draft (the target's sample there checks draft j + 1, or is the token after the last one).
+  int spec_index = 0;
 };
 
 struct BuiltStep {
@@ -20,7 +23,8 @@ struct BuiltStep {
 };
 
 // Each scheduled request contributes tokens [num_computed, num_computed + num_new) of its
-// all_token_ids; its KV slots come from its block table.
+// all_token_ids (the last num_spec_tokens of them from its spec_token_ids, after all_token_ids); its KV
+// slots come from its block table.
 BuiltStep build_step_input(const SchedulerOutput& out, int block_size);
 // A continuation (Scheduler::schedule_continuation): each request's one token sits at position
 // num_computed_tokens + 1, after the token of the step still running; its id is not known on the host

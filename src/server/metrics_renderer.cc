@@ -87,6 +87,18 @@ std::string render_metrics(const EngineStats& s, const FinishCounts& finished, c
   counter(out, labels, "vllm:prompt_tokens", "Number of prefill tokens processed.", static_cast<double>(s.prompt_tokens_total));
   counter(out, labels, "vllm:generation_tokens", "Number of generation tokens processed.",
           static_cast<double>(s.generation_tokens_total));
+  if (s.spec_enabled) {  // vLLM's speculative-decoding counters
+    counter(out, labels, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+            static_cast<double>(s.spec_num_drafts));
+    counter(out, labels, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+            static_cast<double>(s.spec_num_draft_tokens));
+    counter(out, labels, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+            static_cast<double>(s.spec_num_accepted_tokens));
+    header(out, "vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.", "counter");
+    for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i)
+      sample(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", labels + ",position=\"" + std::to_string(i) + "\"",
+             static_cast<double>(s.spec_accepted_per_pos[i]));
+  }
   header(out, "vllm:request_success", "Count of successfully processed requests.", "counter");
   FinishCounts reasons = finished;
   for (const char* r : {"stop", "length", "abort"}) reasons.emplace(r, 0);  // always present, as in vLLM

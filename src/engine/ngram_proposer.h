@@ -1,0 +1,15 @@
+// Prompt-lookup drafts (vLLM's ngram method): the tokens that followed the latest earlier occurrence of the
+// context's last n tokens, for the longest n in [min_n, max_n] that occurs.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace vireo {
+
+// Up to k drafts continuing `tokens` (prompt + output); empty when no suffix of min_n..max_n tokens
+// occurs earlier. The search walks back from the end, so the most recent match wins and a repetitive
+// context is answered in a few comparisons.
+std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int min_n, int max_n, int k);
+
+}  // namespace vireo
