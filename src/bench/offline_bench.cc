@@ -8,6 +8,7 @@
 #include "bench/stats.h"
 #include "core/error.h"
 #include "engine/llm.h"
+#include "engine/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::bench {
@@ -169,6 +170,7 @@ int run_bench_latency(const LatencyArgs& a) {
     std::printf("Note: the prompts took several steps (%d x %d tokens > --max-num-batched-tokens %d): the decode "
                 "figures are those of the steps after the last first token, not of full-batch decode steps\n",
                 a.batch_size, a.input_len, budget);
+  if (const std::string spec = spec_decode_summary(engine.stats()); !spec.empty()) std::printf("%s\n", spec.c_str());
   if (!a.output_json.empty()) write_json(a.output_json, j);
   engine.shutdown(std::chrono::milliseconds(1000));
   return 0;
@@ -204,6 +206,7 @@ int run_bench_throughput(const ThroughputArgs& a) {
               total / elapsed, output_tokens / elapsed);
   std::printf("Total num prompt tokens:  %lld\n", prompt_tokens);
   std::printf("Total num output tokens:  %lld\n", output_tokens);
+  if (const std::string spec = spec_decode_summary(llm.engine().stats()); !spec.empty()) std::printf("%s\n", spec.c_str());
   if (!a.output_json.empty()) {
     nlohmann::json j;
     j["backend"] = "vireo";

@@ -15,6 +15,7 @@
 #include "cli/command_registry.h"
 #include "core/error.h"
 #include "cli/bench_engine_flags.h"
+#include "engine/speculative_config.h"
 #include "engine/async_engine.h"
 #include "engine/llm.h"
 #include "model/model_config.h"
@@ -175,6 +176,7 @@ int run_generate(GenerateOptions o) {
     }
   }
   std::fflush(stdout);
+  if (const std::string spec = spec_decode_summary(eng.stats()); !spec.empty()) std::fprintf(stderr, "%s\n", spec.c_str());
   eng.shutdown(std::chrono::milliseconds(0));
   return rc;
 }

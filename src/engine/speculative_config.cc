@@ -1,5 +1,7 @@
 #include "engine/speculative_config.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -44,6 +46,19 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text) {
   c.disable_by_batch_size = int_field(j, "disable_by_batch_size", 0);
   if (c.disable_by_batch_size < 0) throw Error("--speculative-config: disable_by_batch_size must be >= 0");
   return c;
+}
+
+std::string spec_decode_summary(const EngineStats& s) {
+  if (!s.spec_enabled) return "";
+  const double drafts = static_cast<double>(s.spec_num_drafts), tokens = static_cast<double>(s.spec_num_draft_tokens);
+  std::string per_pos;
+  for (uint64_t n : s.spec_accepted_per_pos)
+    per_pos += fmt::format("{}{:.3f}", per_pos.empty() ? "" : ", ", drafts > 0 ? n / drafts : 0.0);
+  return fmt::format(
+      "SpecDecoding metrics: Mean acceptance length: {:.2f}, Drafted steps: {}, Draft tokens: {}, Accepted tokens: "
+      "{}, Draft acceptance rate: {:.1f}%, Per-position acceptance rate: {}",
+      drafts > 0 ? 1.0 + s.spec_num_accepted_tokens / drafts : 0.0, s.spec_num_drafts, s.spec_num_draft_tokens,
+      s.spec_num_accepted_tokens, tokens > 0 ? 100.0 * s.spec_num_accepted_tokens / tokens : 0.0, per_pos);
 }
 
 }  // namespace vireo

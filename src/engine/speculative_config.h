@@ -6,6 +6,8 @@
 #pragma once
 #include <string>
 
+#include "engine/engine_stats.h"
+
 namespace vireo {
 
 struct SpeculativeConfig {
@@ -19,5 +21,9 @@ struct SpeculativeConfig {
   // methods (draft models, EAGLE, Medusa, MTP) and bad values.
   static SpeculativeConfig parse(const std::string& json);
 };
+
+// vLLM's "SpecDecoding metrics" line from the counters: mean acceptance length (tokens a drafted step,
+// the target's own token included), drafts kept overall and per position; "" when drafts are off.
+std::string spec_decode_summary(const EngineStats& s);
 
 }  // namespace vireo

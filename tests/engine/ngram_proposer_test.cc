@@ -14,7 +14,8 @@ TEST(NgramProposer, ContinuesTheLatestLongestMatch) {
   // Suffix [7 8 9] occurs at 1 (followed by 1 2 3) and at 8 (followed by 4 5): the latest one wins.
   const V t = {0, 7, 8, 9, 1, 2, 3, 0, 7, 8, 9, 4, 5, 6, 7, 8, 9};
   EXPECT_EQ(propose_ngram(t, 1, 3, 2), (V{4, 5}));
-  EXPECT_EQ(propose_ngram(t, 1, 3, 8), (V{4, 5, 6, 7, 8, 9}));  // up to the end of the context
+  // k = 8: the latest has 6 tokens after it, the earlier one 8: the earlier one.
+  EXPECT_EQ(propose_ngram(t, 1, 3, 8), (V{1, 2, 3, 0, 7, 8, 9, 4}));
   // A longer match beats a more recent shorter one: [5 9] at the end matches only as [9] recently.
   const V u = {1, 5, 9, 2, 3, 9, 4, 5, 9};
   EXPECT_EQ(propose_ngram(u, 1, 2, 2), (V{2, 3}));
@@ -30,9 +31,12 @@ TEST(NgramProposer, NothingBelowMinN) {
   EXPECT_TRUE(propose_ngram(t, 2, 4, 0).empty());
 }
 
-TEST(NgramProposer, RepeatedTokenOverlapsItsOwnSuffix) {
-  EXPECT_EQ(propose_ngram(V{3, 3, 3, 3}, 2, 2, 4), (V{3}));  // [3 3] at 1..2, followed by the last 3
-  EXPECT_EQ(propose_ngram(V{1, 2, 1, 2, 1, 2}, 2, 4, 3), (V{1, 2}));
+TEST(NgramProposer, LoopsDraftFromAnOccurrenceWithKTokensAfterIt) {
+  // [3 3] ends at 2 (one token after it), at 1 (two): the one followed by most, up to k.
+  EXPECT_EQ(propose_ngram(V{3, 3, 3, 3}, 2, 2, 4), (V{3, 3}));
+  EXPECT_EQ(propose_ngram(V{3, 3, 3, 3, 3, 3, 3}, 2, 2, 3), (V{3, 3, 3}));  // the latest with 3 after it
+  EXPECT_EQ(propose_ngram(V{1, 2, 1, 2, 1, 2}, 2, 4, 3), (V{1, 2}));  // the longest, [1 2 1 2], ends at 3
+  EXPECT_EQ(propose_ngram(V{1, 2, 1, 2, 1, 2}, 2, 2, 3), (V{1, 2, 1}));  // [1 2]: at 0..1 three follow
 }
 
 TEST(SpeculativeConfig, ParsesVllmsNgramConfig) {
