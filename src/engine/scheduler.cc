@@ -107,15 +107,20 @@ SchedulerOutput Scheduler::schedule() {
       continue;
     }
     // Drafts ride along with a decoding request's one token.
-    const int num_spec = num_new == 1 && req->num_tokens() - req->num_computed_tokens == 1
-                             ? num_drafts_to_schedule(*req, budget - 1)
-                             : 0;
+    int num_spec = num_new == 1 && req->num_tokens() - req->num_computed_tokens == 1
+                       ? num_drafts_to_schedule(*req, budget - 1)
+                       : 0;
     num_new += num_spec;
     bool scheduled = false;
     while (true) {
       if (kv_.allocate_slots(*req, num_new)) {
         scheduled = true;
         break;
+      }
+      if (num_spec > 0) {  // drafts never cost another request its blocks: without them first
+        num_new -= num_spec;
+        num_spec = 0;
+        continue;
       }
       // Out of blocks: preempt the newest running request (fcfs), or the least important (priority);
       // possibly this one. Either way none that comes before req: it is running too.
