@@ -86,6 +86,10 @@ void parse_gemma3(const json& j, const std::string& source, ModelConfig& c);
 // Gemma 2 (model_config_gemma.cc): normalize fills Gemma2Config's defaults (soft-capping 50 / 30, a
 // window of 4096 on every other layer); parse_gemma2 sets the attention scale and the soft-capping.
 bool is_gemma2(const std::string& architecture, const std::string& model_type);
+// Gemma (1) (model_config_gemma.cc): normalize fills GemmaConfig's defaults and the MLP's activation
+// (hidden_activation, else GELU-tanh: GemmaMLP ignores hidden_act).
+bool is_gemma1(const std::string& architecture, const std::string& model_type);
+json gemma1_normalize(const json& in, const std::string& source);
 // SmolLM3 (model_config_smollm3.cc): NoPE layers from no_rope_layers / no_rope_layer_interval.
 bool is_smollm3(const std::string& architecture, const std::string& model_type);
 // OLMo 3 (model_config_olmo3.cc): Olmo3Config's layer_types / sliding_window defaults, before the generic parse.

@@ -174,6 +174,7 @@ bool is_lfm2(const std::string& a, const std::string& t) {
 const FamilyConfig kFamilyConfigs[] = {
     {is_lfm2, lfm2_normalize, parse_lfm2},          {is_qwen3_next, qwen3_next_normalize, parse_qwen3_next},
     {is_gemma3, gemma3_normalize, parse_gemma3},    {is_gemma2, gemma2_normalize, parse_gemma2},
+    {is_gemma1, gemma1_normalize, nullptr},
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
     {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
     {is_olmo3, olmo3_normalize, parse_olmo3},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},

@@ -79,6 +79,27 @@ void parse_softcaps(const json& j, const std::string& source, ModelConfig& c) {
 }
 }  // namespace
 
+bool is_gemma1(const std::string& a, const std::string& t) { return a == "GemmaForCausalLM" || t == "gemma"; }
+
+json gemma1_normalize(const json& in, const std::string& source) {
+  // GemmaConfig's defaults (gemma-7b's shape); Llama's layer otherwise: no window, no soft-capping, the
+  // attention scale head_dim^-0.5.
+  json j = in;
+  const std::vector<std::pair<const char*, json>> defaults = {
+      {"vocab_size", 256000},     {"hidden_size", 3072},           {"intermediate_size", 24576},
+      {"num_hidden_layers", 28},  {"num_attention_heads", 16},     {"num_key_value_heads", 16},
+      {"head_dim", 256},          {"rms_norm_eps", 1e-6},          {"max_position_embeddings", 8192},
+      {"tie_word_embeddings", true}, {"rope_theta", 10000.0},      {"bos_token_id", 2},
+      {"eos_token_id", 1}};
+  for (const auto& [key, value] : defaults)
+    if (!has(j, key)) j[key] = value;
+  // vLLM and transformers' GemmaMLP: hidden_activation where given, else GELU-tanh whatever hidden_act says
+  // (the released configs say "gelu" there).
+  j["hidden_act"] = has(j, "hidden_activation") ? j["hidden_activation"] : json("gelu_pytorch_tanh");
+  (void)source;
+  return j;
+}
+
 bool is_gemma2(const std::string& a, const std::string& t) { return a == "Gemma2ForCausalLM" || t == "gemma2"; }
 
 json gemma2_normalize(const json& in, const std::string& source) {

@@ -241,6 +241,9 @@ CASES = [
                                 num_hidden_layers=3), torch.float32, None),
     # SmolLM3: Llama with NoPE layers (no_rope_layer_interval 2: layers 1 and 3 skip RoPE), tied embeddings.
     ("smollm3", "SmolLM3Config", dict(num_hidden_layers=4, no_rope_layer_interval=2), torch.float32, None),
+    # Gemma (1): Llama's layer with zero-centred norms, sqrt(hidden)-scaled embeddings, GELU-tanh MLP.
+    ("gemma", "GemmaConfig", dict(tie_word_embeddings=True, num_hidden_layers=3, head_dim=32,
+                                  hidden_activation="gelu_pytorch_tanh"), torch.float32, None),
     # Gemma 2: Gemma 3's layer without q/k norms, one RoPE, tanh soft-capping of the attention scores and
     # the final logits (caps small enough to bend these random weights' values), window 8 on layers 0 and 2.
     ("gemma2", "Gemma2Config", dict(tie_word_embeddings=True, num_hidden_layers=4, head_dim=32, query_pre_attn_scalar=24,
