@@ -26,7 +26,12 @@ SpeculativeConfig SpeculativeConfig::parse(const std::string& text) {
   if (!j.is_object())
     throw Error("--speculative-config: expected a JSON object, e.g. '{\"method\": \"ngram\", "
                 "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}'");
-  const std::string method = j.value("method", std::string());
+  std::string method = j.value("method", std::string());
+  // vLLM's older spelling: the method as the draft "model".
+  if (method.empty() && j.contains("model") && j["model"].is_string()) {
+    const std::string m = j["model"].get<std::string>();
+    if (m == "[ngram]" || m == "ngram") method = "ngram";
+  }
   if (j.contains("model") && !j["model"].is_null() && method != "ngram" && method != "[ngram]")
     throw Error("--speculative-config: draft models are not supported (method ngram only)");
   if (method != "ngram" && method != "[ngram]")

@@ -51,6 +51,7 @@ TEST(SpeculativeConfig, ParsesVllmsNgramConfig) {
           "disable_by_batch_size": 8})");
   EXPECT_EQ(c.prompt_lookup_min, 1);
   EXPECT_EQ(c.disable_by_batch_size, 8);
+  EXPECT_TRUE(SpeculativeConfig::parse(R"({"model": "[ngram]", "num_speculative_tokens": 3})").enabled());
   c = SpeculativeConfig::parse(R"({"method": "ngram", "num_speculative_tokens": 3})");
   EXPECT_EQ(c.prompt_lookup_min, 5);
   EXPECT_EQ(c.prompt_lookup_max, 5);
