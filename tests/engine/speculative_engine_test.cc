@@ -149,6 +149,26 @@ TEST_F(Speculative, SeededSamplingIsReproducible) {
   }
 }
 
+// A KV cache too small for every request at once: preemption (recompute) and the prefix cache meet drafts;
+// the greedy tokens stay those without drafts.
+TEST_F(Speculative, PreemptionAndPrefixCacheKeepTheTokens) {
+  const auto p = prompts();
+  auto small = [](const std::string& spec) {
+    EngineConfig c = config(spec);
+    c.max_model_len = 96;
+    c.kv_cache_memory_bytes = size_t{11} * 16 * 1024;  // 10 blocks of 16 tokens (2 layers x K, V x 2 x 32 x fp32)
+    return c;
+  };
+  const auto want = tokens_of(LLM(config("")).generate(p, greedy(40)));
+  LLM spec(small(kSpec));
+  EXPECT_EQ(tokens_of(spec.generate(p, greedy(40))), want);
+  EXPECT_EQ(tokens_of(spec.generate(p, greedy(40))), want);  // again, from the prefix cache
+  const EngineStats s = spec.engine().stats();
+  EXPECT_GT(s.num_preemptions_total, 0u);
+  EXPECT_GT(s.prefix_cache_hits, 0u);
+  EXPECT_GT(s.spec_num_accepted_tokens, 0u);
+}
+
 TEST_F(Speculative, RefusedWhereItCannotRun) {
   EXPECT_THROW(LLM{config(R"({"method": "eagle", "num_speculative_tokens": 2})")}, Error);
   EngineConfig c = config(kSpec);
