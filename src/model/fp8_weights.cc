@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parallel_ranges.h"
 #include "model/fp8.h"
 
 namespace vireo {
@@ -111,11 +112,18 @@ class Fp8Weights final : public WeightSource {
                   std::to_string(bc) + " ([" + std::to_string(sr) + ", " + std::to_string(sc) + "] a matrix)");
     }
     out.resize(static_cast<size_t>(w.numel()));
-    for (int64_t b = 0; b < num; ++b) {
-      m.w = static_cast<const uint8_t*>(w.data) + b * rows * cols;
-      m.scale = scale.data() + b * scale_stride;
-      fp8_dequantize(m, out.data() + b * rows * cols);
-    }
+    // Whole scale-row bands per thread (an 8B checkpoint is ~8 G values to decode at load).
+    const int64_t band = m.block_rows, num_bands = (rows + band - 1) / band;
+    parallel_ranges(num * num_bands, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t b = i / num_bands, r0 = (i % num_bands) * band, nr = std::min(band, rows - r0);
+        Fp8Matrix part = m;
+        part.rows = nr;
+        part.w = static_cast<const uint8_t*>(w.data) + (b * rows + r0) * cols;
+        part.scale = scale.data() + b * scale_stride + (m.block_rows == rows ? 0 : (r0 / band) * ((cols + m.block_cols - 1) / m.block_cols));
+        fp8_dequantize(part, out.data() + (b * rows + r0) * cols);
+      }
+    });
   }
 
   std::unique_ptr<Checkpoint> ckpt_;
