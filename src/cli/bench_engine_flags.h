@@ -2,6 +2,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "engine/engine_config.h"
 
 namespace vireo {
@@ -12,6 +15,28 @@ inline void add_async_scheduling_flags(CLI::App& app, int& value) {
                         "Issue each decode step before the previous one's tokens are back on the host (its tokens "
                         "are taken on the device); default: on for CUDA, off for the CPU");
   app.add_flag_callback("--no-async-scheduling", [&value] { value = 0; }, "Turn async scheduling off");
+}
+
+// vLLM's --cuda-graph-sizes: the decode graphs' largest batch is the largest size given
+// (EngineConfig::max_cuda_graph_size; vireo picks the sizes below it, as vLLM's one-value form does).
+inline void add_cuda_graph_sizes_flag(CLI::App& app, EngineConfig& c) {
+  app.add_option_function<std::vector<int>>(
+         "--cuda-graph-sizes",
+         [&c](const std::vector<int>& sizes) {
+           int m = 0;
+           for (int s : sizes) m = std::max(m, s);
+           c.max_cuda_graph_size = m;
+         },
+         "Decode graphs up to the largest size given (1, 2, 4, 8, 16, 24, ... below it); default: --max-num-seqs, "
+         "at most 512")
+      ->expected(1, -1);
+}
+
+// vLLM's --override-generation-config (EngineConfig::override_generation_config).
+inline void add_override_generation_config_flag(CLI::App& app, EngineConfig& c) {
+  app.add_option("--override-generation-config", c.override_generation_config,
+                 "JSON sampling defaults over --generation-config's, e.g. '{\"temperature\": 0.5}' (temperature, "
+                 "top_p, top_k, min_p, repetition_penalty, eos_token_id)");
 }
 
 // vLLM's --speculative-config (EngineConfig::speculative_config).
@@ -40,6 +65,7 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--kv-cache-memory-bytes", *kv_bytes, "KV cache size in bytes (default: from memory utilization)");
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
+  add_cuda_graph_sizes_flag(app, c);
   add_async_scheduling_flags(app, c.async_scheduling);
   add_speculative_flag(app, c.speculative_config);
   app.add_flag("--batch-invariant", c.batch_invariant,

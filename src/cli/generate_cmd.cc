@@ -222,6 +222,8 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--hf-overrides", e.hf_overrides, "JSON object merged into the model's config.json (vLLM's flag)");
   app.add_option("--engine-seed", e.seed, "Engine seed (dummy weights, unseeded sampling)");
   app.add_flag("--enforce-eager", e.enforce_eager, "No CUDA graphs");
+  add_cuda_graph_sizes_flag(app, e);
+  add_override_generation_config_flag(app, e);
   add_async_scheduling_flags(app, e.async_scheduling);
   add_speculative_flag(app, e.speculative_config);
   app.add_flag("--batch-invariant", e.batch_invariant,

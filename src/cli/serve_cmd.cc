@@ -218,6 +218,8 @@ CommandRunner setup_serve(CLI::App& app) {
       ->check(CLI::IsMember({"fcfs", "priority"}))
       ->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
+  add_cuda_graph_sizes_flag(app, c);
+  add_override_generation_config_flag(app, c);
   add_async_scheduling_flags(app, c.async_scheduling);
   add_speculative_flag(app, c.speculative_config);
   add_lora_flags(app, c, a->lora);

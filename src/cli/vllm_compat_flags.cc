@@ -48,6 +48,44 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "No effect: decode graphs serve every context length (they plan attention with a fixed hint)")
       ->group(g);
   app.add_option("--response-role", f.response_role, "Only assistant (the role of chat replies)")->group(g);
+  app.add_option("--limit-mm-per-prompt", f.limit_mm_per_prompt,
+                 "No effect: text-only serving (requests with image / audio parts are refused)")
+      ->group(g);
+  app.add_option("--compilation-config,-O", f.compilation_config,
+                 "No effect: no torch.compile; the kernels are compiled ahead of time and decode steps run as CUDA "
+                 "graphs (see --cuda-graph-sizes, --enforce-eager)")
+      ->group(g);
+  app.add_flag("--disable-cascade-attn", f.disable_cascade_attn, "No effect: no cascade attention")->group(g);
+  app.add_option("--max-num-partial-prefills", f.max_num_partial_prefills,
+                 "No effect: any number of prompts share a step's token budget")
+      ->group(g);
+  app.add_option("--max-long-partial-prefills", f.max_long_partial_prefills, "No effect (as above)")->group(g);
+  app.add_option("--long-prefill-token-threshold", f.long_prefill_token_threshold, "No effect (as above)")->group(g);
+  app.add_flag("--enable-sleep-mode", f.enable_sleep_mode, "No effect: no sleep / wake_up endpoints")->group(g);
+  app.add_option("--root-path", f.root_path,
+                 "No effect: routes are served at /v1/... (a proxy in front strips its prefix)")
+      ->group(g);
+  app.add_flag("--enable-log-outputs", f.enable_log_outputs, "No effect: outputs are not logged")->group(g);
+  app.add_flag("--enable-server-load-tracking", f.enable_server_load_tracking,
+               "No effect: load is on /metrics (vllm:num_requests_running / _waiting)")
+      ->group(g);
+  app.add_option("--distributed-executor-backend", f.distributed_executor_backend, "No effect: one process")->group(g);
+  app.add_option("--model-impl", f.model_impl, "auto | vllm: vireo's own model code (transformers is not supported)")
+      ->group(g);
+  app.add_option("--hf-token", f.hf_token, "No effect: models are local folders or files")->group(g);
+  app.add_option("--preemption-mode", f.preemption_mode, "recompute only (preempted requests run their tokens again)")
+      ->group(g);
+  app.add_option("--logprobs-mode", f.logprobs_mode,
+                 "raw_logprobs only: logprobs of the model's logits before any sampling parameter")
+      ->group(g);
+  app.add_option("--ssl-keyfile", f.ssl_keyfile, "Not supported: plain HTTP (put a TLS proxy in front)")->group(g);
+  app.add_option("--ssl-certfile", f.ssl_certfile, "Not supported (as --ssl-keyfile)")->group(g);
+  app.add_option("--chat-template-content-format", f.chat_template_content_format,
+                 "auto | string: a message's text parts reach the chat template as one string, joined by newlines")
+      ->group(g);
+  app.add_flag("--disable-sliding-window", f.disable_sliding_window,
+               "Not supported: sliding-window layers keep their window")
+      ->group(g);
   app.add_option("--guided-decoding-backend", f.guided_decoding_backend,
                  "auto | xgrammar | guidance | outlines | lm-format-enforcer: structured outputs have one backend")
       ->group(g);
@@ -72,6 +110,19 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
       f.guided_decoding_backend != "guidance" && f.guided_decoding_backend != "outlines" &&
       f.guided_decoding_backend != "lm-format-enforcer")
     throw Error("--guided-decoding-backend " + f.guided_decoding_backend + ": unknown backend");
+  if (f.model_impl != "auto" && f.model_impl != "vllm")
+    throw Error("--model-impl " + f.model_impl + ": not supported (vireo runs its own model code: auto)");
+  if (!f.preemption_mode.empty() && f.preemption_mode != "recompute")
+    throw Error("--preemption-mode " + f.preemption_mode + ": only recompute is supported");
+  if (f.logprobs_mode != "raw_logprobs")
+    throw Error("--logprobs-mode " + f.logprobs_mode + ": only raw_logprobs is supported");
+  if (!f.ssl_keyfile.empty() || !f.ssl_certfile.empty())
+    throw Error("--ssl-keyfile / --ssl-certfile: TLS is not supported (serve plain HTTP behind a TLS proxy)");
+  if (f.chat_template_content_format != "auto" && f.chat_template_content_format != "string")
+    throw Error("--chat-template-content-format " + f.chat_template_content_format +
+                ": only auto and string are supported (text parts joined into one string)");
+  if (f.disable_sliding_window)
+    throw Error("--disable-sliding-window: not supported (sliding-window layers keep their window)");
   if (!f.enable_chunked_prefill) log_warn("--no-enable-chunked-prefill: prefill stays chunked (vireo's scheduler)");
 }
 

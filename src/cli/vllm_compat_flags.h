@@ -17,6 +17,14 @@ struct VllmCompatFlags {
   bool disable_fastapi_docs = false, disable_custom_all_reduce = false, disable_frontend_multiprocessing = false;
   int max_parallel_loading_workers = 0, max_seq_len_to_capture = 8192;
   std::string download_dir, revision, tokenizer_revision, response_role = "assistant", guided_decoding_backend = "auto";
+  // vLLM flags about features vireo has no counterpart for (multimodal inputs, torch.compile, cascade
+  // attention, partial prefills, sleep mode, proxies, executors, model implementations, downloads).
+  std::string limit_mm_per_prompt, compilation_config, optimization_level, root_path, distributed_executor_backend,
+      model_impl = "auto", hf_token, preemption_mode, logprobs_mode = "raw_logprobs", ssl_keyfile, ssl_certfile,
+      chat_template_content_format = "auto";
+  int max_num_partial_prefills = 1, max_long_partial_prefills = 1, long_prefill_token_threshold = 0;
+  bool disable_cascade_attn = false, enable_sleep_mode = false, enable_log_outputs = false,
+       enable_server_load_tracking = false, disable_sliding_window = false;
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);

@@ -81,6 +81,7 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   // CUDA graphs for decode-only steps up to max_num_seqs rows, at most 512 (vLLM's capture sizes).
   opts.enforce_eager = cfg.enforce_eager;
   opts.max_graph_batch_size = std::min(cfg.max_num_seqs, kMaxGraphBatchSize);
+  if (cfg.max_cuda_graph_size > 0) opts.max_graph_batch_size = std::min(cfg.max_cuda_graph_size, kMaxGraphBatchSize);
   opts.max_num_seqs = state_slots;
   opts.max_model_len = cfg.max_model_len;
   opts.dequantize_mxfp4 = dequantize_mxfp4(cfg);
@@ -116,7 +117,7 @@ std::string tokenizer_dir(const EngineConfig& cfg) {
   return dir.string();
 }
 
-GenerationConfig load_generation_config(const EngineConfig& cfg) {
+GenerationConfig base_generation_config(const EngineConfig& cfg) {
   if (cfg.generation_config == "vllm") return {};
   if (cfg.generation_config == "auto") {
     if (is_builtin_model(cfg.model)) return {};
@@ -125,6 +126,18 @@ GenerationConfig load_generation_config(const EngineConfig& cfg) {
   if (!std::filesystem::is_directory(cfg.generation_config))
     throw Error("--generation-config: '" + cfg.generation_config + "' is not auto, vllm or a folder");
   return GenerationConfig::from_dir(cfg.generation_config);
+}
+
+// --generation-config's defaults, then --override-generation-config's (vLLM: merged over auto's or a
+// folder's, alone with vllm).
+GenerationConfig load_generation_config(const EngineConfig& cfg) {
+  GenerationConfig g = base_generation_config(cfg);
+  if (cfg.override_generation_config.empty()) return g;
+  const auto j = nlohmann::json::parse(cfg.override_generation_config, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object())
+    throw Error("--override-generation-config: expected a JSON object, e.g. '{\"temperature\": 0.5}'");
+  g.apply_json(j, "--override-generation-config");
+  return g;
 }
 
 // --lora-modules: read each adapter and put it on the model, ids 1, 2, ... in order.

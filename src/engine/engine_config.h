@@ -52,6 +52,12 @@ struct EngineConfig {
   std::optional<size_t> kv_cache_memory_bytes;
   double gpu_memory_utilization = 0.9;
   std::string generation_config = "auto";  // auto | vllm | a folder
+  // vLLM's --override-generation-config: a JSON object of sampling defaults (temperature, top_p, top_k,
+  // min_p, repetition_penalty) over --generation-config's ("" = none).
+  std::string override_generation_config;
+  // vLLM's --cuda-graph-sizes: decode graphs are captured up to this batch size (the largest size given);
+  // 0 = auto (max_num_seqs, at most kMaxGraphBatchSize).
+  int max_cuda_graph_size = 0;
   // vLLM --hf-overrides: a JSON object merged into the model's config.json before it is parsed
   // (ModelConfig::with_overrides); "" = none. E.g. '{"rope_scaling": {...}, "max_position_embeddings": 131072}'.
   std::string hf_overrides;

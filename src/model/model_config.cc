@@ -297,13 +297,16 @@ GenerationConfig GenerationConfig::from_dir(const std::string& model_dir) {
   if (!std::filesystem::exists(path)) return g;
   json j = read_json_file(path);
   if (!j.is_object()) throw Error(path + ": must be a JSON object");
-  g.eos_token_ids = token_id_list(j, path, "eos_token_id");
-  g.temperature = opt_float(j, path, "temperature");
-  g.top_p = opt_float(j, path, "top_p");
-  g.min_p = opt_float(j, path, "min_p");
-  g.repetition_penalty = opt_float(j, path, "repetition_penalty");
-  if (j.contains("top_k") && !j["top_k"].is_null()) g.top_k = get_int(j, path, "top_k");
+  g.apply_json(j, path);
   return g;
+}
+
+void GenerationConfig::apply_json(const json& j, const std::string& source) {
+  if (j.contains("eos_token_id")) eos_token_ids = token_id_list(j, source, "eos_token_id");
+  for (auto [key, field] : {std::pair{"temperature", &temperature}, std::pair{"top_p", &top_p},
+                            std::pair{"min_p", &min_p}, std::pair{"repetition_penalty", &repetition_penalty}})
+    if (j.contains(key)) *field = opt_float(j, source, key);
+  if (j.contains("top_k")) top_k = j["top_k"].is_null() ? std::nullopt : std::optional<int>(get_int(j, source, "top_k"));
 }
 
 }  // namespace vireo

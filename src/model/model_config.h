@@ -162,6 +162,8 @@ struct GenerationConfig {
   std::optional<float> temperature, top_p, min_p, repetition_penalty;
   std::optional<int> top_k;
   static GenerationConfig from_dir(const std::string& model_dir);  // missing file -> empty
+  // The sampling defaults (and eos_token_id) that `j` gives replace this one's; errors name `source`.
+  void apply_json(const nlohmann::json& j, const std::string& source);
 };
 
 }  // namespace vireo
