@@ -28,6 +28,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen2moe", "Qwen2MoeForCausalLM"},
     {"gemma3", "Gemma3ForCausalLM"},
     {"gemma2", "Gemma2ForCausalLM"},
+    {"gemma", "GemmaForCausalLM"},  // Gemma (1): NeoX RoPE, norms stored as 1 + w, GELU-tanh
     {"phi3", "Phi3ForCausalLM"},
     {"gpt-oss", "GptOssForCausalLM"},
     {"granite", "GraniteForCausalLM"},
@@ -359,6 +360,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (!eos.empty()) j["eos_token_id"] = eos;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *bos;
   if (a == "gemma3" || a == "gemma2") gemma_fields(f, a, j);
+  if (a == "gemma") j["hidden_activation"] = "gelu_pytorch_tanh";
   if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
   if (a == "glm4moe") glm4moe_fields(m, a, j);
   if (a == "olmo2") olmo2_fields(f, a, j);

@@ -119,7 +119,8 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
              c.architecture == "GraniteForCausalLM" ||  // GraniteModel (and GraniteMoeModel) convert as LlamaModel
              c.architecture == "GraniteMoeForCausalLM" ||
              c.architecture == "SmolLM3ForCausalLM"),  // SmolLM3Model converts as LlamaModel too
-      norms_include_one_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM"),
+      norms_include_one_(c.architecture == "Gemma3ForCausalLM" || c.architecture == "Gemma2ForCausalLM" ||
+                         c.architecture == "GemmaForCausalLM"),
       num_heads_(c.num_attention_heads),
       num_kv_heads_(c.num_key_value_heads) {
   if (!c.linear_layers.empty() && c.linear_attn.num_k_heads > 0) {  // Qwen3-Next / Qwen3.5 (zero-centred norms stored 1 + w)

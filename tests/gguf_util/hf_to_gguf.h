@@ -177,6 +177,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen2MoeForCausalLM", "qwen2moe"},
                                                            {"Gemma3ForCausalLM", "gemma3"},
                                                            {"Gemma2ForCausalLM", "gemma2"},
+                                                           {"GemmaForCausalLM", "gemma"},
                                                            {"Phi3ForCausalLM", "phi3"},
                                                            {"GptOssForCausalLM", "gpt-oss"},
                                                            {"GraniteForCausalLM", "granite"},
@@ -451,8 +452,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
         continue;
       }
       const int64_t row = t.ndim() == 2 ? t.shape[1] : 1;
-      // convert_hf_to_gguf.py's Gemma2/3 models store every RMSNorm weight as 1 + w (its norm_shift).
-      if ((a == "gemma3" || a == "gemma2") && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
+      // convert_hf_to_gguf.py's Gemma models store every RMSNorm weight as 1 + w (its norm_shift).
+      if ((a == "gemma3" || a == "gemma2" || a == "gemma") && name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0)
         for (float& x : v) x += 1.0f;
       // GraniteModel and SmolLM3Model convert as LlamaModel (Q/K rows permuted for ggml's pair RoPE).
       const bool llama_rope = a == "llama" || a == "granite" || a == "granitemoe" || a == "smollm3";

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -222,6 +223,35 @@ TEST(GgufModel, Gemma3DefaultsAsLlamaCpp) {
 // A Gemma 2 file as llama.cpp's converter writes it (gemma-2-27b's shape: 46 layers, hidden 4608 / 32 heads
 // of 128): every other layer slides, soft-capping from its keys (absent: 50 / 30), 1/sqrt(head_dim) and
 // 1/sqrt(hidden / heads) for the 27B.
+// Gemma (1) files: the llama3 fixture's weights under a GemmaForCausalLM config (zero-centred norms,
+// scaled embeddings, GELU-tanh), converted as convert_hf_to_gguf.py's GemmaModel does (norms as 1 + w, no
+// Q/K permutation): bitwise the safetensors model's logits.
+TEST(GgufModel, GemmaOneAsSafetensors) {
+  const fs::path dir = temp_dir() / "gemma1_hf";
+  fs::create_directories(dir);
+  nlohmann::json cfg = testing::read_json(fixture_dir("llama3") + "/config.json");
+  cfg["architectures"] = {"GemmaForCausalLM"};
+  cfg["model_type"] = "gemma";
+  cfg.erase("rope_parameters");
+  cfg["rope_theta"] = 10000.0;
+  cfg["hidden_activation"] = "gelu_pytorch_tanh";
+  std::ofstream(dir / "config.json") << cfg.dump();
+  fs::copy_file(fixture_dir("llama3") + "/model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  const std::string gguf = (temp_dir() / "gemma1.gguf").string();
+  ConvertOptions o;
+  o.type = testing::kGgmlF32;
+  testing::convert_model_fixture(dir.string(), gguf, o);
+  const ModelRun want = run_model(dir.string());
+  const ModelRun got = run_model(gguf);
+  EXPECT_EQ(load_model(gguf, create_backend("cpu"), LoadOptions{})->config().architecture, "GemmaForCausalLM");
+  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.greedy, want.greedy);
+  // Not a Llama in disguise: the same weights as LlamaForCausalLM give other logits.
+  EXPECT_NE(run_model(fixture_dir("llama3")).logits, want.logits);
+  fs::remove_all(dir);
+  fs::remove(gguf);
+}
+
 TEST(GgufModel, Gemma2DefaultsAsLlamaCpp) {
   const std::string gguf = (temp_dir() / "gemma2_defaults.gguf").string();
   for (int layers : {8, 46}) {
