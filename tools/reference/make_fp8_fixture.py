@@ -74,6 +74,10 @@ def main():
     if model.config.tie_word_embeddings:
         model.tie_weights()
     ref = mf.reference(model, torch.Generator().manual_seed(seed + 2000))
+    rot = model.model.rotary_emb  # the fields make_model_fixtures.py records too (the parity test reads them)
+    ref["inv_freq"] = mf.rounded(rot.inv_freq.float())
+    ref["rotary_class"] = type(rot).__name__
+    ref["attention_scaling"] = float(getattr(rot, "attention_scaling", 1.0))
     ref["architecture"] = model.config.architectures[0] if model.config.architectures else "Qwen3ForCausalLM"
     ref["transformers_version"] = transformers.__version__
     ref["note"] = "fp32 reference of the dequantized FP8 weights (block 32 x 32)"
