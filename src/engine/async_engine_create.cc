@@ -212,7 +212,9 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
       log_info("pooling runner: {} pooling{}, serving /v1/embeddings", kTypes[static_cast<int>(p.type)],
                p.normalize ? ", normalised" : "");
   }
-  SpeculativeConfig::parse(parts.config.speculative_config);  // bad JSON fails before the model loads
+  parts.speculative = SpeculativeConfig::parse(parts.config.speculative_config);  // bad JSON fails before loading
+  if (parts.speculative.enabled() && parts.config.pooling.enabled)
+    throw Error("--speculative-config is for --runner generate");
   auto backend = create_engine_backend(config);
   const bool auto_seqs = parts.config.max_num_seqs == 0;
   if (auto_seqs) parts.config.max_num_seqs = default_max_num_seqs(backend->total_memory_bytes());
@@ -269,11 +271,7 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
            static_cast<double>(kv_tokens) / parts.max_model_len);
   if (parts.config.async_scheduling < 0)
     parts.config.async_scheduling = parts.model->backend().kind() == DeviceKind::kCPU ? 0 : 1;
-  if (const SpeculativeConfig spec = SpeculativeConfig::parse(parts.config.speculative_config); spec.enabled()) {
-    if (parts.config.pooling.enabled) throw Error("--speculative-config is for --runner generate");
-    if (parts.model->num_state_slots() > 0)
-      throw Error("--speculative-config: not supported for models with recurrent state (their state cannot step "
-                  "back over rejected drafts)");
+  if (const SpeculativeConfig& spec = parts.speculative; spec.enabled()) {
     log_info("speculative decoding: n-gram drafts, up to {} a step (prompt lookup {}..{} tokens{}); async scheduling "
              "off",
              spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max,

@@ -59,7 +59,7 @@ AsyncEngineImpl::AsyncEngineImpl(EngineParts parts)
   cc.scheduler.policy = parse_scheduling_policy(config_.scheduling_policy);
   cc.scheduler.max_loras = config_.enable_lora ? config_.max_loras : 0;
   cc.pooling = config_.pooling;
-  cc.speculative = SpeculativeConfig::parse(config_.speculative_config);
+  cc.speculative = parts.speculative;  // EngineCore refuses models with recurrent state
   if (cc.speculative.enabled()) cc.async_scheduling = false;
   if (cc.pooling.enabled) {
     cc.async_scheduling = false;

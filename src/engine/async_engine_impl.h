@@ -29,6 +29,7 @@ struct EngineParts {
   int num_kv_blocks = 0;                       // including the null block
   std::vector<int32_t> eos_token_ids;
   std::vector<AsyncEngine::LoraInfo> loras;    // adapters already added to the model (--lora-modules)
+  SpeculativeConfig speculative;               // config.speculative_config, parsed once
 };
 
 // Checks a request against the engine's limits; throws vireo::Error with a user-facing message.

@@ -112,15 +112,17 @@ class Fp8Weights final : public WeightSource {
                   std::to_string(bc) + " ([" + std::to_string(sr) + ", " + std::to_string(sc) + "] a matrix)");
     }
     out.resize(static_cast<size_t>(w.numel()));
+    if (out.empty()) return;
     // Whole scale-row bands per thread (an 8B checkpoint is ~8 G values to decode at load).
     const int64_t band = m.block_rows, num_bands = (rows + band - 1) / band;
+    const int64_t scale_cols = (cols + m.block_cols - 1) / m.block_cols;  // scales a band
     parallel_ranges(num * num_bands, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t b = i / num_bands, r0 = (i % num_bands) * band, nr = std::min(band, rows - r0);
+        const int64_t b = i / num_bands, band_index = i % num_bands, r0 = band_index * band;
         Fp8Matrix part = m;
-        part.rows = nr;
+        part.rows = std::min(band, rows - r0);
         part.w = static_cast<const uint8_t*>(w.data) + (b * rows + r0) * cols;
-        part.scale = scale.data() + b * scale_stride + (m.block_rows == rows ? 0 : (r0 / band) * ((cols + m.block_cols - 1) / m.block_cols));
+        part.scale = scale.data() + b * scale_stride + band_index * scale_cols;
         fp8_dequantize(part, out.data() + (b * rows + r0) * cols);
       }
     });

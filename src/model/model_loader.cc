@@ -66,14 +66,15 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
     if (model_dir.empty()) throw Error("load_model: no model directory (use --load-format dummy for random weights)");
     const std::optional<Fp8Layout> fp8 = checkpoint_fp8_layout(config.raw, source);
     auto files = std::make_unique<Checkpoint>(model_dir);
-    if (wants_fp8 && !files->has_fp8())
+    const bool stored_fp8 = files->has_fp8();
+    if (wants_fp8 && !stored_fp8)
       throw Error("--quantization " + opts.quantization + ": " + model_dir + " holds no FP8 weights (vireo reads "
                   "FP8 checkpoints but does not quantize BF16 weights online)");
-    if (fp8 || files->has_fp8()) {
-      log_info("{}: FP8 weights (their scales {}), dequantized to the model dtype at load", model_dir,
-               fp8 && fp8->block_rows ? "in blocks of " + std::to_string(fp8->block_rows) + " x " +
-                                            std::to_string(fp8->block_cols)
-                                      : std::string("per tensor or per row"));
+    if (stored_fp8) {
+      log_info("{}: FP8 weights (scales per tensor, per row or per block of {}), dequantized to the model dtype at "
+               "load", model_dir,
+               fp8 && fp8->block_rows ? std::to_string(fp8->block_rows) + " x " + std::to_string(fp8->block_cols)
+                                      : std::string("128 x 128"));
       ckpt = with_fp8_dequant(std::move(files), fp8.value_or(Fp8Layout{}));
     } else {
       ckpt = std::move(files);

@@ -50,6 +50,19 @@ TEST(Metrics, RendersVllmNamesAndCumulativeBuckets) {
   EXPECT_NE(m.find("vllm:time_to_first_token_seconds_count{" + l + "} 3.0\n"), std::string::npos);
   EXPECT_NE(m.find("vllm:time_to_first_token_seconds_sum{" + l + "} 5.55\n"), std::string::npos);
   EXPECT_NE(m.find("# TYPE vllm:e2e_request_latency_seconds histogram\n"), std::string::npos);
+  EXPECT_EQ(m.find("vllm:spec_decode"), std::string::npos);  // drafts off: no counters
+
+  s.spec_enabled = true;
+  s.spec_num_drafts = 4;
+  s.spec_num_draft_tokens = 12;
+  s.spec_num_accepted_tokens = 5;
+  s.spec_accepted_per_pos = {3, 2, 0};
+  m = render_metrics(s, {}, "m");
+  EXPECT_NE(m.find("vllm:spec_decode_num_drafts_total{model_name=\"m\"} 4.0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 12.0\n"), std::string::npos);
+  EXPECT_NE(m.find("vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 5.0\n"), std::string::npos);
+  EXPECT_NE(m.find("vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"1\"} 2.0\n"),
+            std::string::npos);
 }
 
 TEST(Sse, Framing) {

@@ -20,8 +20,8 @@ inline float bf16_bits_to_f32(uint16_t b) {
 
 // Rows [j0, j1) of out for kRows rows of x. x: [kRows, k], w: [m, k] BF16, out: [kRows, m].
 // target_clones: AVX-512 (this file prefers 512-bit vectors: a row's 16 partial sums are one register) or
-// AVX2 + FMA where the CPU has them (one binary for CI and laptops), else baseline. The sums and their order
-// are the code's, so every clone gives the same bits where it has FMA.
+// AVX2 + FMA where the CPU has them (one binary for CI and laptops), else baseline. The partial sums and their
+// order are fixed by the code, not by the clone's vector width.
 template <int kRows>
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void dot_rows(const float* x, int64_t k,
                                                                           const uint16_t* w, int64_t m, int64_t j0,
@@ -64,9 +64,9 @@ void gemv_rows(ThreadPool& pool, const float* x, int64_t k, const uint16_t* w, i
 
 void gemv_bf16(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint16_t* w, int64_t m, float* out) {
   // Up to six rows share each weight row's loads in one pass (6 x 16 partial sums are 12 of AVX2's 16 vector
-  // registers): a decode step with up to 5 speculative drafts reads the weights once (Qwen3-0.6B shape on 2
-  // AVX-512 cores: a 5-token step ~96 -> 63-86 ms, 1 token 44 ms). More rows go four at a time (7 or 8 in
-  // one pass were slower), a remainder of 1-3 rows in its own pass.
+  // registers): a decode step with up to 5 speculative drafts reads the weights once (docs/performance.md,
+  // session 36). More rows go four at a time (7 or 8 in one pass measured slower), a remainder of 1-3 rows in
+  // its own pass.
   if (n == 5) return gemv_rows<5>(pool, x, k, w, m, out);
   if (n == 6) return gemv_rows<6>(pool, x, k, w, m, out);
   int64_t r = 0;
