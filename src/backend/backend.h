@@ -116,6 +116,9 @@ class Backend {
     (void)t;
     return false;
   }
+  // Whether linear() takes F8_E4M3 weights with per-row scales (Tensor::row_scale; --quantization fp8).
+  // Where it does not, the loader stores such weights dequantized in the weight dtype.
+  virtual bool supports_fp8_linear() const { return false; }
   // DeepSeek MLA's q / k_nope / k_pe / v rows packed into the qkv layout (MlaPackParams).
   virtual void mla_pack(const MlaPackParams& p) { (void)p, throw Error(name() + ": mla_pack is not implemented"); }
   // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse

@@ -55,6 +55,9 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
   app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   app.add_option("--seed", c.seed)->capture_default_str();
+  app.add_option("--quantization,-q", c.quantization,
+                 "fp8: the layers' projections in FP8 E4M3 (per-row scales, quantized at load; vLLM's online FP8); "
+                 "mxfp4 / gguf / compressed-tensors as `vireo serve --help` says");
   app.add_option("--hf-overrides", c.hf_overrides, "JSON object merged into the model's config.json (vLLM's flag)");
   app.add_option("--max-model-len", c.max_model_len)->capture_default_str();
   app.add_option("--max-num-seqs", c.max_num_seqs,

@@ -209,6 +209,9 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_flag("--json", o->json, "Print one JSON object per prompt");
   app.add_option("--load-format", e.load_format, "auto | safetensors | gguf | dummy");
   app.add_option("--dtype", e.dtype, "auto | bfloat16 | float16 | float32");
+  app.add_option("--quantization,-q", e.quantization,
+                 "fp8: the layers' projections in FP8 E4M3 (per-row scales, quantized at load); mxfp4 / gguf / "
+                 "compressed-tensors as `vireo serve --help` says");
   app.add_option("--device", e.device, "auto | cpu | cuda");
   app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's)");
   app.add_option("--max-num-seqs", e.max_num_seqs, "Maximum sequences per step (default 0 = auto, as serve)");

@@ -16,9 +16,11 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "(quantized weights kept packed on the CPU, dequantized at load on CUDA); GPT-OSS's MXFP4 experts "
                  "(checkpoint or GGUF) stay packed where the backend takes them (CPU; CUDA with bfloat16), which is "
                  "what mxfp4 asks for (VIREO_MXFP4=dequantize expands them at load instead); FP8 checkpoints (fp8: "
-                 "block-wise or per-tensor scales; compressed-tensors float8) are dequantized to --dtype at load, "
-                 "and fp8 / compressed-tensors refuse a checkpoint without FP8 weights (no online quantization); "
-                 "other methods are not supported")
+                 "block-wise or per-tensor scales; compressed-tensors float8) are read dequantized; fp8 (any "
+                 "checkpoint or dummy weights) and compressed-tensors (an FP8 checkpoint) put the layers' "
+                 "projections in FP8 E4M3 with one scale per output row, quantized at load (vLLM's online FP8): CUDA "
+                 "keeps them in FP8 (W8A8 GEMMs, FP8-weight decode GEMV), the CPU computes with the rounded "
+                 "weights; other methods are not supported")
       ->group(g);
   app.add_flag("--trust-remote-code", f.trust_remote_code, "No effect: vireo never runs code from a model folder")
       ->group(g);

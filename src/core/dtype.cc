@@ -13,6 +13,7 @@ size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kF8E4M3: return 1;
     default: return 0;  // block types
   }
 }
@@ -32,6 +33,7 @@ std::string_view dtype_name(DType t) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kF8E4M3: return "F8_E4M3";
     case DType::kQ4_0: return "Q4_0";
     case DType::kQ4_1: return "Q4_1";
     case DType::kQ5_0: return "Q5_0";

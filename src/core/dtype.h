@@ -9,6 +9,9 @@ namespace vireo {
 
 enum class DType : uint8_t {
   kF32, kF16, kBF16, kI32, kI64, kU8,
+  // FP8 E4M3FN (OCP; torch.float8_e4m3fn). As a linear's weight (--quantization fp8) it carries one F32
+  // dequantization scale per row in Tensor::row_scale: value = fp8 x scale[row].
+  kF8E4M3,
   // ggml's block-quantized formats (GGUF weights kept packed, core/quant_blocks.h): a row's values are
   // stored as blocks of 32 or 256 values, so these have no per-element size.
   kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K,

@@ -17,6 +17,9 @@ struct Tensor {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   DeviceKind device = DeviceKind::kCPU;
+  // FP8 weights (DType::kF8E4M3) only: one F32 scale per row (per last-dimension vector), in the same
+  // device's memory, value = fp8 x row_scale[row]. Null for every other tensor.
+  float* row_scale = nullptr;
 
   Tensor() = default;
   Tensor(void* d, DType t, std::vector<int64_t> s, DeviceKind dev = DeviceKind::kCPU)
@@ -35,7 +38,11 @@ struct Tensor {
   T* ptr() const { return static_cast<T*>(data); }
 
   // Same memory, new shape with the same number of elements.
-  Tensor view(std::vector<int64_t> new_shape) const { return Tensor(data, dtype, std::move(new_shape), device); }
+  Tensor view(std::vector<int64_t> new_shape) const {
+    Tensor t(data, dtype, std::move(new_shape), device);
+    t.row_scale = row_scale;
+    return t;
+  }
   // Rows [begin, end) of the first dimension.
   Tensor slice_rows(int64_t begin, int64_t end) const;
   std::string shape_str() const;  // "[2, 3, 4]"

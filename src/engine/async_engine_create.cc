@@ -89,6 +89,9 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.dummy_block_dtype = dummy_block_dtype();
   opts.pooling = cfg.pooling.enabled;
   opts.quantization = cfg.quantization;
+  const std::string& q = cfg.quantization;
+  if (!q.empty() && q != "gguf" && q != "mxfp4" && q != "fp8" && q != "compressed-tensors")
+    throw Error("--quantization " + q + ": not supported (gguf, mxfp4, fp8 or compressed-tensors)");
   if (!cfg.hf_overrides.empty()) {
     opts.hf_overrides = nlohmann::json::parse(cfg.hf_overrides, nullptr, /*allow_exceptions=*/false);
     if (!opts.hf_overrides.is_object())

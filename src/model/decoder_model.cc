@@ -168,7 +168,7 @@ void DecoderModel::load_weights() {
       if (packed_apart(qkv)) {
         for (const Part& part : qkv) w.qkv_parts.push_back(load_linear(part.name, {part}, kDummyStd));
       } else {
-        w.qkv_w = load_linear(a + "qkv_proj.weight", qkv, kDummyStd);
+        w.qkv_w = load_projection(a + "qkv_proj.weight", qkv, kDummyStd);
       }
       if (qkv_bias)
         w.qkv_b = load(a + "qkv_proj.bias",
@@ -182,7 +182,7 @@ void DecoderModel::load_weights() {
       }
       const std::string o = a + n.o_proj + ".";
       w.o_w = residual_scale != 1.0f ? load_scaled(o + "weight", {hidden, H * D}, residual_scale)
-                                     : load_linear(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
+                                     : load_projection(o + "weight", {{o + "weight", {hidden, H * D}}}, kDummyStd);
       if ((cfg_.attention_bias && spec_.o_proj_bias) || cfg_.attention_out_bias) w.o_b = load_scaled(o + "bias", {hidden}, residual_scale);
       if (cfg_.attention_sinks) w.sinks = load_f32(a + "sinks", H, 0.5f);  // GPT-OSS
     }
@@ -194,12 +194,12 @@ void DecoderModel::load_weights() {
       continue;
     }
     const std::string g = m + n.gate_proj + ".", u = m + n.up_proj + ".", d = m + n.down_proj + ".";
-    w.gate_up_w = load_linear(m + "gate_up_proj.weight", {{g + "weight", {inter, hidden}}, {u + "weight", {inter, hidden}}},
+    w.gate_up_w = load_projection(m + "gate_up_proj.weight", {{g + "weight", {inter, hidden}}, {u + "weight", {inter, hidden}}},
                        kDummyStd);
     if (cfg_.mlp_bias)
       w.gate_up_b = load(m + "gate_up_proj.bias", {{g + "bias", {inter}}, {u + "bias", {inter}}}, kDummyStd);
     w.down_w = residual_scale != 1.0f ? load_scaled(d + "weight", {hidden, inter}, residual_scale)
-                                      : load_linear(d + "weight", {{d + "weight", {hidden, inter}}}, kDummyStd);
+                                      : load_projection(d + "weight", {{d + "weight", {hidden, inter}}}, kDummyStd);
     if (cfg_.mlp_bias) w.down_b = load_scaled(d + "bias", {hidden}, residual_scale);
   }
   final_norm_ = load_norm(n.final_norm + ".weight", hidden);
@@ -213,6 +213,7 @@ void DecoderModel::load_weights() {
   if (spec_.gated_delta_net) allocate_gdn_states();
   if (spec_.gpt_oss_experts) log_gpt_oss_experts();
   log_packed_weights();
+  log_fp8_weights();
 }
 
 // LFM2's gated short convolution (Lfm2ShortConv): in_proj [3 * hidden, hidden], the depthwise conv
@@ -358,9 +359,9 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
     const std::string s = m + (spec_.gated_shared_expert ? "shared_expert." : "shared_experts.");
     if (spec_.gated_shared_expert)
       w.shared_expert_gate_w = load(m + "shared_expert_gate.weight", {{m + "shared_expert_gate.weight", {1, hidden}}}, kDummyStd);
-    w.shared_gate_up_w = load_linear(s + "gate_up_proj.weight",
+    w.shared_gate_up_w = load_projection(s + "gate_up_proj.weight",
                               {{s + "gate_proj.weight", {Is, hidden}}, {s + "up_proj.weight", {Is, hidden}}}, kDummyStd);
-    w.shared_down_w = load_linear(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
+    w.shared_down_w = load_projection(s + "down_proj.weight", {{s + "down_proj.weight", {hidden, Is}}}, kDummyStd);
   }
   const std::string stacked = m + "experts.gate_up_proj";
   // Qwen3-VL-MoE's hub checkpoints: [E, hidden, 2I] and [E, I, hidden] (what transformers 5 saves is

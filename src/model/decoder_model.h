@@ -221,6 +221,11 @@ class DecoderModel final : public Model {
   // A linear weight (parts concatenated along dim 0, as load): kept in its GGUF block type where every
   // part has the same one and the backend's linear takes it (or dummy blocks: dummy_block_dtype); else load().
   Tensor load_linear(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
+  // A layer's dense projection (q/k/v, o, gate/up, down, shared experts): load_linear, or with
+  // LoadOptions::fp8_linears quantized to FP8 per row (decoder_fp8.cc): kept as F8_E4M3 with row scales
+  // where the backend's linear takes them, else dequantized back into the weight dtype.
+  Tensor load_projection(const std::string& fused_name, const std::vector<Part>& parts, float stddev);
+  void log_fp8_weights() const;
   // The block type load_linear keeps these parts in; nullopt: load() them.
   std::optional<DType> packed_type(const std::vector<Part>& parts);
   // Whether each part would stay packed on its own, in block types that differ (then load them apart).
@@ -310,6 +315,9 @@ class DecoderModel final : public Model {
     int64_t mixed = 0;  // fused weights whose parts had different block types (dequantized)
     std::map<DType, int64_t> by_type;
   } packed_;
+  struct Fp8Stats {  // what load_projection quantized, for the load log
+    int64_t tensors = 0, bytes = 0, widened_bytes = 0, kept_dense = 0;
+  } fp8_;
   Tensor embed_, final_norm_, lm_head_, rope_;
   Tensor rope_local_;             // Gemma 3's sliding layers' RoPE table (cfg_.local_rope_layer); empty: none
   Tensor rope_none_;              // SmolLM3's NoPE layers: the identity rotation (cfg_.nope_layer); empty: none

@@ -1,5 +1,6 @@
 #include "model/fp8.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -63,6 +64,33 @@ void fp8_dequantize(const Fp8Matrix& m, float* out) {
       const int64_t c1 = c0 + m.block_cols < m.cols ? c0 + m.block_cols : m.cols;
       for (int64_t c = c0; c < c1; ++c) o[c] = table[w[c]] * sc;
     }
+  }
+}
+
+uint8_t f32_to_fp8_e4m3(float v) {
+  if (std::isnan(v)) return 0x7F;
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const float a = std::fabs(v);
+  if (a >= 448.f) return sign | 0x7E;  // saturate (464 and up would round past 448; satfinite clamps)
+  // Subnormals are multiples of 2^-9 below 2^-6; 8 x 2^-9 is the smallest normal, code 0x08, so the
+  // rounded count is the code either way. nearbyint rounds ties to even (the default rounding mode).
+  if (a < 0.015625f) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  int e = std::ilogb(a);                                       // a in [2^e, 2^(e+1)), e in [-6, 8]
+  int man = static_cast<int>(std::nearbyint((std::ldexp(a, -e) - 1.f) * 8.f));  // exact scaling, then RNE
+  if (man == 8) man = 0, ++e;
+  const int code = ((e + 7) << 3) | man;
+  return sign | static_cast<uint8_t>(code >= 0x7F ? 0x7E : code);  // 0x7F is NaN: 448 is the largest
+}
+
+void fp8_quantize_rows(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = w + r * cols;
+    float amax = 0.f;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
+    const float s = fp8_e4m3_scale(amax);
+    scale[r] = s;
+    uint8_t* o = q + r * cols;
+    for (int64_t c = 0; c < cols; ++c) o[c] = f32_to_fp8_e4m3(x[c] / s);
   }
 }
 

@@ -70,9 +70,14 @@ struct LoadOptions {
   // --runner pooling: the lm_head is never run, so a checkpoint without one (a base model's) loads, the
   // embeddings standing in for it.
   bool pooling = false;
-  // vLLM --quantization: "" (the checkpoint's own), gguf, mxfp4, or fp8 / compressed-tensors, which ask
-  // for an FP8 checkpoint (its weights dequantized at load; BF16 weights are not quantized online).
+  // vLLM --quantization: "" (the checkpoint's own), gguf, mxfp4, or fp8 / compressed-tensors. An FP8
+  // checkpoint's weights are dequantized at load; with "fp8" the layers' dense projections are then
+  // (re)quantized to FP8 per row (fp8_linears), as are a BF16 checkpoint's or dummy weights (vLLM's online
+  // FP8).
   std::string quantization;
+  // Set by load_model from quantization: the projections in FP8 E4M3 with one scale per output row, run
+  // by FP8 GEMMs where the backend has them (Backend::supports_fp8_linear), else stored back dequantized.
+  bool fp8_linears = false;
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.

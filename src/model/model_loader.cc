@@ -56,10 +56,13 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
       model_dir.empty() ? "config" : (std::filesystem::path(model_dir) / "config.json").string();
   const ArchSpec& spec = find_arch_spec(config.architecture, source);
   std::unique_ptr<WeightSource> ckpt;
-  const bool wants_fp8 = opts.quantization == "fp8" || opts.quantization == "compressed-tensors";
-  if (wants_fp8 && opts.load_format == "dummy")
-    throw Error("--quantization " + opts.quantization + " with dummy weights: vireo reads FP8 checkpoints but does "
-                "not quantize weights online");
+  // --quantization fp8: the projections in FP8 (online for BF16 or dummy weights, as vLLM);
+  // compressed-tensors names a checkpoint format, so it needs FP8 weights in the checkpoint.
+  LoadOptions o = opts;
+  o.fp8_linears = opts.quantization == "fp8" || opts.quantization == "compressed-tensors";
+  if (opts.quantization == "compressed-tensors" && opts.load_format == "dummy")
+    throw Error("--quantization compressed-tensors with dummy weights: it names a checkpoint format (use "
+                "--quantization fp8 to quantize dummy weights)");
   if (opts.load_format == "dummy") {
     log_info("loading {} with dummy weights (seed {})", config.architecture, opts.seed);
   } else if (opts.load_format == "auto" || opts.load_format == "safetensors") {
@@ -67,9 +70,9 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
     const std::optional<Fp8Layout> fp8 = checkpoint_fp8_layout(config.raw, source);
     auto files = std::make_unique<Checkpoint>(model_dir);
     const bool stored_fp8 = files->has_fp8();
-    if (wants_fp8 && !stored_fp8)
-      throw Error("--quantization " + opts.quantization + ": " + model_dir + " holds no FP8 weights (vireo reads "
-                  "FP8 checkpoints but does not quantize BF16 weights online)");
+    if (opts.quantization == "compressed-tensors" && !stored_fp8)
+      throw Error("--quantization compressed-tensors: " + model_dir + " holds no FP8 weights (use --quantization "
+                  "fp8 to quantize a BF16 checkpoint at load)");
     if (stored_fp8) {
       log_info("{}: FP8 weights (scales per tensor, per row or per block of {}), dequantized to the model dtype at "
                "load", model_dir,
@@ -96,7 +99,7 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
   } else {
     throw Error(std::string("--load-format: unsupported value '") + opts.load_format + "' (" + kFormats + ")");
   }
-  return std::make_unique<DecoderModel>(config, spec, std::move(backend), std::move(ckpt), opts);
+  return std::make_unique<DecoderModel>(config, spec, std::move(backend), std::move(ckpt), o);
 }
 
 std::unique_ptr<Model> load_model(const std::string& model_path, std::unique_ptr<Backend> backend,

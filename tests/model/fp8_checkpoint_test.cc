@@ -250,19 +250,15 @@ TEST_F(Fp8Checkpoint, RefusesOtherMethodsAndBrokenScales) {
   EXPECT_NE(load_error().find("FP8 tensor 'model.layers.1.mlp.down_proj.weight' has no"), std::string::npos);
 }
 
-// --quantization fp8 / compressed-tensors ask for FP8 weights: a BF16 / F32 checkpoint is refused (no online
-// quantization), an FP8 one loads.
-TEST_F(Fp8Checkpoint, QuantizationFlagNeedsAnFp8Checkpoint) {
+// --quantization fp8 on an FP8 checkpoint: its weights dequantized, then the projections quantized again
+// per row (fp8_online_test.cc): the same as the flag on an F32 checkpoint of the dequantized values.
+TEST_F(Fp8Checkpoint, QuantizationFlagRequantizesPerRow) {
   write(Scales::kBlocks, 48, 40, {{"quant_method", "fp8"}, {"weight_block_size", {48, 40}}}, "_scale_inv");
   LoadOptions opts;
   opts.quantization = "fp8";
-  try {
-    testing::prompt_logits(kQwen3.string(), opts);
-    ADD_FAILURE() << "a checkpoint without FP8 weights loaded with --quantization fp8";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("holds no FP8 weights"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(testing::prompt_logits((base_ / "fp8").string(), opts), testing::prompt_logits((base_ / "ref").string()));
+  const std::vector<float> got = testing::prompt_logits((base_ / "fp8").string(), opts);
+  EXPECT_EQ(got, testing::prompt_logits((base_ / "ref").string(), opts));
+  EXPECT_NE(got, testing::prompt_logits((base_ / "ref").string()));
 }
 
 }  // namespace

@@ -30,12 +30,13 @@ CublasLtGemm::CublasLtGemm(size_t workspace_bytes, bool use_gemv)
 }
 
 CublasLtGemm::~CublasLtGemm() {
-  for (auto& [k, p] : plans_) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-  }
+  for (auto* plans : {&plans_, &fp8_plans_})
+    for (auto& [k, p] : *plans) {
+      cublasLtMatrixLayoutDestroy(p.a);
+      cublasLtMatrixLayoutDestroy(p.b);
+      cublasLtMatrixLayoutDestroy(p.c);
+      cublasLtMatmulDescDestroy(p.op);
+    }
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }

@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <map>
 #include <tuple>
 
@@ -20,6 +21,20 @@ class CublasLtGemm {
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   void run(const LinearParams& p, cudaStream_t stream);
+  // FP8 (cublaslt_fp8.cc): out[n, m] = (xq[n, k] x_scale[n]) @ (w[m, k] w_scale[m])^T (+ bias [m]), xq and
+  // w E4M3, out and bias `out_dtype` (bf16/f16); fp32 accumulation, the scales applied per output element
+  // (cuBLASLt's outer-vector scaling). k % 16 == 0, m % 16 == 0.
+  struct Fp8Args {
+    const uint8_t* w = nullptr;
+    const float* w_scale = nullptr;
+    const uint8_t* xq = nullptr;
+    const float* x_scale = nullptr;
+    const void* bias = nullptr;
+    void* out = nullptr;
+    int64_t n = 0, m = 0, k = 0;
+    DType out_dtype = DType::kBF16;
+  };
+  void run_fp8(const Fp8Args& a, cudaStream_t stream);
 
  private:
   struct Plan {
@@ -30,12 +45,13 @@ class CublasLtGemm {
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // N, M, K, dtype, fused bias
   Plan& plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias);
+  Plan& plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_;
   bool use_gemv_;
-  std::map<Key, Plan> plans_;
+  std::map<Key, Plan> plans_, fp8_plans_;
 };
 
 }  // namespace vireo::cuda

@@ -56,6 +56,10 @@ class CudaBackend final : public Backend {
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void moe(const MoeParams& p) override;
   bool supports_mxfp4_moe(DType weight_dtype) const override { return weight_dtype == DType::kBF16; }
+  // FP8 linears (fp8_linear.h) with bf16/f16 activations; batch-invariant mode keeps its one fixed-order GEMM.
+  bool supports_fp8_linear() const override {
+    return !batch_invariant_ && (act_ == DType::kBF16 || act_ == DType::kF16);
+  }
   void short_conv(const ShortConvParams& p) override;
   void gated_delta_net(const GatedDeltaNetParams& p) override;
   void sigmoid_gate(const SigmoidGateParams& p) override;

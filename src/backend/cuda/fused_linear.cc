@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/fp8_linear.h"
 
 namespace vireo::cuda {
 namespace {
@@ -61,6 +62,11 @@ void run_linear_silu_output(CublasLtGemm& gemm, const LinearParams& p, const Wor
 
 void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
                 bool batch_invariant) {
+  if (p.w.dtype == DType::kF8E4M3) {
+    if (batch_invariant) throw Error("linear: FP8 weights have no batch-invariant form");
+    run_linear_fp8(gemm, p, scratch, stream);
+    return;
+  }
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();
   if (p.silu_mul_output) {
     run_linear_silu_output(gemm, p, scratch, stream, batch_invariant);

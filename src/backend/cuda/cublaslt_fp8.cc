@@ -1,0 +1,84 @@
+// cuBLASLt's FP8 GEMM for linears with FP8 weights (fp8_linear.h). Hopper takes E4M3 x E4M3 only in the
+// "TN" form, both operands K-major, which is how the weights [M, K] and the activations [N, K] lie
+// (column-major: W^T-view (M x K) times X-view (K x N), as CublasLtGemm::plan). Scales: one F32 per row of
+// each operand (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUDA 12.9+): element (i, j) of the product is
+// multiplied by w_scale[i] x x_scale[j] before the epilogue adds the bias.
+#include <string>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_common.h"
+
+namespace vireo::cuda {
+namespace {
+
+void lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cublasLt (fp8): ") + what + " failed (status " + std::to_string(s) + ")");
+}
+
+}  // namespace
+
+CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias) {
+  Key key{n, m, k, static_cast<int>(out_dtype), bias};
+  auto it = fp8_plans_.find(key);
+  if (it != fp8_plans_.end()) return it->second;
+  if (out_dtype != DType::kBF16 && out_dtype != DType::kF16) throw Error("linear (fp8): output must be bf16 or f16");
+  const cudaDataType_t ot = out_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  Plan p;
+  lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)), "TRANSA");
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)), "TRANSB");
+  const cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)), "A_SCALE_MODE");
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)), "B_SCALE_MODE");
+  if (bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ot, sizeof(ot)), "BIAS_DATA_TYPE");
+  }
+  lt_check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, m, k), "layout W");
+  lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k), "layout X");
+  lt_check(cublasLtMatrixLayoutCreate(&p.c, ot, m, n, m), "layout out");
+  cublasLtMatmulPreference_t pref;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                sizeof(workspace_bytes_)),
+           "MAX_WORKSPACE_BYTES");
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+    throw Error("linear (fp8): cuBLASLt has no FP8 algorithm with per-row scales for N=" + std::to_string(n) +
+                " M=" + std::to_string(m) + " K=" + std::to_string(k) + " (status " + std::to_string(st) +
+                "; needs CUDA 12.9+ and sm_90)");
+  }
+  p.algo = res.algo;
+  p.with_bias = bias;
+  return fp8_plans_.emplace(key, p).first->second;
+}
+
+void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
+  if (a.k % 16 != 0 || a.m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
+  if (a.n == 0 || a.m == 0) return;
+  Plan& pl = plan_fp8(a.n, a.m, a.k, a.out_dtype, a.bias != nullptr);
+  const void* ws = a.w_scale;
+  const void* xs = a.x_scale;
+  lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)), "A_SCALE_POINTER");
+  lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)), "B_SCALE_POINTER");
+  if (a.bias) {
+    const void* bp = a.bias;
+    lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");
+  }
+  const float alpha = 1.f, beta = 0.f;
+  lt_check(cublasLtMatmul(handle_, pl.op, &alpha, a.w, pl.a, a.xq, pl.b, &beta, a.out, pl.c, a.out, pl.c, &pl.algo,
+                          workspace_, workspace_bytes_, stream),
+           "Matmul");
+}
+
+}  // namespace vireo::cuda

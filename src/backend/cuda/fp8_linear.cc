@@ -1,0 +1,71 @@
+// run_linear_fp8 (fp8_linear.h): a linear whose weight is F8_E4M3 with per-row scales, in every form
+// LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues) as the
+// separate kernels a model would call, with one scratch request: [x' (prologue)] [y (epilogue)] [xq, scales].
+#include <string>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/fp8_linear.h"
+
+namespace vireo::cuda {
+namespace {
+
+size_t round_up(size_t b) { return (b + 255) / 256 * 256; }
+
+}  // namespace
+
+void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream) {
+  const bool norm = !p.input_norm.empty(), silu_in = p.silu_mul_input, res = !p.residual.empty();
+  const bool silu_out = p.silu_mul_output;
+  if (p.w.ndim() != 2 || p.w.row_scale == nullptr) throw Error("linear: an F8_E4M3 weight must be [M, K] with row scales");
+  if (!p.row_stats.empty()) throw Error("linear: row_stats are not computed for FP8 weights");
+  if (p.out_stride != 0) throw Error("linear: out_stride is not supported with FP8 weights");
+  if (norm && silu_in) throw Error("linear: input_norm and silu_mul_input cannot be combined");
+  if (silu_out && (silu_in || res)) throw Error("linear: silu_mul_output cannot be combined with silu_mul_input or residual");
+  const int64_t m = p.w.dim(0), k = p.w.dim(1), in_k = silu_in ? 2 * k : k;
+  if (k % 16 != 0 || m % 16 != 0) throw Error("linear: FP8 weights need M and K multiples of 16");
+  if (k == 0 || p.x.dim(-1) != in_k || p.x.numel() % in_k != 0)
+    throw Error("linear: x " + p.x.shape_str() + " must be [N, " + std::to_string(in_k) + "]");
+  const int64_t n = p.x.numel() / in_k;
+  const DType t = p.x.dtype;
+  if (t != DType::kBF16 && t != DType::kF16) throw Error("linear: FP8 weights take bf16 or f16 activations");
+  const int64_t out_cols = silu_out ? m / 2 : m;
+  if (p.out.numel() != n * out_cols || p.out.dtype != t) throw Error("linear: out must be [N, M] in the activation dtype");
+  if (norm && p.input_norm.numel() != k) throw Error("linear: input_norm must be [K]");
+  if (res && (p.residual.numel() != n * m || p.residual.dtype != t))
+    throw Error("linear: residual must be [N, M] in the activation dtype");
+  if (!p.bias.empty() && (p.bias.numel() != m || p.bias.dtype != t))
+    throw Error("linear: bias must be [M] in the activation dtype");
+  if (n == 0 || m == 0) return;
+
+  const size_t es = dtype_size(t);
+  const bool gemv = n <= kFp8GemvMaxRows;
+  const size_t x_bytes = (norm || silu_in) ? round_up(static_cast<size_t>(n * k) * es) : 0;
+  const size_t y_bytes = (res || silu_out) ? round_up(static_cast<size_t>(n * m) * es) : 0;
+  const size_t q_bytes = gemv ? 0 : round_up(static_cast<size_t>(n * k));
+  const size_t s_bytes = gemv ? 0 : round_up(static_cast<size_t>(n) * 4);
+  const size_t total = x_bytes + y_bytes + q_bytes + s_bytes;
+  char* s = total ? static_cast<char*>(scratch(total)) : nullptr;
+
+  Tensor x = p.x;
+  if (norm || silu_in) {
+    x = Tensor(s, t, {n, k}, DeviceKind::kCUDA);
+    if (norm) launch_rms_norm({p.x, p.input_norm, x, Tensor(), p.norm_eps}, stream);
+    else launch_silu_and_mul({p.x, x}, stream);
+  }
+  void* y = (res || silu_out) ? s + x_bytes : p.out.data;
+  const void* bias = p.bias.empty() ? nullptr : p.bias.data;
+  const auto* w = static_cast<const uint8_t*>(p.w.data);
+  if (gemv) {
+    launch_gemv_fp8({x.data, w, p.w.row_scale, bias, y, n, m, k, t}, stream);
+  } else {
+    auto* xq = reinterpret_cast<uint8_t*>(s + x_bytes + y_bytes);
+    auto* xs = reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes);
+    launch_fp8_quantize_rows(x.data, t, n, k, xq, xs, stream);
+    gemm.run_fp8({w, p.w.row_scale, xq, xs, bias, y, n, m, k, t}, stream);
+  }
+  const Tensor yt(y, t, {n, m}, DeviceKind::kCUDA);
+  if (silu_out) launch_silu_and_mul({yt, p.out, p.act}, stream);
+  else if (res) launch_add({p.residual, yt, p.out}, stream);  // elementwise: out may alias residual
+}
+
+}  // namespace vireo::cuda

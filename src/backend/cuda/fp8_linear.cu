@@ -1,0 +1,205 @@
+// FP8 linears' kernels (--quantization fp8): weights [M, K] in E4M3 with one F32 scale per row.
+// - quantize_rows: an activation [N, K] to E4M3 per row (per token) for the W8A8 GEMM (cublaslt_fp8.cc):
+//   scale = max |x| / 448 (1 for a zero row), q = satfinite_e4m3(x / scale), as the host's fp8.h does.
+// - gemv_fp8: decode rows (N <= 8), weight-only: out[n, m] = scale[m] * sum_k fp8(w[m, k]) * x[n, k] in
+//   fp32 (+ bias). Memory-bound on the weights: 1 byte a weight instead of BF16's 2.
+#include <cuda_fp8.h>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/fp8_linear.h"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kQuantThreads = 256;
+
+template <typename T>
+__global__ void quantize_rows_kernel(const T* __restrict__ x, int64_t k, uint8_t* __restrict__ q,
+                                     float* __restrict__ scale) {
+  // One block a row; K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T.
+  constexpr int kV = 16 / sizeof(T);
+  const T* row = x + blockIdx.x * k;
+  float amax = 0.f;
+  for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
+    Vec<T> v;
+    v.raw = *reinterpret_cast<const uint4*>(row + i);
+#pragma unroll
+    for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(to_f(v.v[j])));
+  }
+  __shared__ float warp_max[kQuantThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = 0.f;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  uint8_t* out = q + blockIdx.x * k;
+  for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
+    Vec<T> v;
+    v.raw = *reinterpret_cast<const uint4*>(row + i);
+    uint8_t b[kV];
+#pragma unroll
+    for (int j = 0; j < kV; ++j)
+      b[j] = __nv_cvt_float_to_fp8(__fdiv_rn(to_f(v.v[j]), s), __NV_SATFINITE, __NV_E4M3);
+    if constexpr (kV == 8) {
+      *reinterpret_cast<uint2*>(out + i) = *reinterpret_cast<const uint2*>(b);
+    } else {
+      *reinterpret_cast<uint32_t*>(out + i) = *reinterpret_cast<const uint32_t*>(b);
+    }
+  }
+}
+
+// 16 E4M3 codes (one uint4) to floats, through the hardware's e4m3x2 -> f16x2 conversion.
+__device__ __forceinline__ void fp8x16_to_f32(const uint4& raw, float* f) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * h));
+      const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+      f[4 * i + 2 * h] = v.x;
+      f[4 * i + 2 * h + 1] = v.y;
+    }
+  }
+}
+
+constexpr int kGemvWarps = 8;
+constexpr int kGemvTileK = 2048;                  // x[:, tile] staged in shared memory (N x 2048 x 2 bytes)
+constexpr int kGemvChunks = kGemvTileK / (32 * 16);  // 16-byte weight chunks a lane takes per row and tile
+
+// A block: kGemvWarps x R weight rows. Per K tile: x's tile into shared memory, then each lane loads all
+// its chunks of its R rows (R x 4 x 16 bytes in flight: a streaming read needs many loads outstanding)
+// and multiplies them with the N rows of x.
+template <typename T, int N, int R>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w,
+                                                                   const float* __restrict__ wscale,
+                                                                   const T* __restrict__ bias, T* __restrict__ out,
+                                                                   int64_t m, int64_t k) {
+  __shared__ __align__(16) T xs[N][kGemvTileK];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;
+  float acc[R][N];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int n = 0; n < N; ++n) acc[r][n] = 0.f;
+  constexpr int kV = 16 / sizeof(T);
+  for (int64_t t0 = 0; t0 < k; t0 += kGemvTileK) {
+    const int tk = static_cast<int>(k - t0 < kGemvTileK ? k - t0 : kGemvTileK);
+    uint4 wv[R][kGemvChunks];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < kGemvChunks; ++j) {
+        const int c = (j * 32 + lane) * 16;
+        wv[r][j] = row0 + r < m && c < tk ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + r) * k + t0 + c))
+                                          : make_uint4(0, 0, 0, 0);
+      }
+    __syncthreads();  // the previous tile's readers are done
+    for (int i = threadIdx.x * kV; i < N * tk; i += kGemvWarps * 32 * kV) {
+      const int n = i / tk, c = i % tk;  // tk % 16 == 0: a vector never straddles two rows
+      *reinterpret_cast<uint4*>(&xs[n][c]) = *reinterpret_cast<const uint4*>(x + n * k + t0 + c);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kGemvChunks; ++j) {
+      const int c = (j * 32 + lane) * 16;
+      if (c >= tk) break;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float f[16];
+        fp8x16_to_f32(wv[r][j], f);
+#pragma unroll
+        for (int n = 0; n < N; ++n) {
+          float s = 0.f;
+#pragma unroll
+          for (int h = 0; h < 16; h += kV) {
+            Vec<T> v;
+            v.raw = *reinterpret_cast<const uint4*>(&xs[n][c + h]);
+#pragma unroll
+            for (int e = 0; e < kV; ++e) s = fmaf(f[h + e], to_f(v.v[e]), s);
+          }
+          acc[r][n] += s;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      float v = acc[r][n];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      acc[r][n] = v;
+    }
+    if (row < m && lane < N) {
+      float v = 0.f;
+#pragma unroll
+      for (int n = 0; n < N; ++n)
+        if (n == lane) v = acc[r][n];
+      v *= wscale[row];
+      if (bias) v += to_f(bias[row]);
+      out[lane * m + row] = from_f<T>(v);
+    }
+  }
+}
+
+template <typename T, int N>
+void launch_gemv_n(const Fp8GemvArgs& a, cudaStream_t stream) {
+  // Four rows a warp where that still gives every SM a block (8B-sized matrices), else one.
+  const bool wide = (a.m + kGemvWarps * 4 - 1) / (kGemvWarps * 4) >= 132;
+  const int64_t rows_per_block = int64_t{kGemvWarps} * (wide ? 4 : 1);
+  const dim3 grid(static_cast<unsigned>((a.m + rows_per_block - 1) / rows_per_block));
+  auto kernel = wide ? gemv_fp8_kernel<T, N, 4> : gemv_fp8_kernel<T, N, 1>;
+  kernel<<<grid, kGemvWarps * 32, 0, stream>>>(static_cast<const T*>(a.x), a.w, a.w_scale, static_cast<const T*>(a.bias),
+                                               static_cast<T*>(a.out), a.m, a.k);
+}
+
+template <typename T>
+void launch_gemv_typed(const Fp8GemvArgs& a, cudaStream_t stream) {
+  switch (a.n) {
+    case 1: return launch_gemv_n<T, 1>(a, stream);
+    case 2: return launch_gemv_n<T, 2>(a, stream);
+    case 3: return launch_gemv_n<T, 3>(a, stream);
+    case 4: return launch_gemv_n<T, 4>(a, stream);
+    case 5: return launch_gemv_n<T, 5>(a, stream);
+    case 6: return launch_gemv_n<T, 6>(a, stream);
+    case 7: return launch_gemv_n<T, 7>(a, stream);
+    default: return launch_gemv_n<T, 8>(a, stream);
+  }
+}
+
+}  // namespace
+
+void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
+                              cudaStream_t stream) {
+  if (k % 16 != 0) throw Error("fp8 quantize: K must be a multiple of 16");
+  if (n == 0) return;
+  if (t == DType::kBF16)
+    quantize_rows_kernel<__nv_bfloat16><<<static_cast<unsigned>(n), kQuantThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16*>(x), k, q, scale);
+  else if (t == DType::kF16)
+    quantize_rows_kernel<__half><<<static_cast<unsigned>(n), kQuantThreads, 0, stream>>>(static_cast<const __half*>(x),
+                                                                                          k, q, scale);
+  else
+    throw Error("fp8 quantize: activations must be bf16 or f16");
+  check_launch("fp8 quantize_rows");
+}
+
+void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream) {
+  if (a.n < 1 || a.n > kFp8GemvMaxRows) throw Error("fp8 gemv: 1 to 8 rows");
+  if (a.k % 16 != 0) throw Error("fp8 gemv: K must be a multiple of 16");
+  if (a.m == 0) return;
+  if (a.dtype == DType::kBF16) launch_gemv_typed<__nv_bfloat16>(a, stream);
+  else if (a.dtype == DType::kF16) launch_gemv_typed<__half>(a, stream);
+  else throw Error("fp8 gemv: activations must be bf16 or f16");
+  check_launch("fp8 gemv");
+}
+
+}  // namespace vireo::cuda

@@ -1,0 +1,35 @@
+// Linears with FP8 weights (DType::kF8E4M3, one F32 scale a row in Tensor::row_scale; --quantization fp8).
+// run_linear_fp8 takes every form of LinearParams but row_stats: up to kFp8GemvMaxRows rows a weight-only
+// GEMV (fp8 x bf16 in fp32), more rows quantize the activation per row to E4M3 and run cuBLASLt's FP8
+// GEMM with outer-vector scales (per token x per weight row); fused prologues and epilogues run as the
+// separate kernels, through one scratch request.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace vireo::cuda {
+
+constexpr int64_t kFp8GemvMaxRows = 8;
+
+struct Fp8GemvArgs {
+  const void* x = nullptr;        // [n, k] activation dtype
+  const uint8_t* w = nullptr;     // [m, k] E4M3
+  const float* w_scale = nullptr; // [m]
+  const void* bias = nullptr;     // [m] activation dtype, or null
+  void* out = nullptr;            // [n, m] activation dtype
+  int64_t n = 0, m = 0, k = 0;
+  DType dtype = DType::kBF16;
+};
+void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream);
+
+// q [n, k] E4M3 and scale [n] of x [n, k] (bf16/f16): per row, scale = max |x| / 448 (1 if zero).
+void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
+                              cudaStream_t stream);
+
+void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
+
+}  // namespace vireo::cuda

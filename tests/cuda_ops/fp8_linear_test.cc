@@ -1,0 +1,170 @@
+// FP8 linears (fp8_linear.h; --quantization fp8) against host references: the per-row activation
+// quantization kernel bit for bit (codes and scales as fp8.h computes them), the weight-only GEMV (N <= 8)
+// against sum(fp8(w) x scale x x) in double, the W8A8 cuBLASLt path (N > 8) against the same sum over the
+// host-quantized activation, and every fused form (input_norm, silu_mul_input, residual, silu_mul_output)
+// against the CPU's separate ops with the GPU's roundings in between.
+#include "backend/cuda/fp8_linear.h"
+#include "cuda_test_util.h"
+#include "model/fp8.h"
+
+namespace vireo::testing {
+namespace {
+
+class Fp8LinearTest : public CudaOpsTest {
+ protected:
+  struct Fp8Weight {
+    Tensor dev;                 // F8_E4M3 [m, k] with row_scale
+    std::vector<float> deq;     // fp8 x scale, [m, k]
+  };
+  Fp8Weight weight(int m, int k) {
+    const std::vector<float> w = rand_vec(size_t(m) * k, -0.1f, 0.1f, DType::kF32);
+    std::vector<uint8_t> q(w.size());
+    std::vector<float> s(m);
+    fp8_quantize_rows(w.data(), m, k, q.data(), s.data());
+    Fp8Weight out;
+    out.deq.resize(w.size());
+    for (size_t i = 0; i < w.size(); ++i) out.deq[i] = fp8_e4m3_to_f32(q[i]) * s[i / k];
+    Tensor scale = gpu_own(gpu_->alloc({m}, DType::kF32));
+    gpu_->copy_from_host(s.data(), scale);
+    out.dev = gpu_own(gpu_->alloc({m, k}, DType::kF8E4M3));
+    gpu_->copy_from_host(q.data(), out.dev);
+    out.dev.row_scale = scale.ptr<float>();
+    return out;
+  }
+  // x [n, k] as the GPU's matmul sees it: itself (GEMV) or quantized per row to E4M3 (n > 8).
+  std::vector<float> as_multiplied(const std::vector<float>& x, int n, int k) const {
+    if (n <= cuda::kFp8GemvMaxRows) return x;
+    std::vector<uint8_t> q(x.size());
+    std::vector<float> s(n), out(x.size());
+    fp8_quantize_rows(x.data(), n, k, q.data(), s.data());
+    for (size_t i = 0; i < x.size(); ++i) out[i] = fp8_e4m3_to_f32(q[i]) * s[i / k];
+    return out;
+  }
+  // y [n, m] = x' w'^T + bias in double, rounded to the activation dtype.
+  std::vector<float> product(const std::vector<float>& x, int n, int k, const Fp8Weight& w, int m,
+                             const std::vector<float>* bias) {
+    const std::vector<float> xm = as_multiplied(x, n, k);
+    std::vector<float> y(size_t(n) * m);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < m; ++j) {
+        double acc = 0;
+        for (int c = 0; c < k; ++c) acc += double(xm[size_t(i) * k + c]) * w.deq[size_t(j) * k + c];
+        if (bias) acc += (*bias)[j];
+        y[size_t(i) * m + j] = round_to(act_, static_cast<float>(acc));
+      }
+    return y;
+  }
+  std::vector<float> rounded(std::vector<float> v) {
+    for (auto& x : v) x = round_to(act_, x);
+    return v;
+  }
+};
+
+TEST_F(Fp8LinearTest, QuantizeRowsMatchesTheHostBitForBit) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    use_dtype(t);
+    for (auto [n, k] : std::vector<std::pair<int, int>>{{1, 16}, {3, 1024}, {37, 4096}, {5, 12288}}) {
+      SCOPED_TRACE("N " + std::to_string(n) + " K " + std::to_string(k));
+      auto x = rand_vec(size_t(n) * k, -3.f, 3.f, t);
+      if (n > 2) std::fill(x.begin() + k, x.begin() + 2 * k, 0.f);  // an all-zero row: scale 1
+      Tensor xd = gpu_from(x, {n, k}, t);
+      Tensor q = gpu_own(gpu_->alloc({n, k}, DType::kU8)), s = gpu_own(gpu_->alloc({n}, DType::kF32));
+      std::vector<uint8_t> junk(q.nbytes(), 0x55);
+      gpu_->copy_from_host(junk.data(), q);
+      cuda::launch_fp8_quantize_rows(xd.data, t, n, k, q.ptr<uint8_t>(), s.ptr<float>(), nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the default stream, not the backend's
+      std::vector<uint8_t> got_q(q.nbytes());
+      std::vector<float> got_s(n);
+      gpu_->copy_to_host(q, got_q.data());
+      gpu_->copy_to_host(s, got_s.data());
+      std::vector<uint8_t> want_q(x.size());
+      std::vector<float> want_s(n);
+      fp8_quantize_rows(x.data(), n, k, want_q.data(), want_s.data());
+      EXPECT_EQ(got_s, want_s);
+      size_t bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += got_q[i] != want_q[i];
+      EXPECT_EQ(bad, 0u) << "codes differ (seed " << seed_ << ")";
+    }
+  }
+}
+
+TEST_F(Fp8LinearTest, PlainGemvAndGemmWithBias) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    use_dtype(t);
+    for (auto [m, k] : std::vector<std::pair<int, int>>{{16, 16}, {256, 512}, {1024, 2064}, {6144, 4096}}) {
+      Fp8Weight w = weight(m, k);
+      const auto bias = rand_vec(m, -1.f, 1.f, t);
+      Tensor bg = gpu_from(bias, {m}, t);
+      for (int n : {1, 2, 3, 5, 8, 9, 64, 301}) {
+        if (size_t(n) * m * k > size_t{1} << 31) continue;  // the host reference's time
+        for (bool with_bias : {false, true}) {
+          SCOPED_TRACE("N " + std::to_string(n) + " M " + std::to_string(m) + " K " + std::to_string(k) +
+                       (with_bias ? " bias" : ""));
+          const auto x = rand_vec(size_t(n) * k, -1.f, 1.f, t);
+          Tensor out = gpu_poisoned({n, m}, t);
+          gpu_->linear({gpu_from(x, {n, k}, t), w.dev, with_bias ? bg : Tensor(), out});
+          expect_close(to_host(out), product(x, n, k, w, m, with_bias ? &bias : nullptr), tol_for(t), "fp8 linear");
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Fp8LinearTest, FusedForms) {
+  use_dtype(DType::kBF16);
+  const int k = 512, m = 768;
+  Fp8Weight w = weight(m, k);
+  const auto g = rand_vec(k, 0.5f, 1.5f, act_);
+  Tensor gg = gpu_from(g, {k}, act_);
+  auto view = [](const std::vector<float>& v, std::vector<int64_t> shape) {
+    return Tensor(const_cast<float*>(v.data()), DType::kF32, std::move(shape));
+  };
+  for (int n : {1, 4, 8, 9, 100}) {
+    SCOPED_TRACE("N " + std::to_string(n));
+    // input_norm + residual, in place (out aliases residual).
+    {
+      const auto x = rand_vec(size_t(n) * k, -1.f, 1.f, act_), r = rand_vec(size_t(n) * m, -1.f, 1.f, act_);
+      Tensor xn = cpu_poisoned({n, k});
+      cpu_->rms_norm({view(x, {n, k}), view(g, {k}), xn, Tensor(), 1e-6f});
+      auto y = product(rounded(to_host(xn)), n, k, w, m, nullptr);
+      std::vector<float> want(y.size());
+      for (size_t i = 0; i < y.size(); ++i) want[i] = round_to(act_, r[i] + y[i]);
+      Tensor res = gpu_from(r, {n, m}, act_);
+      LinearParams p{gpu_from(x, {n, k}, act_), w.dev, Tensor(), res};
+      p.input_norm = gg;
+      p.residual = res;
+      gpu_->linear(p);
+      expect_close(to_host(res), want, tol_for(act_), "norm + residual");
+    }
+    // silu_mul_input.
+    {
+      const auto x = rand_vec(size_t(n) * 2 * k, -3.f, 3.f, act_);
+      Tensor a = cpu_poisoned({n, k});
+      cpu_->silu_and_mul({view(x, {n, 2 * k}), a});
+      const auto want = product(rounded(to_host(a)), n, k, w, m, nullptr);
+      Tensor out = gpu_poisoned({n, m}, act_);
+      LinearParams p{gpu_from(x, {n, 2 * k}, act_), w.dev, Tensor(), out};
+      p.silu_mul_input = true;
+      gpu_->linear(p);
+      expect_close(to_host(out), want, tol_for(act_), "silu_mul_input");
+    }
+    // input_norm + silu_mul_output (w as [2I, K]).
+    {
+      const auto x = rand_vec(size_t(n) * k, -1.f, 1.f, act_);
+      Tensor xn = cpu_poisoned({n, k});
+      cpu_->rms_norm({view(x, {n, k}), view(g, {k}), xn, Tensor(), 1e-6f});
+      const auto y = product(rounded(to_host(xn)), n, k, w, m, nullptr);
+      Tensor a = cpu_poisoned({n, m / 2});
+      cpu_->silu_and_mul({view(y, {n, m}), a});
+      Tensor out = gpu_poisoned({n, m / 2}, act_);
+      LinearParams p{gpu_from(x, {n, k}, act_), w.dev, Tensor(), out};
+      p.input_norm = gg;
+      p.silu_mul_output = true;
+      gpu_->linear(p);
+      expect_close(to_host(out), rounded(to_host(a)), tol_for(act_), "norm + silu_mul_output");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vireo::testing
