@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_kernels.h"
 
 namespace vireo::cuda {
 namespace {
@@ -66,19 +67,30 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
 void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   if (a.k % 16 != 0 || a.m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (a.n == 0 || a.m == 0) return;
-  Plan& pl = plan_fp8(a.n, a.m, a.k, a.out_dtype, a.bias != nullptr);
+  // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it, else a pass of its own.
+  bool fused_bias = a.bias != nullptr;
+  Plan* pl = nullptr;
+  if (fused_bias) {
+    try {
+      pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, true);
+    } catch (const Error&) {
+      fused_bias = false;
+    }
+  }
+  if (!pl) pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, false);
   const void* ws = a.w_scale;
   const void* xs = a.x_scale;
-  lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)), "A_SCALE_POINTER");
-  lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)), "B_SCALE_POINTER");
-  if (a.bias) {
+  lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)), "A_SCALE_POINTER");
+  lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)), "B_SCALE_POINTER");
+  if (fused_bias) {
     const void* bp = a.bias;
-    lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");
+    lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");
   }
   const float alpha = 1.f, beta = 0.f;
-  lt_check(cublasLtMatmul(handle_, pl.op, &alpha, a.w, pl.a, a.xq, pl.b, &beta, a.out, pl.c, a.out, pl.c, &pl.algo,
+  lt_check(cublasLtMatmul(handle_, pl->op, &alpha, a.w, pl->a, a.xq, pl->b, &beta, a.out, pl->c, a.out, pl->c, &pl->algo,
                           workspace_, workspace_bytes_, stream),
            "Matmul");
+  if (a.bias && !fused_bias) launch_bias_add(a.out, a.out_dtype, a.bias, a.out_dtype, a.n, a.m, stream);
 }
 
 }  // namespace vireo::cuda
