@@ -25,42 +25,14 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
   if (it != fp8_plans_.end()) return it->second;
   if (out_dtype != DType::kBF16 && out_dtype != DType::kF16) throw Error("linear (fp8): output must be bf16 or f16");
   const cudaDataType_t ot = out_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  Plan p;
-  lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
-  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)), "TRANSA");
-  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)), "TRANSB");
+  Plan p = new_plan(CUDA_R_8F_E4M3, ot, n, m, k, bias);
   const cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)), "A_SCALE_MODE");
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)), "B_SCALE_MODE");
-  if (bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
-    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ot, sizeof(ot)), "BIAS_DATA_TYPE");
-  }
-  lt_check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, m, k), "layout W");
-  lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, n, k), "layout X");
-  lt_check(cublasLtMatrixLayoutCreate(&p.c, ot, m, n, m), "layout out");
-  cublasLtMatmulPreference_t pref;
-  lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                                sizeof(workspace_bytes_)),
-           "MAX_WORKSPACE_BYTES");
-  cublasLtMatmulHeuristicResult_t res{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
+  if (!pick_algo(p))
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm with per-row scales for N=" + std::to_string(n) +
-                " M=" + std::to_string(m) + " K=" + std::to_string(k) + " (status " + std::to_string(st) +
-                "; needs CUDA 12.9+ and sm_90)");
-  }
-  p.algo = res.algo;
-  p.with_bias = bias;
+                " M=" + std::to_string(m) + " K=" + std::to_string(k) + (bias ? " with the bias epilogue" : "") +
+                " (needs CUDA 12.9+ and sm_90)");
   return fp8_plans_.emplace(key, p).first->second;
 }
 

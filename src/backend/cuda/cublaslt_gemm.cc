@@ -31,12 +31,7 @@ CublasLtGemm::CublasLtGemm(size_t workspace_bytes, bool use_gemv)
 
 CublasLtGemm::~CublasLtGemm() {
   for (auto* plans : {&plans_, &fp8_plans_})
-    for (auto& [k, p] : *plans) {
-      cublasLtMatrixLayoutDestroy(p.a);
-      cublasLtMatrixLayoutDestroy(p.b);
-      cublasLtMatrixLayoutDestroy(p.c);
-      cublasLtMatmulDescDestroy(p.op);
-    }
+    for (auto& [k, p] : *plans) destroy(p);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -44,12 +39,9 @@ CublasLtGemm::~CublasLtGemm() {
 // Row-major out[N, M] is column-major [M, N]: C(M x N) = W^T-view(M x K) * X-view(K x N), where
 // W row-major [M, K] is column-major [K, M] (transposed: op T) and X row-major [N, K] is column-major
 // [K, N] (op N).
-CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias) {
-  Key key{n, m, k, static_cast<int>(dt), bias};
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
+CublasLtGemm::Plan CublasLtGemm::new_plan(cudaDataType_t in, cudaDataType_t out, int64_t n, int64_t m, int64_t k,
+                                          bool bias) {
   Plan p;
-  const cudaDataType_t t = cuda_type(dt);
   lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)), "TRANSA");
@@ -57,11 +49,16 @@ CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt
   if (bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
-    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)), "BIAS_DATA_TYPE");
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof(out)), "BIAS_DATA_TYPE");
   }
-  lt_check(cublasLtMatrixLayoutCreate(&p.a, t, k, m, k), "layout W");
-  lt_check(cublasLtMatrixLayoutCreate(&p.b, t, k, n, k), "layout X");
-  lt_check(cublasLtMatrixLayoutCreate(&p.c, t, m, n, m), "layout out");
+  lt_check(cublasLtMatrixLayoutCreate(&p.a, in, k, m, k), "layout W");
+  lt_check(cublasLtMatrixLayoutCreate(&p.b, in, k, n, k), "layout X");
+  lt_check(cublasLtMatrixLayoutCreate(&p.c, out, m, n, m), "layout out");
+  p.with_bias = bias;
+  return p;
+}
+
+bool CublasLtGemm::pick_algo(Plan& p) {
   cublasLtMatmulPreference_t pref;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
   lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
@@ -72,15 +69,29 @@ CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.op);
-    throw Error("linear: cuBLASLt has no algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
-                " K=" + std::to_string(k));
+    destroy(p);
+    return false;
   }
   p.algo = res.algo;
-  p.with_bias = bias;
+  return true;
+}
+
+void CublasLtGemm::destroy(Plan& p) {
+  cublasLtMatrixLayoutDestroy(p.a);
+  cublasLtMatrixLayoutDestroy(p.b);
+  cublasLtMatrixLayoutDestroy(p.c);
+  cublasLtMatmulDescDestroy(p.op);
+}
+
+CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias) {
+  Key key{n, m, k, static_cast<int>(dt), bias};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  const cudaDataType_t t = cuda_type(dt);
+  Plan p = new_plan(t, t, n, m, k, bias);
+  if (!pick_algo(p))
+    throw Error("linear: cuBLASLt has no algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
+                " K=" + std::to_string(k));
   return plans_.emplace(key, p).first->second;
 }
 

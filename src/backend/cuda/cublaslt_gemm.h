@@ -44,6 +44,10 @@ class CublasLtGemm {
     bool with_bias = false;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // N, M, K, dtype, fused bias
+  // Layouts and descriptor of out[n, m] = x[n, k] w[m, k]^T (+ bias of the output type), no algorithm yet.
+  Plan new_plan(cudaDataType_t in, cudaDataType_t out, int64_t n, int64_t m, int64_t k, bool bias);
+  bool pick_algo(Plan& p);  // the heuristic's first algorithm; false (p destroyed): none
+  static void destroy(Plan& p);
   Plan& plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias);
   Plan& plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias);
 
