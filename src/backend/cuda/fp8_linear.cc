@@ -1,6 +1,8 @@
 // run_linear_fp8 (fp8_linear.h): a linear whose weight is F8_E4M3 with per-row scales, in every form
-// LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues) as the
-// separate kernels a model would call, with one scratch request: [x' (prologue)] [y (epilogue)] [xq, scales].
+// LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues). Decode
+// rows (N <= 8) run one GEMV kernel with the norm and the epilogues inside (silu_mul_input still a kernel
+// of its own); larger steps run the separate kernels a model would call around the W8A8 GEMM, with one
+// scratch request: [x' (prologue)] [y (epilogue)] [xq, scales].
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
@@ -38,6 +40,19 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
   if (n == 0 || m == 0) return;
 
   const size_t es = dtype_size(t);
+  const void* bias = p.bias.empty() ? nullptr : p.bias.data;
+  const auto* w = static_cast<const uint8_t*>(p.w.data);
+  if (n <= kFp8GemvMaxRows && !silu_in && (!norm || p.input_norm.dtype == t)) {
+    // Decode rows: the norm prologue and the residual / SiLU epilogues inside the GEMV, one kernel.
+    Fp8GemvArgs g{p.x.data, w, p.w.row_scale, bias, p.out.data, n, m, k, t};
+    g.norm_w = norm ? p.input_norm.data : nullptr;
+    g.eps = p.norm_eps;
+    g.residual = res ? p.residual.data : nullptr;
+    g.silu_out = silu_out;
+    g.act = p.act;
+    launch_gemv_fp8(g, stream);
+    return;
+  }
   const bool gemv = n <= kFp8GemvMaxRows;
   const size_t x_bytes = (norm || silu_in) ? round_up(static_cast<size_t>(n * k) * es) : 0;
   const size_t y_bytes = (res || silu_out) ? round_up(static_cast<size_t>(n * m) * es) : 0;
@@ -53,8 +68,6 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     else launch_silu_and_mul({p.x, x}, stream);
   }
   void* y = (res || silu_out) ? s + x_bytes : p.out.data;
-  const void* bias = p.bias.empty() ? nullptr : p.bias.data;
-  const auto* w = static_cast<const uint8_t*>(p.w.data);
   if (gemv) {
     launch_gemv_fp8({x.data, w, p.w.row_scale, bias, y, n, m, k, t}, stream);
   } else {

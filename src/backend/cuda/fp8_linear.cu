@@ -5,6 +5,7 @@
 //   fp32 (+ bias). Memory-bound on the weights: 1 byte a weight instead of BF16's 2.
 #include <cuda_fp8.h>
 
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/fp8_linear.h"
@@ -72,23 +73,50 @@ constexpr int kGemvWarps = 8;
 constexpr int kGemvTileK = 2048;                  // x[:, tile] staged in shared memory (N x 2048 x 2 bytes)
 constexpr int kGemvChunks = kGemvTileK / (32 * 16);  // 16-byte weight chunks a lane takes per row and tile
 
-// A block: kGemvWarps x R weight rows. Per K tile: x's tile into shared memory, then each lane loads all
-// its chunks of its R rows (R x 4 x 16 bytes in flight: a streaming read needs many loads outstanding)
-// and multiplies them with the N rows of x.
+// A block: kGemvWarps x R weight rows. Per K tile: x's tile into shared memory (normalised on the way with
+// the input norm: x * rsqrt(mean(x^2) + eps) * g rounded to T, as the rms_norm kernel writes it), then each
+// lane loads all its chunks of its R rows (R x 4 x 16 bytes in flight: a streaming read needs many loads
+// outstanding) and multiplies them with the N rows of x. With silu_out a warp's rows come in (gate, up)
+// pairs, row j and row j + m / 2, so the epilogue can write act(gate) * up.
 template <typename T, int N, int R>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w,
-                                                                   const float* __restrict__ wscale,
-                                                                   const T* __restrict__ bias, T* __restrict__ out,
-                                                                   int64_t m, int64_t k) {
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(Fp8GemvArgs a) {
   __shared__ __align__(16) T xs[N][kGemvTileK];
+  __shared__ float inv_rms[N];
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* __restrict__ gnorm = static_cast<const T*>(a.norm_w);
+  const int64_t m = a.m, k = a.k;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;
+  const int64_t unit0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;  // first row (pair: R / 2)
+  auto row_of = [&](int r) -> int64_t {
+    return a.silu_out ? unit0 / 2 + r / 2 + (r % 2) * (m / 2) : unit0 + r;
+  };
+  auto valid = [&](int r) { return a.silu_out ? unit0 / 2 + r / 2 < m / 2 : unit0 + r < m; };
+  constexpr int kV = 16 / sizeof(T);
+  if (gnorm) {  // each block computes the N rows' norms itself (N x K values from L2)
+    __shared__ float partial[N][kGemvWarps];
+    for (int n = 0; n < N; ++n) {
+      float ss = 0.f;
+      for (int64_t c = threadIdx.x * kV; c < k; c += kGemvWarps * 32 * kV) {
+        Vec<T> v;
+        v.raw = *reinterpret_cast<const uint4*>(x + n * k + c);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) ss += to_f(v.v[e]) * to_f(v.v[e]);
+      }
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if (lane == 0) partial[n][warp] = ss;
+    }
+    __syncthreads();
+    if (threadIdx.x < N) {
+      float ss = 0.f;
+      for (int w = 0; w < kGemvWarps; ++w) ss += partial[threadIdx.x][w];
+      inv_rms[threadIdx.x] = rsqrtf(ss / static_cast<float>(k) + a.eps);
+    }
+  }
   float acc[R][N];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int n = 0; n < N; ++n) acc[r][n] = 0.f;
-  constexpr int kV = 16 / sizeof(T);
   for (int64_t t0 = 0; t0 < k; t0 += kGemvTileK) {
     const int tk = static_cast<int>(k - t0 < kGemvTileK ? k - t0 : kGemvTileK);
     uint4 wv[R][kGemvChunks];
@@ -97,13 +125,21 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(const T* __re
 #pragma unroll
       for (int j = 0; j < kGemvChunks; ++j) {
         const int c = (j * 32 + lane) * 16;
-        wv[r][j] = row0 + r < m && c < tk ? __ldg(reinterpret_cast<const uint4*>(w + (row0 + r) * k + t0 + c))
-                                          : make_uint4(0, 0, 0, 0);
+        wv[r][j] = valid(r) && c < tk ? __ldg(reinterpret_cast<const uint4*>(a.w + row_of(r) * k + t0 + c))
+                                      : make_uint4(0, 0, 0, 0);
       }
-    __syncthreads();  // the previous tile's readers are done
+    __syncthreads();  // the previous tile's readers are done (and inv_rms is written)
     for (int i = threadIdx.x * kV; i < N * tk; i += kGemvWarps * 32 * kV) {
       const int n = i / tk, c = i % tk;  // tk % 16 == 0: a vector never straddles two rows
-      *reinterpret_cast<uint4*>(&xs[n][c]) = *reinterpret_cast<const uint4*>(x + n * k + t0 + c);
+      Vec<T> v;
+      v.raw = *reinterpret_cast<const uint4*>(x + n * k + t0 + c);
+      if (gnorm) {
+        Vec<T> g;
+        g.raw = *reinterpret_cast<const uint4*>(gnorm + t0 + c);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) v.v[e] = from_f<T>(to_f(v.v[e]) * inv_rms[n] * to_f(g.v[e]));
+      }
+      *reinterpret_cast<uint4*>(&xs[n][c]) = v.raw;
     }
     __syncthreads();
 #pragma unroll
@@ -129,36 +165,53 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(const T* __re
       }
     }
   }
+  // Epilogue: lane n < N writes row n's outputs; each value rounded to T as the separate kernels would.
+  const T* __restrict__ bias = static_cast<const T*>(a.bias);
+  T* out = static_cast<T*>(a.out);  // may alias residual (in place): no __restrict__
+  const T* res = static_cast<const T*>(a.residual);
+  float y[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t row = row0 + r;
+    float mine = 0.f;
 #pragma unroll
     for (int n = 0; n < N; ++n) {
       float v = acc[r][n];
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      acc[r][n] = v;
+      if (n == lane) mine = v;
     }
-    if (row < m && lane < N) {
-      float v = 0.f;
-#pragma unroll
-      for (int n = 0; n < N; ++n)
-        if (n == lane) v = acc[r][n];
-      v *= wscale[row];
+    y[r] = 0.f;
+    if (valid(r) && lane < N) {
+      const int64_t row = row_of(r);
+      float v = mine * a.w_scale[row];
       if (bias) v += to_f(bias[row]);
-      out[lane * m + row] = from_f<T>(v);
+      y[r] = to_f(from_f<T>(v));
+    }
+  }
+  if (lane >= N) return;
+  const int n = lane;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (!valid(r)) continue;
+    if (a.silu_out) {
+      if (r % 2 == 0) {
+        const int64_t j = row_of(r);
+        out[n * (m / 2) + j] = from_f<T>(gate_act(a.act, y[r]) * y[r + 1]);
+      }
+    } else {
+      const int64_t row = row_of(r);
+      out[n * m + row] = res ? from_f<T>(to_f(res[n * m + row]) + y[r]) : from_f<T>(y[r]);
     }
   }
 }
 
 template <typename T, int N>
 void launch_gemv_n(const Fp8GemvArgs& a, cudaStream_t stream) {
-  // Four rows a warp where that still gives every SM a block (8B-sized matrices), else one.
+  // Four rows a warp where that still gives every SM a block (8B-sized matrices), else two.
   const bool wide = (a.m + kGemvWarps * 4 - 1) / (kGemvWarps * 4) >= 132;
-  const int64_t rows_per_block = int64_t{kGemvWarps} * (wide ? 4 : 1);
+  const int64_t rows_per_block = int64_t{kGemvWarps} * (wide ? 4 : 2);
   const dim3 grid(static_cast<unsigned>((a.m + rows_per_block - 1) / rows_per_block));
-  auto kernel = wide ? gemv_fp8_kernel<T, N, 4> : gemv_fp8_kernel<T, N, 1>;
-  kernel<<<grid, kGemvWarps * 32, 0, stream>>>(static_cast<const T*>(a.x), a.w, a.w_scale, static_cast<const T*>(a.bias),
-                                               static_cast<T*>(a.out), a.m, a.k);
+  auto kernel = wide ? gemv_fp8_kernel<T, N, 4> : gemv_fp8_kernel<T, N, 2>;
+  kernel<<<grid, kGemvWarps * 32, 0, stream>>>(a);
 }
 
 template <typename T>
@@ -195,6 +248,7 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
 void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream) {
   if (a.n < 1 || a.n > kFp8GemvMaxRows) throw Error("fp8 gemv: 1 to 8 rows");
   if (a.k % 16 != 0) throw Error("fp8 gemv: K must be a multiple of 16");
+  if (a.silu_out && a.m % 2 != 0) throw Error("fp8 gemv: silu_out needs an even M");
   if (a.m == 0) return;
   if (a.dtype == DType::kBF16) launch_gemv_typed<__nv_bfloat16>(a, stream);
   else if (a.dtype == DType::kF16) launch_gemv_typed<__half>(a, stream);

@@ -15,14 +15,21 @@ namespace vireo::cuda {
 
 constexpr int64_t kFp8GemvMaxRows = 8;
 
+// out = epilogue(scale[m] * sum_k fp8(w[m, k]) * prologue(x)[n, k] + bias[m]), fp32 sums, each stage's
+// result rounded to the activation dtype as the separate kernels round it.
 struct Fp8GemvArgs {
-  const void* x = nullptr;        // [n, k] activation dtype
-  const uint8_t* w = nullptr;     // [m, k] E4M3
-  const float* w_scale = nullptr; // [m]
-  const void* bias = nullptr;     // [m] activation dtype, or null
-  void* out = nullptr;            // [n, m] activation dtype
+  const void* x = nullptr;         // [n, k] activation dtype
+  const uint8_t* w = nullptr;      // [m, k] E4M3
+  const float* w_scale = nullptr;  // [m]
+  const void* bias = nullptr;      // [m] activation dtype, or null
+  void* out = nullptr;             // [n, m] ([n, m / 2] with silu_out) activation dtype
   int64_t n = 0, m = 0, k = 0;
   DType dtype = DType::kBF16;
+  const void* norm_w = nullptr;    // prologue: RMSNorm of x with this [k] weight (activation dtype), or null
+  float eps = 1e-6f;
+  const void* residual = nullptr;  // epilogue: out = residual + y ([n, m]; may be out itself), or null
+  bool silu_out = false;           // epilogue: out[:, j] = act(y[:, j]) * y[:, j + m / 2]
+  Activation act = Activation::kSilu;
 };
 void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream);
 
