@@ -8,6 +8,7 @@
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/fp8_linear.h"
 
 namespace vireo::cuda {
@@ -20,6 +21,7 @@ __global__ void quantize_rows_kernel(const T* __restrict__ x, int64_t k, uint8_t
                                      float* __restrict__ scale) {
   // One block a row; K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T.
   constexpr int kV = 16 / sizeof(T);
+  pdl_enter();
   const T* row = x + blockIdx.x * k;
   float amax = 0.f;
   for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
@@ -92,6 +94,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(Fp8GemvArgs a
   };
   auto valid = [&](int r) { return a.silu_out ? unit0 / 2 + r / 2 < m / 2 : unit0 + r < m; };
   constexpr int kV = 16 / sizeof(T);
+  // The weights depend on no earlier kernel: the first tile's loads go out before the PDL wait.
+  uint4 wv[R][kGemvChunks];
+  auto load_tile = [&](int64_t t0, int tk) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < kGemvChunks; ++j) {
+        const int c = (j * 32 + lane) * 16;
+        wv[r][j] = valid(r) && c < tk ? __ldg(reinterpret_cast<const uint4*>(a.w + row_of(r) * k + t0 + c))
+                                      : make_uint4(0, 0, 0, 0);
+      }
+  };
+  load_tile(0, static_cast<int>(k < kGemvTileK ? k : kGemvTileK));
+  pdl_enter();
   if (gnorm) {  // each block computes the N rows' norms itself (N x K values from L2)
     __shared__ float partial[N][kGemvWarps];
     for (int n = 0; n < N; ++n) {
@@ -119,15 +135,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_fp8_kernel(Fp8GemvArgs a
     for (int n = 0; n < N; ++n) acc[r][n] = 0.f;
   for (int64_t t0 = 0; t0 < k; t0 += kGemvTileK) {
     const int tk = static_cast<int>(k - t0 < kGemvTileK ? k - t0 : kGemvTileK);
-    uint4 wv[R][kGemvChunks];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int j = 0; j < kGemvChunks; ++j) {
-        const int c = (j * 32 + lane) * 16;
-        wv[r][j] = valid(r) && c < tk ? __ldg(reinterpret_cast<const uint4*>(a.w + row_of(r) * k + t0 + c))
-                                      : make_uint4(0, 0, 0, 0);
-      }
+    if (t0 > 0) load_tile(t0, tk);
     __syncthreads();  // the previous tile's readers are done (and inv_rms is written)
     for (int i = threadIdx.x * kV; i < N * tk; i += kGemvWarps * 32 * kV) {
       const int n = i / tk, c = i % tk;  // tk % 16 == 0: a vector never straddles two rows
@@ -211,7 +219,7 @@ void launch_gemv_n(const Fp8GemvArgs& a, cudaStream_t stream) {
   const int64_t rows_per_block = int64_t{kGemvWarps} * (wide ? 4 : 2);
   const dim3 grid(static_cast<unsigned>((a.m + rows_per_block - 1) / rows_per_block));
   auto kernel = wide ? gemv_fp8_kernel<T, N, 4> : gemv_fp8_kernel<T, N, 2>;
-  kernel<<<grid, kGemvWarps * 32, 0, stream>>>(a);
+  launch_pdl(kernel, grid, dim3(kGemvWarps * 32), 0, stream, a);
 }
 
 template <typename T>
@@ -235,11 +243,11 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
   if (k % 16 != 0) throw Error("fp8 quantize: K must be a multiple of 16");
   if (n == 0) return;
   if (t == DType::kBF16)
-    quantize_rows_kernel<__nv_bfloat16><<<static_cast<unsigned>(n), kQuantThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), k, q, scale);
+    launch_pdl(quantize_rows_kernel<__nv_bfloat16>, dim3(static_cast<unsigned>(n)), dim3(kQuantThreads), 0, stream,
+               static_cast<const __nv_bfloat16*>(x), k, q, scale);
   else if (t == DType::kF16)
-    quantize_rows_kernel<__half><<<static_cast<unsigned>(n), kQuantThreads, 0, stream>>>(static_cast<const __half*>(x),
-                                                                                          k, q, scale);
+    launch_pdl(quantize_rows_kernel<__half>, dim3(static_cast<unsigned>(n)), dim3(kQuantThreads), 0, stream,
+               static_cast<const __half*>(x), k, q, scale);
   else
     throw Error("fp8 quantize: activations must be bf16 or f16");
   check_launch("fp8 quantize_rows");
