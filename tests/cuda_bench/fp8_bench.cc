@@ -1,0 +1,92 @@
+// FP8 linears (fp8_linear.h; --quantization fp8) against BF16 on the Qwen3-8B shapes (device only; skipped
+// unless VIREO_KERNEL_BENCH=1). Ceilings measured first in this process: HBM copy, cuBLASLt BF16 and FP8
+// (outer-vector scales) GEMMs at 8192^3. Then per shape:
+//   decode N = 1 / 4 / 8: the FP8 GEMV vs the BF16 GEMV; bytes = weights (1 or 2 per element) + scales + x +
+//     out, from 4 weight copies so the reads come from HBM, not the 50 MB L2;
+//   N = 256 (a 256-client decode step) and N = 4096 (prefill): run_linear_fp8 (the activation quantization
+//     kernel + cuBLASLt FP8) vs cuBLASLt BF16; FLOPs = 2 N M K.
+// Run: VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench --gtest_filter='Fp8Bench.*'
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_fixture.h"
+#include "model/fp8.h"
+
+namespace vireo {
+namespace {
+
+double g_hbm_gbs = 4300, g_bf16_tflops = 790, g_fp8_tflops = 1500;  // replaced by the measured ceilings
+
+class Fp8Bench : public bench::CudaBenchFixture {
+ protected:
+  // An F8_E4M3 weight [m, k] with row scales, from hashed values in [-0.02, 0.02).
+  Tensor fp8_weight(int64_t m, int64_t k) {
+    std::vector<float> h = hash_unit(m * k);
+    for (float& v : h) v = 0.04f * v - 0.02f;
+    std::vector<uint8_t> q(h.size());
+    std::vector<float> s(m);
+    fp8_quantize_rows(h.data(), m, k, q.data(), s.data());
+    Tensor scale = dev({m}, DType::kF32), w = dev({m, k}, DType::kF8E4M3);
+    be_->copy_from_host(s.data(), scale);
+    be_->copy_from_host(q.data(), w);
+    w.row_scale = scale.ptr<float>();
+    return w;
+  }
+  double time_us(const std::function<void(int)>& f, int reps = 9, int inner = 10) {
+    return bench::median_us(stream_, f, reps, inner, 2);
+  }
+  static void line(const std::string& name, double us, double bytes, double flops, double tflops_ceiling) {
+    const double roof = std::max(bytes / g_hbm_gbs / 1e3, flops / tflops_ceiling / 1e6);
+    std::printf("%-46s %9.1f us %7.0f GB/s %7.1f TFLOP/s %5.1f%% of roofline\n", name.c_str(), us, bytes / us / 1e3,
+                flops / us / 1e6, 100 * roof / us);
+  }
+};
+
+TEST_F(Fp8Bench, A_Ceilings) {
+  const size_t n = size_t{1} << 30;
+  Tensor a = dev({int64_t(n)}, DType::kU8), b = dev({int64_t(n)}, DType::kU8);
+  cudaMemsetAsync(a.data, 0x5a, n, stream_);
+  const double cus = time_us([&](int) { cudaMemcpyAsync(b.data, a.data, n, cudaMemcpyDeviceToDevice, stream_); }, 9, 4);
+  g_hbm_gbs = 2.0 * n / cus / 1e3;
+  const int64_t s = 8192;
+  Tensor x = rand_t({s, s}), w = rand_t({s, s}, -0.01f, 0.01f), o = rand_t({s, s});
+  g_bf16_tflops = 2.0 * s * s * s / time_us([&](int) { be_->linear({x, w, Tensor(), o}); }, 5, 4) / 1e6;
+  Tensor w8 = fp8_weight(s, s);
+  g_fp8_tflops = 2.0 * s * s * s / time_us([&](int) { be_->linear({x, w8, Tensor(), o}); }, 5, 4) / 1e6;
+  std::printf("ceiling: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s, fp8 linear (quantize + GEMM) %.0f TFLOP/s at 8192^3\n",
+              g_hbm_gbs, g_bf16_tflops, g_fp8_tflops);
+}
+
+TEST_F(Fp8Bench, B_Linears) {
+  struct Shape {
+    const char* name;
+    int64_t k, m;
+  };
+  for (const Shape& sh : std::vector<Shape>{{"qkv 4096->6144", 4096, 6144},
+                                            {"o_proj 4096->4096", 4096, 4096},
+                                            {"gate_up 4096->24576", 4096, 24576},
+                                            {"down 12288->4096", 12288, 4096}}) {
+    constexpr int kCopies = 4;
+    std::vector<Tensor> wb, w8;
+    for (int i = 0; i < kCopies; ++i) {
+      wb.push_back(rand_t({sh.m, sh.k}, -0.02f, 0.02f));
+      w8.push_back(fp8_weight(sh.m, sh.k));
+    }
+    for (int64_t n : {1, 4, 8, 256, 4096}) {
+      Tensor x = rand_t({n, sh.k}), o = rand_t({n, sh.m});
+      const double bus = time_us([&](int i) { be_->linear({x, wb[i % kCopies], Tensor(), o}); });
+      const double fus = time_us([&](int i) { be_->linear({x, w8[i % kCopies], Tensor(), o}); });
+      const double flops = 2.0 * n * sh.m * sh.k, io = 2.0 * n * (sh.k + sh.m);
+      const std::string name = "N=" + std::to_string(n) + " " + sh.name;
+      line(name + " bf16", bus, 2.0 * sh.m * sh.k + io, flops, g_bf16_tflops);
+      line(name + " fp8", fus, 1.0 * sh.m * sh.k + 4.0 * sh.m + io, flops, g_fp8_tflops);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vireo
