@@ -70,7 +70,8 @@ void DecoderModel::log_fp8_weights() const {
            "{:.2f} GiB in {}{}",
            fp8_.tensors,
            be_->supports_fp8_linear() ? "kept in FP8, run by FP8 kernels"
-                                      : "stored dequantized: this backend has no FP8 linear",
+                                      : "stored dequantized in the weight dtype: FP8 linears run on CUDA with bf16/f16 "
+                                        "activations outside batch-invariant mode",
            static_cast<double>(fp8_.bytes) * gib, static_cast<double>(fp8_.widened_bytes) * gib, dtype_name(wdtype_),
            fp8_.kept_dense ? "; " + std::to_string(fp8_.kept_dense) + " left dense (dimensions not multiples of 16)"
                            : std::string());
