@@ -8,6 +8,7 @@
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/fp8_linear.h"
 
 namespace vireo::cuda {
 namespace {
@@ -36,9 +37,44 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
   return fp8_plans_.emplace(key, p).first->second;
 }
 
+bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype) {
+  const Key key{n, m, k, static_cast<int>(out_dtype), false};
+  auto it = fp8_outer_ok_.find(key);
+  if (it != fp8_outer_ok_.end()) return it->second;
+  bool ok = true;
+  try {
+    plan_fp8(n, m, k, out_dtype, false);
+  } catch (const Error&) {
+    ok = false;  // cuBLASLt builds without outer-vector FP8 kernels for this shape (seen on an H100, CUDA 13)
+  }
+  return fp8_outer_ok_[key] = ok;
+}
+
+CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_t k) {
+  Key key{n, m, k, -1, false};
+  auto it = fp8_plans_.find(key);
+  if (it != fp8_plans_.end()) return it->second;
+  Plan p = new_plan(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, k, false);
+  if (!pick_algo(p))
+    throw Error("linear (fp8): cuBLASLt has no FP8 algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
+                " K=" + std::to_string(k));
+  return fp8_plans_.emplace(key, p).first->second;
+}
+
 void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   if (a.k % 16 != 0 || a.m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (a.n == 0 || a.m == 0) return;
+  const float alpha = 1.f, beta = 0.f;
+  if (!fp8_outer_vec(a.n, a.m, a.k, a.out_dtype)) {
+    // Unscaled fp32 sums, then out = sum x x_scale[n] x w_scale[m] + bias in a kernel of ours.
+    if (!a.acc) throw Error("linear (fp8): no F32 scratch for the unscaled GEMM");
+    Plan& pl = plan_fp8_unscaled(a.n, a.m, a.k);
+    lt_check(cublasLtMatmul(handle_, pl.op, &alpha, a.w, pl.a, a.xq, pl.b, &beta, a.acc, pl.c, a.acc, pl.c, &pl.algo,
+                            workspace_, workspace_bytes_, stream),
+             "Matmul (unscaled)");
+    launch_fp8_rescale(a.acc, a.x_scale, a.w_scale, a.bias, a.out, a.out_dtype, a.n, a.m, stream);
+    return;
+  }
   // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it, else a pass of its own.
   bool fused_bias = a.bias != nullptr;
   Plan* pl = nullptr;
@@ -58,7 +94,6 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
     const void* bp = a.bias;
     lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");
   }
-  const float alpha = 1.f, beta = 0.f;
   lt_check(cublasLtMatmul(handle_, pl->op, &alpha, a.w, pl->a, a.xq, pl->b, &beta, a.out, pl->c, a.out, pl->c, &pl->algo,
                           workspace_, workspace_bytes_, stream),
            "Matmul");

@@ -33,8 +33,13 @@ class CublasLtGemm {
     void* out = nullptr;
     int64_t n = 0, m = 0, k = 0;
     DType out_dtype = DType::kBF16;
+    // [n, m] F32 scratch, needed where fp8_outer_vec() is false: the unscaled sums land there and a
+    // kernel applies the scales and the bias (launch_fp8_rescale).
+    float* acc = nullptr;
   };
   void run_fp8(const Fp8Args& a, cudaStream_t stream);
+  // Whether cuBLASLt has an FP8 algorithm with outer-vector scales for this shape (the first call asks).
+  bool fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype);
 
  private:
   struct Plan {
@@ -50,6 +55,8 @@ class CublasLtGemm {
   static void destroy(Plan& p);
   Plan& plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias);
   Plan& plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias);
+  Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k);  // E4M3 x E4M3 -> F32, no scales
+  std::map<Key, bool> fp8_outer_ok_;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

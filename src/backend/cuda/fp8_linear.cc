@@ -58,7 +58,8 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
   const size_t y_bytes = (res || silu_out) ? round_up(static_cast<size_t>(n * m) * es) : 0;
   const size_t q_bytes = gemv ? 0 : round_up(static_cast<size_t>(n * k));
   const size_t s_bytes = gemv ? 0 : round_up(static_cast<size_t>(n) * 4);
-  const size_t total = x_bytes + y_bytes + q_bytes + s_bytes;
+  const size_t a_bytes = gemv || gemm.fp8_outer_vec(n, m, k, t) ? 0 : round_up(static_cast<size_t>(n * m) * 4);
+  const size_t total = x_bytes + y_bytes + q_bytes + s_bytes + a_bytes;
   char* s = total ? static_cast<char*>(scratch(total)) : nullptr;
 
   Tensor x = p.x;
@@ -74,7 +75,8 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     auto* xq = reinterpret_cast<uint8_t*>(s + x_bytes + y_bytes);
     auto* xs = reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes);
     launch_fp8_quantize_rows(x.data, t, n, k, xq, xs, stream);
-    gemm.run_fp8({w, p.w.row_scale, xq, xs, bias, y, n, m, k, t}, stream);
+    auto* acc = a_bytes ? reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes + s_bytes) : nullptr;
+    gemm.run_fp8({w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc}, stream);
   }
   const Tensor yt(y, t, {n, m}, DeviceKind::kCUDA);
   if (silu_out) launch_silu_and_mul({yt, p.out, p.act}, stream);

@@ -5,6 +5,8 @@
 //   fp32 (+ bias). Memory-bound on the weights: 1 byte a weight instead of BF16's 2.
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_types.cuh"
@@ -236,6 +238,20 @@ void launch_gemv_typed(const Fp8GemvArgs& a, cudaStream_t stream) {
   }
 }
 
+template <typename T>
+__global__ void rescale_kernel(const float* __restrict__ acc, const float* __restrict__ xs,
+                               const float* __restrict__ ws, const T* __restrict__ bias, T* __restrict__ out,
+                               int64_t n, int64_t m) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * m;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / m, c = i % m;
+    float v = acc[i] * xs[r] * ws[c];
+    if (bias) v += to_f(bias[c]);
+    out[i] = from_f<T>(v);
+  }
+}
+
 }  // namespace
 
 void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
@@ -251,6 +267,21 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
   else
     throw Error("fp8 quantize: activations must be bf16 or f16");
   check_launch("fp8 quantize_rows");
+}
+
+void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_scale, const void* bias, void* out,
+                        DType t, int64_t n, int64_t m, cudaStream_t stream) {
+  if (n * m == 0) return;
+  const int64_t blocks = std::min<int64_t>((n * m + 255) / 256, 132 * 16);
+  if (t == DType::kBF16)
+    launch_pdl(rescale_kernel<__nv_bfloat16>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, acc, x_scale,
+               w_scale, static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(out), n, m);
+  else if (t == DType::kF16)
+    launch_pdl(rescale_kernel<__half>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, acc, x_scale, w_scale,
+               static_cast<const __half*>(bias), static_cast<__half*>(out), n, m);
+  else
+    throw Error("fp8 rescale: activations must be bf16 or f16");
+  check_launch("fp8 rescale");
 }
 
 void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream) {

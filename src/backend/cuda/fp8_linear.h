@@ -37,6 +37,11 @@ void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream);
 void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
                               cudaStream_t stream);
 
+// out[n, m] = acc[n, m] * x_scale[n] * w_scale[m] (+ bias[m]) in the activation dtype: the scales of an
+// unscaled FP8 GEMM (CublasLtGemm::run_fp8 where cuBLASLt has no outer-vector algorithm).
+void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_scale, const void* bias, void* out,
+                        DType t, int64_t n, int64_t m, cudaStream_t stream);
+
 void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
 
 }  // namespace vireo::cuda
