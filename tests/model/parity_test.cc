@@ -121,7 +121,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                                            "hunyuan_dense", "qwen3_moe", "qwen3_moe_mixed", "qwen2_moe", "mixtral", "lfm2", "deepseek_v3",
                                            "deepseek_v3_qproj", "deepseek_v2_lite", "qwen3_5", "qwen3_5_moe",
                                            "qwen3_next", "qwen3_5_vl", "gemma3", "gemma3_vl", "gemma2", "phi3", "smollm3", "glm", "glm4", "gpt_oss", "granite",
-                                           "granitemoe", "lfm2_moe", "glm4_moe", "qwen3_vl", "qwen3_vl_moe", "exaone4", "seed_oss", "mistral3"));
+                                           "granitemoe", "lfm2_moe", "glm4_moe", "qwen3_vl", "qwen3_vl_moe", "exaone4", "seed_oss", "mistral3",
+                                           "olmo3", "olmoe", "ernie4_5", "gemma"));
 
 TEST(ParityConfig, FixtureConfigsParseNewStyleRopeParameters) {
   ModelConfig h = ModelConfig::from_file(fixture_dir("hunyuan_dense") + "/config.json");
