@@ -2,7 +2,9 @@
 // "TN" form, both operands K-major, which is how the weights [M, K] and the activations [N, K] lie
 // (column-major: W^T-view (M x K) times X-view (K x N), as CublasLtGemm::plan). Scales: one F32 per row of
 // each operand (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUDA 12.9+): element (i, j) of the product is
-// multiplied by w_scale[i] x x_scale[j] before the epilogue adds the bias.
+// multiplied by w_scale[i] x x_scale[j] before the epilogue adds the bias. Where cuBLASLt has no such
+// algorithm (an H100 with cuBLASLt 13.1 had none), an unscaled E4M3 GEMM into F32 scratch and
+// launch_fp8_rescale apply the scales and the bias instead.
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -37,13 +39,13 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
   return fp8_plans_.emplace(key, p).first->second;
 }
 
-bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype) {
-  const Key key{n, m, k, static_cast<int>(out_dtype), false};
+bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias) {
+  const Key key{n, m, k, static_cast<int>(out_dtype), bias};
   auto it = fp8_outer_ok_.find(key);
-  if (it != fp8_outer_ok_.end()) return it->second;
+  if (it != fp8_outer_ok_.end()) return it->second;  // asked once per shape: no retries on the step path
   bool ok = true;
   try {
-    plan_fp8(n, m, k, out_dtype, false);
+    plan_fp8(n, m, k, out_dtype, bias);
   } catch (const Error&) {
     ok = false;  // cuBLASLt builds without outer-vector FP8 kernels for this shape (seen on an H100, CUDA 13)
   }
@@ -76,16 +78,8 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
     return;
   }
   // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it, else a pass of its own.
-  bool fused_bias = a.bias != nullptr;
-  Plan* pl = nullptr;
-  if (fused_bias) {
-    try {
-      pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, true);
-    } catch (const Error&) {
-      fused_bias = false;
-    }
-  }
-  if (!pl) pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, false);
+  const bool fused_bias = a.bias != nullptr && fp8_outer_vec(a.n, a.m, a.k, a.out_dtype, true);
+  Plan* pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, fused_bias);
   const void* ws = a.w_scale;
   const void* xs = a.x_scale;
   lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)), "A_SCALE_POINTER");

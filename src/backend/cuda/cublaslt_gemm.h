@@ -38,8 +38,9 @@ class CublasLtGemm {
     float* acc = nullptr;
   };
   void run_fp8(const Fp8Args& a, cudaStream_t stream);
-  // Whether cuBLASLt has an FP8 algorithm with outer-vector scales for this shape (the first call asks).
-  bool fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype);
+  // Whether cuBLASLt has an FP8 algorithm with outer-vector scales (and the bias epilogue) for this shape;
+  // the first call per shape asks, the answer is cached.
+  bool fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias = false);
 
  private:
   struct Plan {

@@ -2,7 +2,7 @@
 // LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues). Decode
 // rows (N <= 8) run one GEMV kernel with the norm and the epilogues inside (silu_mul_input still a kernel
 // of its own); larger steps run the separate kernels a model would call around the W8A8 GEMM, with one
-// scratch request: [x' (prologue)] [y (epilogue)] [xq, scales].
+// scratch request: [x' (prologue)] [y (epilogue)] [xq, scales] [F32 sums, where the GEMM runs unscaled].
 #include <string>
 
 #include "backend/cuda/cuda_common.h"

@@ -1,7 +1,8 @@
 // Linears with FP8 weights (DType::kF8E4M3, one F32 scale a row in Tensor::row_scale; --quantization fp8).
 // run_linear_fp8 takes every form of LinearParams but row_stats: up to kFp8GemvMaxRows rows a weight-only
 // GEMV (fp8 x bf16 in fp32), more rows quantize the activation per row to E4M3 and run cuBLASLt's FP8
-// GEMM with outer-vector scales (per token x per weight row); fused prologues and epilogues run as the
+// GEMM with outer-vector scales (per token x per weight row; where cuBLASLt has none, unscaled into F32 and
+// a rescale kernel); fused prologues and epilogues run as the
 // separate kernels, through one scratch request.
 #pragma once
 #include <cuda_runtime.h>
