@@ -2,7 +2,8 @@
 # --quantization fp8 against BF16 on the GPU, each pair in one call (dummy weights at real sizes):
 #   1. decode, batch 1, 1024 in / 128 out (`bench latency`): the FP8-weight GEMV reads half the bytes;
 #   2. prefill, 8 x 2048 tokens (`bench latency --output-len 2`): W8A8 GEMMs on FP8 tensor cores;
-#   3. serving, random 1024 / 128 at 256 concurrent clients (`vireo serve` + `vireo bench serve`).
+#   3. serving, random 1024 / 128 at 256 concurrent clients (`vireo serve` + `vireo bench serve`);
+#   4. decode, batch 8, 1024 in / 128 out: from 3 rows the W8A8 GEMM runs instead of the GEMV.
 # Usage: bash benchmarks/fp8_cuda.sh [model (builtin:qwen3-8b)] [num_prompts for 3 (512)] [stages ("1 2 3")]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,10 @@ for q in none fp8; do
   if [[ " $STAGES " == *" 1 "* ]]; then
     echo "== $q: decode batch 1, 1024 in, 128 out"
     $L "${qa[@]}" --batch-size 1 --input-len 1024 --output-len 128 2>&1 | grep -E "quantization fp8|Avg latency|Decode throughput|Error|error" | head -5
+  fi
+  if [[ " $STAGES " == *" 4 "* ]]; then
+    echo "== $q: decode batch 8, 1024 in, 128 out"
+    $L "${qa[@]}" --batch-size 8 --input-len 1024 --output-len 128 2>&1 | grep -E "Avg latency|Decode throughput|Error|error" | head -4
   fi
   if [[ " $STAGES " == *" 2 "* ]]; then
     echo "== $q: prefill 8 x 2048"

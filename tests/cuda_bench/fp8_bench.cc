@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/fp8_linear.h"
 #include "bench_fixture.h"
 #include "model/fp8.h"
 
@@ -84,6 +85,40 @@ TEST_F(Fp8Bench, B_Linears) {
       const std::string name = "N=" + std::to_string(n) + " " + sh.name;
       line(name + " bf16", bus, 2.0 * sh.m * sh.k + io, flops, g_bf16_tflops);
       line(name + " fp8", fus, 1.0 * sh.m * sh.k + 4.0 * sh.m + io, flops, g_fp8_tflops);
+    }
+  }
+}
+
+// Where the GEMV should hand over to the W8A8 GEMM (fp8_gemm_min_rows): for N = 1 .. 16 rows, the
+// weight-only GEMV (up to the kernel's kFp8GemvMaxRows) against the activation quantization plus cuBLASLt's
+// FP8 GEMM, each from 4 weight copies.
+TEST_F(Fp8Bench, C_SmallN) {
+  cuda::CublasLtGemm gemm;
+  for (auto [name, k, m] : std::vector<std::tuple<const char*, int64_t, int64_t>>{
+           {"qkv", 4096, 6144}, {"gate_up", 4096, 24576}, {"down", 12288, 4096}}) {
+    constexpr int kCopies = 4;
+    std::vector<Tensor> w8;
+    for (int i = 0; i < kCopies; ++i) w8.push_back(fp8_weight(m, k));
+    for (int64_t n : {1, 2, 3, 4, 6, 8, 12, 16}) {
+      Tensor x = rand_t({n, k}), o = rand_t({n, m}), xq = dev({n, k}, DType::kU8), xs = dev({n}, DType::kF32);
+      const double gemv = n > cuda::kFp8GemvMaxRows ? 0 : time_us([&](int i) {
+        const Tensor& w = w8[i % kCopies];
+        cuda::launch_gemv_fp8({x.data, static_cast<const uint8_t*>(w.data), w.row_scale, nullptr, o.data, n, m, k,
+                               DType::kBF16},
+                              stream_);
+      });
+      if (!gemm.fp8_outer_vec(n, m, k, DType::kBF16)) {
+        std::printf("small N=%-3lld %-8s gemv %7.1f us   (no outer-vector FP8 GEMM)\n", (long long)n, name, gemv);
+        continue;
+      }
+      const double gm = time_us([&](int i) {
+        const Tensor& w = w8[i % kCopies];
+        cuda::launch_fp8_quantize_rows(x.data, DType::kBF16, n, k, xq.ptr<uint8_t>(), xs.ptr<float>(), stream_);
+        gemm.run_fp8({static_cast<const uint8_t*>(w.data), w.row_scale, xq.ptr<uint8_t>(), xs.ptr<float>(), nullptr,
+                      o.data, n, m, k, DType::kBF16, nullptr},
+                     stream_);
+      });
+      std::printf("small N=%-3lld %-8s gemv %7.1f us   quantize + gemm %7.1f us\n", (long long)n, name, gemv, gm);
     }
   }
 }

@@ -2,9 +2,13 @@
 // "TN" form, both operands K-major, which is how the weights [M, K] and the activations [N, K] lie
 // (column-major: W^T-view (M x K) times X-view (K x N), as CublasLtGemm::plan). Scales: one F32 per row of
 // each operand (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUDA 12.9+): element (i, j) of the product is
-// multiplied by w_scale[i] x x_scale[j] before the epilogue adds the bias. Where cuBLASLt has no such
-// algorithm (an H100 with cuBLASLt 13.1 had none), an unscaled E4M3 GEMM into F32 scratch and
-// launch_fp8_rescale apply the scales and the bias instead.
+// multiplied by w_scale[i] x x_scale[j] before the epilogue adds the bias.
+// - The heuristic offers outer-vector algorithms only when the scale pointers are already set (cuBLASLt
+//   13.1 on an H100: none without them, one with), so the plan sets placeholder pointers before asking.
+// - FAST_ACCUM: the tensor cores' own FP8 accumulation, without promotion to F32 registers every few
+//   k-blocks, as vLLM's CUTLASS FP8 kernels run; +20% at the 8B serving shapes (docs/cuda_kernels.md).
+// - Where cuBLASLt has no such algorithm, an unscaled E4M3 GEMM into F32 scratch and launch_fp8_rescale
+//   apply the scales and the bias instead.
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -20,6 +24,12 @@ void lt_check(cublasStatus_t s, const char* what) {
     throw Error(std::string("cublasLt (fp8): ") + what + " failed (status " + std::to_string(s) + ")");
 }
 
+template <typename PlanT>
+void set_fast_accum(PlanT& p) {
+  const int8_t on = 1;
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)), "FAST_ACCUM");
+}
+
 }  // namespace
 
 CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias) {
@@ -32,6 +42,12 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
   const cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)), "A_SCALE_MODE");
   lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)), "B_SCALE_MODE");
+  set_fast_accum(p);
+  const void* placeholder = workspace_;  // any device address: run_fp8 sets the real scales per call
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)),
+           "A_SCALE_POINTER");
+  lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)),
+           "B_SCALE_POINTER");
   if (!pick_algo(p))
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm with per-row scales for N=" + std::to_string(n) +
                 " M=" + std::to_string(m) + " K=" + std::to_string(k) + (bias ? " with the bias epilogue" : "") +
@@ -57,6 +73,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second;
   Plan p = new_plan(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, k, false);
+  set_fast_accum(p);
   if (!pick_algo(p))
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
                 " K=" + std::to_string(k));

@@ -1,8 +1,8 @@
 // run_linear_fp8 (fp8_linear.h): a linear whose weight is F8_E4M3 with per-row scales, in every form
-// LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues). Decode
-// rows (N <= 8) run one GEMV kernel with the norm and the epilogues inside (silu_mul_input still a kernel
-// of its own); larger steps run the separate kernels a model would call around the W8A8 GEMM, with one
-// scratch request: [x' (prologue)] [y (epilogue)] [xq, scales] [F32 sums, where the GEMM runs unscaled].
+// LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues). Steps of
+// fewer than fp8_gemm_min_rows rows run one GEMV kernel with the norm and the epilogues inside (silu_mul_input
+// still a kernel of its own); larger steps run the separate kernels a model would call around the W8A8
+// GEMM, with one scratch request: [x' (prologue)] [y (epilogue)] [xq, scales] [F32 sums, where the GEMM runs unscaled].
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
@@ -42,7 +42,8 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
   const size_t es = dtype_size(t);
   const void* bias = p.bias.empty() ? nullptr : p.bias.data;
   const auto* w = static_cast<const uint8_t*>(p.w.data);
-  if (n <= kFp8GemvMaxRows && !silu_in && (!norm || p.input_norm.dtype == t)) {
+  const bool gemv = n < fp8_gemm_min_rows(m, k);
+  if (gemv && !silu_in && (!norm || p.input_norm.dtype == t)) {
     // Decode rows: the norm prologue and the residual / SiLU epilogues inside the GEMV, one kernel.
     Fp8GemvArgs g{p.x.data, w, p.w.row_scale, bias, p.out.data, n, m, k, t};
     g.norm_w = norm ? p.input_norm.data : nullptr;
@@ -53,7 +54,6 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     launch_gemv_fp8(g, stream);
     return;
   }
-  const bool gemv = n <= kFp8GemvMaxRows;
   const size_t x_bytes = (norm || silu_in) ? round_up(static_cast<size_t>(n * k) * es) : 0;
   const size_t y_bytes = (res || silu_out) ? round_up(static_cast<size_t>(n * m) * es) : 0;
   const size_t q_bytes = gemv ? 0 : round_up(static_cast<size_t>(n * k));

@@ -1,9 +1,8 @@
 // Linears with FP8 weights (DType::kF8E4M3, one F32 scale a row in Tensor::row_scale; --quantization fp8).
-// run_linear_fp8 takes every form of LinearParams but row_stats: up to kFp8GemvMaxRows rows a weight-only
+// run_linear_fp8 takes every form of LinearParams but row_stats: below fp8_gemm_min_rows rows a weight-only
 // GEMV (fp8 x bf16 in fp32), more rows quantize the activation per row to E4M3 and run cuBLASLt's FP8
 // GEMM with outer-vector scales (per token x per weight row; where cuBLASLt has none, unscaled into F32 and
-// a rescale kernel); fused prologues and epilogues run as the
-// separate kernels, through one scratch request.
+// a rescale kernel); fused prologues and epilogues run as the separate kernels, through one scratch request.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,7 +13,13 @@
 
 namespace vireo::cuda {
 
-constexpr int64_t kFp8GemvMaxRows = 8;
+constexpr int64_t kFp8GemvMaxRows = 8;  // what the GEMV kernel takes
+// From how many rows the W8A8 GEMM runs instead of the GEMV. The GEMV's time grows with the rows (its fp8 ->
+// f32 conversions and FMAs run on CUDA cores); the tensor-core GEMM's barely does, but with few output rows
+// over a long K it has few tiles for 132 SMs. On an H100 (Fp8Bench.C_SmallN, session 38; GEMV vs quantize +
+// GEMM): qkv 4096 -> 6144 at 2 rows 20.3 vs 17.5 us, gate_up 4096 -> 24576 at 3 rows 58.7 vs 44.8 us, but
+// down 12288 -> 4096 at 4 rows 31.6 vs 41.1 us and at 8 rows 54.1 vs 38.6 us.
+inline int64_t fp8_gemm_min_rows(int64_t m, int64_t k) { return m > k ? 3 : 7; }
 
 // out = epilogue(scale[m] * sum_k fp8(w[m, k]) * prologue(x)[n, k] + bias[m]), fp32 sums, each stage's
 // result rounded to the activation dtype as the separate kernels round it.

@@ -1,0 +1,147 @@
+// Which FP8 scaling forms this machine's cuBLASLt runs, and how fast (device only; skipped unless
+// VIREO_KERNEL_BENCH=1). Session 37 found no outer-vector (per-row x per-token) FP8 algorithm on an H100
+// with cuBLASLt 13.1, although cuBLAS 12.9's notes list channel- and block-scaled FP8 on Hopper. This asks
+// the library directly, form by form, on the Qwen3-8B serving shapes, and prints for each: the heuristic's
+// status and count, the matmul's status, the time and TFLOP/s. Forms:
+//   bf16       : the BF16 GEMM we run today (the baseline);
+//   scalar     : per-tensor scales (one F32 each), D bf16;
+//   outer*     : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on both operands, scale pointers set before
+//                the heuristic, D bf16 / f32, with and without FAST_ACCUM;
+//   block      : weights BLK128x128_32F, activations VEC128_32F (DeepSeek-style block scales), D bf16;
+//   unscaled32 : no scales, D f32 (the fallback's GEMM; its rescale pass comes on top).
+// Run: VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench --gtest_filter='CublasLtFp8Probe.*'
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_fixture.h"
+
+namespace vireo {
+namespace {
+
+struct Form {
+  const char* name;
+  cudaDataType_t in, out;
+  int scale_a, scale_b;  // -1: no scale pointer; else a cublasLtMatmulMatrixScale_t
+  bool fast_accum;
+};
+
+class CublasLtFp8Probe : public bench::CudaBenchFixture {
+ protected:
+  void SetUp() override {
+    bench::CudaBenchFixture::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_EQ(cublasLtCreate(&lt_), CUBLAS_STATUS_SUCCESS);
+    ws_ = dev({int64_t(ws_bytes_)}, DType::kU8);
+  }
+  void TearDown() override {
+    if (lt_) cublasLtDestroy(lt_);
+    bench::CudaBenchFixture::TearDown();
+  }
+  // Runs one form of out[n, m] = x[n, k] w[m, k]^T (column-major TN, as CublasLtGemm) and prints a line.
+  void probe(const Form& f, int64_t n, int64_t m, int64_t k, const Tensor& w, const Tensor& x, const Tensor& out,
+             const Tensor& sa, const Tensor& sb) {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
+    if (f.fast_accum) {
+      const int8_t one = 1;
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &one, sizeof(one));
+    }
+    if (f.scale_a >= 0) {
+      const auto ma = static_cast<cublasLtMatmulMatrixScale_t>(f.scale_a);
+      const auto mb = static_cast<cublasLtMatmulMatrixScale_t>(f.scale_b);
+      const void* pa = sa.data;
+      const void* pb = sb.data;
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof(ma));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof(mb));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof(pa));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof(pb));
+    }
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatrixLayoutCreate(&la, f.in, k, m, k);
+    cublasLtMatrixLayoutCreate(&lb, f.in, k, n, k);
+    cublasLtMatrixLayoutCreate(&lc, f.out, m, n, m);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof(ws_bytes_));
+    cublasLtMatmulHeuristicResult_t res[8] = {};
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 8, res, &found);
+    cublasStatus_t ms = CUBLAS_STATUS_NOT_SUPPORTED;
+    double us = 0;
+    if (hs == CUBLAS_STATUS_SUCCESS && found > 0) {
+      const float alpha = 1.f, beta = 0.f;
+      auto call = [&](int) {
+        ms = cublasLtMatmul(lt_, op, &alpha, w.data, la, x.data, lb, &beta, out.data, lc, out.data, lc, &res[0].algo,
+                            ws_.data, ws_bytes_, stream_);
+      };
+      call(0);
+      cudaStreamSynchronize(stream_);
+      if (ms == CUBLAS_STATUS_SUCCESS && cudaGetLastError() == cudaSuccess) us = bench::median_us(stream_, call, 5, 5, 1);
+    }
+    const double tf = us > 0 ? 2.0 * n * m * k / us / 1e6 : 0;
+    std::printf("N=%-5lld M=%-6lld K=%-6lld %-22s heuristic %2d (%d found)  matmul %2d  %9.1f us %7.1f TFLOP/s\n",
+                (long long)n, (long long)m, (long long)k, f.name, int(hs), found, int(ms), us, tf);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+  }
+
+  cublasLtHandle_t lt_ = nullptr;
+  size_t ws_bytes_ = 32u << 20;
+  Tensor ws_;
+};
+
+TEST_F(CublasLtFp8Probe, Forms) {
+  int ver = 0;
+  cublasLtGetProperty(MAJOR_VERSION, &ver);
+  int minor = 0;
+  cublasLtGetProperty(MINOR_VERSION, &minor);
+  std::printf("cublasLt %d.%d (runtime %zu)\n", ver, minor, cublasLtGetVersion());
+  constexpr int kOuter = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, kScalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  constexpr int kVec128 = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, kBlk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  const std::vector<Form> forms = {
+      {"bf16", CUDA_R_16BF, CUDA_R_16BF, -1, -1, false},
+      {"scalar", CUDA_R_8F_E4M3, CUDA_R_16BF, kScalar, kScalar, false},
+      {"scalar fast", CUDA_R_8F_E4M3, CUDA_R_16BF, kScalar, kScalar, true},
+      {"outer bf16", CUDA_R_8F_E4M3, CUDA_R_16BF, kOuter, kOuter, false},
+      {"outer bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, kOuter, kOuter, true},
+      {"outer f32", CUDA_R_8F_E4M3, CUDA_R_32F, kOuter, kOuter, false},
+      {"block128 bf16", CUDA_R_8F_E4M3, CUDA_R_16BF, kBlk, kVec128, false},
+      {"block128 bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, kBlk, kVec128, true},
+      {"unscaled32", CUDA_R_8F_E4M3, CUDA_R_32F, -1, -1, false},
+      {"unscaled32 fast", CUDA_R_8F_E4M3, CUDA_R_32F, -1, -1, true},
+      {"unscaled bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, -1, -1, true},
+  };
+  struct Shape {
+    int64_t n, m, k;
+  };
+  for (const Shape& s : std::vector<Shape>{{2048, 24576, 4096}, {2048, 4096, 12288}, {2048, 6144, 4096},
+                                           {256, 24576, 4096}, {8192, 24576, 4096}}) {
+    Tensor wb = rand_t({s.m, s.k}, -0.02f, 0.02f), xb = rand_t({s.n, s.k});
+    Tensor w8 = dev({s.m, s.k}, DType::kU8), x8 = dev({s.n, s.k}, DType::kU8);
+    cudaMemsetAsync(w8.data, 0x38, w8.nbytes(), stream_);  // 0x38 = 1.0 in E4M3
+    cudaMemsetAsync(x8.data, 0x30, x8.nbytes(), stream_);  // 0.5
+    Tensor out = dev({s.n, s.m}, DType::kF32);
+    // Scales sized for the largest form (block: ceil(m/128) x ceil(k/128); vec128: ceil(k/128) x n).
+    const int64_t ns = std::max<int64_t>({s.m, s.n, (s.m / 128 + 1) * (s.k / 128 + 1), (s.k / 128 + 1) * s.n});
+    Tensor sa = rand_t({ns}, 0.5f, 1.f, DType::kF32), sb = rand_t({ns}, 0.5f, 1.f, DType::kF32);
+    for (const Form& f : forms) {
+      const bool fp8 = f.in == CUDA_R_8F_E4M3;
+      probe(f, s.n, s.m, s.k, fp8 ? w8 : wb, fp8 ? x8 : xb, out, sa, sb);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace vireo
