@@ -1,8 +1,9 @@
 // The layers' dense projections in FP8 (--quantization fp8, LoadOptions::fp8_linears): each weight [M, K]
-// is quantized per output row to E4M3 (scale = the row's max |w| / 448, fp8.h) at load. A backend whose
-// linear takes FP8 weights (CUDA: W8A8 GEMMs, a weight-only GEMV for decode) keeps the codes and scales,
-// half the bytes of BF16; any other (the CPU) gets code x scale back in the weight dtype, so it computes
-// with the same rounded weights. Embeddings, the lm_head, norms, biases and MoE experts stay as they are
+// is quantized per output row to E4M3 (scale = the row's max |w| / 448, core/fp8.h) at load. A backend
+// whose linear takes FP8 weights (CUDA: W8A8 GEMMs, a weight-only GEMV for decode; the CPU: an FP8 GEMV
+// for decode, dequantized bands for larger steps) keeps the codes and scales, half the bytes of BF16; any
+// other (CUDA with f32 activations or batch-invariant) gets code x scale back in the weight dtype, so it
+// computes with the same rounded weights. Embeddings, the lm_head, norms, biases and MoE experts stay as they are
 // (vLLM's online FP8 also leaves the lm_head alone).
 #include <cstring>
 
@@ -10,7 +11,7 @@
 #include "core/parallel_ranges.h"
 #include "model/decoder_model.h"
 #include "model/dummy_weights.h"
-#include "model/fp8.h"
+#include "core/fp8.h"
 
 namespace vireo {
 
@@ -70,8 +71,8 @@ void DecoderModel::log_fp8_weights() const {
            "{:.2f} GiB in {}{}",
            fp8_.tensors,
            be_->supports_fp8_linear() ? "kept in FP8, run by FP8 kernels"
-                                      : "stored dequantized in the weight dtype: FP8 linears run on CUDA with bf16/f16 "
-                                        "activations outside batch-invariant mode",
+                                      : "stored dequantized in the weight dtype: this backend has no FP8 linears for "
+                                        "these activations (CUDA's take bf16/f16 outside batch-invariant mode)",
            static_cast<double>(fp8_.bytes) * gib, static_cast<double>(fp8_.widened_bytes) * gib, dtype_name(wdtype_),
            fp8_.kept_dense ? "; " + std::to_string(fp8_.kept_dense) + " left dense (dimensions not multiples of 16)"
                            : std::string());

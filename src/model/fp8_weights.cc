@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/parallel_ranges.h"
-#include "model/fp8.h"
+#include "core/fp8.h"
 
 namespace vireo {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "backend/cuda/fp8_linear.h"
 #include "bench_fixture.h"
-#include "model/fp8.h"
+#include "core/fp8.h"
 
 namespace vireo {
 namespace {

@@ -5,7 +5,7 @@
 // against the CPU's separate ops with the GPU's roundings in between.
 #include "backend/cuda/fp8_linear.h"
 #include "cuda_test_util.h"
-#include "model/fp8.h"
+#include "core/fp8.h"
 
 namespace vireo::testing {
 namespace {

@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "model/fp8.h"
+#include "core/fp8.h"
 #include "model/model.h"
 #include "model_test_util.h"
 #include "safetensors_util.h"

@@ -95,7 +95,8 @@ void rms_norm(ThreadPool& pool, const RmsNormParams& p) {
 void linear(ThreadPool& pool, const LinearParams& p) {
   require_f32(p.x, "linear x");
   require_f32(p.out, "linear out");
-  if (!dtype_is_blocked(p.w.dtype)) require_float(p.w, "linear w");
+  const bool packed = dtype_is_blocked(p.w.dtype) || p.w.dtype == DType::kF8E4M3;
+  if (!packed) require_float(p.w, "linear w");
   const int64_t m = p.w.dim(0), k = p.w.dim(1);
   const int64_t n = k ? p.x.numel() / k : 0;
   if (p.x.numel() != n * k || p.out.numel() != n * m)
@@ -117,6 +118,8 @@ void linear(ThreadPool& pool, const LinearParams& p) {
   float* out = p.out.ptr<float>();
   if (dtype_is_blocked(p.w.dtype)) {
     linear_blocks(pool, x, n, k, p.w, m, out);
+  } else if (p.w.dtype == DType::kF8E4M3) {
+    linear_fp8(pool, x, n, k, p.w, m, out);
   } else if (p.w.dtype == DType::kF32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, k, p.w.ptr<float>(), k, 0.0f, out, m);
   } else if (p.w.dtype == DType::kBF16 && n <= kGemvMaxRows) {

@@ -1,4 +1,4 @@
-#include "model/fp8.h"
+#include "core/fp8.h"
 
 #include <algorithm>
 #include <array>

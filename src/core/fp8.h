@@ -25,7 +25,7 @@ uint8_t f32_to_fp8_e4m3(float v);
 
 // The dequantization scale of a row (or any vector) whose largest magnitude is amax: amax / 448, so the
 // largest value lands on E4M3's largest finite code; an all-zero row gets 1. Device kernels use the same
-// formula (fp8_quant.cu) and quantize each value as f32_to_fp8_e4m3(v / scale), one IEEE division.
+// formula (fp8_linear.cu) and quantize each value as f32_to_fp8_e4m3(v / scale), one IEEE division.
 inline float fp8_e4m3_scale(float amax) { return amax > 0.f ? amax / 448.f : 1.f; }
 
 // Per-row quantization of w [rows, cols] (F32) into q [rows, cols] E4M3 codes and scale [rows]:
