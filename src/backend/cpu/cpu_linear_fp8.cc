@@ -16,6 +16,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -149,6 +150,10 @@ void gemv(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uint8_t*
       dot_rows<kRows>(x + r * k, k, w, scale, m, b, e, out + r * m, portable);
     }, 32);
   };
+  // 5 and 6 rows (a decode step with n-gram drafts) in one pass over the weights, as gemv_bf16; else fours
+  // and a remainder.
+  if (n == 5) return pass(std::integral_constant<int, 5>{}, 0);
+  if (n == 6) return pass(std::integral_constant<int, 6>{}, 0);
   for_row_groups(n, pass);
 }
 
