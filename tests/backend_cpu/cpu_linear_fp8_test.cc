@@ -1,6 +1,6 @@
 // The CPU linear with FP8 E4M3 weights and per-row scales (cpu_linear_fp8.cc; --quantization fp8) against a
 // double-precision dot of the dequantized weights (code x scale, core/fp8.h), for decode row counts (the
-// AVX2 + F16C kernel and the table kernel, which must agree bit for bit) and larger ones (dequantized bands
+// AVX-512, AVX2 + F16C and table kernels, which must agree bit for bit) and larger ones (dequantized bands
 // through SGEMM); every code 0x00-0xFE but the NaNs appears, subnormals included. Outputs NaN-poisoned
 // first. Decode rows give each row the same bits whatever the row count. Also through the backend with
 // the decode fusions and a bias, against the same ops on the dense dequantized matrix.
@@ -80,13 +80,15 @@ TEST(CpuLinearFp8, DecodeAndPrefillRowsMatchTheDequantizedDot) {
       std::vector<float> x(static_cast<size_t>(n * k));
       for (auto& v : x) v = u(rng);
       const std::vector<float> want = reference(x, n, w);
-      std::vector<float> fast(n * m, std::numeric_limits<float>::quiet_NaN()), portable = fast;
+      std::vector<float> fast(n * m, std::numeric_limits<float>::quiet_NaN()), avx2 = fast, portable = fast;
       cpu::linear_fp8(pool, x.data(), n, k, w.view(), m, fast.data());
-      cpu::linear_fp8(pool, x.data(), n, k, w.view(), m, portable.data(), true);
+      cpu::linear_fp8(pool, x.data(), n, k, w.view(), m, avx2.data(), cpu::Fp8Kernel::kAvx2);
+      cpu::linear_fp8(pool, x.data(), n, k, w.view(), m, portable.data(), cpu::Fp8Kernel::kPortable);
       SCOPED_TRACE("M " + std::to_string(m) + " K " + std::to_string(k) + " N " + std::to_string(n));
       expect_near_all(fast, want, x, n, w, "auto");
       if (n <= cpu::kGemvMaxRows) {
-        EXPECT_EQ(fast, portable) << "the AVX2 + F16C and table kernels differ";
+        EXPECT_EQ(fast, portable) << "the widest kernel and the table kernel differ";
+        EXPECT_EQ(avx2, portable) << "the AVX2 + F16C and table kernels differ";
         // Row 0 alone gives the same bits as inside a batch (the decode kernels' sum order is fixed).
         std::vector<float> one(m);
         cpu::linear_fp8(pool, x.data(), 1, k, w.view(), m, one.data());

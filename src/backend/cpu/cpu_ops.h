@@ -20,9 +20,11 @@ void gemv_bf16(ThreadPool& pool, const float* x, int64_t n, int64_t k, const uin
 void linear_blocks(ThreadPool& pool, const float* x, int64_t n, int64_t k, const Tensor& w, int64_t m, float* out,
                    bool portable = false);
 // out [n, m] = (x [n, k] @ codes^T) * w.row_scale for F8_E4M3 w [m, k] with per-row scales (--quantization
-// fp8; cpu_linear_fp8.cc), k % 16 == 0. portable: the table-decoding kernel even where AVX2 + F16C exist.
+// fp8; cpu_linear_fp8.cc), k % 16 == 0. The decode-row kernel: the widest the CPU has (AVX-512, AVX2 + F16C)
+// or, for tests, at most AVX2 or the portable table kernel; all give the same bits.
+enum class Fp8Kernel : uint8_t { kAuto, kAvx2, kPortable };
 void linear_fp8(ThreadPool& pool, const float* x, int64_t n, int64_t k, const Tensor& w, int64_t m, float* out,
-                bool portable = false);
+                Fp8Kernel kernel = Fp8Kernel::kAuto);
 // out [n, m] = x [n, k] @ W^T + bias for MXFP4 W (cpu_mxfp4.cc; MoeParams' expert layout): blocks U8
 // [m, k / 2] (byte j of a row: element 2j in the low nibble, 2j + 1 in the high one), E8M0 scales U8
 // [m, k / 32] (value = fp4 * 2^(s - 127)); k a multiple of 32; bias [m] (F32/F16/BF16) or empty. Up to
