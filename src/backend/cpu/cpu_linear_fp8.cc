@@ -71,12 +71,17 @@ bool avx2_f16c() {
   return ok;
 }
 
-// 16 codes -> two vectors of 8 floats (value x 2^-8 each), lanes 0-7 and 8-15.
-__attribute__((target("avx2,fma,f16c"))) inline void decode16(const uint8_t* p, __m256& lo, __m256& hi) {
+// 16 codes -> their half-precision bits s 0eeee mmm0000000 (value x 2^-8 each).
+__attribute__((target("avx2,fma,f16c"))) inline __m256i half_bits16(const uint8_t* p) {
   const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
   const __m256i mag = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7);
-  const __m256i h = _mm256_or_si256(sign, mag);
+  return _mm256_or_si256(sign, mag);
+}
+
+// 16 codes -> two vectors of 8 floats (value x 2^-8 each), lanes 0-7 and 8-15.
+__attribute__((target("avx2,fma,f16c"))) inline void decode16(const uint8_t* p, __m256& lo, __m256& hi) {
+  const __m256i h = half_bits16(p);
   lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
   hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
@@ -112,7 +117,7 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows_avx2(const float* x, int6
 }
 
 bool avx512() {
-  static const bool ok = avx2_f16c() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const bool ok = avx2_f16c() && __builtin_cpu_supports("avx512f");
   return ok;
 }
 
@@ -120,21 +125,16 @@ bool avx512() {
 // which is what bounds a step of several rows on few cores. Each lane's FMAs and the final tree are the
 // same, so the sums are the same bits.
 template <int kRows>
-__attribute__((target("avx512f,avx512bw,avx2,fma,f16c"))) void dot_rows_avx512(const float* x, int64_t k,
-                                                                                const uint8_t* w, const float* scale,
-                                                                                int64_t m, int64_t j0, int64_t j1,
-                                                                                float* out) {
-  const __m256i lo7 = _mm256_set1_epi16(0x7F), hi1 = _mm256_set1_epi16(0x80);
+__attribute__((target("avx512f,avx2,fma,f16c"))) void dot_rows_avx512(const float* x, int64_t k, const uint8_t* w,
+                                                                        const float* scale, int64_t m, int64_t j0,
+                                                                        int64_t j1, float* out) {
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* wr = w + j * k;
     __m512 acc[kRows];
     for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < k; i += kLanes) {
       if (i % 64 == 0) __builtin_prefetch(wr + i + 512);
-      const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i)));
-      const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, hi1), 8),
-                                        _mm256_slli_epi16(_mm256_and_si256(b, lo7), 7));
-      const __m512 wv = _mm512_cvtph_ps(h);
+      const __m512 wv = _mm512_cvtph_ps(half_bits16(wr + i));
 #pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * k + i), wv, acc[r]);
     }

@@ -1,8 +1,9 @@
 // run_linear_fp8 (fp8_linear.h): a linear whose weight is F8_E4M3 with per-row scales, in every form
 // LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues). Steps of
-// fewer than fp8_gemm_min_rows rows run one GEMV kernel with the norm and the epilogues inside (silu_mul_input
-// still a kernel of its own); larger steps run the separate kernels a model would call around the W8A8
-// GEMM, with one scratch request: [x' (prologue)] [y (epilogue)] [xq, scales] [F32 sums, where the GEMM runs unscaled].
+// fewer than fp8_gemm_min_rows rows run one GEMV kernel with the norm and the epilogues inside
+// (silu_mul_input still a kernel of its own); larger steps run the separate kernels a model would call
+// around the W8A8 GEMM, with one scratch request: [x' (prologue)] [y (epilogue)] [xq, scales] [F32 sums,
+// where the GEMM runs unscaled].
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
