@@ -119,6 +119,9 @@ class Backend {
   // Whether linear() takes F8_E4M3 weights with per-row scales (Tensor::row_scale; --quantization fp8).
   // Where it does not, the loader stores such weights dequantized in the weight dtype.
   virtual bool supports_fp8_linear() const { return false; }
+  // Whether qkv_prepare / paged_attention take F8_E4M3 caches (--kv-cache-dtype fp8): the cache holds
+  // E4M3 codes of the values (scale 1, saturating at +-448), the attention widens them.
+  virtual bool supports_fp8_kv_cache() const { return false; }
   // DeepSeek MLA's q / k_nope / k_pe / v rows packed into the qkv layout (MlaPackParams).
   virtual void mla_pack(const MlaPackParams& p) { (void)p, throw Error(name() + ": mla_pack is not implemented"); }
   // LFM2's gated short convolution over its paged state (ShortConvParams); backends without it refuse

@@ -58,6 +58,8 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--quantization,-q", c.quantization,
                  "fp8: the layers' projections in FP8 E4M3 (per-row scales, quantized at load; vLLM's online FP8); "
                  "mxfp4 / gguf / compressed-tensors as `vireo serve --help` says");
+  app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto | fp8 (K and V as FP8 E4M3, scale 1)")
+      ->capture_default_str();
   app.add_option("--hf-overrides", c.hf_overrides, "JSON object merged into the model's config.json (vLLM's flag)");
   app.add_option("--max-model-len", c.max_model_len)->capture_default_str();
   app.add_option("--max-num-seqs", c.max_num_seqs,

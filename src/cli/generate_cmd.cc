@@ -212,6 +212,7 @@ CommandRunner setup_generate(CLI::App& app) {
   app.add_option("--quantization,-q", e.quantization,
                  "fp8: the layers' projections in FP8 E4M3 (per-row scales, quantized at load); mxfp4 / gguf / "
                  "compressed-tensors as `vireo serve --help` says");
+  app.add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto | fp8 (K and V as FP8 E4M3, scale 1)");
   app.add_option("--device", e.device, "auto | cpu | cuda");
   app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's)");
   app.add_option("--max-num-seqs", e.max_num_seqs, "Maximum sequences per step (default 0 = auto, as serve)");

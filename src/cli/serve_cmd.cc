@@ -106,6 +106,7 @@ int run_serve(ServeArgs& a) {
   if (a.task != "auto" && a.task != "generate" && a.task != "embed" && a.task != "embedding")
     throw Error("--task " + a.task + ": only auto, generate and embed are supported");
   a.engine.quantization = a.compat.quantization;
+  a.engine.kv_cache_dtype = a.compat.kv_cache_dtype;
   // The samplers return at most 20 top logprobs a token (SampleParams::num_top_logprobs).
   if (const int m = a.server.limits.max_logprobs; m < 0 || m > 20)
     throw Error("--max-logprobs " + std::to_string(m) + ": must be in [0, 20] (the samplers return at most 20 top " +

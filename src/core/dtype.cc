@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/quant_blocks.h"
 
 namespace vireo {
@@ -131,6 +132,11 @@ void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
     case DType::kF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::kF8E4M3: {  // codes as their values (no scale: an FP8 KV cache's)
+      auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_f32(s[i]);
       return;
     }
     default:

@@ -89,6 +89,7 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.dummy_block_dtype = dummy_block_dtype();
   opts.pooling = cfg.pooling.enabled;
   opts.quantization = cfg.quantization;
+  opts.kv_cache_dtype = cfg.kv_cache_dtype;
   const std::string& q = cfg.quantization;
   if (!q.empty() && q != "gguf" && q != "mxfp4" && q != "fp8" && q != "compressed-tensors")
     throw Error("--quantization " + q + ": not supported (gguf, mxfp4, fp8 or compressed-tensors)");
@@ -268,9 +269,11 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
             block_bytes / gib,
         static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib));
   }
-  log_info("KV cache: {} tokens ({} blocks of {}, {:.2f} GiB); maximum concurrency for {} tokens per request: {:.2f}x",
+  log_info("KV cache: {} tokens ({} blocks of {}, {:.2f} GiB, {}); maximum concurrency for {} tokens per request: "
+           "{:.2f}x",
            kv_tokens, parts.num_kv_blocks - 1, parts.config.block_size,
-           static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib, parts.max_model_len,
+           static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib,
+           dtype_name(kv_cache_dtype(parts.config.kv_cache_dtype, parts.model->backend())), parts.max_model_len,
            static_cast<double>(kv_tokens) / parts.max_model_len);
   if (parts.config.async_scheduling < 0)
     parts.config.async_scheduling = parts.model->backend().kind() == DeviceKind::kCPU ? 0 : 1;

@@ -34,6 +34,10 @@ struct EngineConfig {
   // vLLM's --quantization (`vireo serve`): "" (the checkpoint's own), gguf, mxfp4 (GPT-OSS's MXFP4 experts
   // kept packed), fp8 / compressed-tensors (an FP8 checkpoint; LoadOptions::quantization).
   std::string quantization;
+  // vLLM's --kv-cache-dtype: auto (the activation dtype) | fp8 / fp8_e4m3 (E4M3 codes, scale 1 as vLLM's
+  // default without checkpoint scales: half the bytes of a BF16 cache, so twice the tokens and half the
+  // decode attention's reads).
+  std::string kv_cache_dtype = "auto";
   std::string device = "auto";       // auto | cpu | cuda
   uint64_t seed = 0;
   int max_model_len = 0;             // 0 = from config (max_position_embeddings)

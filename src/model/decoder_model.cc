@@ -31,6 +31,7 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
   // Weights live in the backend's choice for this checkpoint: the activation dtype on CUDA (per --dtype),
   // F32 or BF16 on the CPU.
   wdtype_ = be_->weight_dtype(cfg_.torch_dtype);
+  kv_dtype_ = kv_cache_dtype(opts_.kv_cache_dtype, *be_);
   if (cfg_.qk_norm_off) spec_.qk_norm = QkNorm::kNone;  // GLM-4.5 without use_qk_norm
   mlp_act_ = cfg_.hidden_act.rfind("gelu", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu;
   if (spec_.scaled_embedding) embed_scale_ = round_to_dtype(static_cast<float>(std::sqrt(cfg_.hidden_size)));
@@ -421,8 +422,8 @@ KvCache DecoderModel::allocate_kv_cache(int num_blocks, int block_size) {
         kv.v.push_back(Tensor());
         continue;
       }
-      kv.k.push_back(be_->alloc(shape, be_->activation_dtype()));
-      kv.v.push_back(be_->alloc(shape, be_->activation_dtype()));
+      kv.k.push_back(be_->alloc(shape, kv_dtype_));
+      kv.v.push_back(be_->alloc(shape, kv_dtype_));
     }
   } catch (...) {
     free_kv_cache(kv);
@@ -439,11 +440,12 @@ void DecoderModel::free_kv_cache(KvCache& kv) {
 }
 
 size_t DecoderModel::kv_block_bytes(int block_size) const {
-  size_t per_token = 0;  // elements of one token over all layers
+  size_t per_token = 0;  // bytes of one token over all layers: K and V in kv_dtype_, conv states in the activation dtype
   for (const auto& w : layers_)
     if (w.gdn_in_w.empty())
-      per_token += w.conv_w.empty() ? size_t{2} * cfg_.num_key_value_heads * cfg_.head_dim : size_t(cfg_.hidden_size);
-  return per_token * block_size * dtype_size(be_->activation_dtype());
+      per_token += w.conv_w.empty() ? size_t{2} * cfg_.num_key_value_heads * cfg_.head_dim * dtype_size(kv_dtype_)
+                                    : size_t(cfg_.hidden_size) * dtype_size(be_->activation_dtype());
+  return per_token * block_size;
 }
 
 void DecoderModel::free_workspace(DecoderWorkspace& ws) {

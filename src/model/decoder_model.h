@@ -309,6 +309,7 @@ class DecoderModel final : public Model {
   std::unique_ptr<Backend> be_;
   std::unique_ptr<WeightSource> ckpt_;  // mmaps stay alive: CPU weights may be views into them
   LoadOptions opts_;
+  DType kv_dtype_ = DType::kF32;  // attention layers' K / V cache (kv_cache_dtype(opts_.kv_cache_dtype))
   DType wdtype_;
   struct PackedStats {  // what load_linear kept packed, for the load log
     int64_t tensors = 0, bytes = 0, widened_bytes = 0;  // widened: their bytes in the weight dtype

@@ -78,6 +78,9 @@ struct LoadOptions {
   // Set by load_model from quantization: the projections in FP8 E4M3 with one scale per output row, run
   // by FP8 GEMMs where the backend has them (Backend::supports_fp8_linear), else stored back dequantized.
   bool fp8_linears = false;
+  // vLLM --kv-cache-dtype: "auto" (the activation dtype) or "fp8" / "fp8_e4m3": attention layers' K and V
+  // stored as E4M3 codes (value = code, scale 1) where the backend takes them (supports_fp8_kv_cache).
+  std::string kv_cache_dtype = "auto";
 };
 
 // Host-side sampling inputs of a step: one SamplingRow (backend/op_params.h) per logits row.
@@ -159,6 +162,11 @@ class Model {
  private:
   std::vector<SampledRows> finished_;  // the defaults' results, in launch order
 };
+
+// The attention layers' KV cache dtype for vLLM's --kv-cache-dtype on `backend`: auto (or the activation
+// dtype's own name) -> the activation dtype; fp8 / fp8_e4m3 -> F8_E4M3 where the backend takes it. Throws
+// vireo::Error with the accepted values otherwise (fp8_e5m2, another float dtype).
+DType kv_cache_dtype(const std::string& name, const Backend& backend);
 
 // Builds the model named by config.architectures[0] from the registry, loads its weights
 // (model_dir's safetensors, a .gguf file, or dummy), on `backend`.

@@ -12,6 +12,23 @@
 #include "model/safetensors.h"
 
 namespace vireo {
+
+DType kv_cache_dtype(const std::string& name, const Backend& backend) {
+  const DType act = backend.activation_dtype();
+  if (name == "auto" || name.empty()) return act;
+  if (name == "fp8" || name == "fp8_e4m3") {
+    if (!backend.supports_fp8_kv_cache())
+      throw Error("--kv-cache-dtype " + name + ": the " + backend.name() + " backend has no FP8 KV cache (use auto)");
+    return DType::kF8E4M3;
+  }
+  if (name == "bfloat16" || name == "float16" || name == "half" || name == "float32" || name == "float") {
+    if (parse_dtype(name) == act) return act;
+    throw Error("--kv-cache-dtype " + name + ": the KV cache is kept in the activation dtype (" +
+                std::string(dtype_name(act)) + "); use auto, or fp8");
+  }
+  throw Error("--kv-cache-dtype " + name + ": not supported (auto, fp8, fp8_e4m3)");
+}
+
 namespace {
 
 constexpr const char* kFormats = "auto, safetensors, gguf, dummy";

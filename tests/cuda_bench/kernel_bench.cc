@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "bench_fixture.h"
+#include "core/fp8.h"
 
 namespace vireo {
 namespace {
@@ -51,8 +52,21 @@ class KernelBench : public bench::CudaBenchFixture {
                 100 * flops / us / 1e6 / g_gemm_tflops);
   }
 
+  // Random E4M3 codes of values in [-1.5, 1.5] (never NaN): an FP8 KV cache (--kv-cache-dtype fp8).
+  Tensor fp8_codes(std::vector<int64_t> shape) {
+    Tensor t = be_->alloc(std::move(shape), DType::kF8E4M3);
+    owned_.push_back(t);
+    std::vector<uint8_t> codes(t.nbytes());
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+    for (auto& c : codes) c = f32_to_fp8_e4m3(u(rng));
+    be_->copy_from_host(codes.data(), t);
+    return t;
+  }
+
+  // fp8: the caches as E4M3 codes (1 byte an element in the bytes reported).
   void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d,
-                 int prefill_m_tiles = 0, int prefill_wgmma = -1) {
+                 int prefill_m_tiles = 0, int prefill_wgmma = -1, bool fp8 = false) {
     const int bs = 16, nb_seq = (kv_len + bs - 1) / bs, num_blocks = num_seqs * nb_seq;
     const int t = num_seqs * q_len;
     std::vector<int> qs(num_seqs + 1), lens(num_seqs, kv_len), tables(size_t(num_seqs) * nb_seq);
@@ -63,8 +77,8 @@ class KernelBench : public bench::CudaBenchFixture {
     for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
     AttentionParams p;
     p.q = rand_t({t, h, d});
-    p.k_cache = rand_t({num_blocks, bs, hkv, d});
-    p.v_cache = rand_t({num_blocks, bs, hkv, d});
+    p.k_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
+    p.v_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
     p.out = rand_t({t, h, d});
     p.query_start = ints(qs);
     p.seq_lens = ints(lens);
@@ -92,7 +106,7 @@ class KernelBench : public bench::CudaBenchFixture {
     };
     const double us = time_us(call, q_len == 1 ? 15 : 5, q_len == 1 ? 10 : 3);
     if (q_len == 1) {
-      const double bytes = 2.0 * num_seqs * kv_len * hkv * d * 2 + 2.0 * t * h * d * 2;
+      const double bytes = 2.0 * num_seqs * kv_len * hkv * d * (fp8 ? 1 : 2) + 2.0 * t * h * d * 2;
       report_bw(name, us, bytes);
     } else {
       // Causal: query j of a chunk attends to kv_len - q_len + j + 1 keys; QK^T and PV: 4 FLOP per (q, k, d).
@@ -131,6 +145,22 @@ TEST_F(KernelBench, B_DecodeAttention) {
 TEST_F(KernelBench, B_DecodeAttentionServing) {
   attention("decode attn 256 seqs x 1k, H16/8 D128", 256, 1, 1088, 16, 8, 128);
   attention("decode attn 64 seqs x 1k, H16/8 D128", 64, 1, 1088, 16, 8, 128);
+}
+
+// The same shapes over FP8 caches (--kv-cache-dtype fp8: half the bytes; the mma.sync kernels widen each
+// landed tile to f16), then prefill rows over them (the mma.sync 64-row shape), each beside its BF16 twin.
+TEST_F(KernelBench, B_DecodeAttentionFp8) {
+  for (bool fp8 : {false, true}) {
+    const std::string tag = fp8 ? " fp8" : " bf16";
+    attention("decode attn 256 seqs x 1k, H16/8 D128" + tag, 256, 1, 1088, 16, 8, 128, 0, -1, fp8);
+    attention("decode attn 256 seqs x 1k, H32/8 D128" + tag, 256, 1, 1088, 32, 8, 128, 0, -1, fp8);
+    attention("decode attn 32 seqs x 4k, H32/8 D128" + tag, 32, 1, 4096, 32, 8, 128, 0, -1, fp8);
+    attention("decode attn 1 seq x 32k, H32/8 D128" + tag, 1, 1, 32768, 32, 8, 128, 0, -1, fp8);
+    attention("decode attn 1 seq x 1k, H16/8 D128" + tag, 1, 1, 1024, 16, 8, 128, 0, -1, fp8);
+    attention("decode attn 32 seqs x 4k, H16/16 D64" + tag, 32, 1, 4096, 16, 16, 64, 0, -1, fp8);
+    attention("prefill attn 1 x 8k causal, H32/8 D128" + tag, 1, 8192, 8192, 32, 8, 128, 0, -1, fp8);
+    attention("prefill attn 8 x 1k causal, H16/8 D128" + tag, 8, 1024, 1024, 16, 8, 128, 0, -1, fp8);
+  }
 }
 
 // Head dims the tensor-core kernels do not take: the CUDA-core flash-decoding kernel

@@ -3,7 +3,9 @@
 // mixed batches, scattered block tables, lengths off the 16-token grid, missing host hints; head dims
 // 96 / 192 / 256 through the CUDA-core flash-decoding kernel (attention_decode_wide.cu, the Wide* tests);
 // sliding windows (the wide kernel, and the simple kernel under VIREO_WINDOW_WIDE=0); attention sinks
-// (GPT-OSS: the wide kernel, the simple kernel, batch-invariant mode).
+// (GPT-OSS: the wide kernel, the simple kernel, batch-invariant mode); FP8 E4M3 caches (--kv-cache-dtype
+// fp8: the mma.sync kernels' decode and prefill shapes, the plain kernel elsewhere), the CPU reading the
+// same codes.
 #include <cstdlib>
 #include <tuple>
 
@@ -35,6 +37,7 @@ struct AttnCase {
   int window = 0;             // AttentionParams::window (sliding-window layers)
   float softcap = 0.f;        // AttentionParams::softcap (Gemma 2)
   bool sinks = false;         // AttentionParams::sinks (GPT-OSS): random [H], a few above every score
+  bool fp8_cache = false;     // F8_E4M3 caches (the CPU reference gets the codes' values)
 };
 
 class AttentionTest : public CudaOpsTest {
@@ -120,7 +123,8 @@ class AttentionTest : public CudaOpsTest {
                        std::to_string(c.hint_kv) + " graph " + std::to_string(c.graph) + " cluster " +
                        std::to_string(c.decode_cluster) + " wide " + std::to_string(c.wide) + " window " +
                        std::to_string(c.window) + " softcap " + std::to_string(c.softcap) + " sinks " +
-                       std::to_string(c.sinks) + " invariant " + std::to_string(gpu_->batch_invariant()) + " seqs";
+                       std::to_string(c.sinks) + " fp8 " + std::to_string(c.fp8_cache) + " invariant " +
+                       std::to_string(gpu_->batch_invariant()) + " seqs";
     for (auto& s : c.seqs) desc += " " + std::to_string(s.q_len) + "/" + std::to_string(s.kv_len);
     SCOPED_TRACE(desc);
     const int S = int(c.seqs.size()), bs = c.block_size;
@@ -151,8 +155,8 @@ class AttentionTest : public CudaOpsTest {
 
     AttentionParams g;
     g.q = gpu_from(q, {T, c.h, c.d}, act);
-    g.k_cache = gpu_from(kc, cache_shape, act);
-    g.v_cache = gpu_from(vc, cache_shape, act);
+    g.k_cache = c.fp8_cache ? gpu_fp8(kc, cache_shape) : gpu_from(kc, cache_shape, act);
+    g.v_cache = c.fp8_cache ? gpu_fp8(vc, cache_shape) : gpu_from(vc, cache_shape, act);
     g.out = gpu_poisoned({T, c.h, c.d}, act);
     g.query_start = gpu_i32(qs, {S + 1});
     g.seq_lens = gpu_i32(lens, {S});
@@ -693,6 +697,45 @@ TEST_F(AttentionTest, WideGraphHintSmallerOrLargerThanContext) {
     c.hint_kv = 512;
     run(c, DType::kBF16);
   }
+}
+
+}  // namespace
+}  // namespace vireo::testing
+
+namespace vireo::testing {
+namespace {
+
+// --kv-cache-dtype fp8: the tensor-core kernels widen each landed tile of codes to f16 (q rounded to f16
+// once), the plain kernel converts per element; against the CPU over the codes' values at the bf16 / f16
+// tolerance. Decode at 1..4k keys (splits, graph hints), GQA 1/4/8, prefill and chunked prefill over a
+// cached prefix, mixed steps, head dims 64 / 128, and the plain kernel's shapes (sliding window, D 96).
+TEST_F(AttentionTest, Fp8Cache) {
+  auto fp8 = [](std::vector<Seq> seqs, int h, int hkv, int d) {
+    AttnCase c{std::move(seqs), h, hkv, d};
+    c.fp8_cache = true;
+    return c;
+  };
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (int d : {64, 128}) {
+      for (int len : {1, 15, 16, 17, 100, 1000, 4097}) run(fp8({{1, len}}, 16, 8, d), act);
+      run(fp8({{1, 700}, {1, 33}, {1, 2048}}, 32, 4, d), act);             // GQA 8
+      run(fp8({{1, 300}, {1, 5}}, 8, 8, d), act);                          // MHA
+      run(fp8({{77, 77}}, 16, 8, d), act);                                 // prefill
+      run(fp8({{200, 1200}, {33, 40}}, 16, 4, d), act);                    // chunked over a prefix
+      run(fp8({{1, 500}, {64, 64}, {1, 31}, {130, 900}}, 16, 8, d), act);  // mixed
+      AttnCase g = fp8({{1, 3000}}, 16, 8, d);                             // captured, hint below the context
+      g.hint_kv = 1024;
+      g.graph = 1;
+      run(g, act);
+    }
+    run(fp8({{1, 300}, {20, 40}}, 8, 2, 96), act);  // D 96: the plain kernel
+    AttnCase w = fp8({{1, 300}, {20, 40}}, 8, 2, 128);
+    w.window = 64;  // sliding window: the plain kernel
+    run(w, act);
+  }
+  use_invariant(DType::kBF16);  // batch-invariant mode: the plain kernel
+  run(fp8({{1, 300}, {20, 40}}, 8, 2, 128), DType::kBF16);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace vireo::testing {
 
@@ -85,6 +86,16 @@ class CudaOpsTest : public ::testing::Test {
   Tensor gpu_from(const std::vector<float>& v, std::vector<int64_t> shape, DType t) {
     return gpu_own(gpu_->upload(cpu_f32(v, std::move(shape)), t));
   }
+  // An F8_E4M3 GPU tensor (a --kv-cache-dtype fp8 cache) of the codes of v (nearest, saturating); v's
+  // values become the codes' values, so a CPU reference over v sees what the GPU reads.
+  Tensor gpu_fp8(std::vector<float>& v, std::vector<int64_t> shape) {
+    std::vector<uint8_t> codes(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      codes[i] = f32_to_fp8_e4m3(v[i]);
+      v[i] = fp8_e4m3_to_f32(codes[i]);
+    }
+    return gpu_own(gpu_->upload(Tensor(codes.data(), DType::kF8E4M3, std::move(shape)), DType::kF8E4M3));
+  }
   Tensor gpu_i32(const std::vector<int>& v, std::vector<int64_t> shape) {
     return gpu_own(gpu_->upload(cpu_i32(v, std::move(shape)), DType::kI32));
   }
@@ -97,6 +108,8 @@ class CudaOpsTest : public ::testing::Test {
       if (t == DType::kF32) {
         const uint32_t nan = 0x7fc00000u;
         std::memcpy(&bytes[i], &nan, 4);
+      } else if (t == DType::kF8E4M3) {
+        bytes[i] = 0x7f;  // E4M3's NaN
       } else {
         const uint16_t nan = t == DType::kBF16 ? 0x7fc0 : 0x7e00;
         std::memcpy(&bytes[i], &nan, 2);

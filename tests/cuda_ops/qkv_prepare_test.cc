@@ -1,5 +1,7 @@
 // qkv_prepare vs the CPU backend: every QkNorm mode, NeoX and GPT-J RoPE, partial rotary, GQA head
-// counts, skipped slots (< 0), scattered slots; q_out and the whole K/V caches are compared.
+// counts, skipped slots (< 0), scattered slots; q_out and the whole K/V caches are compared. FP8 caches
+// (--kv-cache-dtype fp8): every kernel writes the codes of its fp32 k (the CPU's, up to a tie's one-code
+// step) and of the v values (exact).
 #include <cstring>
 
 #include "cuda_test_util.h"
@@ -16,8 +18,8 @@ struct QkvCase {
 
 class QkvPrepareTest : public CudaOpsTest {
  protected:
-  void run(const QkvCase& c, DType act) {
-    SCOPED_TRACE(std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
+  void run(const QkvCase& c, DType act, bool fp8 = false) {
+    SCOPED_TRACE(std::string(fp8 ? "fp8 cache " : "") + std::string(dtype_name(act)) + " H " + std::to_string(c.h) + " Hkv " + std::to_string(c.hkv) +
                  " D " + std::to_string(c.d) + " rd " + std::to_string(c.rotary) + (c.neox ? " neox" : " gptj") +
                  " norm " + std::to_string(int(c.norm)) + " T " + std::to_string(c.tokens));
     const int t = c.tokens, bs = 16, num_blocks = std::max(9, (t + bs - 1) / bs + 1), max_pos = 4096;
@@ -59,8 +61,8 @@ class QkvPrepareTest : public CudaOpsTest {
     }
     g.norm_eps = 1e-6f;
     g.q_out = gpu_poisoned({t, c.h, c.d}, act);
-    g.k_cache = gpu_from(kc0, cache_shape, act);
-    g.v_cache = gpu_from(vc0, cache_shape, act);
+    g.k_cache = fp8 ? gpu_fp8(kc0, cache_shape) : gpu_from(kc0, cache_shape, act);
+    g.v_cache = fp8 ? gpu_fp8(vc0, cache_shape) : gpu_from(vc0, cache_shape, act);
     g.slot_mapping = gpu_i32(slots, {t});
     g.num_heads = c.h;
     g.num_kv_heads = c.hkv;
@@ -85,10 +87,39 @@ class QkvPrepareTest : public CudaOpsTest {
     expect_close(to_host(g.q_out), to_host(r.q_out), tol, "q_out");
     // The CPU cache is F32: round its values to the GPU cache dtype before comparing.
     auto kr = to_host(r.k_cache), vr = to_host(r.v_cache);
+    if (fp8) {
+      // The CPU's fp32 values as codes: v exactly; k up to one code step where the two fp32 k straddle
+      // a rounding tie (a step is 1/8 of the value's power of two, 1/16 to 1/8 of the value).
+      int k_exact = 0;
+      for (auto* x : {&kr, &vr})
+        for (float& e : *x) e = fp8_e4m3_to_f32(f32_to_fp8_e4m3(e));
+      const auto kg = to_host(g.k_cache);
+      for (size_t i = 0; i < kg.size(); ++i) k_exact += kg[i] == kr[i];
+      expect_close(kg, kr, {1.f / 512, 0.13f}, "k_cache");
+      EXPECT_GE(k_exact, int(kg.size() * 0.99)) << "k codes off by a step beyond rounding ties";
+      expect_close(to_host(g.v_cache), vr, {0, 0}, "v_cache");
+      return;
+    }
     expect_close(to_host(g.k_cache), kr, tol, "k_cache");
     expect_close(to_host(g.v_cache), vr, {0, 0}, "v_cache");
   }
 };
+
+// FP8 caches through each kernel: warp per head (fast and generic forms), token per block (> 1024 tokens),
+// the fp32 block kernel (full-width norm), the scalar path (rows not 16-byte multiples).
+TEST_F(QkvPrepareTest, Fp8Cache) {
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (int t : {1, 3, 13}) {
+      run({16, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, t}, act, true);  // Qwen3: the fast form
+      run({8, 2, 64, 32, false, QkNorm::kPerHeadAfterRope, t}, act, true);     // generic form
+      run({16, 16, 128, 128, true, QkNorm::kFullWidth, t}, act, true);         // block kernel
+    }
+    run({16, 8, 128, 128, true, QkNorm::kPerHeadBeforeRope, 1100}, act, true);  // token per block
+    run({8, 2, 64, 64, true, QkNorm::kNone, 1030}, act, true);
+    run({2, 1, 36, 36, true, QkNorm::kPerHeadBeforeRope, 7}, act, true);  // scalar path
+  }
+}
 
 TEST_F(QkvPrepareTest, AllModes) {
   for (DType act : {DType::kBF16, DType::kF32}) {

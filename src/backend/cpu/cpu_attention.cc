@@ -19,7 +19,7 @@ namespace vireo::cpu {
 void paged_attention(ThreadPool& pool, const AttentionParams& p) {
   require_f32(p.q, "paged_attention q");
   require_f32(p.out, "paged_attention out");
-  require_float(p.k_cache, "paged_attention k_cache");
+  require_kv_cache(p.k_cache, "paged_attention k_cache");
   if (p.v_cache.dtype != p.k_cache.dtype) throw Error("cpu paged_attention: k_cache and v_cache dtypes differ");
   require_i32(p.query_start, "paged_attention query_start");
   require_i32(p.seq_lens, "paged_attention seq_lens");

@@ -1,6 +1,6 @@
 // Decode rows of paged_attention: exact two-pass softmax in fp32, K and V read block by block through
-// the block table, in place: BF16 rows are widened to fp32 inside the dot and axpy loops (F16 rows,
-// rare, are widened into a block-sized buffer first). Gathering the whole context into contiguous fp32
+// the block table, in place: BF16 rows are widened to fp32 inside the dot and axpy loops (F16 and FP8
+// rows are widened into a block-sized buffer first). Gathering the whole context into contiguous fp32
 // every step cost as much as the attention itself (~45 ms of a 90 ms Qwen3-0.6B step at 1k context on
 // the 2-core VM).
 //
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_softmax.h"
 #include "core/dtype.h"
 
@@ -154,17 +155,17 @@ class DecodeRows {
 
  private:
   // f(rows, ld) on rows [0, n) of KV head kvh in cache block `block`: [n, D] at row stride ld, read in
-  // place as float (F32) or uint16_t BF16 bits (BF16); an F16 block is widened into buf_ first.
+  // place as float (F32) or uint16_t BF16 bits (BF16); an F16 or F8_E4M3 block is widened into buf_ first.
   template <typename F>
   void with_block(const Tensor& cache, int32_t block, int kvh, int n, F&& f) {
     const int D = p_.head_dim;
     const int64_t off = static_cast<int64_t>(block) * p_.block_size * row_stride_ + static_cast<int64_t>(kvh) * D;
     if (cache.dtype == DType::kF32) return f(cache.ptr<float>() + off, row_stride_);
-    const uint16_t* src = cache.ptr<uint16_t>() + off;
-    if (cache.dtype == DType::kBF16) return f(src, row_stride_);
-    buf_.resize(static_cast<size_t>(n) * D);  // F16
+    if (cache.dtype == DType::kBF16) return f(cache.ptr<uint16_t>() + off, row_stride_);
+    buf_.resize(static_cast<size_t>(n) * D);  // F16, F8_E4M3
     for (int i = 0; i < n; ++i)
-      for (int d = 0; d < D; ++d) buf_[static_cast<size_t>(i) * D + d] = f16_to_f32(src[i * row_stride_ + d]);
+      for (int d = 0; d < D; ++d)
+        buf_[static_cast<size_t>(i) * D + d] = load_elem(cache.data, cache.dtype, off + i * row_stride_ + d);
     f(static_cast<const float*>(buf_.data()), static_cast<int64_t>(D));
   }
 

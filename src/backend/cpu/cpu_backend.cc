@@ -111,7 +111,8 @@ class CpuBackend final : public Backend {
   void moe(const MoeParams& p) override { cpu::moe(pool_, p); }
   bool supports_mxfp4_moe(DType weight_dtype) const override { return true; }  // cpu_mxfp4.cc, any dtype
   bool supports_packed_linear(DType t) const override { return dtype_is_blocked(t); }  // cpu_linear_blocks.cc
-  bool supports_fp8_linear() const override { return true; }  // cpu_linear_fp8.cc: codes kept, half BF16's bytes
+  bool supports_fp8_linear() const override { return true; }
+  bool supports_fp8_kv_cache() const override { return true; }  // F8_E4M3 caches widened in the attention  // cpu_linear_fp8.cc: codes kept, half BF16's bytes
   void short_conv(const ShortConvParams& p) override { cpu::short_conv(pool_, p); }
   void gated_delta_net(const GatedDeltaNetParams& p) override { cpu::gated_delta_net(pool_, p); }
   void sigmoid_gate(const SigmoidGateParams& p) override { cpu::sigmoid_gate(pool_, p); }

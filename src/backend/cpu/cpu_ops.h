@@ -1,9 +1,11 @@
 // The CPU reference implementations of the backend ops (semantics in backend/op_params.h).
-// Activations are F32; weights and tables may be F32, F16 or BF16; KV caches F32, F16 or BF16.
+// Activations are F32; weights and tables may be F32, F16 or BF16; KV caches F32, F16, BF16 or F8_E4M3
+// (--kv-cache-dtype fp8: codes of the values, scale 1).
 // Inputs are validated on the calling thread; bad indices throw vireo::Error.
 #pragma once
 #include "backend/cpu/thread_pool.h"
 #include "backend/op_params.h"
+#include "core/fp8.h"
 
 namespace vireo::cpu {
 
@@ -55,6 +57,7 @@ inline float load_elem(const void* base, DType t, int64_t i) {
     case DType::kF32: return static_cast<const float*>(base)[i];
     case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
     case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF8E4M3: return fp8_e4m3_to_f32(static_cast<const uint8_t*>(base)[i]);
     default: return 0.0f;
   }
 }
@@ -63,12 +66,15 @@ inline void store_elem(void* base, DType t, int64_t i, float v) {
     case DType::kF32: static_cast<float*>(base)[i] = v; break;
     case DType::kBF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); break;
     case DType::kF16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); break;
+    case DType::kF8E4M3: static_cast<uint8_t*>(base)[i] = f32_to_fp8_e4m3(v); break;  // RNE, saturating
     default: break;
   }
 }
 // Throws unless t is F32/F16/BF16; `what` names the op argument.
 void require_float(const Tensor& t, const char* what);
 void require_f32(const Tensor& t, const char* what);
+// A KV cache: F32/F16/BF16, or F8_E4M3 (--kv-cache-dtype fp8).
+void require_kv_cache(const Tensor& t, const char* what);
 void require_i32(const Tensor& t, const char* what);
 
 }  // namespace vireo::cpu

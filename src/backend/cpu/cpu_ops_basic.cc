@@ -17,6 +17,9 @@ void require_float(const Tensor& t, const char* what) {
   if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16)
     throw Error(std::string("cpu backend: ") + what + " must be F32/F16/BF16, got " + std::string(dtype_name(t.dtype)));
 }
+void require_kv_cache(const Tensor& t, const char* what) {
+  if (t.dtype != DType::kF8E4M3) require_float(t, what);
+}
 void require_f32(const Tensor& t, const char* what) {
   if (t.dtype != DType::kF32)
     throw Error(std::string("cpu backend: ") + what + " must be F32, got " + std::string(dtype_name(t.dtype)));

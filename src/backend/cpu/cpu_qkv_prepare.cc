@@ -57,7 +57,7 @@ void qkv_prepare(ThreadPool& pool, const QkvPrepareParams& p) {
   require_f32(p.rope_cos_sin, "qkv_prepare rope_cos_sin");
   require_i32(p.positions, "qkv_prepare positions");
   require_i32(p.slot_mapping, "qkv_prepare slot_mapping");
-  require_float(p.k_cache, "qkv_prepare k_cache");
+  require_kv_cache(p.k_cache, "qkv_prepare k_cache");
   if (p.v_cache.dtype != p.k_cache.dtype) throw Error("cpu qkv_prepare: k_cache and v_cache dtypes differ");
   const int H = p.num_heads, Hkv = p.num_kv_heads, D = p.head_dim, rd = p.rotary_dim;
   if (H <= 0 || Hkv <= 0 || D <= 0 || H % Hkv != 0) throw Error("cpu qkv_prepare: bad head counts");

@@ -11,6 +11,8 @@
 //   prefill (q_len * G > 16):  64 rows (16 per warp) that share each 64-key tile; causal; optional
 //           key splits for long chunked-prefill contexts.
 // K/V tiles are gathered page by page with cp.async into padded shared memory, three stages deep.
+// An FP8 cache (C = KvFp8, --kv-cache-dtype fp8) lands its codes the same way (half the bytes); each
+// stage is widened into one f16 tile pair before it is used, and the mma runs in f16 (q converted once).
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -28,12 +30,24 @@
 #include "backend/cuda/attention_wgmma_ws.cuh"
 #include "backend/cuda/attention_decode_cluster.h"
 #include "backend/cuda/attention_sinks.h"
+#include "backend/cuda/kv_fp8_gather.h"
 
 namespace vireo::cuda {
 namespace {
 
 static_assert(kSplitPlanTileKeys == kBN, "the split planner counts tiles of kBN keys");
 constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
+
+// VIREO_FP8_KV_MODE (A/B runs of an FP8 cache, MmaArgs::fp8_mode): 1 (default) prefill rows on widened
+// pages (kv_fp8_gather.h); 2 no widening in the kernel (timing only: wrong results); 3 the mma.sync
+// prefill shape widens every tile itself (no copy of pages).
+int fp8_kv_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("VIREO_FP8_KV_MODE");
+    return v == nullptr ? 1 : std::atoi(v);
+  }();
+  return mode;
+}
 
 bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
   const char* v = std::getenv("VIREO_WINDOW_WIDE");
@@ -108,17 +122,28 @@ __device__ __forceinline__ void merge_decode_splits(const MmaArgs& a, float* sm,
 }
 
 // kRowWarps = 4: prefill shape (64 rows, warps own rows); 1: decode shape (16 rows, warps own keys).
-template <typename T, int D, int kRowWarps>
+// C: the cache's element type, T or KvFp8.
+template <typename T, int D, int kRowWarps, typename C = T>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
+  constexpr bool kFp8 = !std::is_same_v<C, T>;
+  using M = std::conditional_t<kFp8, __half, T>;  // the mma's inputs: FP8 codes widen exactly to f16
   constexpr bool kDecode = kRowWarps == 1;
   constexpr int kBM = 16 * kRowWarps;
   constexpr int kKeysPerWarp = kDecode ? kBN / 4 : kBN;
   constexpr int kNT = kKeysPerWarp / 8;  // score n-tiles per warp
   constexpr int kDT = D / 8;             // output n-tiles
   constexpr int kLd = D + kPad;          // smem row stride (elements)
+  constexpr int kSt = mma_stages<T, C, kDecode>();  // K / V tiles in flight + 1
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* ks = reinterpret_cast<T*>(smem_raw);  // [kStages][kBN][kLd]
-  T* vs = ks + kStages * kBN * kLd;        // [kStages][kBN][kLd]
+  T* ks = reinterpret_cast<T*>(smem_raw);  // [kSt][kBN][kLd]
+  T* vs = ks + kSt * kBN * kLd;            // [kSt][kBN][kLd]
+  // FP8: the stages hold codes, [kSt][kBN][D + 16] bytes each for K and V, then the widened rows:
+  // kc16 / vc16 [kBN][kLd] (a tile pair); the decode shape's warps widen K, then V, into their own rows
+  // of kc16 alone.
+  uint8_t* ks8 = smem_raw;
+  uint8_t* vs8 = ks8 + kSt * kBN * (D + 16);
+  __half* kc16 = reinterpret_cast<__half*>(vs8 + kSt * kBN * (D + 16));
+  __half* vc16 = kc16 + kBN * kLd;
 
   // Step metadata (query_start, seq_lens, block tables) is copied before the step's first kernel, and
   // with PDL this kernel starts only after its predecessor passed its own wait: everything but the
@@ -141,35 +166,39 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   const int new0 = kv_len - q_len;  // keys >= new0 are this step's
   const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   // Bulk rows (decode, not fused): a full mbarrier per stage instead of cp.async groups.
-  const bool bulk = kDecode && a.bulk_kv && a.prep.qkv == nullptr;
-  __shared__ uint64_t full_bar[kStages];
+  const bool bulk = kDecode && !kFp8 && a.bulk_kv && a.prep.qkv == nullptr;
+  __shared__ uint64_t full_bar[kSt];
   if (bulk) {
     if (threadIdx.x == 0) {
-      for (int st = 0; st < kStages; ++st) kv_bar_init(&full_bar[st], kThreads);
+      for (int st = 0; st < kSt; ++st) kv_bar_init(&full_bar[st], kThreads);
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
   }
   auto load_tile = [&](int it, int stage, TileRows which) {
+    if constexpr (kFp8) {
+      load_kv_tile_fp8<D>(a, table, hk, kstart + it * kBN, kend, ks8, vs8, stage, which, new0);
+      return;
+    }
     if (bulk) bulk_kv_rows<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage, &full_bar[stage], which, new0);
     else load_kv_tile<T, D>(a, table, hk, kstart + it * kBN, kend, ks, vs, stage, which, new0);
   };
   // Decode: the first tiles' earlier keys stream in while the previous kernel finishes.
   if constexpr (kDecode) {
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st)
+    for (int st = 0; st < kSt - 1; ++st)
       if (st < ntiles) load_tile(st, st, TileRows::kOld);
   }
 
   pdl_enter();  // before the first read of q / new keys, before any return
   if (!active) return;
-  const bool fused = kDecode && a.prep.qkv != nullptr;
+  const bool fused = kDecode && !kFp8 && a.prep.qkv != nullptr;  // never with an FP8 cache (launch_mma)
   if constexpr (kDecode) {
     if (fused) {
-      fused_decode_prologue<T, D>(a, ks, vs, hk, q0, q_len, rows, kstart, kend, new0);
+      if constexpr (!kFp8) fused_decode_prologue<T, D>(a, ks, vs, hk, q0, q_len, rows, kstart, kend, new0);
     } else {
 #pragma unroll
-      for (int st = 0; st < kStages - 1; ++st)
+      for (int st = 0; st < kSt - 1; ++st)
         if (st < ntiles) load_tile(st, st, TileRows::kNew);
     }
   }
@@ -195,8 +224,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     const unsigned* qrow = tok[i] >= 0 ? reinterpret_cast<const unsigned*>(qbase) : nullptr;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      qf[kk][i] = qrow ? qrow[(kk * 16 + 2 * tq) / 2] : 0u;
-      qf[kk][i + 2] = qrow ? qrow[(kk * 16 + 8 + 2 * tq) / 2] : 0u;
+      qf[kk][i] = qrow ? q_pair_as<T, M>(qrow[(kk * 16 + 2 * tq) / 2]) : 0u;
+      qf[kk][i + 2] = qrow ? q_pair_as<T, M>(qrow[(kk * 16 + 8 + 2 * tq) / 2]) : 0u;
     }
   }
 
@@ -209,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   // Pipeline: one commit group per tile (empty past the end) keeps the wait counts uniform. Decode
   // issued its first tiles above: they all land in the first group.
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
+  for (int st = 0; st < kSt - 1; ++st) {
     if (!kDecode && st < ntiles) load_tile(st, st, TileRows::kAll);
     cp_async_commit();
   }
@@ -218,17 +247,37 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   const bool warp_rows_full = wr0 + 15 < rows;
   const int warp_min_pos = kv_len - q_len + wr0 / a.group;
   for (int it = 0; it < ntiles; ++it) {
-    const int stage = it % kStages;
-    if (bulk) kv_bar_wait(&full_bar[stage], (it / kStages) & 1);  // tile `it`'s rows landed
-    else cp_async_wait<kStages - 2>();  // tile `it` landed (this thread's copies) ...
-    __syncthreads();               // ... everyone's, and every warp is done with tile it - 1
-    if (it + kStages - 1 < ntiles) load_tile(it + kStages - 1, (it + kStages - 1) % kStages, TileRows::kAll);
+    const int stage = it % kSt;
+    if (bulk) kv_bar_wait(&full_bar[stage], (it / kSt) & 1);  // tile `it`'s rows landed
+    else cp_async_wait<kSt - 2>();  // tile `it` landed (this thread's copies) ...
+    __syncthreads();                // ... everyone's, and every warp is done with tile it - 1
+    if (it + kSt - 1 < ntiles) load_tile(it + kSt - 1, (it + kSt - 1) % kSt, TileRows::kAll);
     cp_async_commit();
-    const T* kt = ks + stage * kBN * kLd;
-    const T* vt = vs + stage * kBN * kLd;
+    const M* kt;
+    const M* vt;
+    const uint8_t* v8 = vs8 + stage * kBN * (D + 16);
+    if constexpr (kFp8) {  // widen the landed codes; the top-of-loop barrier freed the f16 rows
+      const uint8_t* k8 = ks8 + stage * kBN * (D + 16);
+      if constexpr (kDecode) {  // this warp's 16 keys, the only ones it reads: K now, V after the scores
+        if (a.fp8_mode != 2) widen_code_rows<D, kKeysPerWarp, 32>(k8, kc16, kw0, lane);
+        __syncwarp();
+        vt = kc16;
+      } else {
+        if (a.fp8_mode != 2) {
+          widen_code_rows<D, kBN, kThreads>(k8, kc16, 0, threadIdx.x);
+          widen_code_rows<D, kBN, kThreads>(v8, vc16, 0, threadIdx.x);
+        }
+        __syncthreads();
+        vt = vc16;
+      }
+      kt = kc16;
+    } else {
+      kt = ks + stage * kBN * kLd;
+      vt = vs + stage * kBN * kLd;
+    }
     // S = Q K^T for this warp's keys; mask; online softmax; O += P V.
     float sacc[kNT][4];
-    qk_scores<T, D, kNT>(sacc, qf, kt, kw0, lane);
+    qk_scores<M, D, kNT>(sacc, qf, kt, kw0, lane);
     const int kbase = kstart + it * kBN + kw0;
     const bool full = warp_rows_full && kbase + kKeysPerWarp - 1 <= warp_min_pos && kbase + kKeysPerWarp <= kend;
     float mx[2] = {-INFINITY, -INFINITY};
@@ -251,7 +300,13 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
       }
     }
     online_softmax_step<kNT, kDT>(sacc, oacc, m, l, mx, a.scale_log2);
-    pv_accumulate<T, D, kNT>(oacc, sacc, vt, kw0, lane);
+    if constexpr (kFp8 && kDecode) {  // the warp's K rows are read: its V rows take their place
+      __syncwarp();
+      if (a.fp8_mode != 2) widen_code_rows<D, kKeysPerWarp, 32>(v8, kc16, kw0, lane);
+      __syncwarp();
+    }
+    pv_accumulate<M, D, kNT>(oacc, sacc, vt, kw0, lane);
+    if constexpr (kFp8 && kDecode) __syncwarp();  // V read before the next tile's K overwrites it
   }
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -361,27 +416,27 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
 }
 
 // Blocks of one kernel shape resident per SM (registers and shared memory decide), once per shape.
-template <typename T, int D, int kRowWarps>
+template <typename T, int D, int kRowWarps, typename C = T>
 int blocks_per_sm() {
   static const int n = [] {
-    constexpr size_t smem = kStages * 2 * kBN * (D + kPad) * sizeof(T);
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps>,
+    constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1>();
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps, C>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int b = 0;
-    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps>,
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps, C>,
                                                                    kThreads, smem));
     return b < 1 ? 1 : b;
   }();
   return n;
 }
 
-template <typename T, int D, int kRowWarps>
+template <typename T, int D, int kRowWarps, typename C = T>
 void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = kStages * 2 * kBN * (D + kPad) * sizeof(T);
+  constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1>();
   static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
   static_assert(smem >= (16 * kMaxDecodeSplits + 16) * sizeof(float), "split merge must fit in the tile buffers");
-  blocks_per_sm<T, D, kRowWarps>();  // sets the shared-memory attribute
-  launch_pdl(attention_mma_kernel<T, D, kRowWarps>, grid, dim3(kThreads), smem, stream, a);
+  blocks_per_sm<T, D, kRowWarps, C>();  // sets the shared-memory attribute
+  launch_pdl(attention_mma_kernel<T, D, kRowWarps, C>, grid, dim3(kThreads), smem, stream, a);
   check_launch("paged_attention");
 }
 
@@ -464,13 +519,18 @@ bool decode_bulk_for(int head_dim) {
   return mode < 0 ? head_dim == 128 : mode == 1;
 }
 
-template <typename T, int D>
+// Which shapes a launch_typed call runs: both (each kernel skips the other's sequences), or one.
+enum class Shapes { kBoth, kDecodeOnly, kPrefillOnly };
+
+// C: the cache's element type (T, or KvFp8: the mma.sync kernel's two shapes, no wgmma / wide prefill).
+template <typename T, int D, typename C = T>
 void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                  const AttentionTuning& tuning, cudaStream_t stream) {
+                  const AttentionTuning& tuning, cudaStream_t stream, Shapes shapes = Shapes::kBoth) {
+  constexpr bool kFp8 = !std::is_same_v<C, T>;
   // wgmma prefill (attention_wgmma_ws.cuh; VIREO_ATTN_WS=0: attention_wgmma.cuh): the default
   // (VIREO_ATTN_WGMMA=0: mma.sync); 128 rows a block like the wide shape.
-  const bool wgmma = prefill_wgmma_wanted(tuning.prefill_wgmma);
-  const bool wide = wgmma || tuning.prefill_m_tiles == 2;
+  const bool wgmma = !kFp8 && prefill_wgmma_wanted(tuning.prefill_wgmma);
+  const bool wide = !kFp8 && (wgmma || tuning.prefill_m_tiles == 2);
   const int prefill_rows = wide ? 128 : 64;
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * D);
   const int g = a.group;
@@ -479,15 +539,16 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   // The prefill sequences, when the host listed them (the warp-specialised kernel's grid then runs
   // over just those: a serving step's decode sequences would otherwise be ~99% of its work items).
   const bool listed = prefill_list_enabled() && p.num_prefill_seqs >= 0 && wgmma && ws_config().on;
-  const bool any_prefill = static_cast<int64_t>(max_q) * g > 16 && !(listed && p.num_prefill_seqs == 0);
-  const bool any_decode = !(p.num_seqs == 1 && any_prefill);
+  const bool any_prefill = static_cast<int64_t>(max_q) * g > 16 && !(listed && p.num_prefill_seqs == 0) &&
+                           shapes != Shapes::kDecodeOnly;
+  const bool any_decode = !(p.num_seqs == 1 && any_prefill) && shapes != Shapes::kPrefillOnly;
   auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const int64_t sh = int64_t{p.num_seqs} * p.num_kv_heads;
   const int64_t sh_pre = listed ? int64_t{p.num_prefill_seqs} * p.num_kv_heads : sh;
   int dec_splits = 1, pre_splits = 1;
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
-  const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1>();
+  const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1, C>();
   // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
   // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
   const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
@@ -498,7 +559,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   if (any_prefill) {
     // The warp-specialised wgmma kernel (attention_wgmma_ws.cuh) runs one block an SM.
     const int per_sm = wgmma ? (ws_config().on ? 1 : wgmma_blocks_per_sm<T, D>())
-                             : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4>();
+                             : wide ? wide_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 4, C>();
     // wgmma: one block per SM; a grid that fills the chip is not split (the waves model ignores that
     // causal row tiles differ in length; splits there only add partial traffic and the merge).
     if (!wgmma || int64_t{row_tiles} * sh_pre < int64_t{dev.num_sms} * per_sm)
@@ -522,11 +583,13 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
     a.ws_ml = reinterpret_cast<float2*>(ws + num_tokens * p.num_heads * int64_t{a.max_splits} * D * 4);
   }
   if (dec_splits > 1) a.counters = split_counters(stream, sh);
-  a.bulk_kv = decode_bulk_for(D);
-  if (any_decode) launch_shape<T, D, 1>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
+  a.bulk_kv = !kFp8 && decode_bulk_for(D);
+  if (any_decode) launch_shape<T, D, 1, C>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
-    if (wgmma && ws_config().on) {
+    if constexpr (kFp8) {
+      launch_shape<T, D, 4, C>(a, grid, stream);
+    } else if (wgmma && ws_config().on) {
       MmaArgs pa = a;
       if (listed) pa.prefill_seqs = p.prefill_seqs.ptr<int>();
       launch_prefill_ws<T, D>(pa, dim3(row_tiles, static_cast<unsigned>(sh_pre), pre_splits), dev.num_sms,
@@ -554,8 +617,9 @@ void check_attention(const AttentionParams& p) {
   const int64_t num_tokens = p.q.numel() / (int64_t{p.num_heads} * p.head_dim);
   if (p.q.numel() != num_tokens * p.num_heads * p.head_dim || p.out.numel() != p.q.numel())
     throw Error("paged_attention: q and out must be [T, H, D]");
-  if (p.k_cache.dtype != p.q.dtype || p.v_cache.dtype != p.q.dtype || p.out.dtype != p.q.dtype)
-    throw Error("paged_attention: q, caches and out must share one dtype");
+  if ((p.k_cache.dtype != p.q.dtype && p.k_cache.dtype != DType::kF8E4M3) || p.v_cache.dtype != p.k_cache.dtype ||
+      p.out.dtype != p.q.dtype)
+    throw Error("paged_attention: q, caches and out must share one dtype (or the caches both be F8_E4M3)");
   if (p.query_start.dtype != DType::kI32 || p.seq_lens.dtype != DType::kI32 || p.block_tables.dtype != DType::kI32)
     throw Error("paged_attention: query_start, seq_lens, block_tables must be I32");
   checked_sinks(p, "paged_attention");
@@ -566,13 +630,37 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
                 cudaStream_t stream, const AttentionTuning& tuning) {
   MmaArgs a = make_mma_args(p);
   if (prep) a.prep = *prep;
-  if (p.q.dtype == DType::kBF16) {
-    if (p.head_dim == 64) launch_typed<__nv_bfloat16, 64>(p, a, workspace, dev, tuning, stream);
-    else launch_typed<__nv_bfloat16, 128>(p, a, workspace, dev, tuning, stream);
-  } else {
-    if (p.head_dim == 64) launch_typed<__half, 64>(p, a, workspace, dev, tuning, stream);
-    else launch_typed<__half, 128>(p, a, workspace, dev, tuning, stream);
-  }
+  a.fp8_mode = fp8_kv_mode();
+  auto typed = [&](auto tag) {
+    using T = decltype(tag);
+    auto run = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes) {
+      using C = decltype(ctag);
+      if (q.head_dim == 64) launch_typed<T, 64, C>(q, qa, workspace, dev, tuning, stream, shapes);
+      else launch_typed<T, 128, C>(q, qa, workspace, dev, tuning, stream, shapes);
+    };
+    if (p.k_cache.dtype != DType::kF8E4M3) {
+      run(T{}, p, a, Shapes::kBoth);
+      return;
+    }
+    // FP8 cache: decode rows read the codes (mma.sync, widened in shared memory); prefill rows run the
+    // model-dtype kernels over a widened copy of their pages (kv_fp8_gather.h), unless VIREO_FP8_KV_MODE
+    // asks the mma.sync kernel to widen them too (A/B runs).
+    const int g = p.num_heads / p.num_kv_heads;
+    const bool prefill = (p.max_query_len <= 0 || int64_t{p.max_query_len} * g > 16) && p.num_prefill_seqs != 0;
+    if (!prefill || a.fp8_mode >= 3) {
+      run(KvFp8{}, p, a, Shapes::kBoth);
+      return;
+    }
+    run(KvFp8{}, p, a, Shapes::kDecodeOnly);
+    const KvFp8Widened w = widen_fp8_prefill_pages(p, stream);
+    AttentionParams wp = p;
+    wp.k_cache = w.k_cache;
+    wp.v_cache = w.v_cache;
+    wp.block_tables = w.block_tables;
+    run(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly);
+  };
+  if (p.q.dtype == DType::kBF16) typed(__nv_bfloat16{});
+  else typed(__half{});
 }
 
 }  // namespace
@@ -581,6 +669,12 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
                             cudaStream_t stream, const AttentionTuning& tuning) {
   check_attention(p);
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
+  if (p.k_cache.dtype == DType::kF8E4M3) {
+    // FP8 cache: the mma.sync kernels (decode and prefill shapes) where they apply, else the plain kernel.
+    if (p.window > 0 || p.softcap > 0.f || !p.sinks.empty() || !mma_supported(p)) launch_paged_attention_simple(p, stream);
+    else launch_mma(p, nullptr, workspace, dev, stream, tuning);
+    return;
+  }
   if (p.window > 0 || p.softcap > 0.f || !p.sinks.empty()) {
     // Sliding-window, soft-capped (Gemma 2) and attention-sink (GPT-OSS) layers: the CUDA-core
     // flash-decoding kernel with each row's keys starting at its window (bf16/f16, head dims 64-256;
@@ -612,6 +706,7 @@ namespace {
 bool prepare_fusable(const QkvPrepareParams& qp, const AttentionParams& p) {
   const int group = p.num_heads / p.num_kv_heads;
   return p.window == 0 && p.softcap == 0.f && p.sinks.empty() && mma_supported(p) && p.max_query_len > 0 &&
+         p.k_cache.dtype == p.q.dtype &&  // an FP8 cache: the two ops (the prologues write 2-byte caches)
          int64_t{p.max_query_len} * group <= 16 &&
          qp.qk_norm != QkNorm::kFullWidth && qp.qkv.dtype == p.q.dtype && qp.k_cache.data == p.k_cache.data &&
          qp.v_cache.data == p.v_cache.data && qp.num_heads == p.num_heads && qp.num_kv_heads == p.num_kv_heads &&

@@ -1,6 +1,8 @@
 // Shared pieces of the tensor-core paged attention kernels (attention_mma.cu): tile constants,
 // the kernel argument struct, and the cp.async / ldmatrix / mma.sync wrappers.
 #pragma once
+#include <type_traits>
+
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/qkv_head.cuh"
@@ -29,6 +31,9 @@ struct MmaArgs {
   int split_len_decode, split_len_prefill;
   int splits_decode, splits_prefill;  // grid z of each shape's launch: a sequence never uses more splits
   int max_splits;                     // workspace stride: max(splits_decode, splits_prefill)
+  // FP8 caches (attention_mma.cu's fp8_kv_mode, VIREO_FP8_KV_MODE): 2 skips the widening of landed
+  // codes (timing runs only: wrong results); any other value widens them.
+  int fp8_mode;
   // Decode shape only: arrival counters, one per (seq, kv head) = blockIdx.y, all zero between launches.
   // The last split block of a (seq, kv head) to finish merges its splits and resets the counter to zero;
   // nullptr: the merge kernel merges the decode splits instead.
@@ -380,6 +385,80 @@ __device__ __forceinline__ void load_kv_tile(const MmaArgs& a, const int* table,
     }
     cp_async16(ks + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.k_cache) + off, valid);
     cp_async16(vs + (stage * kBN + r) * kLd + col, static_cast<const T*>(a.v_cache) + off, valid);
+  }
+}
+
+// An FP8 cache (--kv-cache-dtype fp8): load_kv_tile's gather of E4M3 codes into byte rows of D + 16
+// (16 codes a cp.async), then convert_kv_tile widens a landed stage into the f16 tiles the mma reads.
+template <int D>
+__device__ __forceinline__ void load_kv_tile_fp8(const MmaArgs& a, const int* table, int hk, int kt0, int kend,
+                                                 uint8_t* ks8, uint8_t* vs8, int stage, TileRows rows, int new0) {
+  constexpr int kLd8 = D + 16;
+  constexpr int kChunksPerRow = D / 16;
+  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+#pragma unroll
+  for (int i = 0; i < kBN * kChunksPerRow / kThreads; ++i) {
+    const int c = threadIdx.x + i * kThreads;
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
+    const int key = kt0 + r;
+    const bool valid = key < kend;
+    const bool is_new = valid && key >= new0;
+    if ((rows == TileRows::kOld && is_new) || (rows == TileRows::kNew && !is_new)) continue;
+    int64_t off = 0;
+    if (valid) off = static_cast<int64_t>(paged_slot(a, table, key)) * head_stride + static_cast<int64_t>(hk) * D + col;
+    cp_async16(ks8 + (stage * kBN + r) * kLd8 + col, static_cast<const uint8_t*>(a.k_cache) + off, valid);
+    cp_async16(vs8 + (stage * kBN + r) * kLd8 + col, static_cast<const uint8_t*>(a.v_cache) + off, valid);
+  }
+}
+
+// Rows [row0, row0 + kRows) of one landed stage of codes (src: [kBN][D + 16] bytes) as f16 in dst
+// ([kBN][D + kPad]): exact (every E4M3 value is an f16). Threads tid of kN take part (the block for a
+// whole tile, a warp for its own rows); the caller syncs them before and after.
+template <int D, int kRows, int kN>
+__device__ __forceinline__ void widen_code_rows(const uint8_t* src, __half* dst, int row0, int tid) {
+  constexpr int kLd8 = D + 16, kLd = D + kPad;
+  constexpr int kChunksPerRow = D / 16;
+  static_assert(kRows * kChunksPerRow % kN == 0, "whole chunks a thread");
+#pragma unroll
+  for (int i = 0; i < kRows * kChunksPerRow / kN; ++i) {
+    const int c = tid + i * kN;
+    const int r = row0 + c / kChunksPerRow, col = (c % kChunksPerRow) * 16;
+    uint4 lo, hi;
+    fp8x16_to_half16(*reinterpret_cast<const uint4*>(src + r * kLd8 + col), lo, hi);
+    reinterpret_cast<uint4*>(dst + r * kLd + col)[0] = lo;
+    reinterpret_cast<uint4*>(dst + r * kLd + col)[1] = hi;
+  }
+}
+
+// K / V stages of the tensor-core kernels: kStages; an FP8 cache's decode shape kFp8DecodeStages. Its
+// stages are half the bytes, and the kernel is bound by the bytes in flight (3 stages of codes: 40% of
+// HBM with the widening, 56% without it, against 88% for 3 of bf16 on the H200, session 39).
+constexpr int kFp8DecodeStages = 5;
+template <typename T, typename C, bool kDecode>
+constexpr int mma_stages() {
+  return !std::is_same_v<C, T> && kDecode ? kFp8DecodeStages : kStages;
+}
+
+// The shared memory of a tensor-core kernel's K / V tiles: stages of T rows; an FP8 cache (C = KvFp8):
+// stages of code rows, then the f16 rows they are widened into: one tile pair (prefill shape, where the
+// block shares each tile), or one tile (decode: each warp widens its own 16 keys' K, then their V).
+template <typename T, int D, typename C, bool kDecode>
+constexpr size_t mma_tile_smem_bytes() {
+  constexpr size_t stages = mma_stages<T, C, kDecode>();
+  if constexpr (std::is_same_v<C, T>) return stages * 2 * kBN * (D + kPad) * sizeof(T);
+  else return stages * 2 * kBN * (D + 16) + size_t{kDecode ? 1 : 2} * kBN * (D + kPad) * sizeof(__half);
+}
+
+// A Q fragment register (2 values of T) as the mma's type M: as is, or bf16 -> f16 for an FP8 cache's
+// f16 mma (clamped to f16's range: no infinity from a large q).
+template <typename T, typename M>
+__device__ __forceinline__ unsigned q_pair_as(unsigned u) {
+  if constexpr (std::is_same_v<T, M>) {
+    return u;
+  } else {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+    const __half2 h = __floats2half2_rn(fminf(fmaxf(f.x, -65504.f), 65504.f), fminf(fmaxf(f.y, -65504.f), 65504.f));
+    return *reinterpret_cast<const unsigned*>(&h);
   }
 }
 

@@ -2,6 +2,7 @@
 // with an online softmax. Any float dtype, head dim <= 256, sliding windows, soft-capping, attention
 // sinks. Slow but plain; the F32 path, the fallback of the sliding-window / soft-capped / sink layers
 // (attention_mma.cu) and of the tensor-core kernels, and batch-invariant mode's kernel for those layers.
+// Caches of the activation type or FP8 E4M3 codes (C = KvFp8, --kv-cache-dtype fp8).
 #include "backend/cuda/attention_sinks.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -27,7 +28,7 @@ struct SimpleArgs {
   const float* sinks;  // AttentionParams::sinks [H] F32, or nullptr
 };
 
-template <typename T>
+template <typename T, typename C>
 __global__ void attention_simple_kernel(SimpleArgs a) {
   constexpr int kMaxPerLane = 8;  // head_dim <= 256
   pdl_enter();  // launched with PDL (pdl.cuh)
@@ -62,7 +63,7 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
     if (key <= pos) {
       const int slot = table[key / a.block_size] * a.block_size + key % a.block_size;
       row = (static_cast<int64_t>(slot) * a.num_kv_heads + hk) * d;
-      const T* kr = static_cast<const T*>(a.k_cache) + row;
+      const C* kr = static_cast<const C*>(a.k_cache) + row;
       float dot = 0.f;
       for (int i = 0; i < d; ++i) dot += to_f(q[i]) * to_f(kr[i]);
       score = dot * a.scale;
@@ -82,7 +83,7 @@ __global__ void attention_simple_kernel(SimpleArgs a) {
     for (int kk = 0; kk < nkeys; ++kk) {
       const float pk = __shfl_sync(0xffffffffu, pr, kk);
       const int64_t rk = __shfl_sync(0xffffffffu, row, kk);
-      const T* vr = static_cast<const T*>(a.v_cache) + rk;
+      const C* vr = static_cast<const C*>(a.v_cache) + rk;
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i)
         if (lane + 32 * i < d) acc[i] += pk * to_f(vr[lane + 32 * i]);
@@ -108,7 +109,10 @@ void launch_paged_attention_simple(const AttentionParams& p, cudaStream_t stream
                checked_sinks(p, "paged_attention")};
   dispatch_float(p.q.dtype, "paged_attention", [&](auto tag) {
     using T = decltype(tag);
-    launch_pdl(attention_simple_kernel<T>, dim3(static_cast<unsigned>(t), p.num_heads), dim3(32), 0, stream, a);
+    dispatch_cache<T>(p.k_cache.dtype, [&](auto ctag) {
+      using C = decltype(ctag);
+      launch_pdl(attention_simple_kernel<T, C>, dim3(static_cast<unsigned>(t), p.num_heads), dim3(32), 0, stream, a);
+    });
   });
   check_launch("paged_attention_simple");
 }

@@ -260,7 +260,8 @@ int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_he
 
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
-  if (batch_invariant_ && p.window == 0 && p.softcap == 0.f && p.sinks.empty()) {
+  // FP8 caches in batch-invariant mode: the plain kernel (fixed order; the invariant kernel reads 2-byte caches).
+  if (batch_invariant_ && p.window == 0 && p.softcap == 0.f && p.sinks.empty() && p.k_cache.dtype == p.q.dtype) {
     launch_paged_attention_invariant(p, stream_);
     return;
   }

@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
   void moe(const MoeParams& p) override;
   bool supports_mxfp4_moe(DType weight_dtype) const override { return weight_dtype == DType::kBF16; }
   // FP8 linears (fp8_linear.h) with bf16/f16 activations; batch-invariant mode keeps its one fixed-order GEMM.
+  // FP8 E4M3 caches: written by qkv_prepare, read by the mma.sync kernels (head dims 64 / 128) or the plain one.
+  bool supports_fp8_kv_cache() const override { return true; }
   bool supports_fp8_linear() const override {
     return !batch_invariant_ && (act_ == DType::kBF16 || act_ == DType::kF16);
   }

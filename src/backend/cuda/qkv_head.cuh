@@ -252,7 +252,18 @@ inline bool qkv_fast_form(const QkvArgs& a, int d, DType act) {
                                          (reinterpret_cast<uintptr_t>(a.k_norm) & 3) == 0));
 }
 
-// Stores x (lane_elem order) rounded to T at dst[0, d): global or shared memory.
+// Stores a pair of values rounded to T at dst[0, 2): one 4-byte store (2-byte types) or 2-byte store
+// (KvFp8 codes); F32 (never stored in pairs) element by element.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float x0, float x1) {
+  const T e[2] = {from_f<T>(x0), from_f<T>(x1)};
+  if constexpr (sizeof(T) == 2) *reinterpret_cast<unsigned*>(dst) = *reinterpret_cast<const unsigned*>(e);
+  else if constexpr (sizeof(T) == 1) *reinterpret_cast<uint16_t*>(dst) = *reinterpret_cast<const uint16_t*>(e);
+  else dst[0] = e[0], dst[1] = e[1];
+}
+
+// Stores x (lane_elem order) rounded to T (an activation type, or KvFp8: a cache's codes) at dst[0, d):
+// global or shared memory.
 template <typename T, int KPL>
 __device__ __forceinline__ void store_head(T* dst, int d, bool pairs, const float (&x)[KPL]) {
   const int lane = threadIdx.x % 32;
@@ -261,10 +272,7 @@ __device__ __forceinline__ void store_head(T* dst, int d, bool pairs, const floa
     const int i = lane_elem(pairs, lane, j);
     const int i1 = lane_elem(pairs, lane, j + 1);
     if (pairs) {
-      if (i < d) {
-        T e[2] = {from_f<T>(x[j]), from_f<T>(x[j + 1])};
-        *reinterpret_cast<unsigned*>(dst + i) = *reinterpret_cast<const unsigned*>(e);
-      }
+      if (i < d) store_pair(dst + i, x[j], x[j + 1]);
     } else {
       if (i < d) dst[i] = from_f<T>(x[j]);
       if (i1 < d) dst[i1] = from_f<T>(x[j + 1]);

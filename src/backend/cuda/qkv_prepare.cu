@@ -4,6 +4,7 @@
 // kernel: split qkv, optional q/k RMSNorm (per head or full width, before or after RoPE), RoPE (NeoX halves or GPT-J pairs, partial rotary), write q to q_out
 // and k, v into the paged cache at slot_mapping (slot < 0: skipped). Math in fp32 in shared memory.
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -60,7 +61,8 @@ __device__ void rope_heads(float* buf, int num, int d, int rd, bool neox, const 
   }
 }
 
-template <typename T>
+// C: the cache's element type (T, or KvFp8 for an FP8 cache: codes of the fp32 values).
+template <typename T, typename C>
 __global__ void qkv_prepare_kernel(QkvArgs a) {
   extern __shared__ float smem[];  // [(H + Hkv) * D] fp32 q then k
   __shared__ float scratch[32];
@@ -106,9 +108,18 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
   T* qo = static_cast<T*>(a.q_out) + t * static_cast<int64_t>(nq);
   const int slot = a.slots[t];
   // Cache layout [num_blocks, block_size, Hkv, D]: a slot's Hkv*D values are contiguous.
-  T* kc = static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * nk;
-  T* vc = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * nk;
+  C* kc = static_cast<C*>(a.k_cache) + static_cast<int64_t>(slot) * nk;
+  C* vc = static_cast<C*>(a.v_cache) + static_cast<int64_t>(slot) * nk;
   const T* v = row + nq + nk;
+  if constexpr (!std::is_same_v<C, T>) {  // FP8 cache: element by element (this kernel: full-width norms)
+    for (int i = threadIdx.x; i < nq; i += blockDim.x) qo[i] = from_f<T>(q[i]);
+    if (slot < 0) return;
+    for (int i = threadIdx.x; i < nk; i += blockDim.x) {
+      kc[i] = from_f<C>(k[i]);
+      vc[i] = from_f<C>(to_f(v[i]));
+    }
+    return;
+  }
   if (a.vec) {
     auto pack = [&](const float* src, int i) {
       V o;
@@ -127,8 +138,8 @@ __global__ void qkv_prepare_kernel(QkvArgs a) {
   for (int i = threadIdx.x; i < nq; i += blockDim.x) qo[i] = from_f<T>(q[i]);
   if (slot < 0) return;
   for (int i = threadIdx.x; i < nk; i += blockDim.x) {
-    kc[i] = from_f<T>(k[i]);
-    vc[i] = v[i];
+    kc[i] = from_f<C>(k[i]);
+    vc[i] = from_f<C>(to_f(v[i]));
   }
 }
 
@@ -141,7 +152,8 @@ constexpr int64_t kHeadPathMaxTokens = 1024;
 
 // KPL: values a lane (kPerLane, or D / 32 where the head dim D is known); kFast: prepare_head's fast form
 // (qkv_fast_form), the decode path of the Qwen3 / Llama shapes. Every form gives the same bits.
-template <typename T, int KPL, bool kFast>
+// C: the cache's element type (T, or KvFp8).
+template <typename T, int KPL, bool kFast, typename C = T>
 __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvArgs a, int blocks_per_token) {
   __shared__ float xs[kHeadWarps][kMaxHeadDim];
   pdl_enter();  // launched with PDL (pdl.cuh): before any access; no block-wide barrier follows, so
@@ -156,7 +168,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
   const int slot = a.slots[t];
   if (hh >= h + hk) {  // a v head: copied unchanged into the cache
     if (slot < 0) return;
-    T* dst = static_cast<T*>(a.v_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h - hk) * d;
+    C* dst = static_cast<C*>(a.v_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h - hk) * d;
     // Every load before any store: dst may alias src for all the compiler knows, so a load-store loop
     // makes each of the lane's d / 32 loads wait for the previous store (one L2 round trip each).
     T v[KPL];
@@ -165,7 +177,10 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
       if (lane + 32 * j < d) v[j] = src[lane + 32 * j];
 #pragma unroll
     for (int j = 0; j < KPL; ++j)
-      if (lane + 32 * j < d) dst[lane + 32 * j] = v[j];
+      if (lane + 32 * j < d) {
+        if constexpr (std::is_same_v<C, T>) dst[lane + 32 * j] = v[j];
+        else dst[lane + 32 * j] = from_f<C>(to_f(v[j]));
+      }
     return;
   }
   const bool is_q = hh < h;
@@ -174,9 +189,9 @@ __global__ void __launch_bounds__(kHeadWarps * 32) qkv_prepare_heads_kernel(QkvA
   const bool pairs = sizeof(T) == 2 && a.vec;
   float x[KPL];
   prepare_head<T, KPL, kFast>(a, src, a.positions[t], is_q, pairs, xs[warp], x);
-  T* dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(d)
-                : static_cast<T*>(a.k_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h) * d;
-  store_head<T>(dst, d, kFast || pairs, x);
+  if (is_q) store_head<T>(static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(d), d, kFast || pairs, x);
+  else store_head<C>(static_cast<C*>(a.k_cache) + static_cast<int64_t>(slot) * hk * d + static_cast<int64_t>(hh - h) * d, d,
+                     kFast || pairs, x);
 }
 
 // Many tokens, 2-byte types, head dim 64 or 128, per-head norms (the prefill steps of the Qwen3 / Llama /
@@ -197,7 +212,8 @@ constexpr int kTokWarps = 8;
 // 1,024 tokens outside batch-invariant mode), as with VIREO_QKV_TOKENS=0.
 constexpr int kTokMaxRowBytes = 32 * 1024;
 
-template <typename T, int D>
+// C: the cache's element type (T, or KvFp8).
+template <typename T, int D, typename C = T>
 __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(QkvArgs a) {
   static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
   constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
@@ -228,12 +244,18 @@ __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(Q
     unsigned raw[kPL / 2];
 #pragma unroll
     for (int jj = 0; jj < kPL / 2; ++jj) raw[jj] = row[hh * (D / 2) + 32 * jj];
-    T* dst;
-    if (hh >= h + hk) {  // a v head: copied unchanged into the cache
+    if (hh >= h + hk) {  // a v head: copied unchanged into the cache (or its codes into an FP8 cache)
       if (slot < 0) continue;
-      dst = static_cast<T*>(a.v_cache) + (static_cast<int64_t>(slot) * hk + (hh - h - hk)) * D + 2 * lane;
+      C* vdst = static_cast<C*>(a.v_cache) + (static_cast<int64_t>(slot) * hk + (hh - h - hk)) * D + 2 * lane;
 #pragma unroll
-      for (int jj = 0; jj < kPL / 2; ++jj) *reinterpret_cast<unsigned*>(dst + 64 * jj) = raw[jj];
+      for (int jj = 0; jj < kPL / 2; ++jj) {
+        if constexpr (std::is_same_v<C, T>) {
+          *reinterpret_cast<unsigned*>(vdst + 64 * jj) = raw[jj];
+        } else {
+          const T* e = reinterpret_cast<const T*>(&raw[jj]);
+          store_pair(vdst + 64 * jj, to_f(e[0]), to_f(e[1]));
+        }
+      }
       continue;
     }
     const bool is_q = hh < h;
@@ -241,12 +263,14 @@ __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(Q
     float x[kPL];
     prepare_head_from<T, kPL, true>(
         a, [&](int j, int) { return raw[j / 2]; }, [](int) { return T(); }, 0, is_q, true, rows[warp], x, &coeffs);
-    dst = is_q ? static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(D) + 2 * lane
-               : static_cast<T*>(a.k_cache) + (static_cast<int64_t>(slot) * hk + (hh - h)) * D + 2 * lane;
+    if (is_q) {
+      T* dst = static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(D) + 2 * lane;
 #pragma unroll
-    for (int jj = 0; jj < kPL / 2; ++jj) {
-      T e[2] = {from_f<T>(x[2 * jj]), from_f<T>(x[2 * jj + 1])};
-      *reinterpret_cast<unsigned*>(dst + 64 * jj) = *reinterpret_cast<const unsigned*>(e);
+      for (int jj = 0; jj < kPL / 2; ++jj) store_pair(dst + 64 * jj, x[2 * jj], x[2 * jj + 1]);
+    } else {
+      C* dst = static_cast<C*>(a.k_cache) + (static_cast<int64_t>(slot) * hk + (hh - h)) * D + 2 * lane;
+#pragma unroll
+      for (int jj = 0; jj < kPL / 2; ++jj) store_pair(dst + 64 * jj, x[2 * jj], x[2 * jj + 1]);
     }
   }
 }
@@ -259,8 +283,9 @@ QkvArgs make_qkv_args(const QkvPrepareParams& p) {
   const int64_t t = p.positions.numel();
   if (p.qkv.numel() != t * (h + 2 * hk) * d) throw Error("qkv_prepare: qkv must be [T, (H + 2*Hkv) * D]");
   if (p.q_out.numel() != t * h * d) throw Error("qkv_prepare: q_out must be [T, H, D]");
-  if (p.q_out.dtype != p.qkv.dtype || p.k_cache.dtype != p.qkv.dtype || p.v_cache.dtype != p.qkv.dtype)
-    throw Error("qkv_prepare: q_out and the caches must have the activation dtype");
+  if (p.q_out.dtype != p.qkv.dtype) throw Error("qkv_prepare: q_out must have the activation dtype");
+  if ((p.k_cache.dtype != p.qkv.dtype && p.k_cache.dtype != DType::kF8E4M3) || p.v_cache.dtype != p.k_cache.dtype)
+    throw Error("qkv_prepare: the caches must have the activation dtype, or both be F8_E4M3");
   if (p.rotary_dim < 0 || p.rotary_dim > d || p.rotary_dim % 2 != 0) throw Error("qkv_prepare: bad rotary_dim");
   if (p.positions.dtype != DType::kI32 || p.slot_mapping.dtype != DType::kI32)
     throw Error("qkv_prepare: positions and slot_mapping must be I32");
@@ -305,32 +330,35 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
                       static_cast<int64_t>(h + 2 * hk) * d * 2 <= kTokMaxRowBytes;
   dispatch_float(p.qkv.dtype, "qkv_prepare", [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (sizeof(T) == 2) {
-      if (tokens) {
-        const dim3 grid(static_cast<unsigned>(t)), block(kTokWarps * 32);
-        const size_t row_bytes = static_cast<size_t>(h + 2 * hk) * d * sizeof(T);
-        if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64>, grid, block, row_bytes, stream, a);
-        else launch_pdl(qkv_prepare_tokens_kernel<T, 128>, grid, block, row_bytes, stream, a);
-        return;
-      }
-    }
-    if (per_head) {
-      const int bpt = (h + 2 * hk + kHeadWarps - 1) / kHeadWarps;
-      const dim3 grid(static_cast<unsigned>(t * bpt)), block(kHeadWarps * 32);
+    dispatch_cache<T>(p.k_cache.dtype, [&](auto ctag) {
+      using C = decltype(ctag);  // T, or KvFp8 (--kv-cache-dtype fp8)
       if constexpr (sizeof(T) == 2) {
-        if (qkv_fast_form(a, d, p.qkv.dtype)) {  // less code on the decode path (the 8B's batch-1 layer)
-          if (d == 64) launch_pdl(qkv_prepare_heads_kernel<T, 2, true>, grid, block, 0, stream, a, bpt);
-          else launch_pdl(qkv_prepare_heads_kernel<T, 4, true>, grid, block, 0, stream, a, bpt);
+        if (tokens) {
+          const dim3 grid(static_cast<unsigned>(t)), block(kTokWarps * 32);
+          const size_t row_bytes = static_cast<size_t>(h + 2 * hk) * d * sizeof(T);
+          if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64, C>, grid, block, row_bytes, stream, a);
+          else launch_pdl(qkv_prepare_tokens_kernel<T, 128, C>, grid, block, row_bytes, stream, a);
           return;
         }
       }
-      launch_pdl(qkv_prepare_heads_kernel<T, kPerLane, false>, grid, block, 0, stream, a, bpt);
-      return;
-    }
-    if (smem > 48 * 1024)
-      VIREO_CUDA_CHECK(cudaFuncSetAttribute(qkv_prepare_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
-    launch_pdl(qkv_prepare_kernel<T>, dim3(static_cast<unsigned>(t)), dim3(256), smem, stream, a);
+      if (per_head) {
+        const int bpt = (h + 2 * hk + kHeadWarps - 1) / kHeadWarps;
+        const dim3 grid(static_cast<unsigned>(t * bpt)), block(kHeadWarps * 32);
+        if constexpr (sizeof(T) == 2) {
+          if (qkv_fast_form(a, d, p.qkv.dtype)) {  // less code on the decode path (the 8B's batch-1 layer)
+            if (d == 64) launch_pdl(qkv_prepare_heads_kernel<T, 2, true, C>, grid, block, 0, stream, a, bpt);
+            else launch_pdl(qkv_prepare_heads_kernel<T, 4, true, C>, grid, block, 0, stream, a, bpt);
+            return;
+          }
+        }
+        launch_pdl(qkv_prepare_heads_kernel<T, kPerLane, false, C>, grid, block, 0, stream, a, bpt);
+        return;
+      }
+      if (smem > 48 * 1024)
+        VIREO_CUDA_CHECK(cudaFuncSetAttribute(qkv_prepare_kernel<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem)));
+      launch_pdl(qkv_prepare_kernel<T, C>, dim3(static_cast<unsigned>(t)), dim3(256), smem, stream, a);
+    });
   });
   check_launch("qkv_prepare");
 }
