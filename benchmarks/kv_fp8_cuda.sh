@@ -15,7 +15,7 @@ shift 2 2>/dev/null || shift $#
 EXTRA=("$@")
 PORT=${PORT:-8195}
 V=./build/vireo
-for kv in auto fp8; do
+for kv in ${KV_DTYPES:-auto fp8}; do
   if [[ " $STAGES " == *" 1 "* ]]; then
     echo "== kv $kv: throughput, random 1024 / 128, 256 sequences, 1024 prompts"
     $V bench throughput --model "$MODEL" --load-format dummy --device cuda --kv-cache-dtype "$kv" "${EXTRA[@]}" \
@@ -32,7 +32,7 @@ done
 if [[ " $STAGES " == *" 3 "* ]]; then
   LOG=$(mktemp)
   trap 'kill $SERVER 2>/dev/null || true; rm -f "$LOG"' EXIT
-  for kv in auto fp8; do
+  for kv in ${KV_DTYPES:-auto fp8}; do
     $V serve --model "$MODEL" --load-format dummy --port "$PORT" --device cuda --max-num-seqs 256 \
       --max-model-len 4096 --kv-cache-dtype "$kv" "${EXTRA[@]}" > "$LOG" 2>&1 &
     SERVER=$!

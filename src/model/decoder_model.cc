@@ -32,6 +32,9 @@ DecoderModel::DecoderModel(ModelConfig config, const ArchSpec& spec, std::unique
   // F32 or BF16 on the CPU.
   wdtype_ = be_->weight_dtype(cfg_.torch_dtype);
   kv_dtype_ = kv_cache_dtype(opts_.kv_cache_dtype, *be_);
+  if (kv_dtype_ == DType::kF8E4M3)
+    log_info("--kv-cache-dtype {}: K and V stored as F8_E4M3 codes with scale 1 (a checkpoint's k_scale / v_scale "
+             "are not applied)", opts_.kv_cache_dtype);
   if (cfg_.qk_norm_off) spec_.qk_norm = QkNorm::kNone;  // GLM-4.5 without use_qk_norm
   mlp_act_ = cfg_.hidden_act.rfind("gelu", 0) == 0 ? Activation::kGeluTanh : Activation::kSilu;
   if (spec_.scaled_embedding) embed_scale_ = round_to_dtype(static_cast<float>(std::sqrt(cfg_.hidden_size)));

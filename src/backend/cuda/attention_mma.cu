@@ -49,6 +49,14 @@ int fp8_kv_mode() {
   return mode;
 }
 
+int fp8_kv_stages() {
+  static const int n = [] {
+    const char* v = std::getenv("VIREO_FP8_KV_STAGES");
+    return v == nullptr ? kFp8DecodeStages : std::atoi(v);
+  }();
+  return n;
+}
+
 bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
   const char* v = std::getenv("VIREO_WINDOW_WIDE");
   return !(v && v[0] == '0');
@@ -122,8 +130,8 @@ __device__ __forceinline__ void merge_decode_splits(const MmaArgs& a, float* sm,
 }
 
 // kRowWarps = 4: prefill shape (64 rows, warps own rows); 1: decode shape (16 rows, warps own keys).
-// C: the cache's element type, T or KvFp8.
-template <typename T, int D, int kRowWarps, typename C = T>
+// C: the cache's element type, T or KvFp8; kSt: K / V stages (tiles in flight + 1).
+template <typename T, int D, int kRowWarps, typename C = T, int kSt = mma_stages<T, C, kRowWarps == 1>()>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   constexpr bool kFp8 = !std::is_same_v<C, T>;
   using M = std::conditional_t<kFp8, __half, T>;  // the mma's inputs: FP8 codes widen exactly to f16
@@ -133,7 +141,6 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   constexpr int kNT = kKeysPerWarp / 8;  // score n-tiles per warp
   constexpr int kDT = D / 8;             // output n-tiles
   constexpr int kLd = D + kPad;          // smem row stride (elements)
-  constexpr int kSt = mma_stages<T, C, kDecode>();  // K / V tiles in flight + 1
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ks = reinterpret_cast<T*>(smem_raw);  // [kSt][kBN][kLd]
   T* vs = ks + kSt * kBN * kLd;            // [kSt][kBN][kLd]
@@ -416,27 +423,27 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
 }
 
 // Blocks of one kernel shape resident per SM (registers and shared memory decide), once per shape.
-template <typename T, int D, int kRowWarps, typename C = T>
+template <typename T, int D, int kRowWarps, typename C = T, int kSt = mma_stages<T, C, kRowWarps == 1>()>
 int blocks_per_sm() {
   static const int n = [] {
-    constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1>();
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps, C>,
+    constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1, kSt>();
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps, C, kSt>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int b = 0;
-    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps, C>,
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps, C, kSt>,
                                                                    kThreads, smem));
     return b < 1 ? 1 : b;
   }();
   return n;
 }
 
-template <typename T, int D, int kRowWarps, typename C = T>
+template <typename T, int D, int kRowWarps, typename C = T, int kSt = mma_stages<T, C, kRowWarps == 1>()>
 void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1>();
+  constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1, kSt>();
   static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
   static_assert(smem >= (16 * kMaxDecodeSplits + 16) * sizeof(float), "split merge must fit in the tile buffers");
-  blocks_per_sm<T, D, kRowWarps, C>();  // sets the shared-memory attribute
-  launch_pdl(attention_mma_kernel<T, D, kRowWarps, C>, grid, dim3(kThreads), smem, stream, a);
+  blocks_per_sm<T, D, kRowWarps, C, kSt>();  // sets the shared-memory attribute
+  launch_pdl(attention_mma_kernel<T, D, kRowWarps, C, kSt>, grid, dim3(kThreads), smem, stream, a);
   check_launch("paged_attention");
 }
 
@@ -548,7 +555,9 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   int dec_splits = 1, pre_splits = 1;
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
-  const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1, C>();
+  // FP8 decode: kFp8DecodeStages stages, or 3 with VIREO_FP8_KV_STAGES=3 (A/B runs).
+  const bool fp8_st3 = kFp8 && fp8_kv_stages() == 3;
+  const int64_t dec_slots = int64_t{dev.num_sms} * (fp8_st3 ? blocks_per_sm<T, D, 1, C, 3>() : blocks_per_sm<T, D, 1, C>());
   // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
   // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
   const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
@@ -584,7 +593,8 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   }
   if (dec_splits > 1) a.counters = split_counters(stream, sh);
   a.bulk_kv = !kFp8 && decode_bulk_for(D);
-  if (any_decode) launch_shape<T, D, 1, C>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
+  if (any_decode && fp8_st3) launch_shape<T, D, 1, C, 3>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
+  else if (any_decode) launch_shape<T, D, 1, C>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
     if constexpr (kFp8) {

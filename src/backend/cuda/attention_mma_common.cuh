@@ -442,9 +442,9 @@ constexpr int mma_stages() {
 // The shared memory of a tensor-core kernel's K / V tiles: stages of T rows; an FP8 cache (C = KvFp8):
 // stages of code rows, then the f16 rows they are widened into: one tile pair (prefill shape, where the
 // block shares each tile), or one tile (decode: each warp widens its own 16 keys' K, then their V).
-template <typename T, int D, typename C, bool kDecode>
+template <typename T, int D, typename C, bool kDecode, int kSt = mma_stages<T, C, kDecode>()>
 constexpr size_t mma_tile_smem_bytes() {
-  constexpr size_t stages = mma_stages<T, C, kDecode>();
+  constexpr size_t stages = kSt;
   if constexpr (std::is_same_v<C, T>) return stages * 2 * kBN * (D + kPad) * sizeof(T);
   else return stages * 2 * kBN * (D + 16) + size_t{kDecode ? 1 : 2} * kBN * (D + kPad) * sizeof(__half);
 }
