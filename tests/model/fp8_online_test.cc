@@ -183,16 +183,7 @@ TEST(Fp8OnlineFamilies, EveryFixtureRunsPrefillAndDecode) {
   for (const auto& entry : fs::directory_iterator(root)) {
     if (!fs::exists(entry.path() / "config.json")) continue;
     SCOPED_TRACE(entry.path().filename().string());
-    auto run = [&](const LoadOptions& o) {
-      auto model = load_model(entry.path().string(), create_backend("cpu"), o);
-      KvCache kv = model->allocate_kv_cache(8, 16);
-      testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
-      d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250});
-      d.step({42});
-      std::vector<float> l = d.step({7});
-      model->free_kv_cache(kv);
-      return l;
-    };
+    auto run = [&](const LoadOptions& o) { return testing::prefill_and_two_decodes(entry.path().string(), o); };
     std::vector<float> plain;
     try {
       plain = run(LoadOptions{});

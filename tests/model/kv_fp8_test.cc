@@ -149,15 +149,7 @@ TEST(KvFp8Families, EveryFixtureRunsPrefillAndDecode) {
     SCOPED_TRACE(entry.path().filename().string());
     size_t block_bytes = 0;
     auto run = [&](const LoadOptions& o) {
-      auto model = load_model(entry.path().string(), create_backend("cpu"), o);
-      block_bytes = model->kv_block_bytes(16);
-      KvCache kv = model->allocate_kv_cache(8, 16);
-      testing::SeqDriver d{*model, kv, testing::contiguous_table(8)};
-      d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250});
-      d.step({42});
-      std::vector<float> l = d.step({7});
-      model->free_kv_cache(kv);
-      return l;
+      return testing::prefill_and_two_decodes(entry.path().string(), o, &block_bytes);
     };
     // LFM2-MoE's router picks 3 of 8 experts by close scores: E4M3's rounding flips one pick in this tiny
     // random model (logits 0.82 apart, against 0.055 with every expert on), so it runs with all 8.

@@ -50,6 +50,21 @@ inline std::vector<int32_t> contiguous_table(int num_blocks) {
   return t;
 }
 
+// The model at dir on the CPU with options o through a 12-token prefill and two decode steps (the loops of
+// the every-fixture tests): the last step's logits. block_bytes: kv_block_bytes(16), when given.
+inline std::vector<float> prefill_and_two_decodes(const std::string& dir, const LoadOptions& o,
+                                                  size_t* block_bytes = nullptr) {
+  auto model = load_model(dir, create_backend("cpu"), o);
+  if (block_bytes) *block_bytes = model->kv_block_bytes(16);
+  KvCache kv = model->allocate_kv_cache(8, 16);
+  SeqDriver d{*model, kv, contiguous_table(8)};
+  d.step({5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250});
+  d.step({42});
+  std::vector<float> l = d.step({7});
+  model->free_kv_cache(kv);
+  return l;
+}
+
 // max |a - b| / max |b|
 inline double rel_max_err(const float* a, const float* b, size_t n) {
   double diff = 0, ref = 0;
