@@ -86,6 +86,9 @@ void paged_attention(ThreadPool& pool, const AttentionParams& p) {
           if (cdt == DType::kF32) {
             std::copy_n(p.k_cache.ptr<float>() + off, D, kc.data() + i * D);
             std::copy_n(p.v_cache.ptr<float>() + off, D, vc.data() + i * D);
+          } else if (cdt == DType::kF8E4M3) {
+            fp8_e4m3_widen(p.k_cache.ptr<uint8_t>() + off, D, 1.f, kc.data() + i * D);
+            fp8_e4m3_widen(p.v_cache.ptr<uint8_t>() + off, D, 1.f, vc.data() + i * D);
           } else {
             for (int d = 0; d < D; ++d) {
               kc[i * D + d] = load_elem(p.k_cache.data, cdt, off + d);

@@ -163,9 +163,14 @@ class DecodeRows {
     if (cache.dtype == DType::kF32) return f(cache.ptr<float>() + off, row_stride_);
     if (cache.dtype == DType::kBF16) return f(cache.ptr<uint16_t>() + off, row_stride_);
     buf_.resize(static_cast<size_t>(n) * D);  // F16, F8_E4M3
-    for (int i = 0; i < n; ++i)
-      for (int d = 0; d < D; ++d)
-        buf_[static_cast<size_t>(i) * D + d] = load_elem(cache.data, cache.dtype, off + i * row_stride_ + d);
+    for (int i = 0; i < n; ++i) {
+      float* row = buf_.data() + static_cast<size_t>(i) * D;
+      if (cache.dtype == DType::kF8E4M3) {
+        fp8_e4m3_widen(cache.ptr<uint8_t>() + off + i * row_stride_, D, 1.f, row);
+        continue;
+      }
+      for (int d = 0; d < D; ++d) row[d] = load_elem(cache.data, cache.dtype, off + i * row_stride_ + d);
+    }
     f(static_cast<const float*>(buf_.data()), static_cast<int64_t>(D));
   }
 

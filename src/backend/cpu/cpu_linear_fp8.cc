@@ -170,6 +170,16 @@ void dequantize_row(const uint8_t* src, int64_t k, float scale, float* dst) {
   for (int64_t i = 0; i < k; ++i) dst[i] = t[src[i]] * s;
 }
 
+}  // namespace
+
+void fp8_e4m3_widen(const uint8_t* src, int64_t n, float scale, float* dst) {
+  const int64_t n16 = n / kLanes * kLanes;
+  dequantize_row(src, n16, scale, dst);
+  for (int64_t i = n16; i < n; ++i) dst[i] = fp8_e4m3_to_f32(src[i]) * scale;
+}
+
+namespace {
+
 template <int kRows>
 void dot_rows(const float* x, int64_t k, const uint8_t* w, const float* scale, int64_t m, int64_t j0, int64_t j1,
               float* out, Fp8Kernel kernel) {

@@ -51,6 +51,10 @@ void short_conv(ThreadPool& pool, const ShortConvParams& p);  // cpu_short_conv.
 void gated_delta_net(ThreadPool& pool, const GatedDeltaNetParams& p);  // cpu_gated_delta_net.cc
 void sigmoid_gate(ThreadPool& pool, const SigmoidGateParams& p);        // cpu_gated_delta_net.cc
 
+// dst [n] = the E4M3 codes src [n] as floats times scale (AVX2 + F16C 16 codes at a time where the CPU
+// has them; cpu_linear_fp8.cc): FP8 weights' rows, FP8 KV cache rows (scale 1).
+void fp8_e4m3_widen(const uint8_t* src, int64_t n, float scale, float* dst);
+
 // Element access shared by the op files.
 inline float load_elem(const void* base, DType t, int64_t i) {
   switch (t) {
