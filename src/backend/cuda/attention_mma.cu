@@ -11,8 +11,10 @@
 //   prefill (q_len * G > 16):  64 rows (16 per warp) that share each 64-key tile; causal; optional
 //           key splits for long chunked-prefill contexts.
 // K/V tiles are gathered page by page with cp.async into padded shared memory, three stages deep.
-// An FP8 cache (C = KvFp8, --kv-cache-dtype fp8) lands its codes the same way (half the bytes); each
-// stage is widened into one f16 tile pair before it is used, and the mma runs in f16 (q converted once).
+// An FP8 cache (C = KvFp8, --kv-cache-dtype fp8) lands its codes the same way (half the bytes, five
+// stages in the decode shape); each decode warp widens its own keys' K, then V, to f16 rows before it
+// uses them, and the mma runs in f16 (q converted once). Prefill rows over codes run the model-dtype
+// kernels on widened pages instead (kv_fp8_gather.h; VIREO_FP8_KV_MODE=3 widens them in this kernel).
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
