@@ -274,6 +274,33 @@ TEST(ServerE2E, MaxLogprobsFlag) {
   EXPECT_FALSE(over.wait_healthy(60s)) << "--max-logprobs 21 must stop the server at start-up";
 }
 
+// vLLM's --kv-cache-dtype fp8 on a live server: it starts, serves a streamed and a plain completion of the
+// same greedy request with the same text (the cache's codes are the same whichever way the tokens go out);
+// fp8_e5m2 stops the server at start-up.
+TEST(ServerE2E, Fp8KvCacheFlag) {
+  ServeProcess srv({"--kv-cache-dtype", "fp8", "--max-model-len", "512"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve --kv-cache-dtype fp8 did not become healthy";
+  httplib::Client cli(srv.url());
+  cli.set_read_timeout(120, 0);
+  const std::string body = R"({"prompt":"The capital of France is","max_tokens":8,"temperature":0)";
+  auto r = cli.Post("/v1/completions", body + "}", "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : std::string("no response"));
+  const std::string text = nlohmann::json::parse(r->body)["choices"][0]["text"];
+  auto st = cli.Post("/v1/completions", body + R"(,"stream":true})", "application/json");
+  ASSERT_TRUE(st && st->status == 200);
+  std::string streamed;
+  std::istringstream lines(st->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const auto chunk = nlohmann::json::parse(line.substr(6), nullptr, false);
+    if (chunk.is_object() && !chunk["choices"].empty()) streamed += chunk["choices"][0].value("text", "");
+  }
+  EXPECT_EQ(streamed, text);
+  EXPECT_EQ(srv.terminate(60s), 0);
+  ServeProcess e5m2({"--kv-cache-dtype", "fp8_e5m2"});
+  EXPECT_FALSE(e5m2.wait_healthy(60s)) << "--kv-cache-dtype fp8_e5m2 must stop the server at start-up";
+}
+
 namespace {
 
 // vLLM's --enable-prompt-tokens-details and --return-tokens-as-token-ids on a live server: usage reports
