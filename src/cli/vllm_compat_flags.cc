@@ -17,6 +17,9 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "auto (the model dtype) | fp8 | fp8_e4m3: K and V stored as FP8 E4M3 (scale 1, as vLLM without "
                  "checkpoint scales), twice the tokens in the same memory and half the decode attention's reads")
       ->group(g);
+  app.add_flag("--calculate-kv-scales", f.calculate_kv_scales,
+               "No effect: an FP8 KV cache (--kv-cache-dtype fp8) keeps scale 1 (vLLM's default without it)")
+      ->group(g);
   app.add_option("--quantization,-q", f.quantization,
                  "gguf, mxfp4, fp8 or compressed-tensors, else not needed: GGUF files are read by their own types "
                  "(quantized weights kept packed on the CPU, dequantized at load on CUDA); GPT-OSS's MXFP4 experts "
@@ -25,8 +28,8 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "block-wise or per-tensor scales; compressed-tensors float8) are read dequantized; fp8 (any "
                  "checkpoint or dummy weights) and compressed-tensors (an FP8 checkpoint) put the layers' "
                  "projections in FP8 E4M3 with one scale per output row, quantized at load (vLLM's online FP8): CUDA "
-                 "keeps them in FP8 (W8A8 GEMMs, FP8-weight decode GEMV), the CPU computes with the rounded "
-                 "weights; other methods are not supported")
+                 "keeps them in FP8 (W8A8 GEMMs, FP8-weight decode GEMV), and so does the CPU (an FP8 GEMV for "
+                 "decode steps); other methods are not supported")
       ->group(g);
   app.add_flag("--trust-remote-code", f.trust_remote_code, "No effect: vireo never runs code from a model folder")
       ->group(g);
@@ -132,6 +135,8 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
                 ": only auto and string are supported (text parts joined into one string)");
   if (f.disable_sliding_window)
     throw Error("--disable-sliding-window: not supported (sliding-window layers keep their window)");
+  if (f.calculate_kv_scales)
+    log_warn("--calculate-kv-scales: not supported; an FP8 KV cache keeps scale 1 (the values' own E4M3 codes)");
   if (!f.enable_chunked_prefill) log_warn("--no-enable-chunked-prefill: prefill stays chunked (vireo's scheduler)");
 }
 

@@ -1,6 +1,7 @@
 // vLLM flags that scripts written for `vllm serve` pass and that have one meaning here: accepted so
-// such command lines run unchanged, checked where only one value is possible (one GPU, no separate
-// quantization or KV-cache dtype), and otherwise without effect, each for the reason given in its help.
+// such command lines run unchanged, checked where only some values are possible (one GPU; the
+// quantizations and KV-cache dtypes vireo has), and otherwise without effect, each for the reason given in
+// its help.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
@@ -24,7 +25,7 @@ struct VllmCompatFlags {
       chat_template_content_format = "auto";
   int max_num_partial_prefills = 1, max_long_partial_prefills = 1, long_prefill_token_threshold = 0;
   bool disable_cascade_attn = false, enable_sleep_mode = false, enable_log_outputs = false,
-       enable_server_load_tracking = false, disable_sliding_window = false;
+       enable_server_load_tracking = false, disable_sliding_window = false, calculate_kv_scales = false;
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);
