@@ -1,5 +1,7 @@
 #include "core/fp8.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -68,17 +70,25 @@ void fp8_dequantize(const Fp8Matrix& m, float* out) {
 }
 
 uint8_t f32_to_fp8_e4m3(float v) {
-  if (std::isnan(v)) return 0x7F;
-  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
-  const float a = std::fabs(v);
-  if (a >= 448.f) return sign | 0x7E;  // saturate (464 and up would round past 448; satfinite clamps)
-  // Subnormals are multiples of 2^-9 below 2^-6; 8 x 2^-9 is the smallest normal, code 0x08, so the
-  // rounded count is the code either way. nearbyint rounds ties to even (the default rounding mode).
-  if (a < 0.015625f) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
-  int e = std::ilogb(a);                                       // a in [2^e, 2^(e+1)), e in [-6, 8]
-  int man = static_cast<int>(std::nearbyint((std::ldexp(a, -e) - 1.f) * 8.f));  // exact scaling, then RNE
-  if (man == 8) man = 0, ++e;
-  const int code = ((e + 7) << 3) | man;
+  // Bit arithmetic, no libm calls: the encoder runs per value on the CPU's FP8 paths (a KV cache's every
+  // K / V element, FP8 weights at load). Checked against a brute-force encoder (fp8_online_test.cc).
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t mag = bits & 0x7FFFFFFFu;
+  if (mag > 0x7F800000u) return 0x7F;  // NaN
+  if (mag >= 0x43E00000u) return sign | 0x7E;  // >= 448: saturate (satfinite), infinity included
+  if (mag < 0x3C800000u) {  // below 2^-6: subnormal codes, multiples of 2^-9 (8 x 2^-9 is code 0x08)
+    float a;
+    std::memcpy(&a, &mag, 4);
+    // a * 2^9 < 8 is exact; adding 2^23 rounds it to an integer, ties to even (the default rounding mode).
+    const float r = (a * 512.f + 8388608.f) - 8388608.f;
+    return sign | static_cast<uint8_t>(r);
+  }
+  // Normal: keep 3 of the 23 mantissa bits, rounding the 20 dropped bits to nearest, ties to even; a
+  // carry into the exponent is the next binade's code. Rebias the exponent from 127 to 7.
+  const uint32_t rounded = mag + 0x7FFFFu + ((mag >> 20) & 1u);
+  const uint32_t code = (rounded >> 20) - ((127u - 7u) << 3);
   return sign | static_cast<uint8_t>(code >= 0x7F ? 0x7E : code);  // 0x7F is NaN: 448 is the largest
 }
 
