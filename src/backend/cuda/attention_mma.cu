@@ -40,23 +40,14 @@ namespace {
 static_assert(kSplitPlanTileKeys == kBN, "the split planner counts tiles of kBN keys");
 constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
 
-// VIREO_FP8_KV_MODE (A/B runs of an FP8 cache, MmaArgs::fp8_mode): 1 (default) prefill rows on widened
-// pages (kv_fp8_gather.h); 2 no widening in the kernel (timing only: wrong results); 3 the mma.sync
-// prefill shape widens every tile itself (no copy of pages).
-int fp8_kv_mode() {
-  static const int mode = [] {
+// VIREO_FP8_KV_MODE=3 (A/B runs of an FP8 cache): prefill rows widen every tile inside the mma.sync
+// prefill shape instead of running the model-dtype kernels on widened pages (kv_fp8_gather.h).
+bool fp8_prefill_in_kernel() {
+  static const bool on = [] {
     const char* v = std::getenv("VIREO_FP8_KV_MODE");
-    return v == nullptr ? 1 : std::atoi(v);
+    return v != nullptr && v[0] == '3';
   }();
-  return mode;
-}
-
-int fp8_kv_stages() {
-  static const int n = [] {
-    const char* v = std::getenv("VIREO_FP8_KV_STAGES");
-    return v == nullptr ? kFp8DecodeStages : std::atoi(v);
-  }();
-  return n;
+  return on;
 }
 
 bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
@@ -132,8 +123,8 @@ __device__ __forceinline__ void merge_decode_splits(const MmaArgs& a, float* sm,
 }
 
 // kRowWarps = 4: prefill shape (64 rows, warps own rows); 1: decode shape (16 rows, warps own keys).
-// C: the cache's element type, T or KvFp8; kSt: K / V stages (tiles in flight + 1).
-template <typename T, int D, int kRowWarps, typename C = T, int kSt = mma_stages<T, C, kRowWarps == 1>()>
+// C: the cache's element type, T or KvFp8.
+template <typename T, int D, int kRowWarps, typename C = T>
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   constexpr bool kFp8 = !std::is_same_v<C, T>;
   using M = std::conditional_t<kFp8, __half, T>;  // the mma's inputs: FP8 codes widen exactly to f16
@@ -143,6 +134,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
   constexpr int kNT = kKeysPerWarp / 8;  // score n-tiles per warp
   constexpr int kDT = D / 8;             // output n-tiles
   constexpr int kLd = D + kPad;          // smem row stride (elements)
+  constexpr int kSt = mma_stages<T, C, kDecode>();  // K / V tiles in flight + 1
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ks = reinterpret_cast<T*>(smem_raw);  // [kSt][kBN][kLd]
   T* vs = ks + kSt * kBN * kLd;            // [kSt][kBN][kLd]
@@ -268,14 +260,12 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     if constexpr (kFp8) {  // widen the landed codes; the top-of-loop barrier freed the f16 rows
       const uint8_t* k8 = ks8 + stage * kBN * (D + 16);
       if constexpr (kDecode) {  // this warp's 16 keys, the only ones it reads: K now, V after the scores
-        if (a.fp8_mode != 2) widen_code_rows<D, kKeysPerWarp, 32>(k8, kc16, kw0, lane);
+        widen_code_rows<D, kKeysPerWarp, 32>(k8, kc16, kw0, lane);
         __syncwarp();
         vt = kc16;
       } else {
-        if (a.fp8_mode != 2) {
-          widen_code_rows<D, kBN, kThreads>(k8, kc16, 0, threadIdx.x);
-          widen_code_rows<D, kBN, kThreads>(v8, vc16, 0, threadIdx.x);
-        }
+        widen_code_rows<D, kBN, kThreads>(k8, kc16, 0, threadIdx.x);
+        widen_code_rows<D, kBN, kThreads>(v8, vc16, 0, threadIdx.x);
         __syncthreads();
         vt = vc16;
       }
@@ -311,7 +301,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     online_softmax_step<kNT, kDT>(sacc, oacc, m, l, mx, a.scale_log2);
     if constexpr (kFp8 && kDecode) {  // the warp's K rows are read: its V rows take their place
       __syncwarp();
-      if (a.fp8_mode != 2) widen_code_rows<D, kKeysPerWarp, 32>(v8, kc16, kw0, lane);
+      widen_code_rows<D, kKeysPerWarp, 32>(v8, kc16, kw0, lane);
       __syncwarp();
     }
     pv_accumulate<M, D, kNT>(oacc, sacc, vt, kw0, lane);
@@ -425,27 +415,27 @@ __global__ void attention_merge_kernel(MmaArgs a, int head_dim) {
 }
 
 // Blocks of one kernel shape resident per SM (registers and shared memory decide), once per shape.
-template <typename T, int D, int kRowWarps, typename C = T, int kSt = mma_stages<T, C, kRowWarps == 1>()>
+template <typename T, int D, int kRowWarps, typename C = T>
 int blocks_per_sm() {
   static const int n = [] {
-    constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1, kSt>();
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps, C, kSt>,
+    constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1>();
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<T, D, kRowWarps, C>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int b = 0;
-    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps, C, kSt>,
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_mma_kernel<T, D, kRowWarps, C>,
                                                                    kThreads, smem));
     return b < 1 ? 1 : b;
   }();
   return n;
 }
 
-template <typename T, int D, int kRowWarps, typename C = T, int kSt = mma_stages<T, C, kRowWarps == 1>()>
+template <typename T, int D, int kRowWarps, typename C = T>
 void launch_shape(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1, kSt>();
+  constexpr size_t smem = mma_tile_smem_bytes<T, D, C, kRowWarps == 1>();
   static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "decode merge must fit in the tile buffers");
   static_assert(smem >= (16 * kMaxDecodeSplits + 16) * sizeof(float), "split merge must fit in the tile buffers");
-  blocks_per_sm<T, D, kRowWarps, C, kSt>();  // sets the shared-memory attribute
-  launch_pdl(attention_mma_kernel<T, D, kRowWarps, C, kSt>, grid, dim3(kThreads), smem, stream, a);
+  blocks_per_sm<T, D, kRowWarps, C>();  // sets the shared-memory attribute
+  launch_pdl(attention_mma_kernel<T, D, kRowWarps, C>, grid, dim3(kThreads), smem, stream, a);
   check_launch("paged_attention");
 }
 
@@ -557,9 +547,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   int dec_splits = 1, pre_splits = 1;
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
-  // FP8 decode: kFp8DecodeStages stages, or 3 with VIREO_FP8_KV_STAGES=3 (A/B runs).
-  const bool fp8_st3 = kFp8 && fp8_kv_stages() == 3;
-  const int64_t dec_slots = int64_t{dev.num_sms} * (fp8_st3 ? blocks_per_sm<T, D, 1, C, 3>() : blocks_per_sm<T, D, 1, C>());
+  const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1, C>();
   // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
   // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
   const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
@@ -595,8 +583,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   }
   if (dec_splits > 1) a.counters = split_counters(stream, sh);
   a.bulk_kv = !kFp8 && decode_bulk_for(D);
-  if (any_decode && fp8_st3) launch_shape<T, D, 1, C, 3>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
-  else if (any_decode) launch_shape<T, D, 1, C>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
+  if (any_decode) launch_shape<T, D, 1, C>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
     if constexpr (kFp8) {
@@ -642,7 +629,6 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
                 cudaStream_t stream, const AttentionTuning& tuning) {
   MmaArgs a = make_mma_args(p);
   if (prep) a.prep = *prep;
-  a.fp8_mode = fp8_kv_mode();
   auto typed = [&](auto tag) {
     using T = decltype(tag);
     auto run = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes) {
@@ -659,7 +645,7 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
     // asks the mma.sync kernel to widen them too (A/B runs).
     const int g = p.num_heads / p.num_kv_heads;
     const bool prefill = (p.max_query_len <= 0 || int64_t{p.max_query_len} * g > 16) && p.num_prefill_seqs != 0;
-    if (!prefill || a.fp8_mode >= 3) {
+    if (!prefill || fp8_prefill_in_kernel()) {
       run(KvFp8{}, p, a, Shapes::kBoth);
       return;
     }

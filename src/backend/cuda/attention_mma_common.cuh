@@ -31,9 +31,6 @@ struct MmaArgs {
   int split_len_decode, split_len_prefill;
   int splits_decode, splits_prefill;  // grid z of each shape's launch: a sequence never uses more splits
   int max_splits;                     // workspace stride: max(splits_decode, splits_prefill)
-  // FP8 caches (attention_mma.cu's fp8_kv_mode, VIREO_FP8_KV_MODE): 2 skips the widening of landed
-  // codes (timing runs only: wrong results); any other value widens them.
-  int fp8_mode;
   // Decode shape only: arrival counters, one per (seq, kv head) = blockIdx.y, all zero between launches.
   // The last split block of a (seq, kv head) to finish merges its splits and resets the counter to zero;
   // nullptr: the merge kernel merges the decode splits instead.
@@ -442,9 +439,9 @@ constexpr int mma_stages() {
 // The shared memory of a tensor-core kernel's K / V tiles: stages of T rows; an FP8 cache (C = KvFp8):
 // stages of code rows, then the f16 rows they are widened into: one tile pair (prefill shape, where the
 // block shares each tile), or one tile (decode: each warp widens its own 16 keys' K, then their V).
-template <typename T, int D, typename C, bool kDecode, int kSt = mma_stages<T, C, kDecode>()>
+template <typename T, int D, typename C, bool kDecode>
 constexpr size_t mma_tile_smem_bytes() {
-  constexpr size_t stages = kSt;
+  constexpr size_t stages = mma_stages<T, C, kDecode>();
   if constexpr (std::is_same_v<C, T>) return stages * 2 * kBN * (D + kPad) * sizeof(T);
   else return stages * 2 * kBN * (D + 16) + size_t{kDecode ? 1 : 2} * kBN * (D + kPad) * sizeof(__half);
 }
