@@ -11,10 +11,11 @@
 //   prefill (q_len * G > 16):  64 rows (16 per warp) that share each 64-key tile; causal; optional
 //           key splits for long chunked-prefill contexts.
 // K/V tiles are gathered page by page with cp.async into padded shared memory, three stages deep.
-// An FP8 cache (C = KvFp8, --kv-cache-dtype fp8) lands its codes the same way (half the bytes, five
-// stages in the decode shape); each decode warp widens its own keys' K, then V, to f16 rows before it
-// uses them, and the mma runs in f16 (q converted once). Prefill rows over codes run the model-dtype
-// kernels on widened pages instead (kv_fp8_gather.h; VIREO_FP8_KV_MODE=3 widens them in this kernel).
+// An FP8 cache (--kv-cache-dtype fp8): decode rows run attention_decode_fp8.cuh (codes straight into
+// the mma fragments); prefill rows run the model-dtype kernels on widened pages (kv_fp8_gather.h).
+// This kernel with C = KvFp8 remains for A/B runs: its decode shape (VIREO_FP8_DECODE=0) lands codes
+// the same way as T rows and each warp widens its own keys' K, then V, to f16 rows in shared memory;
+// VIREO_FP8_KV_MODE=3 widens the prefill shape's tiles in the kernel too.
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -26,6 +27,8 @@
 #include "backend/cuda/cuda_types.cuh"
 #include "backend/cuda/attention_mma_common.cuh"
 #include "backend/cuda/attention_split_plan.h"
+#include "backend/cuda/attention_split_merge.cuh"
+#include "backend/cuda/attention_decode_fp8.cuh"
 #include "backend/cuda/attention_fused_prologue.cuh"
 #include "backend/cuda/attention_prefill_wide.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
@@ -38,7 +41,6 @@ namespace vireo::cuda {
 namespace {
 
 static_assert(kSplitPlanTileKeys == kBN, "the split planner counts tiles of kBN keys");
-constexpr int kMaxDecodeSplits = 128;  // choose_splits' cap: the decode grid z never exceeds it
 
 // VIREO_FP8_KV_MODE=3 (A/B runs of an FP8 cache): prefill rows widen every tile inside the mma.sync
 // prefill shape instead of running the model-dtype kernels on widened pages (kv_fp8_gather.h).
@@ -67,59 +69,6 @@ bool fused_prepare_disabled() {
     return !(on != nullptr && on[0] == '1') || (no != nullptr && no[0] == '1');
   }();
   return off;
-}
-
-// The in-kernel split merge of one decode-shape (seq, kv head): rows (token, head-in-group) < 16,
-// nsplit partials each. sm: >= (16 * kMaxDecodeSplits + 16) floats of shared memory no longer in use.
-// Partials of other blocks are read with ld.global.cg (L2; never a stale L1 line).
-template <typename T, int D>
-__device__ __forceinline__ void merge_decode_splits(const MmaArgs& a, float* sm, int q0, int hk, int rows,
-                                                    int nsplit) {
-  float* wts = sm;                           // [16][kMaxDecodeSplits]
-  float* inv_l = sm + 16 * kMaxDecodeSplits; // [16]
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int nrows = min(rows, 16);
-  auto th_of = [&](int r) {
-    return static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group;
-  };
-  for (int r = warp; r < nrows; r += kThreads / 32) {
-    const float2* ml = a.ws_ml + th_of(r) * a.max_splits;
-    float mm = -INFINITY;
-    for (int z = lane; z < nsplit; z += 32) mm = fmaxf(mm, __ldcg(ml + z).x);
-    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-    const float mu = mm == -INFINITY ? 0.f : mm;
-    float ll = 0.f;
-    for (int z = lane; z < nsplit; z += 32) {
-      const float2 v = __ldcg(ml + z);
-      const float f = exp2f(v.x - mu);
-      wts[r * kMaxDecodeSplits + z] = f;
-      ll += v.y * f;
-    }
-    for (int o = 16; o > 0; o >>= 1) ll += __shfl_xor_sync(0xffffffffu, ll, o);
-    if (lane == 0) inv_l[r] = ll > 0.f ? 1.f / ll : 0.f;
-  }
-  __syncthreads();
-  constexpr int kC = D / 4;  // float4 columns per row
-  for (int idx = threadIdx.x; idx < nrows * kC; idx += kThreads) {
-    const int r = idx / kC, col = (idx % kC) * 4;
-    const int64_t th = th_of(r);
-    const float* po = a.ws_o + th * a.max_splits * D + col;
-    const float* w = wts + r * kMaxDecodeSplits;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int z = 0; z < nsplit; ++z) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + static_cast<int64_t>(z) * D));
-      const float f = w[z];
-      acc.x += v.x * f;
-      acc.y += v.y * f;
-      acc.z += v.z * f;
-      acc.w += v.w * f;
-    }
-    const float il = inv_l[r];
-    unsigned* o = reinterpret_cast<unsigned*>(static_cast<T*>(a.out) + th * D + col);
-    o[0] = pack2<T>(acc.x * il, acc.y * il);
-    o[1] = pack2<T>(acc.z * il, acc.w * il);
-  }
 }
 
 // kRowWarps = 4: prefill shape (64 rows, warps own rows); 1: decode shape (16 rows, warps own keys).
@@ -342,19 +291,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(MmaArgs a) {
     // Split merge in the kernel: the last of this (seq, kv head)'s nsplit blocks to arrive merges all
     // partials (threadFenceReduction pattern: write, fence, count; the last block fences, then reads
     // through L2) and resets the counter for the next launch (graph replays included).
-    __shared__ unsigned s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned* ctr = a.counters + blockIdx.y;
-      const unsigned prev = atomicAdd(ctr, 1u);
-      const bool last = prev + 1 == static_cast<unsigned>(nsplit);
-      if (last) atomicExch(ctr, 0u);  // every block of this launch has counted: nobody touches it again
-      s_last = last ? 1u : 0u;
-    }
-    __syncthreads();
-    if (s_last == 0) return;
-    __threadfence();
+    if (!last_split_to_arrive(a, nsplit)) return;
     merge_decode_splits<T, D>(a, reinterpret_cast<float*>(smem_raw), q0, hk, rows, nsplit);
   } else {
 #pragma unroll
@@ -547,7 +484,10 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   int dec_splits = 1, pre_splits = 1;
   const int row_tiles = static_cast<int>(ceil_div(int64_t{max_q} * g, prefill_rows));
   // Decode rows beside prefill rows: the prefill tiles fill the chip already unless they are few.
-  const int64_t dec_slots = int64_t{dev.num_sms} * blocks_per_sm<T, D, 1, C>();
+  // An FP8 cache's decode rows: attention_decode_fp8.cuh (VIREO_FP8_DECODE=0: the widening decode shape).
+  const bool fp8_decode = kFp8 && fp8_decode_mode() != 0;
+  const int64_t dec_slots =
+      int64_t{dev.num_sms} * (fp8_decode ? decode_fp8_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 1, C>());
   // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
   // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
   const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
@@ -583,7 +523,11 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   }
   if (dec_splits > 1) a.counters = split_counters(stream, sh);
   a.bulk_kv = !kFp8 && decode_bulk_for(D);
-  if (any_decode) launch_shape<T, D, 1, C>(a, dim3(1, static_cast<unsigned>(sh), dec_splits), stream);
+  if (any_decode) {
+    const dim3 grid(1, static_cast<unsigned>(sh), dec_splits);
+    if (fp8_decode) launch_decode_fp8<T, D>(a, grid, stream);
+    else launch_shape<T, D, 1, C>(a, grid, stream);
+  }
   if (any_prefill) {
     const dim3 grid(row_tiles, static_cast<unsigned>(sh), pre_splits);
     if constexpr (kFp8) {
