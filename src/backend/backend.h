@@ -119,6 +119,13 @@ class Backend {
   // Whether linear() takes F8_E4M3 weights with per-row scales (Tensor::row_scale; --quantization fp8).
   // Where it does not, the loader stores such weights dequantized in the weight dtype.
   virtual bool supports_fp8_linear() const { return false; }
+  // Whether linears of this weight dtype with `rows` rows should take the fused forms of LinearParams
+  // (input_norm prologue, residual epilogue) instead of the model's separate rms_norm / add ops. Every
+  // backend computes both; this is only which is faster. Default: decode-sized steps (the GEMV range).
+  virtual bool prefers_fused_linear(DType weight_dtype, int64_t rows) const {
+    (void)weight_dtype;
+    return rows <= 4;
+  }
   // Whether qkv_prepare / paged_attention take F8_E4M3 caches (--kv-cache-dtype fp8): the cache holds
   // E4M3 codes of the values (scale 1, saturating at +-448), the attention widens them.
   virtual bool supports_fp8_kv_cache() const { return false; }

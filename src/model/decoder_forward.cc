@@ -315,7 +315,10 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   // ops (the GEMMs dominate there). (No post-norm MoE family exists: those keep the separate ops.)
   // Steps with LoRA rows keep the separate ops too: the adapters add to each projection's plain output.
   const bool lora = !st.lora_rows.empty();
-  const bool fused = kUseFusedLinear && T <= kFusedLinearMaxRows && !(whole_residual && spec_.moe) && !lora;
+  // (Backends may ask for them at any size: CUDA with FP8 weights, whose W8A8 path fuses both ends.)
+  const DType proj_dtype = layers_.empty() ? DType::kF32 : layers_[0].o_w.dtype;
+  const bool fused =
+      kUseFusedLinear && be_->prefers_fused_linear(proj_dtype, T) && !(whole_residual && spec_.moe) && !lora;
   // h += norm(x) * w in one kernel (post-norm and sandwich-norm blocks).
   auto add_normalised = [&](const Tensor& x, const Tensor& w) {
     RmsNormParams p{x, w, residual, residual, eps};

@@ -171,8 +171,8 @@ struct IdsOnDevice {
   const void* mirror = nullptr;
 };
 
-// Steps of at most this many tokens use the fused linear forms (the backends' GEMV range).
-constexpr int64_t kFusedLinearMaxRows = 4;
+// Steps use the fused linear forms where the backend prefers them (Backend::prefers_fused_linear: by
+// default up to 4 tokens, the backends' GEMV range).
 constexpr bool kUseFusedLinear = true;
 
 class DecoderModel final : public Model {

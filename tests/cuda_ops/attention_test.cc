@@ -721,6 +721,10 @@ TEST_F(AttentionTest, Fp8Cache) {
       for (int len : {1, 15, 16, 17, 100, 1000, 4097}) run(fp8({{1, len}}, 16, 8, d), act);
       run(fp8({{1, 700}, {1, 33}, {1, 2048}}, 32, 4, d), act);             // GQA 8
       run(fp8({{1, 300}, {1, 5}}, 8, 8, d), act);                          // MHA
+      // Several new tokens a sequence (speculative decoding): 12, 8, 16 and 4 rows of G 4, causal inside
+      // the step; both forms of the decode kernel (one and two n-tiles of 8 rows).
+      run(fp8({{3, 500}, {2, 40}, {4, 300}, {1, 77}}, 32, 8, d), act);
+      run(fp8({{8, 100}, {5, 64}}, 8, 8, d), act);                         // MHA, 8 and 5 rows
       run(fp8({{77, 77}}, 16, 8, d), act);                                 // prefill
       run(fp8({{200, 1200}, {33, 40}}, 16, 4, d), act);                    // chunked over a prefix
       run(fp8({{1, 500}, {64, 64}, {1, 31}, {130, 900}}, 16, 8, d), act);  // mixed

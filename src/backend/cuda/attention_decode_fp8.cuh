@@ -11,11 +11,12 @@
 // (e4m3x4_to_f16: the code's exponent and mantissa land in the low bits of the f16's, which is the value
 // times 2^-8, exact, subnormals included); the 2^-8 is folded into the softmax scale (K) and the output
 // (V). P^T's B fragment is the transposed S^T accumulator (movmatrix.trans).
-// Pipeline: each warp streams its own 32-key chunks (chunks warp, warp + 4, ... of the block's key split)
-// through kSt stages of [32 keys][D + 16 bytes] by cp.async, so the loop has no block barrier; the four
-// warps' partial softmaxes merge at the end, then the splits merge in the kernel (attention_split_merge.cuh).
+// Pipeline: each warp streams its own chunks of 16 kKT keys (chunks warp, warp + 4, ... of the block's key
+// split; default 16) through kSt (3) stages of [16 kKT keys][D + 16 bytes] by cp.async: no block barrier in the loop;
+// the four warps' partial softmaxes merge at the end, then the splits in the kernel (attention_split_merge.cuh).
 #pragma once
 #include <climits>
+#include <type_traits>
 
 #include "backend/cuda/attention_mma_common.cuh"
 #include "backend/cuda/attention_split_merge.cuh"
@@ -23,11 +24,10 @@
 namespace vireo::cuda {
 namespace {
 
-constexpr int kF8ChunkKeys = 32;  // keys a warp takes per step: two m16 key tiles
-
-template <int D, int kSt>
+// A warp takes kKT m16 key tiles (16 kKT keys, a chunk) per step.
+template <int D, int kSt, int kKT>
 constexpr size_t decode_fp8_smem_bytes() {  // per warp: kSt stages of K and V code rows
-  return size_t{kThreads / 32} * kSt * 2 * kF8ChunkKeys * (D + 16);
+  return size_t{kThreads / 32} * kSt * 2 * 16 * kKT * (D + 16);
 }
 
 // Four E4M3 codes (bytes b0..b3 of w) as two f16x2 holding value * 2^-8: even = (b0, b2), odd = (b1, b3).
@@ -52,15 +52,15 @@ __device__ __forceinline__ unsigned q_f16_pair(T lo, T hi) {
   return *reinterpret_cast<const unsigned*>(&h);
 }
 
-// Keys [key0, key0 + 32) of KV head hk into one warp's stage (kdst / vdst: [32][D + 16] bytes), 16 codes a
-// cp.async; keys >= kend zero-filled; `which` as load_kv_tile's (new0: this step's first new key).
-template <int D>
+// Keys [key0, key0 + kKeys) of KV head hk into one warp's stage (kdst / vdst: [kKeys][D + 16] bytes), 16
+// codes a cp.async; keys >= kend zero-filled; `which` as load_kv_tile's (new0: this step's first new key).
+template <int D, int kKeys>
 __device__ __forceinline__ void load_chunk_fp8(const MmaArgs& a, const int* table, int hk, int key0, int kend,
                                                uint8_t* kdst, uint8_t* vdst, TileRows which, int new0, int lane) {
   constexpr int kLd8 = D + 16, kPerRow = D / 16;
   const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
 #pragma unroll
-  for (int i = 0; i < kF8ChunkKeys * kPerRow / 32; ++i) {
+  for (int i = 0; i < kKeys * kPerRow / 32; ++i) {
     const int c = lane + 32 * i;
     const int r = c / kPerRow, col = (c % kPerRow) * 16;
     const int key = key0 + r;
@@ -79,24 +79,25 @@ __device__ __forceinline__ void load_chunk_fp8(const MmaArgs& a, const int* tabl
 
 // One block's work: keys [kstart, kend) of sequence s, KV head hk, for its `rows` <= 8 * kNT query rows.
 // Calls pdl_enter() (after the loads of keys older than this step's).
-template <typename T, int D, int kNT, int kSt>
+template <typename T, int D, int kNT, int kSt, int kKT>
 __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char* smem, int s, int hk, int q0,
                                                 int q_len, int kv_len, int rows, int kstart, int kend, int nsplit) {
   constexpr int kLd8 = D + 16;
   constexpr int kKK = D / 16;    // k-steps of S^T = m-tiles of O^T
   constexpr int kKRun = D / 4;   // codes of a K row a lane takes
   constexpr int kVRun = D / 8;   // codes of a V row a lane takes
-  constexpr int kStageBytes = 2 * kF8ChunkKeys * kLd8;
+  constexpr int kChunk = 16 * kKT;  // keys a warp takes per step
+  constexpr int kStageBytes = 2 * kChunk * kLd8;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   uint8_t* wbuf = smem + warp * kSt * kStageBytes;
   const int* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   const int new0 = kv_len - q_len;  // keys >= new0 are this step's (and the smallest row position)
-  const int nchunks = (kend - kstart + kF8ChunkKeys - 1) / kF8ChunkKeys;
+  const int nchunks = (kend - kstart + kChunk - 1) / kChunk;
   const int nmine = nchunks > warp ? (nchunks - warp + 3) / 4 : 0;  // chunks warp, warp + 4, ...
-  auto chunk_key0 = [&](int i) { return kstart + (warp + 4 * i) * kF8ChunkKeys; };
+  auto chunk_key0 = [&](int i) { return kstart + (warp + 4 * i) * kChunk; };
   auto load = [&](int i, TileRows which) {
     uint8_t* st = wbuf + (i % kSt) * kStageBytes;
-    load_chunk_fp8<D>(a, table, hk, chunk_key0(i), kend, st, st + kF8ChunkKeys * kLd8, which, new0, lane);
+    load_chunk_fp8<D, kChunk>(a, table, hk, chunk_key0(i), kend, st, st + kChunk * kLd8, which, new0, lane);
   };
   // The first chunks' older keys stream in while the previous kernel finishes.
 #pragma unroll
@@ -116,10 +117,8 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
     const int r = 8 * nt + g;
-    const T* qrow = r < rows ? static_cast<const T*>(a.q) +
-                                   (static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group) * D +
-                                   kKRun * t
-                             : nullptr;
+    const int64_t th = static_cast<int64_t>(q0 + r / a.group) * a.num_heads + hk * a.group + r % a.group;
+    const T* qrow = r < rows ? static_cast<const T*>(a.q) + th * D + kKRun * t : nullptr;
 #pragma unroll
     for (int j = 0; j < kKK; ++j) {
       if (qrow == nullptr) {
@@ -155,13 +154,13 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
     if (i + kSt - 1 < nmine) load(i + kSt - 1, TileRows::kAll);
     cp_async_commit();
     const uint8_t* kst = wbuf + (i % kSt) * kStageBytes;
-    const uint8_t* vst = kst + kF8ChunkKeys * kLd8;
+    const uint8_t* vst = kst + kChunk * kLd8;
     const int key0 = chunk_key0(i);
 
-    // S^T of the chunk's two 16-key tiles: c0 / c1 key g, rows 8 nt + 2t / +1; c2 / c3 key g + 8.
-    float sc[2][kNT][4];
+    // S^T of the chunk's 16-key tiles: c0 / c1 key g, rows 8 nt + 2t / +1; c2 / c3 key g + 8.
+    float sc[kKT][kNT][4];
 #pragma unroll
-    for (int kt = 0; kt < 2; ++kt) {
+    for (int kt = 0; kt < kKT; ++kt) {
       uint4 ka[kKRun / 16], kb[kKRun / 16];
 #pragma unroll
       for (int u = 0; u < kKRun / 16; ++u) {
@@ -183,13 +182,13 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
     }
 
     // Mask, then the online softmax per query row (reduced over the 8 lanes g that share a column).
-    const bool full = key0 + kF8ChunkKeys <= kend && key0 + kF8ChunkKeys - 1 <= new0;
+    const bool full = key0 + kChunk <= kend && key0 + kChunk - 1 <= new0;
     float mx[kNT][2];
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
       mx[nt][0] = mx[nt][1] = -INFINITY;
 #pragma unroll
-      for (int kt = 0; kt < 2; ++kt)
+      for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float v = sc[kt][nt][e];
@@ -220,7 +219,7 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
           o[nt][mt][c + 2] *= corr;
         }
 #pragma unroll
-        for (int kt = 0; kt < 2; ++kt)
+        for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
           for (int e = c; e < 4; e += 2) {
             const float p = fast_exp2(fmaf(sc[kt][nt][e], sl2, -m_use));
@@ -231,7 +230,7 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
 
     // O^T += V^T P^T per 16-key tile: A = V^T (rows d, k keys 2t, 2t + 1 | 2t + 8, 2t + 9), B = P^T.
 #pragma unroll
-    for (int kt = 0; kt < 2; ++kt) {
+    for (int kt = 0; kt < kKT; ++kt) {
       unsigned pb[kNT][2];
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
@@ -321,7 +320,7 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
 }
 
 // Grid (1, num_seqs * num_kv_heads, splits); blocks of sequences with more than 16 rows (prefill) exit.
-template <typename T, int D, int kSt>
+template <typename T, int D, int kSt, int kKT>
 __global__ void __launch_bounds__(kThreads) attention_decode_fp8_kernel(MmaArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
@@ -335,62 +334,75 @@ __global__ void __launch_bounds__(kThreads) attention_decode_fp8_kernel(MmaArgs 
     pdl_enter();
     return;
   }
-  if (rows <= 8) decode_fp8_rows<T, D, 1, kSt>(a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
-  else decode_fp8_rows<T, D, 2, kSt>(a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
+  if (rows <= 8) decode_fp8_rows<T, D, 1, kSt, kKT>(a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
+  else decode_fp8_rows<T, D, 2, kSt, kKT>(a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
 }
 
 // VIREO_FP8_DECODE (A/B runs): 0 = the mma.sync decode shape widening its tiles to f16 in shared memory
-// (attention_mma.cu's attention_mma_kernel with C = KvFp8); 3 / 4 / 6 = this kernel with that many stages;
-// unset: this kernel, 3 stages.
+// (attention_mma.cu's attention_mma_kernel with C = KvFp8); 10 x stages + key tiles a chunk = this kernel in
+// that form: 31 (the default: 3 stages of 16 keys, 55 KB, 4 blocks an SM at D 128), 41, 22, 32. On an H100
+// (session 40), 256 x 1k H16/8: 211.6 / 212.2 / 212.1 / 226.6 us; batch 1 x 1k: 7.3 / 7.6 / 8.9 / 9.1 us;
+// 4 x 32 keys (1 block an SM) 348 us: resident warps matter more than the bytes each has in flight.
 int fp8_decode_mode() {
   static const int mode = [] {
     const char* v = std::getenv("VIREO_FP8_DECODE");
-    if (v == nullptr) return 3;
+    if (v == nullptr) return 31;
     const int n = std::atoi(v);
-    return n == 0 || n == 4 || n == 6 ? n : 3;
+    return n == 0 || n == 42 || n == 22 || n == 32 || n == 41 ? n : 31;
   }();
   return mode;
 }
 
-template <typename T, int D, int kSt>
-int decode_fp8_blocks_per_sm_st() {
+template <typename T, int D, int kSt, int kKT>
+int decode_fp8_blocks_per_sm_form() {
   static const int n = [] {
-    constexpr size_t smem = decode_fp8_smem_bytes<D, kSt>();
+    constexpr size_t smem = decode_fp8_smem_bytes<D, kSt, kKT>();
     static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "warp merge must fit in the stages");
     static_assert(smem >= (16 * kMaxDecodeSplits + 16) * sizeof(float), "split merge must fit in the stages");
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_fp8_kernel<T, D, kSt>,
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_fp8_kernel<T, D, kSt, kKT>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int b = 0;
-    VIREO_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_fp8_kernel<T, D, kSt>, kThreads, smem));
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_fp8_kernel<T, D, kSt, kKT>,
+                                                                   kThreads, smem));
     return b < 1 ? 1 : b;
   }();
   return n;
 }
 
+template <typename T, int D, int kSt, int kKT>
+void launch_decode_fp8_form(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
+  decode_fp8_blocks_per_sm_form<T, D, kSt, kKT>();  // sets the shared-memory attribute
+  launch_pdl(attention_decode_fp8_kernel<T, D, kSt, kKT>, grid, dim3(kThreads), decode_fp8_smem_bytes<D, kSt, kKT>(),
+             stream, a);
+}
+
+// Calls f(std::integral_constant stages, key tiles) for the form fp8_decode_mode() names.
+template <typename F>
+auto with_fp8_decode_form(F&& f) {
+  using std::integral_constant;
+  switch (fp8_decode_mode()) {
+    case 42: return f(integral_constant<int, 4>{}, integral_constant<int, 2>{});
+    case 22: return f(integral_constant<int, 2>{}, integral_constant<int, 2>{});
+    case 32: return f(integral_constant<int, 3>{}, integral_constant<int, 2>{});
+    case 41: return f(integral_constant<int, 4>{}, integral_constant<int, 1>{});
+    default: return f(integral_constant<int, 3>{}, integral_constant<int, 1>{});
+  }
+}
+
 // Blocks of the FP8 decode kernel resident per SM (also sets its shared-memory attribute).
 template <typename T, int D>
 int decode_fp8_blocks_per_sm() {
-  switch (fp8_decode_mode()) {
-    case 4: return decode_fp8_blocks_per_sm_st<T, D, 4>();
-    case 6: return decode_fp8_blocks_per_sm_st<T, D, 6>();
-    default: return decode_fp8_blocks_per_sm_st<T, D, 3>();
-  }
+  return with_fp8_decode_form([](auto st, auto kt) {
+    return decode_fp8_blocks_per_sm_form<T, D, decltype(st)::value, decltype(kt)::value>();
+  });
 }
 
 template <typename T, int D>
 void launch_decode_fp8(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  decode_fp8_blocks_per_sm<T, D>();
-  switch (fp8_decode_mode()) {
-    case 4:
-      launch_pdl(attention_decode_fp8_kernel<T, D, 4>, grid, dim3(kThreads), decode_fp8_smem_bytes<D, 4>(), stream, a);
-      break;
-    case 6:
-      launch_pdl(attention_decode_fp8_kernel<T, D, 6>, grid, dim3(kThreads), decode_fp8_smem_bytes<D, 6>(), stream, a);
-      break;
-    default:
-      launch_pdl(attention_decode_fp8_kernel<T, D, 3>, grid, dim3(kThreads), decode_fp8_smem_bytes<D, 3>(), stream, a);
-  }
+  with_fp8_decode_form([&](auto st, auto kt) {
+    launch_decode_fp8_form<T, D, decltype(st)::value, decltype(kt)::value>(a, grid, stream);
+    return 0;
+  });
   check_launch("paged_attention fp8 decode");
 }
 

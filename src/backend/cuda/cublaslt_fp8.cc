@@ -9,6 +9,7 @@
 //   k-blocks, as vLLM's CUTLASS FP8 kernels run; +20% at the 8B serving shapes (docs/cuda_kernels.md).
 // - Where cuBLASLt has no such algorithm, an unscaled E4M3 GEMM into F32 scratch and launch_fp8_rescale
 //   apply the scales and the bias instead.
+// - A residual (Fp8Args::residual) joins in the epilogue as C with beta = 1, in place when out aliases it.
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -83,15 +84,16 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_
 void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   if (a.k % 16 != 0 || a.m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (a.n == 0 || a.m == 0) return;
-  const float alpha = 1.f, beta = 0.f;
+  const float alpha = 1.f, beta = a.residual ? 1.f : 0.f;
   if (!fp8_outer_vec(a.n, a.m, a.k, a.out_dtype)) {
     // Unscaled fp32 sums, then out = sum x x_scale[n] x w_scale[m] + bias in a kernel of ours.
     if (!a.acc) throw Error("linear (fp8): no F32 scratch for the unscaled GEMM");
     Plan& pl = plan_fp8_unscaled(a.n, a.m, a.k);
-    lt_check(cublasLtMatmul(handle_, pl.op, &alpha, a.w, pl.a, a.xq, pl.b, &beta, a.acc, pl.c, a.acc, pl.c, &pl.algo,
+    const float zero = 0.f;  // the residual joins in the rescale kernel
+    lt_check(cublasLtMatmul(handle_, pl.op, &alpha, a.w, pl.a, a.xq, pl.b, &zero, a.acc, pl.c, a.acc, pl.c, &pl.algo,
                             workspace_, workspace_bytes_, stream),
              "Matmul (unscaled)");
-    launch_fp8_rescale(a.acc, a.x_scale, a.w_scale, a.bias, a.out, a.out_dtype, a.n, a.m, stream);
+    launch_fp8_rescale(a.acc, a.x_scale, a.w_scale, a.bias, a.out, a.out_dtype, a.n, a.m, stream, a.residual);
     return;
   }
   // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it, else a pass of its own.
@@ -105,7 +107,8 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
     const void* bp = a.bias;
     lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");
   }
-  lt_check(cublasLtMatmul(handle_, pl->op, &alpha, a.w, pl->a, a.xq, pl->b, &beta, a.out, pl->c, a.out, pl->c, &pl->algo,
+  const void* c = a.residual ? a.residual : a.out;  // same layout as out: in place when they alias
+  lt_check(cublasLtMatmul(handle_, pl->op, &alpha, a.w, pl->a, a.xq, pl->b, &beta, c, pl->c, a.out, pl->c, &pl->algo,
                           workspace_, workspace_bytes_, stream),
            "Matmul");
   if (a.bias && !fused_bias) launch_bias_add(a.out, a.out_dtype, a.bias, a.out_dtype, a.n, a.m, stream);

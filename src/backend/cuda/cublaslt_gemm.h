@@ -36,6 +36,9 @@ class CublasLtGemm {
     // [n, m] F32 scratch, needed where fp8_outer_vec() is false: the unscaled sums land there and a
     // kernel applies the scales and the bias (launch_fp8_rescale).
     float* acc = nullptr;
+    // [n, m] out_dtype or null: out = residual + the product (+ bias), the add in the epilogue (beta = 1,
+    // C = residual); residual may be out itself.
+    const void* residual = nullptr;
   };
   void run_fp8(const Fp8Args& a, cudaStream_t stream);
   // Whether cuBLASLt has an FP8 algorithm with outer-vector scales (and the bias epilogue) for this shape;

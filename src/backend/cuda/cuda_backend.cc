@@ -313,6 +313,14 @@ void CudaBackend::sample(const SampleParams& p) {
   timer_->after_sample(stream_);
 }
 
+bool CudaBackend::prefers_fused_linear(DType weight_dtype, int64_t rows) const {
+  static const bool fp8_any_size = [] {
+    const char* v = std::getenv("VIREO_FP8_FUSED_LINEAR");
+    return !(v && v[0] == '0');
+  }();
+  return rows <= 4 || (fp8_any_size && weight_dtype == DType::kF8E4M3 && supports_fp8_linear());
+}
+
 }  // namespace vireo::cuda
 
 namespace vireo {

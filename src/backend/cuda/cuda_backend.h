@@ -59,6 +59,10 @@ class CudaBackend final : public Backend {
   // FP8 linears (fp8_linear.h) with bf16/f16 activations; batch-invariant mode keeps its one fixed-order GEMM.
   // FP8 E4M3 caches: written by qkv_prepare, read by the mma.sync kernels (head dims 64 / 128) or the plain one.
   bool supports_fp8_kv_cache() const override { return true; }
+  // FP8 weights at any size: the W8A8 path runs the norm inside the activation's quantization and the
+  // residual add in the GEMM's epilogue (fp8_linear.cc), fewer passes than the separate ops.
+  // VIREO_FP8_FUSED_LINEAR=0: the separate ops above 4 rows as for BF16 (A/B runs).
+  bool prefers_fused_linear(DType weight_dtype, int64_t rows) const override;
   bool supports_fp8_linear() const override {
     return !batch_invariant_ && (act_ == DType::kBF16 || act_ == DType::kF16);
   }

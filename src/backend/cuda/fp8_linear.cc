@@ -1,9 +1,10 @@
 // run_linear_fp8 (fp8_linear.h): a linear whose weight is F8_E4M3 with per-row scales, in every form
 // LinearParams has (input_norm / silu_mul_input prologues, residual / silu_mul_output epilogues). Steps of
 // fewer than fp8_gemm_min_rows rows run one GEMV kernel with the norm and the epilogues inside
-// (silu_mul_input still a kernel of its own); larger steps run the separate kernels a model would call
-// around the W8A8 GEMM, with one scratch request: [x' (prologue)] [y (epilogue)] [xq, scales] [F32 sums,
-// where the GEMM runs unscaled].
+// (silu_mul_input still a kernel of its own). Larger steps quantize the activation with the prologue on the
+// way (rms_norm or silu_and_mul: no x' pass), run the W8A8 GEMM with the residual add in its epilogue, and
+// SiLU-and-mul of the output as a pass over y; one scratch request: [x'] [y] [xq, scales] [F32 sums, where
+// the GEMM runs unscaled].
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
@@ -55,14 +56,39 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     launch_gemv_fp8(g, stream);
     return;
   }
+  if (!gemv) {
+    // W8A8: the prologue (rms_norm / silu_and_mul) inside the activation's quantization, the residual add
+    // in the GEMM's epilogue (beta = 1, C = residual, in place where out aliases it); SiLU-and-mul of the
+    // output still a pass of its own over y.
+    const bool pro_norm = norm && p.input_norm.dtype == t;
+    const size_t x_bytes = norm && !pro_norm ? round_up(static_cast<size_t>(n * k) * es) : 0;
+    const size_t y_bytes = silu_out ? round_up(static_cast<size_t>(n * m) * es) : 0;
+    const size_t q_bytes = round_up(static_cast<size_t>(n * k));
+    const size_t s_bytes = round_up(static_cast<size_t>(n) * 4);
+    const size_t a_bytes = gemm.fp8_outer_vec(n, m, k, t) ? 0 : round_up(static_cast<size_t>(n * m) * 4);
+    char* s = static_cast<char*>(scratch(x_bytes + y_bytes + q_bytes + s_bytes + a_bytes));
+    const void* x = p.x.data;
+    if (x_bytes) {  // a norm weight in another dtype: the separate rms_norm kernel
+      Tensor xn(s, t, {n, k}, DeviceKind::kCUDA);
+      launch_rms_norm({p.x, p.input_norm, xn, Tensor(), p.norm_eps}, stream);
+      x = xn.data;
+    }
+    auto* xq = reinterpret_cast<uint8_t*>(s + x_bytes + y_bytes);
+    auto* xs = reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes);
+    launch_fp8_quantize_rows(x, t, n, k, xq, xs, stream, pro_norm ? p.input_norm.data : nullptr, p.norm_eps, silu_in);
+    void* y = silu_out ? s + x_bytes : p.out.data;
+    auto* acc = a_bytes ? reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes + s_bytes) : nullptr;
+    CublasLtGemm::Fp8Args g{w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc};
+    g.residual = res ? p.residual.data : nullptr;
+    gemm.run_fp8(g, stream);
+    if (silu_out) launch_silu_and_mul({Tensor(y, t, {n, m}, DeviceKind::kCUDA), p.out, p.act}, stream);
+    return;
+  }
+  // GEMV rows with a prologue the GEMV kernel does not take (silu_mul_input, a norm weight in another dtype):
+  // the separate kernels through scratch, [x'] [y].
   const size_t x_bytes = (norm || silu_in) ? round_up(static_cast<size_t>(n * k) * es) : 0;
   const size_t y_bytes = (res || silu_out) ? round_up(static_cast<size_t>(n * m) * es) : 0;
-  const size_t q_bytes = gemv ? 0 : round_up(static_cast<size_t>(n * k));
-  const size_t s_bytes = gemv ? 0 : round_up(static_cast<size_t>(n) * 4);
-  const size_t a_bytes = gemv || gemm.fp8_outer_vec(n, m, k, t) ? 0 : round_up(static_cast<size_t>(n * m) * 4);
-  const size_t total = x_bytes + y_bytes + q_bytes + s_bytes + a_bytes;
-  char* s = total ? static_cast<char*>(scratch(total)) : nullptr;
-
+  char* s = x_bytes + y_bytes ? static_cast<char*>(scratch(x_bytes + y_bytes)) : nullptr;
   Tensor x = p.x;
   if (norm || silu_in) {
     x = Tensor(s, t, {n, k}, DeviceKind::kCUDA);
@@ -70,15 +96,7 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     else launch_silu_and_mul({p.x, x}, stream);
   }
   void* y = (res || silu_out) ? s + x_bytes : p.out.data;
-  if (gemv) {
-    launch_gemv_fp8({x.data, w, p.w.row_scale, bias, y, n, m, k, t}, stream);
-  } else {
-    auto* xq = reinterpret_cast<uint8_t*>(s + x_bytes + y_bytes);
-    auto* xs = reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes);
-    launch_fp8_quantize_rows(x.data, t, n, k, xq, xs, stream);
-    auto* acc = a_bytes ? reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes + s_bytes) : nullptr;
-    gemm.run_fp8({w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc}, stream);
-  }
+  launch_gemv_fp8({x.data, w, p.w.row_scale, bias, y, n, m, k, t}, stream);
   const Tensor yt(y, t, {n, m}, DeviceKind::kCUDA);
   if (silu_out) launch_silu_and_mul({yt, p.out, p.act}, stream);
   else if (res) launch_add({p.residual, yt, p.out}, stream);  // elementwise: out may alias residual

@@ -1,6 +1,7 @@
 // FP8 linears' kernels (--quantization fp8): weights [M, K] in E4M3 with one F32 scale per row.
 // - quantize_rows: an activation [N, K] to E4M3 per row (per token) for the W8A8 GEMM (cublaslt_fp8.cc):
-//   scale = max |x| / 448 (1 for a zero row), q = satfinite_e4m3(x / scale), as the host's fp8.h does.
+//   scale = max |x| / 448 (1 for a zero row), q = satfinite_e4m3(x / scale), as the host's fp8.h does;
+//   optionally of rms_norm(x) or silu_and_mul(x) computed on the way (the linear's prologue, no x' pass).
 // - gemv_fp8: decode rows (N <= 8), weight-only: out[n, m] = scale[m] * sum_k fp8(w[m, k]) * x[n, k] in
 //   fp32 (+ bias). Memory-bound on the weights: 1 byte a weight instead of BF16's 2.
 #include <cuda_fp8.h>
@@ -18,37 +19,89 @@ namespace {
 
 constexpr int kQuantThreads = 256;
 
-template <typename T>
-__global__ void quantize_rows_kernel(const T* __restrict__ x, int64_t k, uint8_t* __restrict__ q,
-                                     float* __restrict__ scale) {
-  // One block a row; K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T.
+// The activation rows quantize_rows_kernel reads, with an optional prologue (the form of the linear).
+enum class QuantIn { kPlain, kNorm, kSiluMul };
+struct QuantArgs {
+  const void* x;       // [n, k] ([n, 2k] for kSiluMul) activation dtype
+  const void* norm_w;  // kNorm: [k] activation dtype
+  float eps;
+  int64_t k;
+  uint8_t* q;          // [n, k] E4M3
+  float* scale;        // [n]
+};
+
+// Sum (or max) over the block (kQuantThreads threads); every thread gets the result.
+__device__ __forceinline__ float quant_block_reduce(float v, float* scratch, bool is_max) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, u) : v + u;
+  }
+  __syncthreads();  // scratch may still be read from a previous reduction
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = 0.f;  // sums start at 0; maxima of |x| too
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) v = is_max ? fmaxf(v, scratch[w]) : v + scratch[w];
+  return v;
+}
+
+// One block a row: the prologue's values (rounded to T as the separate rms_norm / silu_and_mul kernels
+// round them), then scale = max |value| / 448 (1 for a zero row) and q = satfinite_e4m3(value / scale), as
+// the host's fp8.h does. K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T. The row is
+// read once per pass (norm: 3, else 2); the later passes hit L1 / L2.
+template <typename T, QuantIn kIn>
+__global__ void quantize_rows_kernel(QuantArgs a) {
   constexpr int kV = 16 / sizeof(T);
+  __shared__ float scratch[kQuantThreads / 32];
   pdl_enter();
-  const T* row = x + blockIdx.x * k;
+  const int64_t k = a.k;
+  const T* row = static_cast<const T*>(a.x) + blockIdx.x * (kIn == QuantIn::kSiluMul ? 2 * k : k);
+  float inv = 1.f;
+  if constexpr (kIn == QuantIn::kNorm) {  // rms_norm: x * rsqrt(mean(x^2) + eps) * w
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
+      Vec<T> v;
+      v.raw = *reinterpret_cast<const uint4*>(row + i);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) ss += to_f(v.v[j]) * to_f(v.v[j]);
+    }
+    inv = rsqrtf(quant_block_reduce(ss, scratch, false) / static_cast<float>(k) + a.eps);
+  }
+  auto values = [&](int64_t i, float (&f)[kV]) {
+    Vec<T> v;
+    v.raw = *reinterpret_cast<const uint4*>(row + i);
+    if constexpr (kIn == QuantIn::kPlain) {
+#pragma unroll
+      for (int j = 0; j < kV; ++j) f[j] = to_f(v.v[j]);
+    } else if constexpr (kIn == QuantIn::kNorm) {
+      Vec<T> w;
+      w.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.norm_w) + i);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) f[j] = to_f(from_f<T>(to_f(v.v[j]) * inv * to_f(w.v[j])));
+    } else {
+      Vec<T> u;
+      u.raw = *reinterpret_cast<const uint4*>(row + k + i);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) f[j] = to_f(from_f<T>(gate_act<Activation::kSilu>(to_f(v.v[j])) * to_f(u.v[j])));
+    }
+  };
   float amax = 0.f;
   for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
-    Vec<T> v;
-    v.raw = *reinterpret_cast<const uint4*>(row + i);
+    float f[kV];
+    values(i, f);
 #pragma unroll
-    for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(to_f(v.v[j])));
+    for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(f[j]));
   }
-  __shared__ float warp_max[kQuantThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = 0.f;
-#pragma unroll
-  for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  amax = quant_block_reduce(amax, scratch, true);
   const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
-  uint8_t* out = q + blockIdx.x * k;
+  if (threadIdx.x == 0) a.scale[blockIdx.x] = s;
+  uint8_t* out = a.q + blockIdx.x * k;
   for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
-    Vec<T> v;
-    v.raw = *reinterpret_cast<const uint4*>(row + i);
+    float f[kV];
+    values(i, f);
     uint8_t b[kV];
 #pragma unroll
-    for (int j = 0; j < kV; ++j)
-      b[j] = __nv_cvt_float_to_fp8(__fdiv_rn(to_f(v.v[j]), s), __NV_SATFINITE, __NV_E4M3);
+    for (int j = 0; j < kV; ++j) b[j] = __nv_cvt_float_to_fp8(__fdiv_rn(f[j], s), __NV_SATFINITE, __NV_E4M3);
     if constexpr (kV == 8) {
       *reinterpret_cast<uint2*>(out + i) = *reinterpret_cast<const uint2*>(b);
     } else {
@@ -240,14 +293,15 @@ void launch_gemv_typed(const Fp8GemvArgs& a, cudaStream_t stream) {
 
 template <typename T>
 __global__ void rescale_kernel(const float* __restrict__ acc, const float* __restrict__ xs,
-                               const float* __restrict__ ws, const T* __restrict__ bias, T* __restrict__ out,
-                               int64_t n, int64_t m) {
+                               const float* __restrict__ ws, const T* __restrict__ bias, T* out,
+                               int64_t n, int64_t m, const T* residual) {  // residual may alias out
   pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * m;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / m, c = i % m;
     float v = acc[i] * xs[r] * ws[c];
     if (bias) v += to_f(bias[c]);
+    if (residual) v = to_f(residual[i]) + to_f(from_f<T>(v));
     out[i] = from_f<T>(v);
   }
 }
@@ -255,30 +309,34 @@ __global__ void rescale_kernel(const float* __restrict__ acc, const float* __res
 }  // namespace
 
 void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const void* norm_w, float eps, bool silu_mul) {
   if (k % 16 != 0) throw Error("fp8 quantize: K must be a multiple of 16");
   if (n == 0) return;
-  if (t == DType::kBF16)
-    launch_pdl(quantize_rows_kernel<__nv_bfloat16>, dim3(static_cast<unsigned>(n)), dim3(kQuantThreads), 0, stream,
-               static_cast<const __nv_bfloat16*>(x), k, q, scale);
-  else if (t == DType::kF16)
-    launch_pdl(quantize_rows_kernel<__half>, dim3(static_cast<unsigned>(n)), dim3(kQuantThreads), 0, stream,
-               static_cast<const __half*>(x), k, q, scale);
-  else
-    throw Error("fp8 quantize: activations must be bf16 or f16");
+  const QuantArgs a{x, norm_w, eps, k, q, scale};
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    auto kernel = norm_w ? quantize_rows_kernel<T, QuantIn::kNorm>
+                  : silu_mul ? quantize_rows_kernel<T, QuantIn::kSiluMul>
+                             : quantize_rows_kernel<T, QuantIn::kPlain>;
+    launch_pdl(kernel, dim3(static_cast<unsigned>(n)), dim3(kQuantThreads), 0, stream, a);
+  };
+  if (t == DType::kBF16) run(__nv_bfloat16{});
+  else if (t == DType::kF16) run(__half{});
+  else throw Error("fp8 quantize: activations must be bf16 or f16");
   check_launch("fp8 quantize_rows");
 }
 
 void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_scale, const void* bias, void* out,
-                        DType t, int64_t n, int64_t m, cudaStream_t stream) {
+                        DType t, int64_t n, int64_t m, cudaStream_t stream, const void* residual) {
   if (n * m == 0) return;
   const int64_t blocks = std::min<int64_t>((n * m + 255) / 256, 132 * 16);
   if (t == DType::kBF16)
     launch_pdl(rescale_kernel<__nv_bfloat16>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, acc, x_scale,
-               w_scale, static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(out), n, m);
+               w_scale, static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(out), n, m,
+               static_cast<const __nv_bfloat16*>(residual));
   else if (t == DType::kF16)
     launch_pdl(rescale_kernel<__half>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, acc, x_scale, w_scale,
-               static_cast<const __half*>(bias), static_cast<__half*>(out), n, m);
+               static_cast<const __half*>(bias), static_cast<__half*>(out), n, m, static_cast<const __half*>(residual));
   else
     throw Error("fp8 rescale: activations must be bf16 or f16");
   check_launch("fp8 rescale");

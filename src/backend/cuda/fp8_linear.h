@@ -39,14 +39,18 @@ struct Fp8GemvArgs {
 };
 void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream);
 
-// q [n, k] E4M3 and scale [n] of x [n, k] (bf16/f16): per row, scale = max |x| / 448 (1 if zero).
+// q [n, k] E4M3 and scale [n] of x [n, k] (bf16/f16): per row, scale = max |x| / 448 (1 if zero). With
+// norm_w ([k], the activation dtype): of rms_norm(x, norm_w, eps) instead; with silu_mul (x [n, 2k]): of
+// silu_and_mul(x). Those values are rounded to the activation dtype first, as the separate kernels round.
 void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
-                              cudaStream_t stream);
+                              cudaStream_t stream, const void* norm_w = nullptr, float eps = 0.f,
+                              bool silu_mul = false);
 
 // out[n, m] = acc[n, m] * x_scale[n] * w_scale[m] (+ bias[m]) in the activation dtype: the scales of an
-// unscaled FP8 GEMM (CublasLtGemm::run_fp8 where cuBLASLt has no outer-vector algorithm).
+// unscaled FP8 GEMM (CublasLtGemm::run_fp8 where cuBLASLt has no outer-vector algorithm). With residual
+// ([n, m], may be out): out = round(residual + round(that)), as a separate add would give.
 void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_scale, const void* bias, void* out,
-                        DType t, int64_t n, int64_t m, cudaStream_t stream);
+                        DType t, int64_t n, int64_t m, cudaStream_t stream, const void* residual = nullptr);
 
 void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
 
