@@ -126,6 +126,13 @@ class Backend {
     (void)weight_dtype;
     return rows <= 4;
   }
+  // Whether a gated MLP of this weight dtype with `rows` rows should run SiLU-and-mul in the down
+  // projection's prologue (silu_mul_input, gate_up writing its plain [rows, 2I] output) rather than in
+  // gate_up's epilogue (silu_mul_output). Both are computed everywhere; this is only which is faster.
+  virtual bool prefers_silu_mul_input(DType weight_dtype, int64_t rows) const {
+    (void)weight_dtype, (void)rows;
+    return false;
+  }
   // Whether qkv_prepare / paged_attention take F8_E4M3 caches (--kv-cache-dtype fp8): the cache holds
   // E4M3 codes of the values (scale 1, saturating at +-448), the attention widens them.
   virtual bool supports_fp8_kv_cache() const { return false; }

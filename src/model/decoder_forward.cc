@@ -427,11 +427,17 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       }
       LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // silu(gate) * up, gate_up = norm(h) W^T
       gu.input_norm = w.post_attn_norm;
-      gu.silu_mul_output = true;
-      gu.act = mlp_act_;
-      be_->linear(gu);
       LinearParams down = linear(act, w.down_w, w.down_b, residual);  // h += down(act)
       down.residual = residual;
+      if (mlp_act_ == Activation::kSilu && be_->prefers_silu_mul_input(w.down_w.dtype, T)) {
+        gu.out = gate_up;  // [T, 2I]; silu(gate) * up in down's prologue
+        down.x = gate_up;
+        down.silu_mul_input = true;
+      } else {
+        gu.silu_mul_output = true;
+        gu.act = mlp_act_;
+      }
+      be_->linear(gu);
       be_->linear(down);
       continue;
     }
