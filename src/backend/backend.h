@@ -75,6 +75,9 @@ class Backend {
   virtual void embedding(const EmbeddingParams& p) = 0;
   virtual void rms_norm(const RmsNormParams& p) = 0;
   virtual void linear(const LinearParams& p) = 0;
+  // The gated MLP block (op_params.h). Default (backend_mlp.cc): the two fused linears, SiLU-and-mul on the
+  // side prefers_silu_mul_input says.
+  virtual void mlp(const MlpParams& p);
   // The number of ranges C for which LinearParams::row_stats come (nearly) free with a linear of M output
   // columns at one row; 0: the caller should not ask (the default: the sample op reads the rows anyway).
   virtual int64_t row_stats_ranges(int64_t m) const {

@@ -65,6 +65,24 @@ struct LinearParams {
   int64_t out_stride = 0;
 };
 
+// The gated MLP of a pre-norm layer, in place on the residual stream (one op, so a backend can keep what
+// passes between its two linears in its own form, e.g. an FP8 GEMM's unscaled output):
+//   [gate; up] = rms_norm(residual) * norm_w @ gate_up_w^T + gate_up_b      [N, 2I]
+//   residual  += (act(gate) * up) @ down_w^T + down_b                      [N, H]
+// with the roundings of the two fused linears (input_norm + silu_mul_output, then residual).
+struct MlpParams {
+  Tensor residual;   // [N, H] activation dtype, read and updated in place
+  Tensor norm_w;     // [H]
+  float norm_eps = 1e-6f;
+  Tensor gate_up_w;  // [2I, H]
+  Tensor gate_up_b;  // [2I] or empty
+  Tensor down_w;     // [H, I]
+  Tensor down_b;     // [H] or empty
+  Tensor gate_up;    // [N, 2I] activation dtype: scratch
+  Tensor act;        // [N, I] activation dtype: scratch
+  Activation act_fn = Activation::kSilu;
+};
+
 // The statistics of one range of an output row (LinearParams::row_stats), over the values as stored:
 // range c of C over M columns is the even split [c * (M / C) + min(c, M % C), ...), the first M % C
 // ranges one longer. An empty range: max -inf, sum 0, best_id INT32_MAX.

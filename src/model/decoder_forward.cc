@@ -425,20 +425,8 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
         be_->add({residual, branch, residual});
         continue;
       }
-      LinearParams gu = linear(residual, w.gate_up_w, w.gate_up_b, act);  // silu(gate) * up, gate_up = norm(h) W^T
-      gu.input_norm = w.post_attn_norm;
-      LinearParams down = linear(act, w.down_w, w.down_b, residual);  // h += down(act)
-      down.residual = residual;
-      if (mlp_act_ == Activation::kSilu && be_->prefers_silu_mul_input(w.down_w.dtype, T)) {
-        gu.out = gate_up;  // [T, 2I]; silu(gate) * up in down's prologue
-        down.x = gate_up;
-        down.silu_mul_input = true;
-      } else {
-        gu.silu_mul_output = true;
-        gu.act = mlp_act_;
-      }
-      be_->linear(gu);
-      be_->linear(down);
+      // h += down(act(gate) * up), [gate; up] = post_attention_layernorm(h) W_gate_up^T
+      be_->mlp({residual, w.post_attn_norm, eps, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b, gate_up, act, mlp_act_});
       continue;
     }
     be_->linear(linear(mixed, w.o_w, w.o_b, branch));  // o_proj (conv: out_proj)

@@ -2,7 +2,11 @@
 // quantization kernel bit for bit (codes and scales as fp8.h computes them), the weight-only GEMV (N <
 // fp8_gemm_min_rows) against sum(fp8(w) x scale x x) in double, the W8A8 cuBLASLt path against the same sum
 // over the host-quantized activation, and every fused form (input_norm, silu_mul_input, residual, silu_mul_output)
-// against the CPU's separate ops with the GPU's roundings in between.
+// against the CPU's separate ops with the GPU's roundings in between; the MLP block with gate_up unscaled
+// (run_mlp_fp8) against the two fused linears' host reference.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/fp8_linear.h"
 #include "cuda_test_util.h"
 #include "core/fp8.h"
@@ -191,6 +195,61 @@ TEST_F(Fp8LinearTest, FusedForms) {
       expect_close(to_host(out), rounded(to_host(a)), tol_for(act_), "norm + silu_mul_output");
     }
   }
+}
+
+// run_mlp_fp8: h += down(silu(gate) * up), [gate; up] = norm(h) gate_up^T, with gate_up's GEMM unscaled and
+// its scales (and bias) applied in down's quantization. The reference is the two fused linears' chain on
+// the host (per-token quantization of norm(h), the GEMM rounded to bf16, silu_and_mul, quantization, down,
+// the residual add). gate_up's values are rounded twice on the GPU (unscaled, then scaled), so a few of
+// down's input codes may land one E4M3 step apart: each element within the tolerance + sum_k |a w| / 128
+// (a wrong scale, row or bias is off by about the value itself).
+TEST_F(Fp8LinearTest, MlpBlockWithUnscaledGateUp) {
+  use_dtype(DType::kBF16);
+  const int h = 512, inter = 384;
+  Fp8Weight wgu = weight(2 * inter, h), wd = weight(h, inter);
+  const auto g = rand_vec(h, 0.5f, 1.5f, act_);
+  const auto bgu = rand_vec(2 * inter, -0.5f, 0.5f, act_);
+  cuda::CublasLtGemm gemm;
+  auto view = [](const std::vector<float>& v, std::vector<int64_t> shape) {
+    return Tensor(const_cast<float*>(v.data()), DType::kF32, std::move(shape));
+  };
+  for (bool with_bias : {false, true}) {
+    for (int n : {9, 100, 301}) {
+      SCOPED_TRACE("N " + std::to_string(n) + (with_bias ? " gate_up bias" : ""));
+      const auto x = rand_vec(size_t(n) * h, -1.f, 1.f, act_);
+      // The host chain.
+      Tensor xn = cpu_poisoned({n, h});
+      cpu_->rms_norm({view(x, {n, h}), view(g, {h}), xn, Tensor(), 1e-6f});
+      const auto y = product(rounded(to_host(xn)), n, h, wgu, 2 * inter, with_bias ? &bgu : nullptr);
+      Tensor a = cpu_poisoned({n, inter});
+      cpu_->silu_and_mul({view(y, {n, 2 * inter}), a});
+      std::vector<float> mag;
+      const auto d = product(rounded(to_host(a)), n, inter, wd, h, nullptr, &mag);
+      std::vector<float> want(d.size());
+      for (size_t i = 0; i < d.size(); ++i) want[i] = round_to(act_, x[i] + d[i]);
+      // The GPU, in place on h.
+      Tensor res = gpu_from(x, {n, h}, act_);
+      MlpParams p{res, gpu_from(g, {h}, act_), 1e-6f, wgu.dev, with_bias ? gpu_from(bgu, {2 * inter}, act_) : Tensor(),
+                  wd.dev, Tensor(), gpu_poisoned({n, 2 * inter}, act_), gpu_poisoned({n, inter}, act_)};
+      ASSERT_TRUE(cuda::mlp_fp8_unscaled_ok(gemm, p));
+      Tensor scratch = gpu_own(gpu_->alloc({int64_t{64} << 20}, DType::kU8));
+      cuda::run_mlp_fp8(gemm, p, [&](size_t b) {
+        EXPECT_LE(b, scratch.nbytes());
+        return scratch.data;
+      }, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the default stream, not the backend's
+      for (float& m : mag) m *= 8.f;                     // sum |a w| / 128 instead of / 1024
+      expect_close_accumulated(to_host(res), want, mag, "mlp, gate_up unscaled");
+    }
+  }
+  // What the path does not take: decode rows (the GEMV forms), f16 activations (unscaled sums overflow).
+  MlpParams small{gpu_poisoned({8, h}, act_), gpu_from(g, {h}, act_), 1e-6f, wgu.dev, Tensor(), wd.dev, Tensor(),
+                  gpu_poisoned({8, 2 * inter}, act_), gpu_poisoned({8, inter}, act_)};
+  EXPECT_FALSE(cuda::mlp_fp8_unscaled_ok(gemm, small));
+  MlpParams f16 = small;
+  f16.residual = gpu_poisoned({64, h}, DType::kF16);
+  f16.norm_w = gpu_from(g, {h}, DType::kF16);
+  EXPECT_FALSE(cuda::mlp_fp8_unscaled_ok(gemm, f16));
 }
 
 }  // namespace

@@ -69,16 +69,41 @@ bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtyp
   return fp8_outer_ok_[key] = ok;
 }
 
-CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_t k) {
-  Key key{n, m, k, -1, false};
+CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype) {
+  Key key{n, m, k, -1 - static_cast<int>(out_dtype), false};  // apart from the scaled plans' keys
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second;
-  Plan p = new_plan(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, k, false);
+  const cudaDataType_t ot = out_dtype == DType::kBF16 ? CUDA_R_16BF : out_dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
+  Plan p = new_plan(CUDA_R_8F_E4M3, ot, n, m, k, false);
   set_fast_accum(p);
   if (!pick_algo(p))
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
                 " K=" + std::to_string(k));
   return fp8_plans_.emplace(key, p).first->second;
+}
+
+bool CublasLtGemm::fp8_unscaled_ok(int64_t n, int64_t m, int64_t k, DType out_dtype) {
+  const Key key{n, m, k, -1 - static_cast<int>(out_dtype), false};
+  auto it = fp8_outer_ok_.find(key);
+  if (it != fp8_outer_ok_.end()) return it->second;
+  bool ok = true;
+  try {
+    plan_fp8_unscaled(n, m, k, out_dtype);
+  } catch (const Error&) {
+    ok = false;
+  }
+  return fp8_outer_ok_[key] = ok;
+}
+
+void CublasLtGemm::run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* out, int64_t n, int64_t m, int64_t k,
+                                    DType out_dtype, cudaStream_t stream) {
+  if (k % 16 != 0 || m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
+  if (n == 0 || m == 0) return;
+  Plan& pl = plan_fp8_unscaled(n, m, k, out_dtype);
+  const float alpha = 1.f, beta = 0.f;
+  lt_check(cublasLtMatmul(handle_, pl.op, &alpha, w, pl.a, xq, pl.b, &beta, out, pl.c, out, pl.c, &pl.algo, workspace_,
+                          workspace_bytes_, stream),
+           "Matmul (unscaled)");
 }
 
 void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {

@@ -44,6 +44,11 @@ class CublasLtGemm {
   // Whether cuBLASLt has an FP8 algorithm with outer-vector scales (and the bias epilogue) for this shape;
   // the first call per shape asks, the answer is cached.
   bool fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias = false);
+  // out[n, m] = xq[n, k] @ w[m, k]^T in out_dtype, E4M3 codes, no scales (FAST_ACCUM): the scales are
+  // applied by whoever reads out (run_mlp_fp8). fp8_unscaled_ok: whether cuBLASLt has an algorithm (cached).
+  void run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* out, int64_t n, int64_t m, int64_t k,
+                        DType out_dtype, cudaStream_t stream);
+  bool fp8_unscaled_ok(int64_t n, int64_t m, int64_t k, DType out_dtype);
 
  private:
   struct Plan {
@@ -59,7 +64,8 @@ class CublasLtGemm {
   static void destroy(Plan& p);
   Plan& plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias);
   Plan& plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias);
-  Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k);  // E4M3 x E4M3 -> F32, no scales
+  // E4M3 x E4M3 -> F32 (out_dtype kF32) or the activation dtype, no scales
+  Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype = DType::kF32);
   std::map<Key, bool> fp8_outer_ok_;
 
   cublasLtHandle_t handle_ = nullptr;

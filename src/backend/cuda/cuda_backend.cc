@@ -27,6 +27,17 @@ void require_device(const Tensor& t, const char* op, const char* field) {
     throw Error(std::string(op) + ": " + field + " is not a CUDA tensor");
 }
 
+// VIREO_FP8_FUSED_LINEAR: 0 = the separate rms_norm / add ops above 4 rows, as for BF16; 1 (the default) = the
+// fused linear forms, SiLU-and-mul in gate_up's epilogue pass; 2 = fused, SiLU-and-mul in down's prologue;
+// 3 = 2, with gate_up's GEMM unscaled and its scales applied in down's prologue (run_mlp_fp8). 2 and 3 are
+// opt-in until measured on the device.
+int fp8_fused_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("VIREO_FP8_FUSED_LINEAR");
+    return v == nullptr || v[0] < '0' || v[0] > '3' ? 1 : v[0] - '0';
+  }();
+  return mode;
+}
 }  // namespace
 
 CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
@@ -226,6 +237,13 @@ int64_t CudaBackend::row_stats_ranges(int64_t m) const {
   }();
   return on && !batch_invariant_ && m >= 1 ? gemv_row_stats_ranges() : 0;
 }
+void CudaBackend::mlp(const MlpParams& p) {
+  if (fp8_fused_mode() == 3 && supports_fp8_linear() && mlp_fp8_unscaled_ok(*gemm_, p)) {
+    run_mlp_fp8(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_);
+    return;
+  }
+  Backend::mlp(p);
+}
 void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
 void CudaBackend::moe(const MoeParams& p) {
   require_device(p.gate_up_w, "moe", "gate_up_w");
@@ -314,25 +332,12 @@ void CudaBackend::sample(const SampleParams& p) {
   timer_->after_sample(stream_);
 }
 
-namespace {
-// VIREO_FP8_FUSED_LINEAR: 0 = the separate rms_norm / add ops above 4 rows, as for BF16; 1 (the default) = the
-// fused linear forms, SiLU-and-mul in gate_up's epilogue pass; 2 = fused, SiLU-and-mul in down's prologue
-// (opt-in: its kernels passed Fp8LinearTest on an H100, the model-level form has not run on a GPU yet).
-int fp8_fused_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("VIREO_FP8_FUSED_LINEAR");
-    return v == nullptr ? 1 : v[0] == '0' ? 0 : v[0] == '2' ? 2 : 1;
-  }();
-  return mode;
-}
-}  // namespace
-
 bool CudaBackend::prefers_fused_linear(DType weight_dtype, int64_t rows) const {
   return rows <= 4 || (fp8_fused_mode() > 0 && weight_dtype == DType::kF8E4M3 && supports_fp8_linear());
 }
 
 bool CudaBackend::prefers_silu_mul_input(DType weight_dtype, int64_t rows) const {
-  return fp8_fused_mode() == 2 && weight_dtype == DType::kF8E4M3 && supports_fp8_linear() && rows > kFp8GemvMaxRows;
+  return fp8_fused_mode() >= 2 && weight_dtype == DType::kF8E4M3 && supports_fp8_linear() && rows > kFp8GemvMaxRows;
 }
 
 }  // namespace vireo::cuda

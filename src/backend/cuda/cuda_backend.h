@@ -46,6 +46,8 @@ class CudaBackend final : public Backend {
   void embedding(const EmbeddingParams& p) override;
   void rms_norm(const RmsNormParams& p) override;
   void linear(const LinearParams& p) override;
+  // FP8 weights with VIREO_FP8_FUSED_LINEAR=3: gate_up unscaled, its scales in down's prologue (run_mlp_fp8).
+  void mlp(const MlpParams& p) override;
   int64_t row_stats_ranges(int64_t m) const override;
   void silu_and_mul(const SiluAndMulParams& p) override;
   void add(const AddParams& p) override;

@@ -20,14 +20,19 @@ namespace {
 constexpr int kQuantThreads = 256;
 
 // The activation rows quantize_rows_kernel reads, with an optional prologue (the form of the linear).
-enum class QuantIn { kPlain, kNorm, kSiluMul };
+// kSiluMulScaled: silu_and_mul of an unscaled FP8 GEMM's output, its scales (and bias) applied first.
+enum class QuantIn { kPlain, kNorm, kSiluMul, kSiluMulScaled };
 struct QuantArgs {
-  const void* x;       // [n, k] ([n, 2k] for kSiluMul) activation dtype
+  const void* x;       // [n, k] ([n, 2k] for kSiluMul*) activation dtype
   const void* norm_w;  // kNorm: [k] activation dtype
   float eps;
   int64_t k;
   uint8_t* q;          // [n, k] E4M3
   float* scale;        // [n]
+  // kSiluMulScaled: x[r, j] stands for round(x[r, j] * x_row_scale[r] * x_col_scale[j] + x_bias[j])
+  const float* x_row_scale = nullptr;  // [n]
+  const float* x_col_scale = nullptr;  // [2k]
+  const void* x_bias = nullptr;        // [2k] activation dtype, or null
 };
 
 // Sum (or max) over the block (kQuantThreads threads); every thread gets the result.
@@ -55,7 +60,9 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
   __shared__ float scratch[kQuantThreads / 32];
   pdl_enter();
   const int64_t k = a.k;
-  const T* row = static_cast<const T*>(a.x) + blockIdx.x * (kIn == QuantIn::kSiluMul ? 2 * k : k);
+  constexpr bool kSilu = kIn == QuantIn::kSiluMul || kIn == QuantIn::kSiluMulScaled;
+  const T* row = static_cast<const T*>(a.x) + blockIdx.x * (kSilu ? 2 * k : k);
+  [[maybe_unused]] const float rs = kIn == QuantIn::kSiluMulScaled ? a.x_row_scale[blockIdx.x] : 1.f;
   float inv = 1.f;
   if constexpr (kIn == QuantIn::kNorm) {  // rms_norm: x * rsqrt(mean(x^2) + eps) * w
     float ss = 0.f;
@@ -78,11 +85,33 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
       w.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.norm_w) + i);
 #pragma unroll
       for (int j = 0; j < kV; ++j) f[j] = to_f(from_f<T>(to_f(v.v[j]) * inv * to_f(w.v[j])));
-    } else {
+    } else if constexpr (kIn == QuantIn::kSiluMul) {
       Vec<T> u;
       u.raw = *reinterpret_cast<const uint4*>(row + k + i);
 #pragma unroll
       for (int j = 0; j < kV; ++j) f[j] = to_f(from_f<T>(gate_act<Activation::kSilu>(to_f(v.v[j])) * to_f(u.v[j])));
+    } else {  // gate and up as the scaled GEMM would have stored them, then silu(gate) * up
+      Vec<T> u;
+      u.raw = *reinterpret_cast<const uint4*>(row + k + i);
+      float gs[kV], us[kV], gb[kV] = {}, ub[kV] = {};
+#pragma unroll
+      for (int j = 0; j < kV; j += 4) {
+        *reinterpret_cast<float4*>(gs + j) = *reinterpret_cast<const float4*>(a.x_col_scale + i + j);
+        *reinterpret_cast<float4*>(us + j) = *reinterpret_cast<const float4*>(a.x_col_scale + k + i + j);
+      }
+      if (a.x_bias) {
+        Vec<T> b0, b1;
+        b0.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x_bias) + i);
+        b1.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x_bias) + k + i);
+#pragma unroll
+        for (int j = 0; j < kV; ++j) gb[j] = to_f(b0.v[j]), ub[j] = to_f(b1.v[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kV; ++j) {
+        const float g = to_f(from_f<T>(to_f(v.v[j]) * rs * gs[j] + gb[j]));
+        const float up = to_f(from_f<T>(to_f(u.v[j]) * rs * us[j] + ub[j]));
+        f[j] = to_f(from_f<T>(gate_act<Activation::kSilu>(g) * up));
+      }
     }
   };
   float amax = 0.f;
@@ -324,6 +353,25 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
   else if (t == DType::kF16) run(__half{});
   else throw Error("fp8 quantize: activations must be bf16 or f16");
   check_launch("fp8 quantize_rows");
+}
+
+void launch_fp8_quantize_silu_scaled(const Fp8SiluScaledArgs& s, cudaStream_t stream) {
+  if (s.k % 16 != 0) throw Error("fp8 quantize (silu, scaled): K must be a multiple of 16");
+  if (!s.row_scale || !s.col_scale) throw Error("fp8 quantize (silu, scaled): the row and column scales are required");
+  if (s.n == 0) return;
+  QuantArgs a{s.y, nullptr, 0.f, s.k, s.q, s.scale};
+  a.x_row_scale = s.row_scale;
+  a.x_col_scale = s.col_scale;
+  a.x_bias = s.bias;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    launch_pdl(quantize_rows_kernel<T, QuantIn::kSiluMulScaled>, dim3(static_cast<unsigned>(s.n)), dim3(kQuantThreads),
+               0, stream, a);
+  };
+  if (s.dtype == DType::kBF16) run(__nv_bfloat16{});
+  else if (s.dtype == DType::kF16) run(__half{});
+  else throw Error("fp8 quantize (silu, scaled): activations must be bf16 or f16");
+  check_launch("fp8 quantize_rows (silu, scaled)");
 }
 
 void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_scale, const void* bias, void* out,

@@ -46,6 +46,21 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
                               cudaStream_t stream, const void* norm_w = nullptr, float eps = 0.f,
                               bool silu_mul = false);
 
+// q [n, k] E4M3 and scale [n] of silu(g) * u, where [g; u] = round(y[n, 2k] * row_scale[n] * col_scale[2k]
+// (+ bias[2k])): y an unscaled FP8 GEMM's output (gate_up in run_mlp_fp8), each value rounded to the
+// activation dtype as the scaled GEMM would have stored it, then silu_and_mul's rounding.
+struct Fp8SiluScaledArgs {
+  const void* y = nullptr;           // [n, 2k] activation dtype
+  DType dtype = DType::kBF16;
+  int64_t n = 0, k = 0;
+  const float* row_scale = nullptr;  // [n]
+  const float* col_scale = nullptr;  // [2k]
+  const void* bias = nullptr;        // [2k] activation dtype, or null
+  uint8_t* q = nullptr;              // [n, k]
+  float* scale = nullptr;            // [n]
+};
+void launch_fp8_quantize_silu_scaled(const Fp8SiluScaledArgs& a, cudaStream_t stream);
+
 // out[n, m] = acc[n, m] * x_scale[n] * w_scale[m] (+ bias[m]) in the activation dtype: the scales of an
 // unscaled FP8 GEMM (CublasLtGemm::run_fp8 where cuBLASLt has no outer-vector algorithm). With residual
 // ([n, m], may be out): out = round(residual + round(that)), as a separate add would give.
@@ -53,5 +68,11 @@ void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_s
                         DType t, int64_t n, int64_t m, cudaStream_t stream, const void* residual = nullptr);
 
 void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
+
+// The gated MLP (MlpParams) with FP8 weights on the W8A8 GEMMs, gate_up's output left unscaled (fp8_mlp.cc).
+// Whether it takes these params: bf16 activations (unscaled sums overflow f16), SiLU, both weights FP8
+// with row scales, more rows than the GEMV takes, and cuBLASLt's unscaled E4M3 -> bf16 algorithm.
+bool mlp_fp8_unscaled_ok(CublasLtGemm& gemm, const MlpParams& p);
+void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
 
 }  // namespace vireo::cuda
