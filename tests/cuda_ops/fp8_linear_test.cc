@@ -200,9 +200,13 @@ TEST_F(Fp8LinearTest, FusedForms) {
 // run_mlp_fp8: h += down(silu(gate) * up), [gate; up] = norm(h) gate_up^T, with gate_up's GEMM unscaled and
 // its scales (and bias) applied in down's quantization. The reference is the two fused linears' chain on
 // the host (per-token quantization of norm(h), the GEMM rounded to bf16, silu_and_mul, quantization, down,
-// the residual add). gate_up's values are rounded twice on the GPU (unscaled, then scaled), so a few of
-// down's input codes may land one E4M3 step apart: each element within the tolerance + sum_k |a w| / 128
-// (a wrong scale, row or bias is off by about the value itself).
+// the residual add). gate_up's values differ from the host's by an ulp here and there (rounded twice on the
+// GPU, unscaled then scaled, where the reference rounds once; FAST_ACCUM sums): where that moves a row's max
+// |a|, the row's per-token scale moves and all its codes round anew, E4M3 noise of a few % of the MLP's
+// output in that row. On an H100 that was 0.1% to 17% of the elements outside the GEMM's own bound (the
+// dtype's tolerance + sum_k |a w| / 1024) depending on the draw, by up to ~0.15 on outputs ~1. So the check
+// is per row: the RMS error under 10% of the RMS of the MLP's output, every element finite. A wrong scale,
+// row or bias is off by about the value itself in every row.
 TEST_F(Fp8LinearTest, MlpBlockWithUnscaledGateUp) {
   use_dtype(DType::kBF16);
   const int h = 512, inter = 384;
@@ -223,8 +227,7 @@ TEST_F(Fp8LinearTest, MlpBlockWithUnscaledGateUp) {
       const auto y = product(rounded(to_host(xn)), n, h, wgu, 2 * inter, with_bias ? &bgu : nullptr);
       Tensor a = cpu_poisoned({n, inter});
       cpu_->silu_and_mul({view(y, {n, 2 * inter}), a});
-      std::vector<float> mag;
-      const auto d = product(rounded(to_host(a)), n, inter, wd, h, nullptr, &mag);
+      const auto d = product(rounded(to_host(a)), n, inter, wd, h, nullptr);
       std::vector<float> want(d.size());
       for (size_t i = 0; i < d.size(); ++i) want[i] = round_to(act_, x[i] + d[i]);
       // The GPU, in place on h.
@@ -238,8 +241,17 @@ TEST_F(Fp8LinearTest, MlpBlockWithUnscaledGateUp) {
         return scratch.data;
       }, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the default stream, not the backend's
-      for (float& m : mag) m *= 8.f;                     // sum |a w| / 128 instead of / 1024
-      expect_close_accumulated(to_host(res), want, mag, "mlp, gate_up unscaled");
+      const std::vector<float> got = to_host(res);
+      for (int r = 0; r < n; ++r) {
+        double err2 = 0, d2 = 0;
+        for (int c = 0; c < h; ++c) {
+          const size_t i = size_t(r) * h + c;
+          ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;
+          err2 += double(got[i] - want[i]) * (got[i] - want[i]);
+          d2 += double(d[i]) * d[i];
+        }
+        EXPECT_LE(std::sqrt(err2 / d2), 0.1) << "row " << r << " (seed " << seed_ << ")";
+      }
     }
   }
   // What the path does not take: decode rows (the GEMV forms), f16 activations (unscaled sums overflow).
