@@ -194,7 +194,12 @@ void EngineCore::launch_continuation(const LaunchedStep& cur) {
   std::optional<SchedulerOutput> next = scheduler_.schedule_continuation(cur.sched, /*allow_grammar=*/true);
   if (!next) return;
   LaunchedStep step;
-  step.built = build_continuation_input(*next, scheduler_.config().block_size);
+  step.built = build_continuation_input(*next, cur.sched, cur.built, scheduler_.config().block_size);
+  const double t_sched = monotonic_seconds();
+  for (auto& s : next->scheduled)
+    if (s.req->first_scheduled_time < 0) s.req->first_scheduled_time = t_sched;
+  // Ids from the device only where some token is in flight (a step of prefill chunks alone has none).
+  const bool from_last = !step.built.input.ids_from_last.empty();
   // Rows whose mask depends on the token still in flight (a grammar; a bad word of several tokens) are
   // sampled once that token is processed.
   auto late_mask = [](const ScheduledRequest& s) {
@@ -203,13 +208,13 @@ void EngineCore::launch_continuation(const LaunchedStep& cur) {
            std::any_of(words.begin(), words.end(), [](const std::vector<int32_t>& w) { return w.size() > 1; });
   };
   if (std::any_of(next->scheduled.begin(), next->scheduled.end(), late_mask)) {
-    runner_.launch_forward(step.built, /*tokens_from_last=*/true);
+    runner_.launch_forward(step.built, from_last);
     step.sampling_deferred = true;
   } else {
     const SamplingBatch batch =
         build_sampling_batch(*next, step.built, scheduler_.config().eos_token_ids, rng_, /*pending_tokens=*/1,
                              runner_.model().config().vocab_size);
-    step.ticket = runner_.launch(step.built, batch, /*tokens_from_last=*/true);
+    step.ticket = runner_.launch(step.built, batch, from_last);
   }
   step.sched = std::move(*next);
   inflight_ = std::move(step);

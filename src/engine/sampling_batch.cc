@@ -150,7 +150,8 @@ SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep
       b.penalty_tokens.insert(b.penalty_tokens.end(), pairs.begin(), pairs.end());
       row.penalty_end = static_cast<int32_t>(b.penalty_tokens.size() / 2);
     }
-    if (req.num_output_tokens() + pending_tokens + info.spec_index < p.min_tokens) {
+    const int pending = sched.scheduled[info.sched_index].token_in_flight ? pending_tokens : 0;
+    if (req.num_output_tokens() + pending + info.spec_index < p.min_tokens) {
       row.mask_begin = static_cast<int32_t>(b.mask_tokens.size());
       if (!p.ignore_eos) b.mask_tokens.insert(b.mask_tokens.end(), eos_token_ids.begin(), eos_token_ids.end());
       b.mask_tokens.insert(b.mask_tokens.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());

@@ -18,7 +18,8 @@ namespace vireo {
 // EOS and stop-token ids while a row is below min_tokens. Bias entries are the sampling rows' logit_bias.
 // Rows of requests with a grammar (Request::matcher) get a token bitmask row of ceil(logits_width / 32)
 // words: the tokens the grammar allows next (only the stop tokens once it is complete).
-// pending_tokens: outputs already sampled by a step still running (async scheduling), counted for min_tokens.
+// pending_tokens: outputs already sampled by a step still running (async scheduling), counted for min_tokens
+// in the rows of requests whose token is in flight (ScheduledRequest::token_in_flight).
 // defer_masks: the bitmask rows are left to SamplingBatch::fill_token_bitmask, which the sampling launch
 // calls after issuing the forward (the matchers must outlive that launch: the engine's step holds them).
 SamplingBatch build_sampling_batch(const SchedulerOutput& sched, const BuiltStep& built,

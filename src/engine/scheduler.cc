@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -145,14 +146,18 @@ SchedulerOutput Scheduler::schedule() {
   }
 
   // 2. Waiting requests (not in a step that had to preempt: memory is tight).
-  const bool running_preempted = !out.preempted.empty();
+  if (out.preempted.empty()) admit_waiting(out, budget, /*may_preempt=*/true);
+  out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
+  return out;
+}
+
+void Scheduler::admit_waiting(SchedulerOutput& out, int& budget, bool may_preempt, int num_leaving) {
   std::set<int32_t> active_loras;  // the running requests' adapters (--max-loras)
   if (cfg_.max_loras > 0)
     for (const auto& r : running_)
       if (r->params.lora_id != 0) active_loras.insert(r->params.lora_id);
   std::vector<std::shared_ptr<Request>> skipped;  // waiting for room for their adapter, in order
-  while (!running_preempted && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size()) < cfg_.max_num_seqs) {
+  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) - num_leaving < cfg_.max_num_seqs) {
     auto req = waiting_.front();
     const int32_t lora = req->params.lora_id;
     if (cfg_.max_loras > 0 && lora != 0 && !active_loras.count(lora) &&
@@ -172,7 +177,7 @@ SchedulerOutput Scheduler::schedule() {
     // priority preemption; v1 only preempts for running requests). Then memory is tight: it is the last.
     bool made_room = false;
     if (!kv_.allocate_slots(*req, num_new, computed)) {
-      if (cfg_.policy != SchedulingPolicy::kPriority || !preempt_for_waiting(*req, num_new, computed, out, budget) ||
+      if (!may_preempt || cfg_.policy != SchedulingPolicy::kPriority || !preempt_for_waiting(*req, num_new, computed, out, budget) ||
           !kv_.allocate_slots(*req, num_new, computed))
         break;
       made_room = true;
@@ -192,37 +197,54 @@ SchedulerOutput Scheduler::schedule() {
     if (made_room) break;
   }
   waiting_.insert(waiting_.begin(), skipped.begin(), skipped.end());
-  out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
-  return out;
 }
 
 std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerOutput& prev, bool allow_grammar) {
-  // Waiting requests would join the next fresh schedule() only if there is room for them.
-  const bool can_admit = !waiting_.empty() && static_cast<int>(running_.size()) < cfg_.max_num_seqs;
-  if (can_admit || !prev.preempted.empty() || prev.scheduled.empty() || prev.scheduled.size() != running_.size())
-    return std::nullopt;
-  for (size_t i = 0; i < prev.scheduled.size(); ++i) {
-    const Request& req = *prev.scheduled[i].req;
-    const SamplingParams& p = req.params;
-    if (prev.scheduled[i].req != running_[i] || req.is_finished() || prev.scheduled[i].num_new_tokens != 1 ||
-        req.num_computed_tokens + 1 != req.num_tokens())
-      return std::nullopt;
-    // A grammar's mask needs the previous token, which a step issued ahead does not have yet: only if
-    // the caller samples the step later (allow_grammar).
-    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
-        (p.prompt_logprobs && !req.prompt_logprobs_sent) || (req.matcher && !allow_grammar))
-      return std::nullopt;
-    // After prev the request holds num_tokens() + 1 tokens and num_output_tokens() + 1 outputs.
-    if (req.num_output_tokens() + 1 >= p.max_tokens || req.num_tokens() + 1 >= cfg_.max_model_len)
-      return std::nullopt;
-  }
+  if (!prev.preempted.empty() || prev.scheduled.empty()) return std::nullopt;
   SchedulerOutput out;
+  int budget = cfg_.max_num_batched_tokens;
+  std::unordered_map<const Request*, int> ahead;  // tokens `prev` computes, per request
+  int num_leaving = 0;                            // requests that stop by length after `prev`
+  // 1. The requests `prev` samples for: their next token decodes.
   for (const auto& s : prev.scheduled) {
-    // prev's token and this one: positions num_computed_tokens and num_computed_tokens + 1.
-    if (!kv_.allocate_slots(*s.req, 2)) return std::nullopt;
-    out.scheduled.push_back({s.req, 1});
+    const Request& req = *s.req;
+    if (s.num_spec_tokens > 0) return std::nullopt;
+    if (req.is_finished()) continue;  // aborted meanwhile: its row in `prev` is dropped
+    ahead[&req] = s.num_new_tokens;
+    const int start = req.num_computed_tokens + s.num_new_tokens;
+    if (start < req.num_tokens()) continue;  // a prefill chunk that samples nothing: part 2
+    const SamplingParams& p = req.params;
+    // A grammar's mask needs the previous token, which a step issued ahead does not have yet: only if
+    // the caller samples the step later (allow_grammar). Penalties need the output history on the host.
+    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+        (req.matcher && !allow_grammar))
+      return std::nullopt;
+    // After `prev` the request holds num_tokens() + 1 tokens and num_output_tokens() + 1 outputs: it
+    // stops by length (its seat counts as free, as in schedule() after `prev`).
+    if (req.num_output_tokens() + 1 >= p.max_tokens || req.num_tokens() + 1 >= cfg_.max_model_len) {
+      ++num_leaving;
+      continue;
+    }
+    if (budget == 0 || !kv_.allocate_slots(*s.req, s.num_new_tokens + 1)) return std::nullopt;
+    out.scheduled.push_back({s.req, 1, 0, s.num_new_tokens, true});
+    --budget;
   }
-  out.total_num_scheduled_tokens = static_cast<int>(out.scheduled.size());
+  // 2. The other running requests: their next prefill chunks (a decode token `prev` did not run too).
+  for (const auto& r : running_) {
+    if (budget == 0) break;
+    const auto it = ahead.find(r.get());
+    const int num_ahead = it == ahead.end() ? 0 : it->second;
+    const int remaining = r->num_tokens() - r->num_computed_tokens - num_ahead;
+    if (remaining <= 0) continue;  // in part 1 (or stopping after `prev`)
+    const int num_new = std::min(remaining, budget);
+    if (!kv_.allocate_slots(*r, num_ahead + num_new)) return std::nullopt;
+    out.scheduled.push_back({r, num_new, 0, num_ahead, false});
+    budget -= num_new;
+  }
+  // 3. Waiting requests.
+  admit_waiting(out, budget, /*may_preempt=*/false, num_leaving);
+  if (out.scheduled.empty()) return std::nullopt;
+  out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
   return out;
 }
 

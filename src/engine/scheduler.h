@@ -41,6 +41,13 @@ struct ScheduledRequest {
   // num_spec_tokens of them are req->spec_token_ids' first ones, after the request's own tokens.
   int num_new_tokens = 0;
   int num_spec_tokens = 0;
+  // Async scheduling (a continuation): the request's tokens that the step still in flight computes
+  // (not yet in num_computed_tokens); this step's tokens start after them. token_in_flight: this
+  // step's one token is the one that step samples (its id not yet on the host).
+  int num_computed_ahead = 0;
+  bool token_in_flight = false;
+  // The first position this step computes.
+  int start() const { return req->num_computed_tokens + num_computed_ahead; }
 };
 
 struct SchedulerOutput {
@@ -64,14 +71,19 @@ class Scheduler {
 
   void add_request(std::shared_ptr<Request> req);
   SchedulerOutput schedule();
-  // Async scheduling: the decode step after `prev`, scheduled while `prev` is still running (its
-  // tokens unknown, its num_computed_tokens not yet counted). Only when nothing could change the
-  // batch: every running request is in `prev` with one token that samples its next one, none waits
-  // that could be admitted (running < max_num_seqs),
-  // none can stop by length after `prev`, none needs its output history on the device (penalties) or
-  // prompt logprobs, and a KV slot for one more position is free without preempting. nullopt otherwise.
-  // Requests with a grammar only with allow_grammar: the engine then launches the step's sampling once
-  // `prev`'s tokens have advanced the matchers (their masks need them).
+  // Async scheduling: the step after `prev`, scheduled while `prev` is still running (its tokens
+  // unknown, its num_computed_tokens not yet counted), as schedule() would after it:
+  //  1. each request `prev` samples a token for decodes that token (token_in_flight), in `prev`'s
+  //     order, unless it surely stops by length after `prev` (one that stops otherwise runs a row
+  //     that is dropped);
+  //  2. the other running requests take their next prefill chunks (host tokens), in running order;
+  //  3. waiting requests are admitted as by schedule(), without preempting (the seats of requests that
+  //     stop by length after `prev` count as free; their KV blocks do not yet).
+  // nullopt (the engine then waits for `prev` and calls schedule()) when `prev` preempted or ran
+  // drafts, when a request `prev` samples for needs its output history on the device (penalties), or
+  // when a running request's KV blocks do not fit without preempting. Requests `prev` samples for with
+  // a grammar only with allow_grammar: the engine then launches the step's sampling once `prev`'s
+  // tokens have advanced the matchers (their masks need them).
   std::optional<SchedulerOutput> schedule_continuation(const SchedulerOutput& prev, bool allow_grammar = false);
   // sampled[i]: the token sampled for out.scheduled[i], or nullopt if its prefill is not done.
   // draft_samples[i] (only for requests with num_spec_tokens > 0): the tokens sampled at its draft
@@ -112,6 +124,10 @@ class Scheduler {
   // until num_new tokens fit; none if even all of them would not free enough. True when they fit.
   bool preempt_for_waiting(const Request& req, int num_new, const ComputedBlocks& computed, SchedulerOutput& out,
                            int& budget);
+  // schedule()'s second part: admits waiting requests into `out` while the budget, max_num_seqs and the
+  // KV blocks allow. may_preempt: the priority policy may preempt less important running requests.
+  // num_leaving: running requests that stop before this step (their seats are free).
+  void admit_waiting(SchedulerOutput& out, int& budget, bool may_preempt, int num_leaving = 0);
   void release_resources(Request& req);  // KV blocks and state slot
   bool check_stop(Request& req) const;
   // How many of req's drafts run with its next token: those that fit the budget after that token, the

@@ -1,6 +1,7 @@
 #include "engine/step_input_builder.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -44,19 +45,27 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
   const int max_blocks = in.max_blocks_per_seq;
 
   for (int i = 0; i < num_seqs; ++i) {
-    const Request& req = *out.scheduled[i].req;
-    const int start = req.num_computed_tokens;
-    const int n = out.scheduled[i].num_new_tokens;
-    const int num_spec = out.scheduled[i].num_spec_tokens;
+    const ScheduledRequest& s = out.scheduled[i];
+    const Request& req = *s.req;
+    const int start = s.start();
+    const int n = s.num_new_tokens;
+    const int num_spec = s.num_spec_tokens;
+    // A token in flight (async scheduling) sits at position num_tokens(): the request's last after it.
+    const int num_tokens = req.num_tokens() + (s.token_in_flight ? 1 : 0);
     const int end = start + n, own_end = end - num_spec;  // drafts at [own_end, end)
-    if (own_end > req.num_tokens() || (num_spec > 0 && own_end != req.num_tokens()) ||
-        num_spec > static_cast<int>(req.spec_token_ids.size()))
+    // Tokens in flight come first, one a request (their ids are copied on the device as one block).
+    const bool bad_in_flight = s.token_in_flight && (n != 1 || (i > 0 && !out.scheduled[i - 1].token_in_flight));
+    if (own_end > num_tokens || (num_spec > 0 && own_end != num_tokens) ||
+        num_spec > static_cast<int>(req.spec_token_ids.size()) || bad_in_flight)
       throw Error("build_step_input: request '" + req.request_id + "' scheduled past its tokens");
     if ((end + block_size - 1) / block_size > static_cast<int>(req.block_ids.size()))
       throw Error("build_step_input: request '" + req.request_id + "' has too few KV blocks");
     const int row0 = static_cast<int>(in.token_ids.size());
     for (int pos = start; pos < end; ++pos) {
-      in.token_ids.push_back(pos < own_end ? req.all_token_ids[pos] : req.spec_token_ids[pos - own_end]);
+      // The token in flight: 0 here, the model takes it from the previous step's samples on the device.
+      in.token_ids.push_back(pos >= own_end                ? req.spec_token_ids[pos - own_end]
+                             : pos < req.num_tokens()      ? req.all_token_ids[pos]
+                                                           : 0);
       in.positions.push_back(pos);
       in.slot_mapping.push_back(req.block_ids[pos / block_size] * block_size + pos % block_size);
     }
@@ -74,7 +83,7 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
         b.rows.push_back({i, p});
       }
     }
-    if (own_end == req.num_tokens()) {  // the request's prefill is complete: sample its next token
+    if (own_end == num_tokens) {  // the request's prefill is complete: sample its next token
       for (int j = 0; j <= num_spec; ++j) {  // and after each draft
         in.logits_indices.push_back(row0 + n - 1 - num_spec + j);
         b.rows.push_back({i, -1, j});
@@ -86,30 +95,22 @@ BuiltStep build_step_input(const SchedulerOutput& out, int block_size) {
   return b;
 }
 
-BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size) {
-  BuiltStep b;
-  StepInput& in = b.input;
-  const int num_seqs = static_cast<int>(out.scheduled.size());
-  start_step(out, in);
-  const int max_blocks = in.max_blocks_per_seq;
-  for (int i = 0; i < num_seqs; ++i) {
-    const Request& req = *out.scheduled[i].req;
-    const int pos = req.num_computed_tokens + 1;
-    if (pos / block_size >= static_cast<int>(req.block_ids.size()))
-      throw Error("build_continuation_input: request '" + req.request_id + "' has too few KV blocks");
-    in.token_ids.push_back(0);
-    in.positions.push_back(pos);
-    in.slot_mapping.push_back(req.block_ids[pos / block_size] * block_size + pos % block_size);
-    in.query_start.push_back(i + 1);
-    in.seq_lens.push_back(pos + 1);
-    if (req.state_slot >= 0) in.state_slots.push_back(req.state_slot);
-    in.lora_ids.push_back(req.params.lora_id);
-    std::copy(req.block_ids.begin(), req.block_ids.end(), in.block_tables.begin() + static_cast<size_t>(i) * max_blocks);
-    in.logits_indices.push_back(i);
-    b.rows.push_back({i, -1});
+BuiltStep build_continuation_input(const SchedulerOutput& out, const SchedulerOutput& prev, const BuiltStep& prev_built,
+                                   int block_size) {
+  BuiltStep b = build_step_input(out, block_size);
+  // The row of `prev` that samples each request's next token.
+  std::unordered_map<const Request*, int32_t> row_of;
+  for (size_t r = 0; r < prev_built.rows.size(); ++r) {
+    const LogitsRowInfo& info = prev_built.rows[r];
+    if (info.prompt_pos < 0 && info.spec_index == 0) row_of[prev.scheduled[info.sched_index].req.get()] = static_cast<int32_t>(r);
   }
-  check_state_slots(in);
-  drop_base_only_lora_ids(in);
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (!s.token_in_flight) break;  // they come first, one token each
+    const auto it = row_of.find(s.req.get());
+    if (it == row_of.end())
+      throw Error("build_continuation_input: request '" + s.req->request_id + "' has no row in the step in flight");
+    b.input.ids_from_last.push_back(it->second);
+  }
   return b;
 }
 

@@ -26,9 +26,12 @@ struct BuiltStep {
 // all_token_ids (the last num_spec_tokens of them from its spec_token_ids, after all_token_ids); its KV
 // slots come from its block table.
 BuiltStep build_step_input(const SchedulerOutput& out, int block_size);
-// A continuation (Scheduler::schedule_continuation): each request's one token sits at position
-// num_computed_tokens + 1, after the token of the step still running; its id is not known on the host
-// (0 here: the model takes it from the previous step's sampled tokens on the device).
-BuiltStep build_continuation_input(const SchedulerOutput& out, int block_size);
+// Each request's tokens start at ScheduledRequest::start(); one whose token is in flight (async
+// scheduling) runs it as its one token, with id 0 here.
+// A continuation (Scheduler::schedule_continuation) of `prev`, the step still running, built with
+// prev_built: as build_step_input, and input.ids_from_last names the row of `prev` whose sample is each
+// token in flight (the model takes those ids from the previous step's sampled tokens on the device).
+BuiltStep build_continuation_input(const SchedulerOutput& out, const SchedulerOutput& prev, const BuiltStep& prev_built,
+                                   int block_size);
 
 }  // namespace vireo

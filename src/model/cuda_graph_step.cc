@@ -164,10 +164,13 @@ bool DecoderModel::forward_graphed(const StepInput& in, KvCache& kv, Tensor& log
   // sampling after it: it runs beside that sampling (or, from a graph that samples, beside that graph).
   // Without such tokens the upload rewrites rows that a sampling still in flight may mirror into: it
   // waits for everything issued.
-  const int64_t upload_from = ids_from ? L.ids + ids_from->tokens.numel() : 0;
-  if (ids_from && ids_from->mirror != st.ids.data) be_->copy(ids_from->tokens, st.ids);
+  // Tokens from some of the previous step's rows only (a request finished, or joined with host ids):
+  // that sampling may mirror into rows this upload writes, so it waits for everything issued too.
+  const bool in_place = ids_from && ids_from->in_place();
+  const int64_t upload_from = ids_from ? L.ids + ids_from->num_ids() : 0;
+  if (ids_from && !(in_place && ids_from->mirror == st.ids.data)) copy_ids_on_device(*be_, *ids_from, st.ids);
   Tensor upload = iv(upload_from, used - upload_from);
-  be_->copy_from_host_after(h.data() + upload_from, upload, ids_from ? g.inputs_fence[r] : 0);
+  be_->copy_from_host_after(h.data() + upload_from, upload, in_place ? g.inputs_fence[r] : 0);
   st.positions = iv(L.pos, Sp);
   st.slots = iv(L.slots, Sp);
   st.query_start = iv(L.query_start, Sp + 1);

@@ -118,7 +118,7 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   };
   StepTensors st;
   st.ids = iv(o_ids, T);
-  if (ids_from) be_->copy(ids_from->tokens, st.ids);
+  if (ids_from) copy_ids_on_device(*be_, *ids_from, st.ids);
   st.positions = iv(o_pos, T);
   st.slots = iv(o_slot, T);
   st.query_start = iv(o_qs, S + 1);

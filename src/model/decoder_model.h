@@ -162,14 +162,22 @@ struct GraphSample {
   const void* mirror = nullptr;  // where the token was also written (the next graph's ids row), or null
 };
 
-// A step's token ids already on the device (async scheduling): the previous sampling's tokens ([T] I32)
-// and where that sampling also wrote them (SamplingWorkspace::mirror; null: nowhere). When that is the
-// decode graphs' ids buffer the graphed step copies nothing: a device copy between the sampling and the
-// graph cost ~2-5 us of each decode step (docs/cuda_kernels.md, "Copies between decode steps").
+// A step's token ids already on the device (async scheduling): the previous sampling's tokens ([R] I32),
+// where that sampling also wrote them (SamplingWorkspace::mirror; null: nowhere), and which of them the
+// step's first rows.size() tokens are (token i: tokens[rows[i]]). When every token is its row's
+// (in_place) and the mirror is the decode graphs' ids buffer, the graphed step copies nothing: a device
+// copy between the sampling and the graph cost ~2-5 us of each decode step (docs/cuda_kernels.md,
+// "Copies between decode steps").
 struct IdsOnDevice {
   Tensor tokens;
   const void* mirror = nullptr;
+  std::vector<int32_t> rows;
+  int64_t num_ids() const { return static_cast<int64_t>(rows.size()); }
+  bool in_place() const;  // rows == 0, 1, ..., R - 1
 };
+
+// ids[i] = from.tokens[from.rows[i]] for i < from.num_ids(), one device copy per run of consecutive rows.
+void copy_ids_on_device(Backend& be, const IdsOnDevice& from, const Tensor& ids);
 
 // Steps use the fused linear forms where the backend prefers them (Backend::prefers_fused_linear: by
 // default up to 4 tokens, the backends' GEMV range).

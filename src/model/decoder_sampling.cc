@@ -21,6 +21,26 @@ bool graph_sample_enabled() {
 
 }  // namespace
 
+bool IdsOnDevice::in_place() const {
+  if (num_ids() != tokens.numel()) return false;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] != static_cast<int32_t>(i)) return false;
+  return true;
+}
+
+void copy_ids_on_device(Backend& be, const IdsOnDevice& from, const Tensor& ids) {
+  const auto* src = static_cast<const int32_t*>(from.tokens.data);
+  auto* dst = static_cast<int32_t*>(ids.data);
+  for (size_t i = 0; i < from.rows.size();) {
+    size_t j = i + 1;
+    while (j < from.rows.size() && from.rows[j] == from.rows[j - 1] + 1) ++j;
+    const int64_t n = static_cast<int64_t>(j - i);
+    Tensor out(dst + i, DType::kI32, {n}, ids.device);
+    be.copy(Tensor(const_cast<int32_t*>(src) + from.rows[i], DType::kI32, {n}, from.tokens.device), out);
+    i = j;
+  }
+}
+
 GraphSample* DecoderModel::graph_sample_for(const SamplingBatch& batch, GraphSample& gs) const {
   if (!graph_sampling_ || !graph_sample_enabled() || !sampleable_in_graph(batch)) return nullptr;
   gs.row = batch.rows.data();
@@ -61,9 +81,19 @@ void DecoderModel::launch_forward_step(const StepInput& in, KvCache& kv, bool to
   if (tokens_from_last) {
     const int64_t T = static_cast<int64_t>(in.token_ids.size());
     const Tensor& prev = sampling_.last_tokens;
-    if (sampling_.pending.empty() || sampling_.pending.back().rows != T || prev.empty())
-      throw Error("launch_sample: tokens_from_last needs the previous launch to sample one row per token");
-    last.tokens = Tensor(prev.data, DType::kI32, {T}, prev.device);  // its tokens come first
+    if (sampling_.pending.empty() || prev.empty())
+      throw Error("launch_sample: tokens_from_last needs a previous launch that samples");
+    const int64_t R = sampling_.pending.back().rows;
+    if (in.ids_from_last.empty()) {
+      if (R != T) throw Error("launch_sample: tokens_from_last needs the previous launch to sample one row per token");
+      for (int32_t i = 0; i < R; ++i) last.rows.push_back(i);
+    } else {
+      last.rows = in.ids_from_last;
+      if (last.num_ids() > T) throw Error("launch_sample: more ids from the previous step than tokens");
+      for (int32_t r : last.rows)
+        if (r < 0 || r >= R) throw Error("launch_sample: ids_from_last names a row the previous step did not sample");
+    }
+    last.tokens = Tensor(prev.data, DType::kI32, {R}, prev.device);  // its tokens come first
     last.mirror = sampling_.pending.back().mirror;
   }
   forwarded_ = run_step(in, kv, tokens_from_last ? &last : nullptr, &forwarded_stats_, gs);

@@ -30,6 +30,9 @@ struct StepInput {
   std::vector<int32_t> state_slots;      // [S]
   // LoRA adapter of each sequence (Model::add_lora ids; 0: the base model). Empty: none anywhere.
   std::vector<int32_t> lora_ids;         // [S]
+  // Async scheduling (launch_sample with tokens_from_last): token i's id is row ids_from_last[i] of the
+  // previously launched step's samples, for i < ids_from_last.size(); empty: row i for every token.
+  std::vector<int32_t> ids_from_last;
 };
 
 // Per-layer K and V pages: [num_blocks, block_size, num_kv_heads, head_dim] each. A short-convolution
@@ -139,10 +142,10 @@ class Model {
 
   // Async scheduling (--async-scheduling): launch_sample issues the step and its sampling and returns
   // without waiting; finish_sample, called in launch order, returns that step's rows. With
-  // tokens_from_last the step's input token ids are the tokens the previously launched step samples,
-  // row for row (in.token_ids is ignored): a decode step issued before the previous one's tokens are
-  // back on the host. supports_async_sampling() says whether tokens_from_last is available; the
-  // defaults run forward_sample at launch.
+  // tokens_from_last the step's first input token ids are tokens the previously launched step samples
+  // (in.ids_from_last says which rows; those in.token_ids are ignored): a step issued before the
+  // previous one's tokens are back on the host. supports_async_sampling() says whether tokens_from_last
+  // is available; the defaults run forward_sample at launch.
   virtual bool supports_async_sampling() const { return false; }
   virtual int launch_sample(const StepInput& in, KvCache& kv, const SamplingBatch& batch, bool tokens_from_last);
   virtual void finish_sample(int ticket, SampledRows& out);

@@ -184,6 +184,34 @@ TEST(AsyncScheduling, SaturatedBatchRunsAheadWhileRequestsWait) {
   EXPECT_GE(async.launched_ahead, 20u);
 }
 
+// Steps with prefill chunks run ahead too (Scheduler::schedule_continuation): long prompts chunked by the
+// 64-token budget beside decoding requests, admissions into the seats of requests that stop by length,
+// prompt logprobs, seeded draws. The schedules are the synchronous engine's, so are the tokens and logprobs;
+// with late downloads as well.
+TEST(AsyncScheduling, MixedStepsRunAheadAndMatchSynchronous) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < 7; ++i) {
+    Job j{"m" + std::to_string(i), prompt(20 + 17 * i, 200 + i), {}, 0, -1};
+    j.params.temperature = i % 3 == 2 ? 0.7f : 0.0f;
+    j.params.seed = 900 + i;
+    j.params.max_tokens = 4 + 3 * i;
+    j.params.ignore_eos = true;
+    j.params.logprobs = 1;
+    if (i == 4) j.params.prompt_logprobs = 2;
+    jobs.push_back(j);
+  }
+  const EngineRun sync = run_engine(false, jobs);
+  for (bool deferred : {false, true}) {
+    const EngineRun async = run_engine(true, jobs, 4, deferred);
+    expect_same(sync, async);
+    for (const Job& j : jobs)
+      EXPECT_EQ(async.outputs.at(j.id).token_ids.size(), static_cast<size_t>(j.params.max_tokens)) << j.id;
+    EXPECT_EQ(async.outputs.at("m4").prompt_logprobs.size(), sync.outputs.at("m4").prompt_logprobs.size());
+    EXPECT_EQ(async.num_steps, sync.num_steps);
+    EXPECT_GE(async.launched_ahead + 3, static_cast<uint64_t>(async.num_steps));  // nearly every step ran ahead
+  }
+}
+
 TEST(AsyncScheduling, StopsSeedsMinTokensArrivalsAndAborts) {
   std::vector<Job> jobs;
   // A stop token that the greedy run of r0 produces: found from a first synchronous run.
