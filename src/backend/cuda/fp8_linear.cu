@@ -4,6 +4,7 @@
 //   optionally of rms_norm(x) or silu_and_mul(x) computed on the way (the linear's prologue, no x' pass).
 // - gemv_fp8: decode rows (N <= 8), weight-only: out[n, m] = scale[m] * sum_k fp8(w[m, k]) * x[n, k] in
 //   fp32 (+ bias). Memory-bound on the weights: 1 byte a weight instead of BF16's 2.
+#include <cstdlib>
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -52,9 +53,12 @@ __device__ __forceinline__ float quant_block_reduce(float v, float* scratch, boo
 
 // One block a row: the prologue's values (rounded to T as the separate rms_norm / silu_and_mul kernels
 // round them), then scale = max |value| / 448 (1 for a zero row) and q = satfinite_e4m3(value / scale), as
-// the host's fp8.h does. K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T. The row is
-// read once per pass (norm: 3, else 2); the later passes hit L1 / L2.
-template <typename T, QuantIn kIn>
+// the host's fp8.h does. K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T.
+// kChunks > 0 (rows of at most kChunks * kQuantThreads * kV values): the max pass keeps each thread's
+// values in registers and the quantization pass writes them, so the row is read once (twice with the
+// norm, the second time from L1). kChunks 0: every pass reads the row again; the later ones hit L1 / L2,
+// or DRAM when the resident blocks' rows outgrow L2 (silu_and_mul rows of 12288 x 2 bf16 are 48 KB).
+template <typename T, QuantIn kIn, int kChunks>
 __global__ void quantize_rows_kernel(QuantArgs a) {
   constexpr int kV = 16 / sizeof(T);
   __shared__ float scratch[kQuantThreads / 32];
@@ -114,20 +118,8 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
       }
     }
   };
-  float amax = 0.f;
-  for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
-    float f[kV];
-    values(i, f);
-#pragma unroll
-    for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(f[j]));
-  }
-  amax = quant_block_reduce(amax, scratch, true);
-  const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
-  if (threadIdx.x == 0) a.scale[blockIdx.x] = s;
-  uint8_t* out = a.q + blockIdx.x * k;
-  for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
-    float f[kV];
-    values(i, f);
+  auto store = [&](int64_t i, const float (&f)[kV], float s) {
+    uint8_t* out = a.q + blockIdx.x * k;
     uint8_t b[kV];
 #pragma unroll
     for (int j = 0; j < kV; ++j) b[j] = __nv_cvt_float_to_fp8(__fdiv_rn(f[j], s), __NV_SATFINITE, __NV_E4M3);
@@ -136,7 +128,66 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
     } else {
       *reinterpret_cast<uint32_t*>(out + i) = *reinterpret_cast<const uint32_t*>(b);
     }
+  };
+  auto row_scale = [&](float amax) {
+    amax = quant_block_reduce(amax, scratch, true);
+    const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
+    if (threadIdx.x == 0) a.scale[blockIdx.x] = s;
+    return s;
+  };
+  float amax = 0.f;
+  if constexpr (kChunks > 0) {
+    float f[kChunks][kV];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t i = (int64_t{c} * kQuantThreads + threadIdx.x) * kV;
+      if (i >= k) break;
+      values(i, f[c]);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(f[c][j]));
+    }
+    const float s = row_scale(amax);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int64_t i = (int64_t{c} * kQuantThreads + threadIdx.x) * kV;
+      if (i >= k) break;
+      store(i, f[c], s);
+    }
+  } else {
+    for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
+      float f[kV];
+      values(i, f);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(f[j]));
+    }
+    const float s = row_scale(amax);
+    for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
+      float f[kV];
+      values(i, f);
+      store(i, f, s);
+    }
   }
+}
+
+// VIREO_FP8_QUANT_CACHED=0: every row re-read per pass (the kChunks 0 form), for A/B measurements.
+bool quant_cached_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_FP8_QUANT_CACHED");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
+// The quantize kernel for rows of k values: the smallest register-cached form that holds them.
+template <typename T, QuantIn kIn>
+auto quantize_kernel_for(int64_t k) {
+  constexpr int64_t kPerChunk = int64_t{kQuantThreads} * (16 / sizeof(T));
+  const int64_t chunks = quant_cached_enabled() ? (k + kPerChunk - 1) / kPerChunk : 9;
+  return chunks <= 1   ? quantize_rows_kernel<T, kIn, 1>
+         : chunks <= 2 ? quantize_rows_kernel<T, kIn, 2>
+         : chunks <= 4 ? quantize_rows_kernel<T, kIn, 4>
+         : chunks <= 8 ? quantize_rows_kernel<T, kIn, 8>
+                       : quantize_rows_kernel<T, kIn, 0>;
 }
 
 // 16 E4M3 codes (one uint4) to floats, through the hardware's e4m3x2 -> f16x2 conversion.
@@ -344,9 +395,9 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
   const QuantArgs a{x, norm_w, eps, k, q, scale};
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    auto kernel = norm_w ? quantize_rows_kernel<T, QuantIn::kNorm>
-                  : silu_mul ? quantize_rows_kernel<T, QuantIn::kSiluMul>
-                             : quantize_rows_kernel<T, QuantIn::kPlain>;
+    auto kernel = norm_w     ? quantize_kernel_for<T, QuantIn::kNorm>(k)
+                  : silu_mul ? quantize_kernel_for<T, QuantIn::kSiluMul>(k)
+                             : quantize_kernel_for<T, QuantIn::kPlain>(k);
     launch_pdl(kernel, dim3(static_cast<unsigned>(n)), dim3(kQuantThreads), 0, stream, a);
   };
   if (t == DType::kBF16) run(__nv_bfloat16{});
@@ -365,8 +416,8 @@ void launch_fp8_quantize_silu_scaled(const Fp8SiluScaledArgs& s, cudaStream_t st
   a.x_bias = s.bias;
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    launch_pdl(quantize_rows_kernel<T, QuantIn::kSiluMulScaled>, dim3(static_cast<unsigned>(s.n)), dim3(kQuantThreads),
-               0, stream, a);
+    launch_pdl(quantize_kernel_for<T, QuantIn::kSiluMulScaled>(s.k), dim3(static_cast<unsigned>(s.n)),
+               dim3(kQuantThreads), 0, stream, a);
   };
   if (s.dtype == DType::kBF16) run(__nv_bfloat16{});
   else if (s.dtype == DType::kF16) run(__half{});
