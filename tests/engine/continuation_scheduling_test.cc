@@ -6,6 +6,7 @@
 
 #include "engine/scheduler.h"
 #include "engine/step_input_builder.h"
+#include "scheduler_util.h"
 #include "token_seq.h"
 
 namespace vireo {
@@ -13,28 +14,13 @@ namespace {
 
 using testing::seq;
 
-SchedulerConfig config(int max_num_seqs = 4) {
-  SchedulerConfig c;
-  c.max_num_seqs = max_num_seqs;
-  c.max_num_batched_tokens = 16;
-  c.max_model_len = 64;
-  c.block_size = 4;
-  c.num_blocks = 33;
-  c.eos_token_ids = {99};
-  return c;
-}
-
+// Requests run up to 8 tokens here.
 std::shared_ptr<Request> make(const std::string& id, std::vector<int32_t> prompt, int max_tokens = 8,
                               SamplingParams sp = {}) {
-  sp.max_tokens = max_tokens;
-  return std::make_shared<Request>(id, std::move(prompt), sp, 0.0);
+  return testing::make(id, std::move(prompt), max_tokens, std::move(sp));
 }
 
-const ScheduledRequest* find(const SchedulerOutput& out, const std::string& id) {
-  for (const auto& s : out.scheduled)
-    if (s.req->request_id == id) return &s;
-  return nullptr;
-}
+SchedulerConfig config(int max_num_seqs = 4) { return testing::small_config(max_num_seqs); }
 
 // `token` for every request whose tokens in `out` end its prefill (after any token in flight).
 std::vector<std::optional<int32_t>> sampled_for(const SchedulerOutput& out, int32_t token) {

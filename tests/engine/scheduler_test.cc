@@ -4,29 +4,15 @@
 
 #include <map>
 
+#include "scheduler_util.h"
 #include "token_seq.h"
 
 namespace vireo {
 namespace {
 
+using testing::make;
 using testing::seq;
-
-SchedulerConfig small_config() {
-  SchedulerConfig c;
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 16;
-  c.max_model_len = 64;
-  c.block_size = 4;
-  c.num_blocks = 33;
-  c.eos_token_ids = {99};
-  return c;
-}
-
-std::shared_ptr<Request> make(const std::string& id, std::vector<int32_t> prompt, int max_tokens = 4,
-                              SamplingParams sp = {}) {
-  sp.max_tokens = max_tokens;
-  return std::make_shared<Request>(id, std::move(prompt), sp, 0.0);
-}
+using testing::small_config;
 
 // One step where every request that completes its prefill samples `token`.
 std::map<std::string, int> step(Scheduler& s, int32_t token = 7, std::vector<RequestUpdate>* ups = nullptr) {
