@@ -259,6 +259,93 @@ TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
   chain->free_kv_cache(kv_c);
 }
 
+// Async scheduling of steps whose batch changes (Scheduler::schedule_continuation): a request drops out
+// (finished) and the next decode step takes its ids from some of the previous step's rows only
+// (StepInput::ids_from_last {0, 2}: a graph whose ids are copied, not mirrored in place), then a request
+// joins with its prompt beside rows whose ids come from the device (an eager mixed step), then the chain
+// goes on in place. Same tokens and logprobs as the synchronous run of the same batches.
+TEST(DecodeGraphs, ChainWithDroppedAndJoiningRowsMatchesSynchronous) {
+  REQUIRE_GPU();
+  const ModelConfig cfg = default_model_config();
+  const int bs = 16, max_len = 1024, blocks_per_seq = 8, num_seqs = 4, num_steps = 12;
+  auto sync = load(cfg, false, 8, max_len);
+  auto chain = load(cfg, false, 8, max_len);
+  KvCache kv_s = sync->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
+  KvCache kv_c = chain->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
+  std::vector<Seq> ss(num_seqs), sc(num_seqs);
+  for (int i = 0; i < num_seqs; ++i) {
+    for (int b = 0; b < blocks_per_seq; ++b) ss[i].blocks.push_back(1 + i * blocks_per_seq + b);
+    sc[i].blocks = ss[i].blocks;
+  }
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 200, 31}, {17, 3, 3, 90, 12}, {44}, {7, 8, 9, 10, 11, 12, 13}};
+  auto seqs_at = [](int step) {  // step -1: the prompts of 0-2
+    return step < 5 ? std::vector<int>{0, 1, 2} : step == 5 ? std::vector<int>{0, 2} : std::vector<int>{0, 2, 3};
+  };
+  auto batch_of = [](size_t n) {
+    SamplingBatch b;
+    b.rows.resize(n);
+    for (auto& r : b.rows) r.temperature = 0.0f;
+    return b;
+  };
+  auto ptrs = [](std::vector<Seq>& all, const std::vector<int>& idx) {
+    std::vector<Seq*> p;
+    for (int i : idx) p.push_back(&all[i]);
+    return p;
+  };
+  std::vector<std::vector<int32_t>> want(num_steps), got(num_steps);
+  std::vector<std::vector<float>> want_lp(num_steps), got_lp(num_steps);
+  // Synchronous: each step's ids from the host (a sequence's prompt the first time it runs).
+  std::vector<int32_t> last(num_seqs, -1);
+  SampledRows out;
+  for (int step = -1; step < num_steps; ++step) {
+    const std::vector<int> idx = seqs_at(step);
+    std::vector<std::vector<int32_t>> chunks;
+    for (int i : idx) chunks.push_back(last[i] < 0 ? prompts[i] : std::vector<int32_t>{last[i]});
+    sync->forward_sample(make_step(ptrs(ss, idx), chunks, bs), kv_s, batch_of(idx.size()), out);
+    for (size_t r = 0; r < idx.size(); ++r) last[idx[r]] = out.tokens[r];
+    if (step >= 0) want[step] = out.tokens, want_lp[step] = out.logprobs;
+  }
+  // Chained: step k + 1 launched before step k is collected; rows of sequences in step k take their ids
+  // from its samples, others (the joining one) from the host.
+  std::vector<int> prev = seqs_at(-1);
+  std::vector<std::vector<int32_t>> chunks;
+  for (int i : prev) chunks.push_back(prompts[i]);
+  chain->forward_sample(make_step(ptrs(sc, prev), chunks, bs), kv_c, batch_of(prev.size()), out);
+  chunks.clear();
+  for (int32_t t : out.tokens) chunks.push_back({t});
+  int ticket = chain->launch_sample(make_step(ptrs(sc, seqs_at(0)), chunks, bs), kv_c, batch_of(3), false);
+  prev = seqs_at(0);
+  for (int step = 1; step <= num_steps; ++step) {
+    int next = 0;
+    std::vector<int> idx;
+    if (step < num_steps) {
+      idx = seqs_at(step);
+      std::vector<int32_t> rows;
+      chunks.clear();
+      for (int i : idx) {
+        const auto at = std::find(prev.begin(), prev.end(), i);
+        if (at != prev.end()) rows.push_back(static_cast<int32_t>(at - prev.begin()));
+        chunks.push_back(at != prev.end() ? std::vector<int32_t>{0} : prompts[i]);
+      }
+      StepInput in = make_step(ptrs(sc, idx), chunks, bs);
+      in.ids_from_last = rows;
+      next = chain->launch_sample(in, kv_c, batch_of(idx.size()), true);
+    }
+    chain->finish_sample(ticket, out);
+    got[step - 1] = out.tokens;
+    got_lp[step - 1] = out.logprobs;
+    ticket = next;
+    prev = idx;
+  }
+  for (int step = 0; step < num_steps; ++step) {
+    EXPECT_EQ(got[step], want[step]) << "step " << step;
+    EXPECT_EQ(got_lp[step], want_lp[step]) << "step " << step;
+  }
+  EXPECT_GT(num_graphs(*chain), 0);
+  sync->free_kv_cache(kv_s);
+  chain->free_kv_cache(kv_c);
+}
+
 // Batch-1 decode graphs sample inside the graph (GraphSample) when the row is forced, greedy or plain
 // temperature 1 with at most the top-1 logprob; other rows are sampled after the graph. Against the same
 // model with that off (sampling always after the graph): the same tokens, logprobs and top ids, bitwise,
