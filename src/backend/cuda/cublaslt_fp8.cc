@@ -58,15 +58,15 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
 
 bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias) {
   const Key key{n, m, k, static_cast<int>(out_dtype), bias};
-  auto it = fp8_outer_ok_.find(key);
-  if (it != fp8_outer_ok_.end()) return it->second;  // asked once per shape: no retries on the step path
+  auto it = fp8_plan_ok_.find(key);
+  if (it != fp8_plan_ok_.end()) return it->second;  // asked once per shape: no retries on the step path
   bool ok = true;
   try {
     plan_fp8(n, m, k, out_dtype, bias);
   } catch (const Error&) {
     ok = false;  // cuBLASLt builds without outer-vector FP8 kernels for this shape (seen on an H100, CUDA 13)
   }
-  return fp8_outer_ok_[key] = ok;
+  return fp8_plan_ok_[key] = ok;
 }
 
 CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype) {
@@ -84,15 +84,15 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_
 
 bool CublasLtGemm::fp8_unscaled_ok(int64_t n, int64_t m, int64_t k, DType out_dtype) {
   const Key key{n, m, k, -1 - static_cast<int>(out_dtype), false};
-  auto it = fp8_outer_ok_.find(key);
-  if (it != fp8_outer_ok_.end()) return it->second;
+  auto it = fp8_plan_ok_.find(key);
+  if (it != fp8_plan_ok_.end()) return it->second;
   bool ok = true;
   try {
     plan_fp8_unscaled(n, m, k, out_dtype);
   } catch (const Error&) {
     ok = false;
   }
-  return fp8_outer_ok_[key] = ok;
+  return fp8_plan_ok_[key] = ok;
 }
 
 void CublasLtGemm::run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* out, int64_t n, int64_t m, int64_t k,

@@ -66,7 +66,8 @@ class CublasLtGemm {
   Plan& plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias);
   // E4M3 x E4M3 -> F32 (out_dtype kF32) or the activation dtype, no scales
   Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype = DType::kF32);
-  std::map<Key, bool> fp8_outer_ok_;
+  // Whether each FP8 plan (scaled by key, unscaled by the negated dtype) could be built: asked once.
+  std::map<Key, bool> fp8_plan_ok_;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
