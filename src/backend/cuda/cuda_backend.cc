@@ -27,14 +27,15 @@ void require_device(const Tensor& t, const char* op, const char* field) {
     throw Error(std::string(op) + ": " + field + " is not a CUDA tensor");
 }
 
-// VIREO_FP8_FUSED_LINEAR: 0 = the separate rms_norm / add ops above 4 rows, as for BF16; 1 (the default) = the
-// fused linear forms, SiLU-and-mul in gate_up's epilogue pass; 2 = fused, SiLU-and-mul in down's prologue;
-// 3 = 2, with gate_up's GEMM unscaled and its scales applied in down's prologue (run_mlp_fp8). 2 and 3 lost
-// to 1 on an H100 (session 41, Qwen3-8B FP8 offline 256 sequences: 5,556 / 5,538 / 5,417 tok/s), so opt-in.
+// VIREO_FP8_FUSED_LINEAR: 0 = the separate rms_norm / add ops above 4 rows, as for BF16; 1 = the fused linear
+// forms, SiLU-and-mul a pass of its own after gate_up; 2 (the default) = fused, SiLU-and-mul in down's
+// quantization; 3 = 2, with gate_up's GEMM unscaled and its scales applied in down's quantization
+// (run_mlp_fp8, opt-in: -2.5% in session 41). 2 won once the quantization read its rows once (session 42, an
+// H100, Qwen3-8B FP8 offline 256 sequences in one call: 5,520 vs 5,466 tok/s).
 int fp8_fused_mode() {
   static const int mode = [] {
     const char* v = std::getenv("VIREO_FP8_FUSED_LINEAR");
-    return v == nullptr || v[0] < '0' || v[0] > '3' ? 1 : v[0] - '0';
+    return v == nullptr || v[0] < '0' || v[0] > '3' ? 2 : v[0] - '0';
   }();
   return mode;
 }
