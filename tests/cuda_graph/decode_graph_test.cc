@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -186,6 +187,40 @@ TEST(DecodeGraphs, SameLogitsAsEager) {
   eager->free_kv_cache(kv_e);
 }
 
+// Two models with the same dummy weights and a paged cache each, and num_seqs sequences of blocks_per_seq
+// fixed blocks in both: a synchronous run (sync, ss) and a launched-ahead one (chain, sc) of the same steps.
+struct SyncAndChain {
+  static constexpr int kBlockSize = 16, kMaxLen = 1024, kBlocksPerSeq = 8;
+  std::unique_ptr<Model> sync, chain;
+  KvCache kv_s, kv_c;
+  std::vector<Seq> ss, sc;
+  explicit SyncAndChain(int num_seqs)
+      : sync(load(default_model_config(), false, 8, kMaxLen)), chain(load(default_model_config(), false, 8, kMaxLen)),
+        ss(num_seqs), sc(num_seqs) {
+    kv_s = sync->allocate_kv_cache(1 + num_seqs * kBlocksPerSeq, kBlockSize);
+    kv_c = chain->allocate_kv_cache(1 + num_seqs * kBlocksPerSeq, kBlockSize);
+    for (int i = 0; i < num_seqs; ++i) {
+      for (int b = 0; b < kBlocksPerSeq; ++b) ss[i].blocks.push_back(1 + i * kBlocksPerSeq + b);
+      sc[i].blocks = ss[i].blocks;
+    }
+  }
+  ~SyncAndChain() {
+    sync->free_kv_cache(kv_s);
+    chain->free_kv_cache(kv_c);
+  }
+};
+
+// Each step's tokens and logprobs of the chain equal the synchronous run's, and the chain used graphs.
+void expect_same_steps(const std::vector<std::vector<int32_t>>& got, const std::vector<std::vector<int32_t>>& want,
+                       const std::vector<std::vector<float>>& got_lp, const std::vector<std::vector<float>>& want_lp,
+                       Model& chain) {
+  for (size_t step = 0; step < want.size(); ++step) {
+    EXPECT_EQ(got[step], want[step]) << "step " << step;
+    EXPECT_EQ(got_lp[step], want_lp[step]) << "step " << step;
+  }
+  EXPECT_GT(num_graphs(chain), 0);
+}
+
 // Async scheduling's chain of decode steps: each step is launched before the previous one's tokens reach
 // the host and takes its ids from that sampling on the device (Model::launch_sample with
 // tokens_from_last; the samplings mirror their tokens into the graphs' ids rows). Same tokens and
@@ -193,17 +228,11 @@ TEST(DecodeGraphs, SameLogitsAsEager) {
 // upload must wait for the mirroring sampling still in flight) and a greedy row beside drawn ones.
 TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
   REQUIRE_GPU();
-  const ModelConfig cfg = default_model_config();
-  const int bs = 16, max_len = 1024, blocks_per_seq = 8, num_seqs = 3, num_steps = 30, break_at = 15;
-  auto sync = load(cfg, false, 8, max_len);
-  auto chain = load(cfg, false, 8, max_len);
-  KvCache kv_s = sync->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
-  KvCache kv_c = chain->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
-  std::vector<Seq> ss(num_seqs), sc(num_seqs);
-  for (int i = 0; i < num_seqs; ++i) {
-    for (int b = 0; b < blocks_per_seq; ++b) ss[i].blocks.push_back(1 + i * blocks_per_seq + b);
-    sc[i].blocks = ss[i].blocks;
-  }
+  const int bs = SyncAndChain::kBlockSize, num_seqs = 3, num_steps = 30, break_at = 15;
+  SyncAndChain run(num_seqs);
+  auto &sync = run.sync, &chain = run.chain;
+  KvCache &kv_s = run.kv_s, &kv_c = run.kv_c;
+  std::vector<Seq> &ss = run.ss, &sc = run.sc;
   std::vector<Seq*> ps, pc;
   for (int i = 0; i < num_seqs; ++i) ps.push_back(&ss[i]), pc.push_back(&sc[i]);
   auto batch_for = [&](int step) {  // row 1 draws at T = 0.7, rows 0 and 2 are greedy
@@ -250,13 +279,7 @@ TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
       next = chain->launch_sample(make_step(pc, host_ids(out.tokens), bs), kv_c, batch_for(step), false);
     ticket = next;
   }
-  for (int step = 0; step < num_steps; ++step) {
-    EXPECT_EQ(got[step], want[step]) << "step " << step;
-    EXPECT_EQ(got_lp[step], want_lp[step]) << "step " << step;
-  }
-  EXPECT_GT(num_graphs(*chain), 0);
-  sync->free_kv_cache(kv_s);
-  chain->free_kv_cache(kv_c);
+  expect_same_steps(got, want, got_lp, want_lp, *chain);
 }
 
 // Async scheduling of steps whose batch changes (Scheduler::schedule_continuation): a request drops out
@@ -266,17 +289,11 @@ TEST(DecodeGraphs, ChainedSamplingMatchesSynchronous) {
 // goes on in place. Same tokens and logprobs as the synchronous run of the same batches.
 TEST(DecodeGraphs, ChainWithDroppedAndJoiningRowsMatchesSynchronous) {
   REQUIRE_GPU();
-  const ModelConfig cfg = default_model_config();
-  const int bs = 16, max_len = 1024, blocks_per_seq = 8, num_seqs = 4, num_steps = 12;
-  auto sync = load(cfg, false, 8, max_len);
-  auto chain = load(cfg, false, 8, max_len);
-  KvCache kv_s = sync->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
-  KvCache kv_c = chain->allocate_kv_cache(1 + num_seqs * blocks_per_seq, bs);
-  std::vector<Seq> ss(num_seqs), sc(num_seqs);
-  for (int i = 0; i < num_seqs; ++i) {
-    for (int b = 0; b < blocks_per_seq; ++b) ss[i].blocks.push_back(1 + i * blocks_per_seq + b);
-    sc[i].blocks = ss[i].blocks;
-  }
+  const int bs = SyncAndChain::kBlockSize, num_seqs = 4, num_steps = 12;
+  SyncAndChain run(num_seqs);
+  auto &sync = run.sync, &chain = run.chain;
+  KvCache &kv_s = run.kv_s, &kv_c = run.kv_c;
+  std::vector<Seq> &ss = run.ss, &sc = run.sc;
   const std::vector<std::vector<int32_t>> prompts = {{5, 9, 200, 31}, {17, 3, 3, 90, 12}, {44}, {7, 8, 9, 10, 11, 12, 13}};
   auto seqs_at = [](int step) {  // step -1: the prompts of 0-2
     return step < 5 ? std::vector<int>{0, 1, 2} : step == 5 ? std::vector<int>{0, 2} : std::vector<int>{0, 2, 3};
@@ -337,13 +354,7 @@ TEST(DecodeGraphs, ChainWithDroppedAndJoiningRowsMatchesSynchronous) {
     ticket = next;
     prev = idx;
   }
-  for (int step = 0; step < num_steps; ++step) {
-    EXPECT_EQ(got[step], want[step]) << "step " << step;
-    EXPECT_EQ(got_lp[step], want_lp[step]) << "step " << step;
-  }
-  EXPECT_GT(num_graphs(*chain), 0);
-  sync->free_kv_cache(kv_s);
-  chain->free_kv_cache(kv_c);
+  expect_same_steps(got, want, got_lp, want_lp, *chain);
 }
 
 // Batch-1 decode graphs sample inside the graph (GraphSample) when the row is forced, greedy or plain
