@@ -4,7 +4,8 @@
 //   decode N = 1 / 4 / 8: the FP8 GEMV vs the BF16 GEMV; bytes = weights (1 or 2 per element) + scales + x +
 //     out, from 4 weight copies so the reads come from HBM, not the 50 MB L2;
 //   N = 256 (a 256-client decode step) and N = 4096 (prefill): run_linear_fp8 (the activation quantization
-//     kernel + cuBLASLt FP8) vs cuBLASLt BF16; FLOPs = 2 N M K.
+//     kernel + cuBLASLt FP8) vs cuBLASLt BF16; FLOPs = 2 N M K;
+//   the activation quantization alone (D_Quantize), in GB/s against the copy ceiling.
 // Run: VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench --gtest_filter='Fp8Bench.*'
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -119,6 +120,34 @@ TEST_F(Fp8Bench, C_SmallN) {
                      stream_);
       });
       std::printf("small N=%-3lld %-8s gemv %7.1f us   quantize + gemm %7.1f us\n", (long long)n, name, gemv, gm);
+    }
+  }
+}
+
+// The activation quantization alone (the W8A8 linears' prologue kernel) at a decode step's, a serving mixed
+// step's and a large prefill step's rows, in the three forms a Qwen3-8B layer runs: qkv / gate_up inputs
+// with the RMSNorm on the way, o_proj's plain input, down's SiLU-and-mul input ([N, 2 x 12288] bf16).
+// Bytes = the rows read + the E4M3 codes and scales written; it is bound by HBM bandwidth (copy ceiling).
+TEST_F(Fp8Bench, D_Quantize) {
+  struct Form {
+    const char* name;
+    int64_t k;
+    bool norm, silu;
+  };
+  for (const Form& f : std::vector<Form>{{"norm K 4096", 4096, true, false},
+                                         {"plain K 4096", 4096, false, false},
+                                         {"silu_mul K 12288", 12288, false, true}}) {
+    for (int64_t n : {256, 2304, 8192}) {
+      const int64_t in_k = f.silu ? 2 * f.k : f.k;
+      Tensor x = rand_t({n, in_k}), w = rand_t({f.k}, 0.5f, 1.5f), xq = dev({n, f.k}, DType::kU8),
+             xs = dev({n}, DType::kF32);
+      const double us = time_us([&](int) {
+        cuda::launch_fp8_quantize_rows(x.data, DType::kBF16, n, f.k, xq.ptr<uint8_t>(), xs.ptr<float>(), stream_,
+                                       f.norm ? w.data : nullptr, 1e-6f, f.silu);
+      });
+      const double bytes = 2.0 * n * in_k + 1.0 * n * f.k + 4.0 * n;
+      std::printf("quantize %-18s N=%-5lld %8.1f us %7.0f GB/s %5.1f%% of copy\n", f.name, (long long)n, us,
+                  bytes / us / 1e3, 100.0 * bytes / us / 1e3 / g_hbm_gbs);
     }
   }
 }

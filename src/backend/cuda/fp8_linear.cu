@@ -54,12 +54,16 @@ __device__ __forceinline__ float quant_block_reduce(float v, float* scratch, boo
 // One block a row: the prologue's values (rounded to T as the separate rms_norm / silu_and_mul kernels
 // round them), then scale = max |value| / 448 (1 for a zero row) and q = satfinite_e4m3(value / scale), as
 // the host's fp8.h does. K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte loads of T.
-// kChunks > 0 (rows of at most kChunks * kQuantThreads * kV values): the max pass keeps each thread's
-// values in registers and the quantization pass writes them, so the row is read once (twice with the
-// norm, the second time from L1). kChunks 0: every pass reads the row again; the later ones hit L1 / L2,
-// or DRAM when the resident blocks' rows outgrow L2 (silu_and_mul rows of 12288 x 2 bf16 are 48 KB).
+// kChunks > 0 (rows of at most kChunks * kQuantThreads * kV values): every load of the row is issued
+// before any is used (predicated, no early exit, so all of a thread's kChunks x 16 bytes, twice that with
+// silu_mul, are in flight together), the values are kept in registers as T (they are T-rounded anyway),
+// and the norm's sum of squares, the max and the quantization all read those registers: one read of the
+// row. (The form before session 43 loaded, used and could break out per chunk, which kept one chunk in
+// flight: the SiLU quantization of 7,900 x 24,576 bf16 rows ran at ~1.5 TB/s on an H200.)
+// kChunks 0: every pass reads the row again; the later ones hit L1 / L2, or DRAM when the resident blocks'
+// rows outgrow L2.
 template <typename T, QuantIn kIn, int kChunks>
-__global__ void quantize_rows_kernel(QuantArgs a) {
+__global__ void __launch_bounds__(kQuantThreads) quantize_rows_kernel(QuantArgs a) {
   constexpr int kV = 16 / sizeof(T);
   __shared__ float scratch[kQuantThreads / 32];
   pdl_enter();
@@ -68,35 +72,20 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
   const T* row = static_cast<const T*>(a.x) + blockIdx.x * (kSilu ? 2 * k : k);
   [[maybe_unused]] const float rs = kIn == QuantIn::kSiluMulScaled ? a.x_row_scale[blockIdx.x] : 1.f;
   float inv = 1.f;
-  if constexpr (kIn == QuantIn::kNorm) {  // rms_norm: x * rsqrt(mean(x^2) + eps) * w
-    float ss = 0.f;
-    for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
-      Vec<T> v;
-      v.raw = *reinterpret_cast<const uint4*>(row + i);
-#pragma unroll
-      for (int j = 0; j < kV; ++j) ss += to_f(v.v[j]) * to_f(v.v[j]);
-    }
-    inv = rsqrtf(quant_block_reduce(ss, scratch, false) / static_cast<float>(k) + a.eps);
-  }
-  auto values = [&](int64_t i, float (&f)[kV]) {
-    Vec<T> v;
-    v.raw = *reinterpret_cast<const uint4*>(row + i);
+  // The prologue's value of x[i .. i + kV) (v) and, for silu_mul, x[k + i ..) (u), rounded to T.
+  auto values = [&](int64_t i, const Vec<T>& v, const Vec<T>& u, float (&f)[kV]) {
     if constexpr (kIn == QuantIn::kPlain) {
 #pragma unroll
       for (int j = 0; j < kV; ++j) f[j] = to_f(v.v[j]);
-    } else if constexpr (kIn == QuantIn::kNorm) {
+    } else if constexpr (kIn == QuantIn::kNorm) {  // rms_norm: x * rsqrt(mean(x^2) + eps) * w
       Vec<T> w;
       w.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.norm_w) + i);
 #pragma unroll
       for (int j = 0; j < kV; ++j) f[j] = to_f(from_f<T>(to_f(v.v[j]) * inv * to_f(w.v[j])));
     } else if constexpr (kIn == QuantIn::kSiluMul) {
-      Vec<T> u;
-      u.raw = *reinterpret_cast<const uint4*>(row + k + i);
 #pragma unroll
       for (int j = 0; j < kV; ++j) f[j] = to_f(from_f<T>(gate_act<Activation::kSilu>(to_f(v.v[j])) * to_f(u.v[j])));
     } else {  // gate and up as the scaled GEMM would have stored them, then silu(gate) * up
-      Vec<T> u;
-      u.raw = *reinterpret_cast<const uint4*>(row + k + i);
       float gs[kV], us[kV], gb[kV] = {}, ub[kV] = {};
 #pragma unroll
       for (int j = 0; j < kV; j += 4) {
@@ -118,6 +107,15 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
       }
     }
   };
+  auto load = [&](int64_t i, Vec<T>& v, Vec<T>& u) {
+    v.raw = *reinterpret_cast<const uint4*>(row + i);
+    if constexpr (kSilu) u.raw = *reinterpret_cast<const uint4*>(row + k + i);
+  };
+  auto sum_squares = [&](const Vec<T>& v, float ss) {
+#pragma unroll
+    for (int j = 0; j < kV; ++j) ss += to_f(v.v[j]) * to_f(v.v[j]);
+    return ss;
+  };
   auto store = [&](int64_t i, const float (&f)[kV], float s) {
     uint8_t* out = a.q + blockIdx.x * k;
     uint8_t b[kV];
@@ -135,35 +133,63 @@ __global__ void quantize_rows_kernel(QuantArgs a) {
     if (threadIdx.x == 0) a.scale[blockIdx.x] = s;
     return s;
   };
+  auto index = [](int c) { return (int64_t{c} * kQuantThreads + threadIdx.x) * kV; };
   float amax = 0.f;
   if constexpr (kChunks > 0) {
-    float f[kChunks][kV];
+    Vec<T> xv[kChunks];
+    Vec<T> uv[kSilu ? kChunks : 1];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+      if (index(c) < k) load(index(c), xv[c], uv[kSilu ? c : 0]);
+    if constexpr (kIn == QuantIn::kNorm) {
+      float ss = 0.f;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        if (index(c) < k) ss = sum_squares(xv[c], ss);
+      inv = rsqrtf(quant_block_reduce(ss, scratch, false) / static_cast<float>(k) + a.eps);
+    }
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int64_t i = (int64_t{c} * kQuantThreads + threadIdx.x) * kV;
-      if (i >= k) break;
-      values(i, f[c]);
+      if (index(c) >= k) continue;
+      float f[kV];
+      values(index(c), xv[c], uv[kSilu ? c : 0], f);
 #pragma unroll
-      for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(f[c][j]));
+      for (int j = 0; j < kV; ++j) {
+        amax = fmaxf(amax, fabsf(f[j]));
+        xv[c].v[j] = from_f<T>(f[j]);  // exact: f is T-rounded
+      }
     }
     const float s = row_scale(amax);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const int64_t i = (int64_t{c} * kQuantThreads + threadIdx.x) * kV;
-      if (i >= k) break;
-      store(i, f[c], s);
+      if (index(c) >= k) continue;
+      float f[kV];
+#pragma unroll
+      for (int j = 0; j < kV; ++j) f[j] = to_f(xv[c].v[j]);
+      store(index(c), f, s);
     }
   } else {
+    Vec<T> v, u;
+    if constexpr (kIn == QuantIn::kNorm) {
+      float ss = 0.f;
+      for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
+        load(i, v, u);
+        ss = sum_squares(v, ss);
+      }
+      inv = rsqrtf(quant_block_reduce(ss, scratch, false) / static_cast<float>(k) + a.eps);
+    }
     for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
       float f[kV];
-      values(i, f);
+      load(i, v, u);
+      values(i, v, u, f);
 #pragma unroll
       for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(f[j]));
     }
     const float s = row_scale(amax);
     for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
       float f[kV];
-      values(i, f);
+      load(i, v, u);
+      values(i, v, u, f);
       store(i, f, s);
     }
   }
@@ -183,9 +209,12 @@ template <typename T, QuantIn kIn>
 auto quantize_kernel_for(int64_t k) {
   constexpr int64_t kPerChunk = int64_t{kQuantThreads} * (16 / sizeof(T));
   const int64_t chunks = quant_cached_enabled() ? (k + kPerChunk - 1) / kPerChunk : 9;
+  // 3 and 6: Qwen3-8B's 12,288-wide down input is 6 chunks of bf16 (registers for 8 would sit idle).
   return chunks <= 1   ? quantize_rows_kernel<T, kIn, 1>
          : chunks <= 2 ? quantize_rows_kernel<T, kIn, 2>
+         : chunks <= 3 ? quantize_rows_kernel<T, kIn, 3>
          : chunks <= 4 ? quantize_rows_kernel<T, kIn, 4>
+         : chunks <= 6 ? quantize_rows_kernel<T, kIn, 6>
          : chunks <= 8 ? quantize_rows_kernel<T, kIn, 8>
                        : quantize_rows_kernel<T, kIn, 0>;
 }
