@@ -52,6 +52,20 @@ bool fp8_prefill_in_kernel() {
   return on;
 }
 
+// VIREO_ATTN_OVERLAP: an FP8-cache step's prefill rows on the backend's side stream beside its decode rows.
+// 1 (default): prefill issued first; 2: decode first; 0: both in turn on the one stream. Never while the
+// stream is captured (decode graphs have no prefill rows; the widening's scratch may grow).
+int attention_overlap_mode(cudaStream_t stream) {
+  static const int mode = [] {
+    const char* v = std::getenv("VIREO_ATTN_OVERLAP");
+    return v == nullptr || v[0] < '0' || v[0] > '2' ? 1 : v[0] - '0';
+  }();
+  if (mode == 0) return 0;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  VIREO_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+  return cap == cudaStreamCaptureStatusNone ? mode : 0;
+}
+
 bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
   const char* v = std::getenv("VIREO_WINDOW_WIDE");
   return !(v && v[0] == '0');
@@ -570,15 +584,19 @@ void check_attention(const AttentionParams& p) {
 
 // The tensor-core kernels; prep: fused mode (decode-shape steps only, see MmaArgs::prep) or nullptr.
 void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                cudaStream_t stream, const AttentionTuning& tuning) {
+                cudaStream_t stream, const AttentionTuning& tuning, const SideLane* side) {
   MmaArgs a = make_mma_args(p);
   if (prep) a.prep = *prep;
   auto typed = [&](auto tag) {
     using T = decltype(tag);
-    auto run = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes) {
+    auto run_on = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes, const WorkspaceFn& ws,
+                      cudaStream_t st) {
       using C = decltype(ctag);
-      if (q.head_dim == 64) launch_typed<T, 64, C>(q, qa, workspace, dev, tuning, stream, shapes);
-      else launch_typed<T, 128, C>(q, qa, workspace, dev, tuning, stream, shapes);
+      if (q.head_dim == 64) launch_typed<T, 64, C>(q, qa, ws, dev, tuning, st, shapes);
+      else launch_typed<T, 128, C>(q, qa, ws, dev, tuning, st, shapes);
+    };
+    auto run = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes) {
+      run_on(ctag, q, qa, shapes, workspace, stream);
     };
     if (p.k_cache.dtype != DType::kF8E4M3) {
       run(T{}, p, a, Shapes::kBoth);
@@ -593,13 +611,30 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
       run(KvFp8{}, p, a, Shapes::kBoth);
       return;
     }
+    auto prefill_rows = [&](const WorkspaceFn& ws, cudaStream_t st) {
+      const KvFp8Widened w = widen_fp8_prefill_pages(p, st);
+      AttentionParams wp = p;
+      wp.k_cache = w.k_cache;
+      wp.v_cache = w.v_cache;
+      wp.block_tables = w.block_tables;
+      run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, ws, st);
+    };
+    const int overlap = side != nullptr && side->stream != nullptr ? attention_overlap_mode(stream) : 0;
+    if (overlap == 0) {
+      run(KvFp8{}, p, a, Shapes::kDecodeOnly);
+      prefill_rows(workspace, stream);
+      return;
+    }
+    // The prefill rows (bound by FLOPs) on the side stream beside the decode rows (bound by HBM bandwidth):
+    // each kernel alone leaves the other's resource mostly idle. Mode 1 issues the prefill rows first (their
+    // blocks run longest: the decode blocks fill the SMs around them), 2 the decode rows first.
+    VIREO_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+    VIREO_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+    if (overlap == 1) prefill_rows(side->workspace, side->stream);
     run(KvFp8{}, p, a, Shapes::kDecodeOnly);
-    const KvFp8Widened w = widen_fp8_prefill_pages(p, stream);
-    AttentionParams wp = p;
-    wp.k_cache = w.k_cache;
-    wp.v_cache = w.v_cache;
-    wp.block_tables = w.block_tables;
-    run(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly);
+    if (overlap != 1) prefill_rows(side->workspace, side->stream);
+    VIREO_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+    VIREO_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
   };
   if (p.q.dtype == DType::kBF16) typed(__nv_bfloat16{});
   else typed(__half{});
@@ -608,13 +643,13 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
 }  // namespace
 
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                            cudaStream_t stream, const AttentionTuning& tuning) {
+                            cudaStream_t stream, const AttentionTuning& tuning, const SideLane* side) {
   check_attention(p);
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
   if (p.k_cache.dtype == DType::kF8E4M3) {
     // FP8 cache: the mma.sync kernels (decode and prefill shapes) where they apply, else the plain kernel.
     if (p.window > 0 || p.softcap > 0.f || !p.sinks.empty() || !mma_supported(p)) launch_paged_attention_simple(p, stream);
-    else launch_mma(p, nullptr, workspace, dev, stream, tuning);
+    else launch_mma(p, nullptr, workspace, dev, stream, tuning, side);
     return;
   }
   if (p.window > 0 || p.softcap > 0.f || !p.sinks.empty()) {
@@ -637,7 +672,7 @@ void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspa
     launch_decode_cluster(p, nullptr, cluster, stream);
     return;
   }
-  launch_mma(p, nullptr, workspace, dev, stream, tuning);
+  launch_mma(p, nullptr, workspace, dev, stream, tuning, side);
 }
 
 namespace {
@@ -661,7 +696,8 @@ bool prepare_fusable(const QkvPrepareParams& qp, const AttentionParams& p) {
 // decode kernel when VIREO_FUSED_ATTENTION=1 / tuning.fuse_prepare = 1 and the step is decode-shaped;
 // otherwise the two ops in turn. Fused, q_out is not written.
 void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams& p, const WorkspaceFn& workspace,
-                              const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning) {
+                              const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning,
+                              const SideLane* side) {
   if (tuning.decode_cluster != 0 && tuning.fuse_prepare != 0 && p.num_heads > 0 && p.num_kv_heads > 0 &&
       p.num_heads % p.num_kv_heads == 0 && prepare_fusable(qp, p)) {
     if (const int cluster = decode_cluster_size(p, dev, tuning.decode_cluster);
@@ -677,18 +713,18 @@ void launch_prepare_attention(const QkvPrepareParams& qp, const AttentionParams&
   const bool want = tuning.fuse_prepare < 0 ? !fused_prepare_disabled() : tuning.fuse_prepare == 1;
   if (!want) {
     launch_qkv_prepare(qp, stream);
-    launch_paged_attention(p, workspace, dev, stream, tuning);
+    launch_paged_attention(p, workspace, dev, stream, tuning, side);
     return;
   }
   const QkvArgs prep = make_qkv_args(qp);
   check_attention(p);
   if (!prepare_fusable(qp, p)) {
     launch_qkv_prepare(qp, stream);
-    launch_paged_attention(p, workspace, dev, stream, tuning);
+    launch_paged_attention(p, workspace, dev, stream, tuning, side);
     return;
   }
   if (p.q.numel() == 0 || p.num_seqs == 0) return;
-  launch_mma(p, &prep, workspace, dev, stream, tuning);
+  launch_mma(p, &prep, workspace, dev, stream, tuning, side);
 }
 
 }  // namespace vireo::cuda

@@ -39,6 +39,15 @@ int fp8_fused_mode() {
   }();
   return mode;
 }
+// "linear 6144x4096 F8_E4M3 2304 rows": an op timing label that tells the projections apart by shape.
+std::string linear_label(const LinearParams& p) {
+  const int64_t k = p.w.ndim() == 2 ? p.w.dim(1) : 0, m = p.w.ndim() == 2 ? p.w.dim(0) : 0;
+  const int64_t in_k = p.silu_mul_input ? 2 * k : k;
+  const int64_t n = in_k > 0 ? p.x.numel() / in_k : 0;
+  // Rows in buckets, so decode-only and mixed steps land on separate lines without one line a step size.
+  const char* rows = n <= 8 ? "<=8" : n <= 256 ? "9-256" : n <= 1024 ? "257-1024" : ">1024";
+  return "linear " + std::to_string(m) + "x" + std::to_string(k) + " " + std::string(dtype_name(p.w.dtype)) + " rows " + rows;
+}
 }  // namespace
 
 CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
@@ -50,9 +59,14 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   info_.num_sms = prop.multiProcessorCount;
   info_.max_smem_per_block = prop.sharedMemPerBlockOptin;
   timer_ = std::make_unique<StepGpuTimer>();
+  op_timer_ = std::make_unique<OpGpuTimer>();
   gemm_ = std::make_unique<CublasLtGemm>();
   staging_ = std::make_unique<HostStaging>();
   side_ = std::make_unique<SideCopies>(*staging_);
+  VIREO_CUDA_CHECK(cudaStreamCreateWithFlags(&side_lane_.stream, cudaStreamNonBlocking));
+  VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.fork, cudaEventDisableTiming));
+  VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.join, cudaEventDisableTiming));
+  side_lane_.workspace = [this](size_t b) { return side_workspace(b); };
   VIREO_CUDA_CHECK(cudaMalloc(&stack_counters_, kStackCounters * sizeof(unsigned)));
   VIREO_CUDA_CHECK(cudaMemset(stack_counters_, 0, kStackCounters * sizeof(unsigned)));
 }
@@ -65,8 +79,14 @@ CudaBackend::~CudaBackend() {
   }
   graphs_.abort(stream_);
   timer_.reset();
+  op_timer_.reset();
   gemm_.reset();
   if (ws_) alloc_.release(ws_);
+  if (side_ws_) alloc_.release(side_ws_);
+  if (side_lane_.stream) cudaStreamSynchronize(side_lane_.stream);
+  if (side_lane_.fork) cudaEventDestroy(side_lane_.fork);
+  if (side_lane_.join) cudaEventDestroy(side_lane_.join);
+  if (side_lane_.stream) cudaStreamDestroy(side_lane_.stream);
   side_.reset();
   staging_.reset();
   if (stack_counters_) cudaFree(stack_counters_);
@@ -112,6 +132,7 @@ void CudaBackend::replay_graph(int graph) {
   timer_->before_graph(stream_);
   graphs_.replay(graph, stream_);
   timer_->after_graph(stream_);
+  mark("decode graph replay");
 }
 void CudaBackend::destroy_graph(int graph) {
   VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));  // a replay may still use its scratch
@@ -194,33 +215,44 @@ size_t CudaBackend::total_memory_bytes() const {
 // before touching memory); while capturing, the graphs' shared scratch (CudaGraphSet::scratch).
 void* CudaBackend::workspace(size_t bytes) {
   if (graphs_.capturing()) return graphs_.scratch(bytes);
-  if (bytes > ws_bytes_) {
+  return grow(ws_, ws_bytes_, bytes);
+}
+// The side stream's scratch: its kernels run beside the main stream's, so never in ws_ (never captured:
+// launch_paged_attention forks only eager steps).
+void* CudaBackend::side_workspace(size_t bytes) { return grow(side_ws_, side_ws_bytes_, bytes); }
+
+void* CudaBackend::grow(void*& buf, size_t& cap, size_t bytes) {
+  if (bytes > cap) {
     // Grow by half at least, and hand the old buffer back to the driver: serving steps ask for slowly
     // growing sizes (attention partials scale with the step's tokens), and each smaller buffer left in
     // the allocator's exact-size cache was stranded there (Qwen3-8B at 256 sequences filled the GPU's
     // headroom that way until a decode graph's capture could not allocate).
-    if (ws_) alloc_.release_to_driver(ws_);
-    ws_ = nullptr;
-    const size_t n = std::max(bytes, ws_bytes_ + ws_bytes_ / 2);
-    ws_ = alloc_.allocate(n);
-    ws_bytes_ = CudaAllocator::round_size(n);
+    if (buf) alloc_.release_to_driver(buf);  // synchronizes the device: no stream still reads it
+    buf = nullptr;
+    const size_t n = std::max(bytes, cap + cap / 2);
+    buf = alloc_.allocate(n);
+    cap = CudaAllocator::round_size(n);
   }
-  return ws_;
+  return buf;
 }
 
 void CudaBackend::embedding(const EmbeddingParams& p) {
   require_device(p.table, "embedding", "table");
   launch_embedding(p, stream_);
+  mark("embedding");
 }
 void CudaBackend::rms_norm(const RmsNormParams& p) {
   require_device(p.x, "rms_norm", "x");
   launch_rms_norm(p, stream_);
+  mark("rms_norm");
 }
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
   if (p.out_stride != 0) throw Error("cuda linear: out_stride is not supported (no packed weights on CUDA)");
   if (p.row_stats.empty()) {
-    run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
+    run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_,
+               op_timer_->enabled() && !graphs_.capturing() ? op_timer_.get() : nullptr);
+    if (op_timer_->enabled()) mark(linear_label(p));
     return;
   }
   // The batch-1 lm_head writes the statistics in its epilogue; any other linear gets a pass of its own.
@@ -229,6 +261,7 @@ void CudaBackend::linear(const LinearParams& p) {
   q.row_stats = Tensor();
   run_linear(*gemm_, q, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
   launch_row_stats(p, stream_);
+  if (op_timer_->enabled()) mark(linear_label(p));
 }
 // VIREO_ROW_STATS=0: the model asks for none (the sample op then makes its own pass over the logits).
 int64_t CudaBackend::row_stats_ranges(int64_t m) const {
@@ -241,14 +274,19 @@ int64_t CudaBackend::row_stats_ranges(int64_t m) const {
 void CudaBackend::mlp(const MlpParams& p) {
   if (fp8_fused_mode() == 3 && supports_fp8_linear() && mlp_fp8_unscaled_ok(*gemm_, p)) {
     run_mlp_fp8(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_);
+    mark("mlp fp8 (gate_up unscaled)");
     return;
   }
   Backend::mlp(p);
 }
-void CudaBackend::silu_and_mul(const SiluAndMulParams& p) { launch_silu_and_mul(p, stream_); }
+void CudaBackend::silu_and_mul(const SiluAndMulParams& p) {
+  launch_silu_and_mul(p, stream_);
+  mark("silu_and_mul");
+}
 void CudaBackend::moe(const MoeParams& p) {
   require_device(p.gate_up_w, "moe", "gate_up_w");
   launch_moe(p, [this](size_t b) { return workspace(b); }, stream_);
+  mark("moe");
 }
 void CudaBackend::short_conv(const ShortConvParams& p) {
   require_device(p.state, "short_conv", "state");
@@ -266,12 +304,19 @@ void CudaBackend::mla_pack(const MlaPackParams& p) {
   require_device(p.qkv, "mla_pack", "qkv");
   launch_mla_pack(p, stream_);
 }
-void CudaBackend::add(const AddParams& p) { launch_add(p, stream_); }
+void CudaBackend::add(const AddParams& p) {
+  launch_add(p, stream_);
+  mark("add");
+}
 void CudaBackend::softcap(const SoftcapParams& p) { launch_softcap(p, stream_); }
-void CudaBackend::gather_rows(const GatherRowsParams& p) { launch_gather_rows(p, stream_); }
+void CudaBackend::gather_rows(const GatherRowsParams& p) {
+  launch_gather_rows(p, stream_);
+  mark("gather_rows");
+}
 void CudaBackend::qkv_prepare(const QkvPrepareParams& p) {
   require_device(p.k_cache, "qkv_prepare", "k_cache");
   launch_qkv_prepare(p, stream_, batch_invariant_);
+  mark("qkv_prepare");
 }
 int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_heads, int head_dim, int max_len) const {
   if (batch_invariant_ || (act_ != DType::kBF16 && act_ != DType::kF16)) return 0;  // no cluster kernel there
@@ -291,7 +336,8 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
     launch_paged_attention_simple(p, stream_);
     return;
   }
-  launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_);
+  launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_, {}, &side_lane_);
+  mark(p.max_query_len == 1 ? "paged_attention decode" : "paged_attention mixed");
 }
 void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
   require_device(attn.k_cache, "prepare_attention", "k_cache");
@@ -300,7 +346,8 @@ void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const Attentio
     paged_attention(attn);
     return;
   }
-  launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_);
+  launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_, {}, &side_lane_);
+  mark(attn.max_query_len == 1 ? "prepare_attention decode" : "prepare_attention mixed");
 }
 void CudaBackend::add_logit_bias(const LogitBiasParams& p) {
   require_device(p.logits, "add_logit_bias", "logits");
@@ -331,6 +378,7 @@ void CudaBackend::sample(const SampleParams& p) {
   timer_->before_sample(stream_);
   launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
   timer_->after_sample(stream_);
+  mark("sample");
 }
 
 bool CudaBackend::prefers_fused_linear(DType weight_dtype, int64_t rows) const {

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/host_staging.h"
+#include "backend/cuda/op_gpu_timer.h"
 #include "backend/cuda/side_copies.h"
 #include "backend/cuda/step_gpu_timer.h"
 
@@ -97,6 +98,13 @@ class CudaBackend final : public Backend {
 
  private:
   void* workspace(size_t bytes);
+  // VIREO_OP_TIMING: the stream's work since the last mark belongs to label (eager ops only).
+  void mark(std::string_view label) {
+    if (op_timer_->enabled() && !graphs_.capturing()) op_timer_->mark(label, stream_);
+  }
+  void* side_workspace(size_t bytes);
+  // Grows buf (capacity cap) to at least bytes; see workspace().
+  void* grow(void*& buf, size_t& cap, size_t bytes);
 
   DType act_;
   int device_;
@@ -106,8 +114,12 @@ class CudaBackend final : public Backend {
   CudaAllocator alloc_;
   std::unique_ptr<CublasLtGemm> gemm_;
   std::unique_ptr<StepGpuTimer> timer_;
+  std::unique_ptr<OpGpuTimer> op_timer_;
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
+  SideLane side_lane_;  // the attention's side stream (launch_paged_attention), its events and scratch
+  void* side_ws_ = nullptr;
+  size_t side_ws_bytes_ = 0;
   std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies
   std::unique_ptr<SideCopies> side_;      // their streams, beside stream_ (after staging_)
   unsigned* stack_counters_ = nullptr;  // decode_stack's barrier / split counters, zero between launches

@@ -65,14 +65,25 @@ struct AttentionTuning {
   int prefill_wgmma = -1;   // prefill shape on wgmma (attention_wgmma.cuh): 1 on, 0 off, -1 per VIREO_ATTN_WGMMA (default on)
   int decode_cluster = -1;  // decode steps on the cluster kernel: 0 never, n > 0 cluster size n, -1 per VIREO_DECODE_CLUSTER (few pairs)
 };
+// A second stream an op may fork work onto, to run beside the main stream's kernels (the prefill rows'
+// attention beside the decode rows': one bound by FLOPs, the other by HBM bandwidth). fork and join are
+// events of the backend's own; workspace is scratch of its own, never the main stream's. Ops join the side
+// stream back before they return, so callers see one stream.
+struct SideLane {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  WorkspaceFn workspace;
+};
+// side: where an FP8-cache step's prefill rows may run beside its decode rows (VIREO_ATTN_OVERLAP), or null.
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
-                            cudaStream_t stream, const AttentionTuning& tuning = {});
+                            cudaStream_t stream, const AttentionTuning& tuning = {}, const SideLane* side = nullptr);
 // The plain reference kernel (any float dtype, any head dim <= 256); the fast path falls back to it.
 // qkv_prepare then paged_attention (attn.q == prep.q_out), fused into the decode attention kernel for
 // decode-shape steps when VIREO_FUSED_ATTENTION=1 (prep.q_out is then not written; measured slower on the
 // H200 than the two ops, see attention_mma.cu).
 void launch_prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn, const WorkspaceFn& workspace,
-                              const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning = {});
+                              const DeviceInfo& dev, cudaStream_t stream, const AttentionTuning& tuning = {},
+                              const SideLane* side = nullptr);
 // The persistent decode-stack kernel (decode_stack.cu): every layer of a dense pre-norm decoder on a
 // decode step of <= 8 tokens in one launch. supported: whether the kernel takes p (bf16, head dim 64 /
 // 128, GQA <= 8, ...). counters: num_counters zeroed words the kernel leaves zeroed (its grid barrier

@@ -17,7 +17,8 @@ size_t round_up(size_t b) { return (b + 255) / 256 * 256; }
 
 }  // namespace
 
-void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream) {
+void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
+                    OpGpuTimer* timer) {
   const bool norm = !p.input_norm.empty(), silu_in = p.silu_mul_input, res = !p.residual.empty();
   const bool silu_out = p.silu_mul_output;
   if (p.w.ndim() != 2 || p.w.row_scale == nullptr) throw Error("linear: an F8_E4M3 weight must be [M, K] with row scales");
@@ -76,6 +77,10 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     auto* xq = reinterpret_cast<uint8_t*>(s + x_bytes + y_bytes);
     auto* xs = reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes);
     launch_fp8_quantize_rows(x, t, n, k, xq, xs, stream, pro_norm ? p.input_norm.data : nullptr, p.norm_eps, silu_in);
+    if (timer) {
+      const char* what = silu_in ? "fp8 quantize + silu_and_mul, K " : norm ? "fp8 quantize + rms_norm, K " : "fp8 quantize, K ";
+      timer->mark(what + std::to_string(k), stream);
+    }
     void* y = silu_out ? s + x_bytes : p.out.data;
     auto* acc = a_bytes ? reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes + s_bytes) : nullptr;
     CublasLtGemm::Fp8Args g{w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc};

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/op_gpu_timer.h"
 
 namespace vireo::cuda {
 
@@ -67,7 +68,9 @@ void launch_fp8_quantize_silu_scaled(const Fp8SiluScaledArgs& a, cudaStream_t st
 void launch_fp8_rescale(const float* acc, const float* x_scale, const float* w_scale, const void* bias, void* out,
                         DType t, int64_t n, int64_t m, cudaStream_t stream, const void* residual = nullptr);
 
-void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
+// timer: marks "fp8 quantize ..." after the activation's quantization (VIREO_OP_TIMING), or null.
+void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
+                    OpGpuTimer* timer = nullptr);
 
 // The gated MLP (MlpParams) with FP8 weights on the W8A8 GEMMs, gate_up's output left unscaled (fp8_mlp.cc).
 // Whether it takes these params: bf16 activations (unscaled sums overflow f16), SiLU, both weights FP8

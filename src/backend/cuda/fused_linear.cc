@@ -61,10 +61,10 @@ void run_linear_silu_output(CublasLtGemm& gemm, const LinearParams& p, const Wor
 }  // namespace
 
 void run_linear(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
-                bool batch_invariant) {
+                bool batch_invariant, OpGpuTimer* timer) {
   if (p.w.dtype == DType::kF8E4M3) {
     if (batch_invariant) throw Error("linear: FP8 weights have no batch-invariant form");
-    run_linear_fp8(gemm, p, scratch, stream);
+    run_linear_fp8(gemm, p, scratch, stream, timer);
     return;
   }
   const bool norm = !p.input_norm.empty(), silu = p.silu_mul_input, res = !p.residual.empty();

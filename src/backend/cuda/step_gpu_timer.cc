@@ -5,26 +5,10 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/event_util.h"
 #include "core/log.h"
 
 namespace vireo::cuda {
-namespace {
-
-float elapsed_us(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0;
-  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms * 1000.0f : -1.0f;
-}
-
-bool done(cudaEvent_t e) {
-  const cudaError_t r = cudaEventQuery(e);
-  if (r == cudaErrorNotReady) {
-    cudaGetLastError();  // not sticky, but keep the last-error state clean
-    return false;
-  }
-  return r == cudaSuccess;
-}
-
-}  // namespace
 
 StepGpuTimer::StepGpuTimer() {
   const char* v = std::getenv("VIREO_GPU_TIMING");
@@ -60,12 +44,12 @@ void StepGpuTimer::collect_completed() {
   while (!recorded_.empty()) {
     Events& e = recorded_.front();
     if (!e.sample && recorded_.size() == 1) return;  // still being issued
-    if (!done(e.sample ? e.sample_end : e.graph_end)) return;
-    graph_us_ += elapsed_us(e.graph_start, e.graph_end);
-    if (e.sample) sample_us_ += elapsed_us(e.sample_start, e.sample_end);
+    if (!event_done(e.sample ? e.sample_end : e.graph_end)) return;
+    graph_us_ += event_elapsed_us(e.graph_start, e.graph_end);
+    if (e.sample) sample_us_ += event_elapsed_us(e.sample_start, e.sample_end);
     ++steps_;
     if (have_last_) {
-      gaps_us_.push_back(elapsed_us(last_.sample ? last_.sample_end : last_.graph_end, e.graph_start));
+      gaps_us_.push_back(event_elapsed_us(last_.sample ? last_.sample_end : last_.graph_end, e.graph_start));
       free_.push_back(last_);
     }
     last_ = e;
