@@ -115,6 +115,61 @@ class KernelBench : public bench::CudaBenchFixture {
       report_flops(name, us, 4.0 * num_seqs * pairs * h * d);
     }
   }
+
+  // Through the backend, a step of mixed sequences (q_len, kv_len) as the scheduler makes them: decode rows
+  // beside prompts. Reports the time, the causal FLOPs of the prefill rows and the K/V bytes of the decode
+  // rows, each against its ceiling alone (the two run on separate SM resources where the backend overlaps
+  // them, VIREO_ATTN_OVERLAP).
+  void attention_mixed(const std::string& name, const std::vector<std::pair<int, int>>& seqs, int h, int hkv, int d,
+                       bool fp8) {
+    const int bs = 16, n = static_cast<int>(seqs.size());
+    int max_blocks = 0, t = 0, max_q = 0, max_kv = 0;
+    for (auto [q, kv] : seqs) {
+      max_blocks = std::max(max_blocks, (kv + bs - 1) / bs);
+      t += q, max_q = std::max(max_q, q), max_kv = std::max(max_kv, kv);
+    }
+    const int num_blocks = n * max_blocks;
+    std::vector<int> qs(n + 1, 0), lens(n), tables(size_t(n) * max_blocks);
+    std::vector<int> perm(num_blocks);
+    for (int i = 0; i < num_blocks; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
+    for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
+    double flops = 0, bytes = 0;
+    std::vector<int> prefill;  // listed, as the engine lists them (AttentionParams::prefill_seqs)
+    for (int s = 0; s < n; ++s) {
+      const auto [q, kv] = seqs[s];
+      qs[s + 1] = qs[s] + q;
+      lens[s] = kv;
+      if (q * (h / hkv) > 16) {
+        prefill.push_back(s);
+        for (int j = 0; j < q; ++j) flops += 4.0 * (kv - q + j + 1) * h * d;
+      } else {
+        bytes += 2.0 * kv * hkv * d * (fp8 ? 1 : 2);
+      }
+    }
+    AttentionParams p;
+    p.q = rand_t({t, h, d});
+    p.k_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
+    p.v_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
+    p.out = rand_t({t, h, d});
+    p.query_start = ints(qs);
+    p.seq_lens = ints(lens);
+    p.block_tables = ints(tables);
+    p.num_seqs = n;
+    p.max_blocks_per_seq = max_blocks;
+    p.block_size = bs;
+    p.num_heads = h;
+    p.num_kv_heads = hkv;
+    p.head_dim = d;
+    p.scale = 1.f / std::sqrt(float(d));
+    p.max_query_len = max_q;
+    p.max_seq_len = max_kv;
+    p.num_prefill_seqs = static_cast<int>(prefill.size());
+    if (!prefill.empty()) p.prefill_seqs = ints(prefill);
+    const double us = time_us([&](int) { be_->paged_attention(p); }, 5, 3);
+    std::printf("%-58s %9.1f us  prefill %6.1f TFLOP/s  decode %6.0f GB/s\n", name.c_str(), us, flops / us / 1e6,
+                bytes / us / 1e3);
+  }
 };
 
 TEST_F(KernelBench, A_Ceilings) {
@@ -192,6 +247,21 @@ TEST_F(KernelBench, C_PrefillAttention) {
   attention("prefill attn 1 x 8k causal, H32/8 D64 wgmma", 1, 8192, 8192, 32, 8, 64, 0, 1);
   attention("prefill attn 4 x 2k causal, H32/8 D128 wgmma", 4, 2048, 2048, 32, 8, 128, 0, 1);
   attention("chunk attn 512 rows on 8k ctx, wgmma", 1, 512, 8192, 32, 8, 128, 0, 1);
+}
+
+// Short prompts as a serving step carries them (1k tokens), through the backend: the prefill kernel alone,
+// then beside 240 decode rows over FP8 caches (the steady state of 256 clients at 1024 / 128 with an
+// 8k-token step). VIREO_ATTN_WS_BN / VIREO_ATTN_WS_FLAGS / VIREO_ATTN_OVERLAP: one variant a process.
+TEST_F(KernelBench, C_PrefillAttentionShort) {
+  attention("prefill attn 8 x 1k causal, H32/8 D128", 8, 1024, 1024, 32, 8, 128);
+  attention("prefill attn 2 x 1k causal, H32/8 D128", 2, 1024, 1024, 32, 8, 128);
+  std::vector<std::pair<int, int>> mixed, decode_only;
+  for (int i = 0; i < 240; ++i) mixed.push_back({1, 1024 + (i * 37) % 128});
+  decode_only = mixed;
+  for (int i = 0; i < 7; ++i) mixed.push_back({1024, 1024});
+  attention_mixed("fp8 cache: 240 decode rows (1k-1.15k ctx)", decode_only, 32, 8, 128, true);
+  attention_mixed("fp8 cache: 7 x 1k prompts", std::vector<std::pair<int, int>>(7, {1024, 1024}), 32, 8, 128, true);
+  attention_mixed("fp8 cache: 240 decode rows + 7 x 1k prompts", mixed, 32, 8, 128, true);
 }
 
 TEST_F(KernelBench, D_Gemm) {
