@@ -249,6 +249,8 @@ void CudaBackend::rms_norm(const RmsNormParams& p) {
 void CudaBackend::linear(const LinearParams& p) {
   require_device(p.w, "linear", "w");
   if (p.out_stride != 0) throw Error("cuda linear: out_stride is not supported (no packed weights on CUDA)");
+  // A vocabulary-sized linear (the lm_head): what comes before it (the rows' gather, idle) apart.
+  if (op_timer_->enabled() && p.w.ndim() == 2 && p.w.dim(0) >= 65536) mark("(until a vocabulary-sized linear)");
   if (p.row_stats.empty()) {
     run_linear(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_,
                op_timer_->enabled() && !graphs_.capturing() ? op_timer_.get() : nullptr);
@@ -260,8 +262,9 @@ void CudaBackend::linear(const LinearParams& p) {
   LinearParams q = p;
   q.row_stats = Tensor();
   run_linear(*gemm_, q, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
-  launch_row_stats(p, stream_);
   if (op_timer_->enabled()) mark(linear_label(p));
+  launch_row_stats(p, stream_);
+  mark("row_stats");
 }
 // VIREO_ROW_STATS=0: the model asks for none (the sample op then makes its own pass over the logits).
 int64_t CudaBackend::row_stats_ranges(int64_t m) const {
@@ -375,6 +378,7 @@ void CudaBackend::sample(const SampleParams& p) {
     launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
     return;
   }
+  mark("(until sample starts: the rows' upload, logit bias / bitmask)");
   timer_->before_sample(stream_);
   launch_sample(p, [this](size_t b) { return workspace(b); }, stream_, batch_invariant_);
   timer_->after_sample(stream_);

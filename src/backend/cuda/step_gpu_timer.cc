@@ -15,7 +15,28 @@ StepGpuTimer::StepGpuTimer() {
   enabled_ = v && std::strcmp(v, "0") != 0;
 }
 
+void StepGpuTimer::report() {
+  if (steps_ == 0) return;
+  float gap = 0;
+  if (!gaps_us_.empty()) {
+    std::nth_element(gaps_us_.begin(), gaps_us_.begin() + gaps_us_.size() / 2, gaps_us_.end());
+    gap = gaps_us_[gaps_us_.size() / 2];
+  }
+  log_info("gpu step timing ({} graph steps): graph {:.1f} us, sampling {:.1f} us, idle before the graph "
+           "(median) {:.1f} us",
+           steps_, graph_us_ / steps_, sample_us_ / steps_, gap);
+  steps_ = 0;
+  graph_us_ = sample_us_ = 0;
+  gaps_us_.clear();
+}
+
 StepGpuTimer::~StepGpuTimer() {
+  if (enabled_) {  // the steps since the last report (a run shorter than 256 graph steps has had none)
+    for (Events& e : recorded_)
+      if (e.sample) cudaEventSynchronize(e.sample_end);
+    collect_completed();
+    report();
+  }
   auto destroy = [](Events& e) {
     for (cudaEvent_t p : {e.graph_start, e.graph_end, e.sample_start, e.sample_end})
       if (p) cudaEventDestroy(p);
@@ -61,19 +82,7 @@ void StepGpuTimer::collect_completed() {
 void StepGpuTimer::before_graph(cudaStream_t s) {
   if (!enabled_) return;
   collect_completed();
-  if (steps_ >= 256) {
-    float gap = 0;
-    if (!gaps_us_.empty()) {
-      std::nth_element(gaps_us_.begin(), gaps_us_.begin() + gaps_us_.size() / 2, gaps_us_.end());
-      gap = gaps_us_[gaps_us_.size() / 2];
-    }
-    log_info("gpu step timing ({} graph steps): graph {:.1f} us, sampling {:.1f} us, idle before the graph "
-             "(median) {:.1f} us",
-             steps_, graph_us_ / steps_, sample_us_ / steps_, gap);
-    steps_ = 0;
-    graph_us_ = sample_us_ = 0;
-    gaps_us_.clear();
-  }
+  if (steps_ >= 256) report();
   recorded_.push_back(take_free());
   VIREO_CUDA_CHECK(cudaEventRecord(recorded_.back().graph_start, s));
 }

@@ -1,7 +1,7 @@
 // StepGpuTimer (VIREO_GPU_TIMING=1): GPU-side time of each decode step's parts, from CUDA events, to
 // see where a step's wall time goes that host timers cannot: the graph replay (the forward), the
 // sampling kernels, and the idle gap between the previous step's last kernel and this step's graph
-// (host work, copies and launch latency). Logs means (the gap: its median) every 256 graph steps.
+// (host work, copies and launch latency). Logs means (the gap: its median) every 256 graph steps and at exit.
 // Never waits: a step's events are read once they have completed (async scheduling keeps a step in
 // flight while the next is issued). Off: no events at all.
 #pragma once
@@ -30,6 +30,7 @@ class StepGpuTimer {
     bool sample = false;
   };
   void collect_completed();
+  void report();  // logs the means since the last report
   Events take_free();
 
   bool enabled_ = false;
