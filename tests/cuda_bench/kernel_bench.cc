@@ -64,13 +64,24 @@ class KernelBench : public bench::CudaBenchFixture {
     return t;
   }
 
-  // fp8: the caches as E4M3 codes (1 byte an element in the bytes reported).
-  void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d,
-                 int prefill_m_tiles = 0, int prefill_wgmma = -1, bool fp8 = false) {
-    const int bs = 16, nb_seq = (kv_len + bs - 1) / bs, num_blocks = num_seqs * nb_seq;
-    const int t = num_seqs * q_len;
-    std::vector<int> qs(num_seqs + 1), lens(num_seqs, kv_len), tables(size_t(num_seqs) * nb_seq);
-    for (int s = 0; s <= num_seqs; ++s) qs[s] = s * q_len;
+  // AttentionParams over sequences (q_len, kv_len), block size 16, each sequence's blocks drawn from one
+  // shuffled pool; q, caches (E4M3 codes with fp8) and out random. Prefill-shape sequences (q_len x group
+  // > 16) are listed as the engine lists them (AttentionParams::prefill_seqs) when list_prefill.
+  AttentionParams paged_params(const std::vector<std::pair<int, int>>& seqs, int h, int hkv, int d, bool fp8,
+                               bool list_prefill) {
+    const int bs = 16, n = static_cast<int>(seqs.size());
+    int max_blocks = 0, t = 0, max_q = 0, max_kv = 0;
+    for (auto [q, kv] : seqs) {
+      max_blocks = std::max(max_blocks, (kv + bs - 1) / bs);
+      t += q, max_q = std::max(max_q, q), max_kv = std::max(max_kv, kv);
+    }
+    const int num_blocks = n * max_blocks;
+    std::vector<int> qs(n + 1, 0), lens(n), tables(size_t(n) * max_blocks), prefill;
+    for (int s = 0; s < n; ++s) {
+      qs[s + 1] = qs[s] + seqs[s].first;
+      lens[s] = seqs[s].second;
+      if (seqs[s].first * (h / hkv) > 16) prefill.push_back(s);
+    }
     std::vector<int> perm(num_blocks);
     for (int i = 0; i < num_blocks; ++i) perm[i] = i;
     std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
@@ -83,15 +94,28 @@ class KernelBench : public bench::CudaBenchFixture {
     p.query_start = ints(qs);
     p.seq_lens = ints(lens);
     p.block_tables = ints(tables);
-    p.num_seqs = num_seqs;
-    p.max_blocks_per_seq = nb_seq;
+    p.num_seqs = n;
+    p.max_blocks_per_seq = max_blocks;
     p.block_size = bs;
     p.num_heads = h;
     p.num_kv_heads = hkv;
     p.head_dim = d;
     p.scale = 1.f / std::sqrt(float(d));
-    p.max_query_len = q_len;
-    p.max_seq_len = kv_len;
+    p.max_query_len = max_q;
+    p.max_seq_len = max_kv;
+    if (list_prefill) {
+      p.num_prefill_seqs = static_cast<int>(prefill.size());
+      if (!prefill.empty()) p.prefill_seqs = ints(prefill);
+    }
+    return p;
+  }
+
+  // fp8: the caches as E4M3 codes (1 byte an element in the bytes reported).
+  void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d,
+                 int prefill_m_tiles = 0, int prefill_wgmma = -1, bool fp8 = false) {
+    const int t = num_seqs * q_len;
+    AttentionParams p = paged_params(std::vector<std::pair<int, int>>(num_seqs, {q_len, kv_len}), h, hkv, d, fp8,
+                                     /*list_prefill=*/false);
     cuda::DeviceInfo dev;
     cudaDeviceGetAttribute(&dev.num_sms, cudaDevAttrMultiProcessorCount, 0);
     cuda::AttentionTuning tuning;
@@ -122,50 +146,15 @@ class KernelBench : public bench::CudaBenchFixture {
   // them, VIREO_ATTN_OVERLAP).
   void attention_mixed(const std::string& name, const std::vector<std::pair<int, int>>& seqs, int h, int hkv, int d,
                        bool fp8) {
-    const int bs = 16, n = static_cast<int>(seqs.size());
-    int max_blocks = 0, t = 0, max_q = 0, max_kv = 0;
-    for (auto [q, kv] : seqs) {
-      max_blocks = std::max(max_blocks, (kv + bs - 1) / bs);
-      t += q, max_q = std::max(max_q, q), max_kv = std::max(max_kv, kv);
-    }
-    const int num_blocks = n * max_blocks;
-    std::vector<int> qs(n + 1, 0), lens(n), tables(size_t(n) * max_blocks);
-    std::vector<int> perm(num_blocks);
-    for (int i = 0; i < num_blocks; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
-    for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
     double flops = 0, bytes = 0;
-    std::vector<int> prefill;  // listed, as the engine lists them (AttentionParams::prefill_seqs)
-    for (int s = 0; s < n; ++s) {
-      const auto [q, kv] = seqs[s];
-      qs[s + 1] = qs[s] + q;
-      lens[s] = kv;
+    for (auto [q, kv] : seqs) {
       if (q * (h / hkv) > 16) {
-        prefill.push_back(s);
         for (int j = 0; j < q; ++j) flops += 4.0 * (kv - q + j + 1) * h * d;
       } else {
         bytes += 2.0 * kv * hkv * d * (fp8 ? 1 : 2);
       }
     }
-    AttentionParams p;
-    p.q = rand_t({t, h, d});
-    p.k_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
-    p.v_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
-    p.out = rand_t({t, h, d});
-    p.query_start = ints(qs);
-    p.seq_lens = ints(lens);
-    p.block_tables = ints(tables);
-    p.num_seqs = n;
-    p.max_blocks_per_seq = max_blocks;
-    p.block_size = bs;
-    p.num_heads = h;
-    p.num_kv_heads = hkv;
-    p.head_dim = d;
-    p.scale = 1.f / std::sqrt(float(d));
-    p.max_query_len = max_q;
-    p.max_seq_len = max_kv;
-    p.num_prefill_seqs = static_cast<int>(prefill.size());
-    if (!prefill.empty()) p.prefill_seqs = ints(prefill);
+    AttentionParams p = paged_params(seqs, h, hkv, d, fp8, /*list_prefill=*/true);
     const double us = time_us([&](int) { be_->paged_attention(p); }, 5, 3);
     std::printf("%-58s %9.1f us  prefill %6.1f TFLOP/s  decode %6.0f GB/s\n", name.c_str(), us, flops / us / 1e6,
                 bytes / us / 1e3);
