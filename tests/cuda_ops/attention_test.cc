@@ -728,6 +728,11 @@ TEST_F(AttentionTest, Fp8Cache) {
       run(fp8({{77, 77}}, 16, 8, d), act);                                 // prefill
       run(fp8({{200, 1200}, {33, 40}}, 16, 4, d), act);                    // chunked over a prefix
       run(fp8({{1, 500}, {64, 64}, {1, 31}, {130, 900}}, 16, 8, d), act);  // mixed
+      // Mixed, the prefill sequences listed as the engine lists them: their attention runs on the backend's
+      // side stream beside the decode rows' (VIREO_ATTN_OVERLAP); run() also repeats it bit for bit.
+      AttnCase listed = fp8({{1, 500}, {64, 64}, {1, 31}, {130, 900}, {1, 1200}, {300, 300}}, 32, 8, d);
+      listed.list_prefill = true;
+      run(listed, act);
       AttnCase g = fp8({{1, 3000}}, 16, 8, d);                             // captured, hint below the context
       g.hint_kv = 1024;
       g.graph = 1;
