@@ -39,7 +39,7 @@ int fp8_fused_mode() {
   }();
   return mode;
 }
-// "linear 6144x4096 F8_E4M3 2304 rows": an op timing label that tells the projections apart by shape.
+// "linear 6144x4096 F8_E4M3 rows >1024": an op timing label that tells the projections apart by shape.
 std::string linear_label(const LinearParams& p) {
   const int64_t k = p.w.ndim() == 2 ? p.w.dim(1) : 0, m = p.w.ndim() == 2 ? p.w.dim(0) : 0;
   const int64_t in_k = p.silu_mul_input ? 2 * k : k;
