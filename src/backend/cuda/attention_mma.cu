@@ -52,18 +52,14 @@ bool fp8_prefill_in_kernel() {
   return on;
 }
 
-// VIREO_ATTN_OVERLAP: an FP8-cache step's prefill rows on the backend's side stream beside its decode rows.
-// 1 (default): prefill issued first; 2: decode first; 0: both in turn on the one stream. Never while the
-// stream is captured (decode graphs have no prefill rows; the widening's scratch may grow).
-int attention_overlap_mode(cudaStream_t stream) {
+// VIREO_ATTN_OVERLAP: an FP8-cache step's prefill rows on the caller's side lane beside its decode rows.
+// 1 (default): prefill issued first; 2: decode first; 0: both in turn on the one stream.
+int attention_overlap_mode() {
   static const int mode = [] {
     const char* v = std::getenv("VIREO_ATTN_OVERLAP");
     return v == nullptr || v[0] < '0' || v[0] > '2' ? 1 : v[0] - '0';
   }();
-  if (mode == 0) return 0;
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  VIREO_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
-  return cap == cudaStreamCaptureStatusNone ? mode : 0;
+  return mode;
 }
 
 bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
@@ -619,7 +615,7 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
       wp.block_tables = w.block_tables;
       run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, ws, st);
     };
-    const int overlap = side != nullptr && side->stream != nullptr ? attention_overlap_mode(stream) : 0;
+    const int overlap = side != nullptr && side->stream != nullptr ? attention_overlap_mode() : 0;
     if (overlap == 0) {
       run(KvFp8{}, p, a, Shapes::kDecodeOnly);
       prefill_rows(workspace, stream);

@@ -326,6 +326,9 @@ int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_he
   return decode_cluster_context_bucket(num_seqs, num_heads, num_kv_heads, head_dim, max_len, info_);
 }
 
+// The attention's side lane for eager steps; none while a graph is captured (cuda_kernels.h, SideLane).
+const SideLane* CudaBackend::side_lane() const { return graphs_.capturing() ? nullptr : &side_lane_; }
+
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
   // FP8 caches in batch-invariant mode: the plain kernel (fixed order; the invariant kernel reads 2-byte caches).
@@ -339,7 +342,7 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
     launch_paged_attention_simple(p, stream_);
     return;
   }
-  launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_, {}, &side_lane_);
+  launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_, {}, side_lane());
   mark(p.max_query_len == 1 ? "paged_attention decode" : "paged_attention mixed");
 }
 void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
@@ -349,7 +352,7 @@ void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const Attentio
     paged_attention(attn);
     return;
   }
-  launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_, {}, &side_lane_);
+  launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_, {}, side_lane());
   mark(attn.max_query_len == 1 ? "prepare_attention decode" : "prepare_attention mixed");
 }
 void CudaBackend::add_logit_bias(const LogitBiasParams& p) {

@@ -103,6 +103,7 @@ class CudaBackend final : public Backend {
     if (op_timer_->enabled() && !graphs_.capturing()) op_timer_->mark(label, stream_);
   }
   void* side_workspace(size_t bytes);
+  const SideLane* side_lane() const;
   // Grows buf (capacity cap) to at least bytes; see workspace().
   void* grow(void*& buf, size_t& cap, size_t bytes);
 

@@ -68,7 +68,8 @@ struct AttentionTuning {
 // A second stream an op may fork work onto, to run beside the main stream's kernels (the prefill rows'
 // attention beside the decode rows': one bound by FLOPs, the other by HBM bandwidth). fork and join are
 // events of the backend's own; workspace is scratch of its own, never the main stream's. Ops join the side
-// stream back before they return, so callers see one stream.
+// stream back before they return, so callers see one stream. Never pass one while the stream is captured
+// (the side scratch and the FP8 page widening's may grow; decode graphs have no prefill rows anyway).
 struct SideLane {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
