@@ -607,8 +607,13 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
       run(KvFp8{}, p, a, Shapes::kBoth);
       return;
     }
+    // Labels for the op timer, on the main stream only (side-stream work has no place in its timeline).
+    auto mark = [&](const char* label, cudaStream_t st) {
+      if (side != nullptr && side->mark && st == stream) side->mark(label);
+    };
     auto prefill_rows = [&](const WorkspaceFn& ws, cudaStream_t st) {
       const KvFp8Widened w = widen_fp8_prefill_pages(p, st);
+      mark("attention: FP8 prefill pages widened", st);
       AttentionParams wp = p;
       wp.k_cache = w.k_cache;
       wp.v_cache = w.v_cache;
@@ -618,6 +623,7 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
     const int overlap = side != nullptr && side->stream != nullptr ? attention_overlap_mode() : 0;
     if (overlap == 0) {
       run(KvFp8{}, p, a, Shapes::kDecodeOnly);
+      mark("attention: FP8 decode rows", stream);
       prefill_rows(workspace, stream);
       return;
     }

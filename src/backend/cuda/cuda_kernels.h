@@ -74,6 +74,9 @@ struct SideLane {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
   WorkspaceFn workspace;
+  // VIREO_OP_TIMING: labels the main stream's work so far (the parts of an op that runs them in turn,
+  // VIREO_ATTN_OVERLAP=0); empty when the timer is off.
+  std::function<void(const char*)> mark;
 };
 // side: where an FP8-cache step's prefill rows may run beside its decode rows (VIREO_ATTN_OVERLAP), or null.
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
