@@ -74,6 +74,7 @@ int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_l
 
 ModelRunner::ModelRunner(std::unique_ptr<Model> model, int num_blocks, int block_size) : model_(std::move(model)) {
   kv_ = model_->allocate_kv_cache(num_blocks, block_size);
+  model_->capture_graphs(kv_);  // before the first request, as vLLM does (a capture mid-serving stalls the GPU)
 }
 
 ModelRunner::~ModelRunner() {

@@ -213,6 +213,7 @@ class DecoderModel final : public Model {
   }
   // Graphs captured so far (decode-only steps; 0 with enforce_eager or on the CPU).
   int num_graphs() const;
+  void capture_graphs(KvCache& kv) override;  // cuda_graph_capture.cc
   // Turns graphs off (true) or back on for later steps; captured graphs are kept.
   void set_enforce_eager(bool on) { opts_.enforce_eager = on; }
   // Whether batch-1 decode graphs sample inside the graph (GraphSample; default on, VIREO_GRAPH_SAMPLE=0

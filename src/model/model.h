@@ -161,6 +161,9 @@ class Model {
   virtual void remove_lora(int32_t id);
   // Drops launched steps whose results will not be collected (after an error).
   virtual void discard_pending_samples() { finished_.clear(); }
+  // Start-up work on the engine's KV cache once it exists: decode CUDA graphs of every capture size
+  // (DecoderModel on a backend with graphs). Changes no cache contents. The default does nothing.
+  virtual void capture_graphs(KvCache& /*kv*/) {}
 
  private:
   std::vector<SampledRows> finished_;  // the defaults' results, in launch order

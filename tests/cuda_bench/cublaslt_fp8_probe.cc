@@ -75,9 +75,9 @@ class CublasLtFp8Probe : public bench::CudaBenchFixture {
     cublasLtMatmulPreference_t pref;
     cublasLtMatmulPreferenceCreate(&pref);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof(ws_bytes_));
-    cublasLtMatmulHeuristicResult_t res[8] = {};
+    cublasLtMatmulHeuristicResult_t res[kMaxAlgos] = {};
     int found = 0;
-    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 8, res, &found);
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, max_algos_, res, &found);
     cublasStatus_t ms = CUBLAS_STATUS_NOT_SUPPORTED;
     double us = 0;
     // Every candidate the heuristic returns is timed; the line reports the first's time and the best's.
@@ -96,7 +96,16 @@ class CublasLtFp8Probe : public bench::CudaBenchFixture {
       if (s != CUBLAS_STATUS_SUCCESS || cudaGetLastError() != cudaSuccess) continue;
       const double t = bench::median_us(stream_, call, 5, 5, 1);
       if (i == 0) us0 = t;
-      if (std::getenv("VIREO_PROBE_ALL")) std::printf("    candidate %d: %8.1f us\n", i, t);
+      if (std::getenv("VIREO_PROBE_ALL")) {
+        int tile = -1, splitk = -1, stages = -1, swizzle = -1;
+        size_t wr = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof(swizzle), &wr);
+        std::printf("    candidate %2d: %8.1f us  tile %d splitk %d stages %d swizzle %d ws %zu\n", i, t, tile, splitk,
+                    stages, swizzle, res[i].workspaceSize);
+      }
       if (best < 0 || t < us) us = t, best = i;
     }
     auto tf = [&](double t) { return t > 0 ? 2.0 * n * m * k / t / 1e6 : 0.0; };
@@ -110,8 +119,10 @@ class CublasLtFp8Probe : public bench::CudaBenchFixture {
     cublasLtMatmulDescDestroy(op);
   }
 
+  static constexpr int kMaxAlgos = 32;
   cublasLtHandle_t lt_ = nullptr;
   size_t ws_bytes_ = 32u << 20;
+  int max_algos_ = 8;  // heuristic candidates asked for (<= kMaxAlgos)
   Tensor ws_;
 };
 
@@ -181,6 +192,30 @@ TEST_F(CublasLtFp8Probe, LmHead) {
     for (const Form& f : forms) {
       const bool fp8 = f.in == CUDA_R_8F_E4M3;
       probe(f, n, m, k, fp8 ? w8 : wb, fp8 ? x8 : xb, out, sa, sb);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The decode step's projections at graph batch sizes (op timing, H100, 256 rows: o_proj 19.6 us = 438 TFLOP/s,
+// down 40.2 us = 640 TFLOP/s, where gate_up reaches 1,080): few output tiles for 132 SMs (N 4096 at 128-wide
+// tiles is 32 columns of tiles). Up to 32 heuristic candidates each, to see whether one (split-K, narrower
+// tiles) beats the heuristic's first, which Vireo takes.
+TEST_F(CublasLtFp8Probe, DecodeShapes) {
+  max_algos_ = kMaxAlgos;
+  const Form f{"outer bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+               CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, true};
+  struct Shape {
+    int64_t m, k;
+  };
+  for (int64_t n : {64, 128, 256}) {
+    for (const Shape& s : std::vector<Shape>{{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}}) {
+      Tensor w8 = dev({s.m, s.k}, DType::kU8), x8 = dev({n, s.k}, DType::kU8);
+      cudaMemsetAsync(w8.data, 0x38, w8.nbytes(), stream_);
+      cudaMemsetAsync(x8.data, 0x30, x8.nbytes(), stream_);
+      Tensor out = dev({n, s.m}, DType::kF32);
+      Tensor sa = rand_t({std::max(s.m, n)}, 0.5f, 1.f, DType::kF32), sb = rand_t({std::max(s.m, n)}, 0.5f, 1.f, DType::kF32);
+      probe(f, n, s.m, s.k, w8, x8, out, sa, sb);
     }
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
