@@ -203,19 +203,29 @@ TEST_F(CublasLtFp8Probe, LmHead) {
 // tiles) beats the heuristic's first, which Vireo takes.
 TEST_F(CublasLtFp8Probe, DecodeShapes) {
   max_algos_ = kMaxAlgos;
-  const Form f{"outer bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
-               CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, true};
+  // Vireo's form, then the unscaled fallback's (F32 out, a rescale pass after it), then BF16 weights.
+  const std::vector<Form> forms = {
+      {"outer bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+       CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, true},
+      {"unscaled32 fast", CUDA_R_8F_E4M3, CUDA_R_32F, -1, -1, true},
+      {"unscaled bf16 fast", CUDA_R_8F_E4M3, CUDA_R_16BF, -1, -1, true},
+      {"bf16", CUDA_R_16BF, CUDA_R_16BF, -1, -1, false},
+  };
   struct Shape {
     int64_t m, k;
   };
-  for (int64_t n : {64, 128, 256}) {
+  for (int64_t n : {128, 256}) {
     for (const Shape& s : std::vector<Shape>{{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}}) {
       Tensor w8 = dev({s.m, s.k}, DType::kU8), x8 = dev({n, s.k}, DType::kU8);
       cudaMemsetAsync(w8.data, 0x38, w8.nbytes(), stream_);
       cudaMemsetAsync(x8.data, 0x30, x8.nbytes(), stream_);
+      Tensor wb = rand_t({s.m, s.k}, -0.02f, 0.02f), xb = rand_t({n, s.k});
       Tensor out = dev({n, s.m}, DType::kF32);
       Tensor sa = rand_t({std::max(s.m, n)}, 0.5f, 1.f, DType::kF32), sb = rand_t({std::max(s.m, n)}, 0.5f, 1.f, DType::kF32);
-      probe(f, n, s.m, s.k, w8, x8, out, sa, sb);
+      for (const Form& f : forms) {
+        const bool fp8 = f.in == CUDA_R_8F_E4M3;
+        probe(f, n, s.m, s.k, fp8 ? w8 : wb, fp8 ? x8 : xb, out, sa, sb);
+      }
     }
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

@@ -5,7 +5,8 @@
 //     out, from 4 weight copies so the reads come from HBM, not the 50 MB L2;
 //   N = 256 (a 256-client decode step) and N = 4096 (prefill): run_linear_fp8 (the activation quantization
 //     kernel + cuBLASLt FP8) vs cuBLASLt BF16; FLOPs = 2 N M K;
-//   the activation quantization alone (D_Quantize), in GB/s against the copy ceiling.
+//   the activation quantization alone (D_Quantize), in GB/s against the copy ceiling;
+//   decode batches' W8A8 GEMM alone (E_SmallGemm): cuBLASLt's vs the wgmma kernel (fp8_gemm_small.h).
 // Run: VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench --gtest_filter='Fp8Bench.*'
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/fp8_gemm_small.h"
 #include "backend/cuda/fp8_linear.h"
 #include "bench_fixture.h"
 #include "core/fp8.h"
@@ -150,6 +152,41 @@ TEST_F(Fp8Bench, D_Quantize) {
                   bytes / us / 1e3, 100.0 * bytes / us / 1e3 / g_hbm_gbs);
     }
   }
+}
+
+// The W8A8 GEMM of a decode batch alone (activations already quantized): cuBLASLt's outer-vector-scaled
+// algorithm vs the wgmma kernel of fp8_gemm_small.h (with its split reduction), from 4 weight copies.
+// Bytes = the weights once (HBM) + the codes, scales and bf16 output; the kernel's activation re-reads (L2)
+// are not counted.
+TEST_F(Fp8Bench, E_SmallGemm) {
+  cuda::CublasLtGemm gemm;
+  for (auto [name, k, m] : std::vector<std::tuple<const char*, int64_t, int64_t>>{
+           {"qkv", 4096, 6144}, {"o_proj", 4096, 4096}, {"gate_up", 4096, 24576}, {"down", 12288, 4096}}) {
+    constexpr int kCopies = 4;
+    std::vector<Tensor> w8;
+    for (int i = 0; i < kCopies; ++i) w8.push_back(fp8_weight(m, k));
+    for (int64_t n : {16, 64, 128}) {
+      Tensor o = rand_t({n, m}), xq = dev({n, k}, DType::kU8), xs = rand_t({n}, 0.5f, 1.f, DType::kF32);
+      cudaMemsetAsync(xq.data, 0x30, xq.nbytes(), stream_);
+      const size_t part = cuda::fp8_small_gemm_scratch(n, m, k);
+      Tensor ws = dev({int64_t(std::max<size_t>(part, 16))}, DType::kU8);
+      auto args = [&](int i) {
+        const Tensor& w = w8[i % kCopies];
+        return cuda::CublasLtGemm::Fp8Args{static_cast<const uint8_t*>(w.data), w.row_scale, xq.ptr<uint8_t>(),
+                                           xs.ptr<float>(), nullptr, o.data, n, m, k, DType::kBF16, nullptr};
+      };
+      const double lt = gemm.fp8_outer_vec(n, m, k, DType::kBF16) ? time_us([&](int i) { gemm.run_fp8(args(i), stream_); }) : 0;
+      const double sm = cuda::fp8_small_gemm_ok(n, m, k)
+                            ? time_us([&](int i) { cuda::launch_fp8_small_gemm(args(i), ws.ptr<float>(), stream_); })
+                            : 0;
+      const double bytes = 1.0 * m * k + 4.0 * m + 1.0 * n * k + 4.0 * n + 2.0 * n * m;
+      std::printf("small gemm N=%-3lld %-8s cuBLASLt %7.1f us (%5.0f GB/s)   wgmma %7.1f us (%5.0f GB/s, %4.1f%% of copy, "
+                  "scratch %zu KB)\n",
+                  (long long)n, name, lt, lt > 0 ? bytes / lt / 1e3 : 0, sm, sm > 0 ? bytes / sm / 1e3 : 0,
+                  sm > 0 ? 100 * bytes / sm / 1e3 / g_hbm_gbs : 0, part >> 10);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/fp8_gemm_small.h"
 #include "backend/cuda/fp8_linear.h"
 #include "cuda_test_util.h"
 #include "core/fp8.h"
@@ -139,6 +140,41 @@ TEST_F(Fp8LinearTest, PlainGemvAndGemmWithBias) {
           else expect_close_accumulated(to_host(out), want, mag, "fp8 gemm");
         }
       }
+    }
+  }
+}
+
+// The decode-batch W8A8 kernel (fp8_gemm_small.h: up to 128 rows, M and K multiples of 128; the linear takes
+// it where fp8_gemm_small_preferred, every shape here up to 128 rows) across its row tiles (64 / 128, zero rows
+// past N), its K splits (few weight rows: many splits, reduced by a second kernel; many rows: one split,
+// written directly), a bias and an in-place residual. Rows past 128: cuBLASLt's path, the same checks.
+TEST_F(Fp8LinearTest, SmallGemmRowsAndSplits) {
+  use_dtype(DType::kBF16);
+  for (auto [m, k] : std::vector<std::pair<int, int>>{{256, 2048}, {768, 512}, {4096, 256}, {2048, 1024}}) {
+    Fp8Weight w = weight(m, k);
+    const auto bias = rand_vec(m, -1.f, 1.f, act_);
+    Tensor bg = gpu_from(bias, {m}, act_);
+    for (int n : {9, 33, 64, 65, 128, 129, 200, 256}) {
+      ASSERT_EQ(cuda::fp8_small_gemm_ok(n, m, k), n <= 128);  // preferred too on 132-SM GPUs (H100, H200)
+      SCOPED_TRACE("N " + std::to_string(n) + " M " + std::to_string(m) + " K " + std::to_string(k));
+      const auto x = rand_vec(size_t(n) * k, -1.f, 1.f, act_);
+      std::vector<float> mag;
+      const auto y = product(x, n, k, w, m, &bias, &mag);
+      Tensor out = gpu_poisoned({n, m}, act_);
+      gpu_->linear({gpu_from(x, {n, k}, act_), w.dev, bg, out});
+      expect_close_accumulated(to_host(out), y, mag, "small gemm + bias");
+      // In place: out = residual + (x w^T), out aliasing the residual.
+      const auto r = rand_vec(size_t(n) * m, -1.f, 1.f, act_);
+      const auto y0 = product(x, n, k, w, m, nullptr);
+      std::vector<float> want(y0.size());
+      for (size_t i = 0; i < y0.size(); ++i) want[i] = round_to(act_, r[i] + y0[i]);
+      Tensor res = gpu_from(r, {n, m}, act_);
+      LinearParams p{gpu_from(x, {n, k}, act_), w.dev, Tensor(), res};
+      p.residual = res;
+      gpu_->linear(p);
+      std::vector<float> mag2;
+      product(x, n, k, w, m, nullptr, &mag2);
+      expect_close_accumulated(to_host(res), want, mag2, "small gemm + residual in place");
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/fp8_gemm_small.h"
 #include "backend/cuda/fp8_linear.h"
 
 namespace vireo::cuda {
@@ -66,7 +67,12 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     const size_t y_bytes = silu_out ? round_up(static_cast<size_t>(n * m) * es) : 0;
     const size_t q_bytes = round_up(static_cast<size_t>(n * k));
     const size_t s_bytes = round_up(static_cast<size_t>(n) * 4);
-    const size_t a_bytes = gemm.fp8_outer_vec(n, m, k, t) ? 0 : round_up(static_cast<size_t>(n * m) * 4);
+    // Decode batches on the wgmma kernel (fp8_gemm_small.h; its scratch: the K splits' partial sums), else
+    // cuBLASLt (its scratch: F32 sums where it has no outer-vector algorithm).
+    const bool small = fp8_small_gemm_preferred(n, m, k);
+    const size_t a_bytes = small                            ? round_up(fp8_small_gemm_scratch(n, m, k))
+                           : gemm.fp8_outer_vec(n, m, k, t) ? 0
+                                                            : round_up(static_cast<size_t>(n * m) * 4);
     char* s = static_cast<char*>(scratch(x_bytes + y_bytes + q_bytes + s_bytes + a_bytes));
     const void* x = p.x.data;
     if (x_bytes) {  // a norm weight in another dtype: the separate rms_norm kernel
@@ -85,7 +91,8 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     auto* acc = a_bytes ? reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes + s_bytes) : nullptr;
     CublasLtGemm::Fp8Args g{w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc};
     g.residual = res ? p.residual.data : nullptr;
-    gemm.run_fp8(g, stream);
+    if (small) launch_fp8_small_gemm(g, acc, stream);
+    else gemm.run_fp8(g, stream);
     if (silu_out) launch_silu_and_mul({Tensor(y, t, {n, m}, DeviceKind::kCUDA), p.out, p.act}, stream);
     return;
   }
