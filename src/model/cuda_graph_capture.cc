@@ -11,6 +11,7 @@
 // context buckets (the CUDA cluster kernel at small batches) and batch-1 graphs that sample are still
 // captured on first use (cuda_graph_step.cc).
 #include <chrono>
+#include <exception>
 #include <numeric>
 
 #include "core/error.h"
@@ -21,7 +22,9 @@
 namespace vireo {
 
 void DecoderModel::capture_graphs(KvCache& kv) {
-  if (opts_.enforce_eager || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0 || kv.k.empty()) return;
+  // Pooling runners never decode (their steps read hidden states, never through graphs).
+  if (opts_.enforce_eager || opts_.pooling || !be_->supports_graphs() || opts_.max_graph_batch_size <= 0 || kv.k.empty())
+    return;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> sizes = graph_capture_sizes(opts_.max_graph_batch_size);
   try {
@@ -45,7 +48,7 @@ void DecoderModel::capture_graphs(KvCache& kv) {
       run_step(in, kv, nullptr, &stats);
     }
     be_->synchronize();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // e.g. out of memory: serving goes on, capturing on first use
     log_warn("cuda graphs: start-up capture stopped ({}); the remaining sizes are captured on first use", e.what());
     be_->synchronize();
     return;

@@ -125,7 +125,9 @@ LoadOptions graph_options(int max_batch) {
   return o;
 }
 
-void decode_matches_eager(const ModelConfig& cfg) {
+// capture_at_start: every size's graph made before the first step (DecoderModel::capture_graphs, as the
+// engine's ModelRunner does), so no decode step captures and each one replays.
+void decode_matches_eager(const ModelConfig& cfg, bool capture_at_start = false) {
   const int64_t V = cfg.vocab_size;
   LoadOptions o = graph_options(8);
   auto rb = std::make_unique<RecordingBackend>();
@@ -135,6 +137,15 @@ void decode_matches_eager(const ModelConfig& cfg) {
   auto eager = load_model(cfg, "", create_backend("cpu"), o);
   const int bs = 16, nb = 4, num_seqs = 6;
   KvCache kg = graph->allocate_kv_cache(1 + num_seqs * nb, bs), ke = eager->allocate_kv_cache(1 + num_seqs * nb, bs);
+  if (capture_at_start) {
+    graph->capture_graphs(kg);
+    EXPECT_EQ(dynamic_cast<DecoderModel&>(*graph).num_graphs(), 4);  // sizes 1, 2, 4, 8
+    EXPECT_EQ(rec->replays, 0);
+  }
+  // Made on first use: every size without start-up capture; with it, the steps below whose logits rows are
+  // asked in reverse order (sizes 2, 4, 8: the gathered form, a graph of its own; the start-up graphs are the
+  // engine's token order, as batch 1 is either way).
+  const int lazy_captures = capture_at_start ? 3 : 4;
   std::vector<int> len(num_seqs, 0);
   std::mt19937 rng(3);
   // Prompts through mixed steps (eager in both): all six sequences in one step.
@@ -183,8 +194,8 @@ void decode_matches_eager(const ModelConfig& cfg) {
     for (int s : ids) ++len[s];
   }
   auto& dm = dynamic_cast<DecoderModel&>(*graph);
-  EXPECT_EQ(dm.num_graphs(), 4);  // padded sizes 1, 4, 8, 2
-  EXPECT_EQ(rec->replays, 18 - 4);
+  EXPECT_EQ(dm.num_graphs(), capture_at_start ? 7 : 4);  // padded sizes 1, 4, 8, 2 (+ 2, 4, 8 in token order)
+  EXPECT_EQ(rec->replays, 18 - lazy_captures);
   // One step through a graph, then the same step eagerly on the same cache (what the GPU long-context
   // test does): same logits, and the eager run replays nothing.
   {
@@ -197,7 +208,7 @@ void decode_matches_eager(const ModelConfig& cfg) {
     dm.set_enforce_eager(true);
     graph->forward(in, kg, b);
     dm.set_enforce_eager(false);
-    EXPECT_EQ(rec->replays, 18 - 4 + 1);
+    EXPECT_EQ(rec->replays, 18 - lazy_captures + 1);
     ASSERT_EQ(a.size(), b.size());
     double err = 0;
     for (size_t j = 0; j < a.size(); ++j) err = std::max(err, static_cast<double>(std::fabs(a[j] - b[j])));
@@ -210,6 +221,15 @@ void decode_matches_eager(const ModelConfig& cfg) {
 }
 
 TEST(RecordedGraphs, DecodeMatchesEagerOnHost) { decode_matches_eager(default_model_config()); }
+
+// Graphs made at start-up on a dummy step (slot -1, the null block): the cache written later by the prompts
+// is what the eager twin has, and every decode step replays.
+TEST(RecordedGraphs, CapturedAtStartUpDecodeMatchesEagerOnHost) {
+  decode_matches_eager(default_model_config(), /*capture_at_start=*/true);
+}
+TEST(RecordedGraphs, HybridConvCapturedAtStartUpMatchesEagerOnHost) {
+  decode_matches_eager(ModelConfig::from_json(testing::tiny_lfm2_json(), "tiny-lfm2/config.json"), true);
+}
 
 // LFM2's conv layers in decode graphs: their state pages are captured like K/V, padding rows (slot -1,
 // position 0) read and write no state.
