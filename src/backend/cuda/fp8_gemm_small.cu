@@ -196,8 +196,8 @@ int choose_splits(int64_t m, int64_t k) {
 
 // The splits as launched: iters_per_split rounded up, so every split is non-empty.
 int effective_splits(int64_t m, int64_t k, int* iters_per_split) {
-  const int iters = static_cast<int>(k / kBK);
-  const int per = (iters + choose_splits(m, k) - 1) / choose_splits(m, k);
+  const int iters = static_cast<int>(k / kBK), splits = choose_splits(m, k);
+  const int per = (iters + splits - 1) / splits;
   if (iters_per_split) *iters_per_split = per;
   return (iters + per - 1) / per;
 }
