@@ -65,6 +65,7 @@ void OpGpuTimer::collect_completed() {
       const float us = event_elapsed_us(last_, m.event);
       Total& t = us > kIdleUs ? totals_[label_id("(idle: no work)")] : totals_[m.label];
       t.us += std::max(us, 0.f);
+      t.max_us = std::max(t.max_us, static_cast<double>(us));
       ++t.count;
       free_.push_back(last_);
     }
@@ -84,8 +85,8 @@ void OpGpuTimer::report() {
   std::sort(rows.begin(), rows.end(), [](const Total* a, const Total* b) { return a->us > b->us; });
   log_info("op timing (VIREO_OP_TIMING): {:.1f} ms of stream time over {} labels", sum / 1000.0, rows.size());
   for (const Total* t : rows)
-    log_info("  {:>10.1f} ms {:>5.1f}% {:>9} x {:>9.1f} us  {}", t->us / 1000.0, sum > 0 ? 100.0 * t->us / sum : 0.0,
-             t->count, t->us / t->count, t->name);
+    log_info("  {:>10.1f} ms {:>5.1f}% {:>9} x {:>9.1f} us (max {:>8.1f})  {}", t->us / 1000.0,
+             sum > 0 ? 100.0 * t->us / sum : 0.0, t->count, t->us / t->count, t->max_us, t->name);
 }
 
 }  // namespace vireo::cuda

@@ -38,6 +38,7 @@ class OpGpuTimer {
     std::string name;
     int64_t count = 0;
     double us = 0;
+    double max_us = 0;  // the longest interval: an average carried by a few long gaps shows here
   };
   void collect_completed();
   void report();
