@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/compilation_config.h"
 #include "engine/engine_config.h"
 
 namespace vireo {
@@ -71,6 +72,10 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization)->capture_default_str();
   app.add_flag("--enforce-eager", c.enforce_eager, "No CUDA graphs");
   add_cuda_graph_sizes_flag(app, c);
+  app.add_option_function<std::string>(
+      "--compilation-config,-O", [&c](const std::string& v) { apply_compilation_config(v, c); },
+      "vLLM's flag, its CUDA-graph settings (-O0 or {\"cudagraph_mode\": \"NONE\"}: no graphs; "
+      "max_cudagraph_capture_size / cudagraph_capture_sizes: a cap); the rest has no effect");
   add_async_scheduling_flags(app, c.async_scheduling);
   add_speculative_flag(app, c.speculative_config);
   app.add_flag("--batch-invariant", c.batch_invariant,

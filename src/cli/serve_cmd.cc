@@ -19,6 +19,7 @@
 #include "cli/command_registry.h"
 #include "cli/lora_flags.h"
 #include "cli/vllm_compat_flags.h"
+#include "engine/compilation_config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "cli/bench_engine_flags.h"
@@ -99,6 +100,7 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
 
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
+  apply_compilation_config(a.compat.compilation_config, a.engine);
   apply_lora_flags(a.lora, a.engine);
   if (a.convert == "embed" || a.task == "embed" || a.task == "embedding") a.engine.runner = "pooling";
   if (a.convert != "auto" && a.convert != "none" && a.convert != "embed")

@@ -63,8 +63,9 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "No effect: text-only serving (requests with image / audio parts are refused)")
       ->group(g);
   app.add_option("--compilation-config,-O", f.compilation_config,
-                 "No effect: no torch.compile; the kernels are compiled ahead of time and decode steps run as CUDA "
-                 "graphs (see --cuda-graph-sizes, --enforce-eager)")
+                 "Its CUDA-graph settings: -O0 or {\"cudagraph_mode\": \"NONE\"} turn the decode graphs off, "
+                 "cudagraph_capture_sizes / max_cudagraph_capture_size cap their batch (-O.key=value works too); no "
+                 "torch.compile, so the rest has no effect (engine/compilation_config.h)")
       ->group(g);
   app.add_flag("--disable-cascade-attn", f.disable_cascade_attn, "No effect: no cascade attention")->group(g);
   app.add_option("--max-num-partial-prefills", f.max_num_partial_prefills,
