@@ -101,6 +101,10 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
 int run_serve(ServeArgs& a) {
   check_vllm_compat_flags(a.compat);
   apply_compilation_config(a.compat.compilation_config, a.engine);
+  if (const std::string& o = a.compat.optimization_level; !o.empty()) {
+    if (o.size() != 1 || o[0] < '0' || o[0] > '3') throw Error("--optimization-level " + o + ": expected 0, 1, 2 or 3");
+    apply_compilation_config(o, a.engine);
+  }
   apply_lora_flags(a.lora, a.engine);
   if (a.convert == "embed" || a.task == "embed" || a.task == "embedding") a.engine.runner = "pooling";
   if (a.convert != "auto" && a.convert != "none" && a.convert != "embed")

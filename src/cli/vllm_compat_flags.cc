@@ -67,6 +67,9 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "cudagraph_capture_sizes / max_cudagraph_capture_size cap their batch (-O.key=value works too); no "
                  "torch.compile, so the rest has no effect (engine/compilation_config.h)")
       ->group(g);
+  app.add_option("--optimization-level", f.optimization_level,
+                 "0-3 as vLLM's: 0 turns the decode CUDA graphs off, 1-3 keep them (no torch.compile here)")
+      ->group(g);
   app.add_flag("--disable-cascade-attn", f.disable_cascade_attn, "No effect: no cascade attention")->group(g);
   app.add_option("--max-num-partial-prefills", f.max_num_partial_prefills,
                  "No effect: any number of prompts share a step's token budget")
