@@ -1,11 +1,13 @@
 // vireo: one binary, subcommands registered by the files of src/cli/.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "cli/command_registry.h"
 #include "core/error.h"
+#include "server/flag_file.h"
 
 namespace {
 // vLLM's two-letter short options, which CLI11 cannot name: rewritten to their long forms.
@@ -18,6 +20,14 @@ std::vector<std::string> expand_vllm_short_options(int argc, char** argv) {
     if (auto it = kLong.find(head); it != kLong.end()) a = it->second + a.substr(head.size());
   }
   return args;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw vireo::Error("--config " + path + ": cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 }  // namespace
 
@@ -49,12 +59,16 @@ int main(int argc, char** argv) {
   }
 
   try {
-    std::vector<std::string> args = expand_vllm_short_options(argc, argv);
+    // vLLM's --config FILE: the YAML file's flags in its place, minus those the command line gives.
+    std::vector<std::string> args = vireo::server::expand_flag_files(expand_vllm_short_options(argc, argv), read_text_file);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse, program name last
     args.pop_back();
     app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const vireo::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   }
   try {
     for (auto& [sub, run] : runners) {

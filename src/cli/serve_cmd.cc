@@ -53,6 +53,7 @@ int wait_for_signal() {
 
 struct ServeArgs {
   std::string model_positional;
+  std::string config_file;  // expanded by main.cc before parsing; never set here
   EngineConfig engine;
   server::ServerOptions server;
   std::vector<std::string> api_keys;  // vLLM's nargs="+": any one is accepted
@@ -193,6 +194,9 @@ CommandRunner setup_serve(CLI::App& app) {
   EngineConfig& c = a->engine;
   server::ServerOptions& s = a->server;
   app.add_option("model_tag", a->model_positional, "Model folder (same as --model)");
+  // Read before parsing (main.cc, server/flag_file.h); listed here for --help.
+  app.add_option("--config", a->config_file,
+                 "YAML file of flags as vLLM's: one 'flag-name: value' a line, lists as [a, b]; the command line wins");
   app.add_option("--model", c.model, "HF model folder or .gguf file (\"\" = the built-in default model)");
   app.add_option("--tokenizer", c.tokenizer, "Tokenizer folder or .gguf file (default: the model's)");
   app.add_option("--load-format", c.load_format, "auto | safetensors | gguf | dummy")->capture_default_str();
@@ -266,6 +270,8 @@ CommandRunner setup_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--enable-prompt-tokens-details", s.enable_prompt_tokens_details,
                "usage.prompt_tokens_details = {\"cached_tokens\": N}: prompt tokens served from the prefix cache");
+  app.add_flag("--enable-force-include-usage", s.enable_force_include_usage,
+               "Every streamed response ends with a usage chunk, as if stream_options.include_usage were true");
   app.add_flag("--return-tokens-as-token-ids", s.return_tokens_as_token_ids,
                "Logprob tokens as \"token_id:<id>\" unless a request sets return_tokens_as_token_ids");
   app.add_option("--chat-template", c.chat_template,

@@ -1,5 +1,7 @@
 #include "cli/vllm_compat_flags.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <iterator>
 
@@ -104,6 +106,17 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--guided-decoding-backend", f.guided_decoding_backend,
                  "auto | xgrammar | guidance | outlines | lm-format-enforcer: structured outputs have one backend")
       ->group(g);
+  app.add_option("--structured-outputs-config", f.structured_outputs_config,
+                 "JSON, as vLLM's: its backend as --guided-decoding-backend (one backend here); other keys no effect")
+      ->group(g);
+  app.add_option("--max-log-len", f.max_log_len, "No effect: requests are not logged (see --enable-log-requests)")->group(g);
+  app.add_option("--api-server-count", f.api_server_count,
+                 "No effect: one HTTP server, in the engine's process, serves every connection")
+      ->group(g);
+  app.add_option("--h11-max-incomplete-event-size", f.h11_max_incomplete_event_size,
+                 "No effect: no h11 (request bodies are limited by --max-request-body-bytes where offered)")
+      ->group(g);
+  app.add_option("--h11-max-header-count", f.h11_max_header_count, "No effect: no h11")->group(g);
 }
 
 void check_vllm_compat_flags(const VllmCompatFlags& f) {
@@ -122,10 +135,18 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
     throw Error("--tokenizer-mode " + f.tokenizer_mode + ": not supported (auto)");
   if (f.response_role != "assistant")
     throw Error("--response-role " + f.response_role + ": only assistant is supported");
-  if (f.guided_decoding_backend != "auto" && f.guided_decoding_backend != "xgrammar" &&
-      f.guided_decoding_backend != "guidance" && f.guided_decoding_backend != "outlines" &&
-      f.guided_decoding_backend != "lm-format-enforcer")
+  auto known_backend = [](const std::string& b) {
+    return b == "auto" || b == "xgrammar" || b == "guidance" || b == "outlines" || b == "lm-format-enforcer";
+  };
+  if (!known_backend(f.guided_decoding_backend))
     throw Error("--guided-decoding-backend " + f.guided_decoding_backend + ": unknown backend");
+  if (!f.structured_outputs_config.empty()) {
+    const auto j = nlohmann::json::parse(f.structured_outputs_config, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) throw Error("--structured-outputs-config: expected a JSON object, e.g. '{\"backend\": \"xgrammar\"}'");
+    if (auto it = j.find("backend"); it != j.end() && !(it->is_string() && known_backend(it->get<std::string>())))
+      throw Error("--structured-outputs-config: unknown backend " + it->dump() +
+                  " (auto, xgrammar, guidance, outlines, lm-format-enforcer)");
+  }
   if (f.model_impl != "auto" && f.model_impl != "vllm")
     throw Error("--model-impl " + f.model_impl + ": not supported (vireo runs its own model code: auto)");
   if (!f.preemption_mode.empty() && f.preemption_mode != "recompute")

@@ -24,6 +24,8 @@ struct VllmCompatFlags {
       model_impl = "auto", hf_token, preemption_mode, logprobs_mode = "raw_logprobs", ssl_keyfile, ssl_certfile,
       chat_template_content_format = "auto";
   int max_num_partial_prefills = 1, max_long_partial_prefills = 1, long_prefill_token_threshold = 0;
+  int max_log_len = 0, api_server_count = 1, h11_max_incomplete_event_size = 0, h11_max_header_count = 0;
+  std::string structured_outputs_config;  // JSON; its "backend" is checked as --guided-decoding-backend
   bool disable_cascade_attn = false, enable_sleep_mode = false, enable_log_outputs = false,
        enable_server_load_tracking = false, disable_sliding_window = false, calculate_kv_scales = false;
 };

@@ -152,7 +152,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
   ChatRequest r = parse_chat_request(body, info, ctx.options().limits);
-  apply_server_defaults(ctx.options(), body, r.tokens_as_ids, r.tokens_details);
+  apply_server_defaults(ctx.options(), body, r);
   ChatParsing parsing = chat_parsing_for(ctx.options(), r);
   std::vector<int32_t> ids = prepare_chat_prompt(*engine, r, info);
   const Tokenizer& tok = engine->tokenizer();

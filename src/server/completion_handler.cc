@@ -147,7 +147,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   ModelInfo info = ctx.model_info();
   Json body = parse_json_body(req);
   CompletionRequest r = parse_completion_request(body, info, ctx.options().limits);
-  apply_server_defaults(ctx.options(), body, r.tokens_as_ids, r.tokens_details);
+  apply_server_defaults(ctx.options(), body, r);
   const Tokenizer& tok = engine->tokenizer();
   r.params.bad_words_token_ids = tokenize_bad_words(r.params.bad_words, tok, info.vocab_size);
   for (auto& p : r.prompts) {

@@ -47,15 +47,19 @@ struct ServerOptions {
   bool enable_prompt_tokens_details = false;
   // vLLM's --return-tokens-as-token-ids: the default of the request field return_tokens_as_token_ids.
   bool return_tokens_as_token_ids = false;
+  // vLLM's --enable-force-include-usage: every stream ends with a usage chunk, whatever stream_options say.
+  bool enable_force_include_usage = false;
 };
 
-// The request fields whose defaults are server flags: return_tokens_as_token_ids when the body leaves it
-// out (vLLM: the request's value wins when given), and whether usage reports prompt_tokens_details.
-inline void apply_server_defaults(const ServerOptions& o, const nlohmann::ordered_json& body, bool& tokens_as_ids,
-                                  bool& tokens_details) {
+// The request fields whose defaults are server flags (R: ChatRequest or CompletionRequest):
+// return_tokens_as_token_ids when the body leaves it out (vLLM: the request's value wins when given), whether
+// usage reports prompt_tokens_details, and whether a stream reports usage.
+template <typename R>
+void apply_server_defaults(const ServerOptions& o, const nlohmann::ordered_json& body, R& r) {
   if (auto it = body.find("return_tokens_as_token_ids"); it == body.end() || it->is_null())
-    tokens_as_ids = o.return_tokens_as_token_ids;
-  tokens_details = o.enable_prompt_tokens_details;
+    r.tokens_as_ids = o.return_tokens_as_token_ids;
+  r.tokens_details = o.enable_prompt_tokens_details;
+  if (o.enable_force_include_usage) r.include_usage = true;
 }
 
 class ServerContext {

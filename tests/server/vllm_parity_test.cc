@@ -362,6 +362,35 @@ TEST(VllmParity, ReturnTokensAsTokenIds) {
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], std::string(1, content[0]));
 }
 
+TEST(VllmParity, ForceIncludeUsage) {
+  // vLLM's --enable-force-include-usage: a stream reports usage in a last chunk (empty choices) even when
+  // the request asks for none; without the flag only stream_options.include_usage does.
+  auto usage_chunks = [](LiveServer& srv, const std::string& path, json body) {
+    auto cli = srv.client();
+    auto r = post_json(cli, path, body);
+    EXPECT_EQ(r->status, 200) << r->body;
+    int n = 0;
+    for (const auto& c : parse_sse(r->body))
+      if (c.contains("usage") && !c["usage"].is_null() && c["choices"].empty()) ++n;
+    return n;
+  };
+  const json chat = {{"messages", user_msg("hi")}, {"max_tokens", 3}, {"stream", true}};
+  const json cmpl = {{"prompt", "hi"}, {"max_tokens", 3}, {"stream", true}};
+  {
+    LiveServer plain;
+    EXPECT_EQ(usage_chunks(plain, "/v1/chat/completions", chat), 0);
+    EXPECT_EQ(usage_chunks(plain, "/v1/completions", cmpl), 0);
+  }
+  server::ServerOptions o;
+  o.enable_force_include_usage = true;
+  LiveServer forced(o);
+  EXPECT_EQ(usage_chunks(forced, "/v1/chat/completions", chat), 1);
+  EXPECT_EQ(usage_chunks(forced, "/v1/completions", cmpl), 1);
+  json off = chat;
+  off["stream_options"] = {{"include_usage", false}};
+  EXPECT_EQ(usage_chunks(forced, "/v1/chat/completions", off), 1);  // the flag wins, as in vLLM
+}
+
 TEST(VllmParity, TruncatePromptTokensKeepsTheLastTokens) {
   // vLLM's truncate_prompt_tokens keeps the last N prompt tokens (-1: the context length); it was
   // ignored, so a long prompt sent with it was refused as over the context.
