@@ -270,6 +270,8 @@ CommandRunner setup_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--enable-prompt-tokens-details", s.enable_prompt_tokens_details,
                "usage.prompt_tokens_details = {\"cached_tokens\": N}: prompt tokens served from the prefix cache");
+  app.add_flag("--enable-request-id-headers", s.enable_request_id_headers,
+               "Every response carries an X-Request-Id header: the request's own, else a new id");
   app.add_flag("--enable-force-include-usage", s.enable_force_include_usage,
                "Every streamed response ends with a usage chunk, as if stream_options.include_usage were true");
   app.add_flag("--return-tokens-as-token-ids", s.return_tokens_as_token_ids,

@@ -216,6 +216,11 @@ void ApiServer::install_routes() {
     const_cast<httplib::Request&>(req).ranges.clear();
     if (answer_cors_preflight(ctx.options().cors, req, res)) return httplib::Server::HandlerResponse::Handled;
     add_cors_headers(ctx.options().cors, req, res);  // kept on whatever answers below
+    // vLLM's --enable-request-id-headers: the request's X-Request-Id echoed, else a new one (32 hex digits).
+    if (ctx.options().enable_request_id_headers) {
+      const std::string given = req.get_header_value("X-Request-Id");
+      res.set_header("X-Request-Id", !given.empty() ? given : ctx.new_id("r").substr(2));
+    }
     return answer_early(ctx, req, res) ? httplib::Server::HandlerResponse::Handled
                                        : httplib::Server::HandlerResponse::Unhandled;
   });

@@ -49,6 +49,8 @@ struct ServerOptions {
   bool return_tokens_as_token_ids = false;
   // vLLM's --enable-force-include-usage: every stream ends with a usage chunk, whatever stream_options say.
   bool enable_force_include_usage = false;
+  // vLLM's --enable-request-id-headers: every response carries X-Request-Id (the request's, else a new one).
+  bool enable_request_id_headers = false;
 };
 
 // The request fields whose defaults are server flags (R: ChatRequest or CompletionRequest):

@@ -391,6 +391,32 @@ TEST(VllmParity, ForceIncludeUsage) {
   EXPECT_EQ(usage_chunks(forced, "/v1/chat/completions", off), 1);  // the flag wins, as in vLLM
 }
 
+TEST(VllmParity, RequestIdHeaders) {
+  // vLLM's --enable-request-id-headers: X-Request-Id on every response, the client's own when it sent one.
+  {
+    LiveServer plain;
+    auto cli = plain.client();
+    auto r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}});
+    EXPECT_FALSE(r->has_header("X-Request-Id"));
+  }
+  server::ServerOptions o;
+  o.enable_request_id_headers = true;
+  LiveServer srv(o);
+  auto cli = srv.client();
+  auto r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string id = r->get_header_value("X-Request-Id");
+  EXPECT_EQ(id.size(), 32u) << id;
+  EXPECT_NE(post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}})->get_header_value("X-Request-Id"), id);
+  r = cli.Post("/v1/completions", httplib::Headers{{"X-Request-Id", "mine-42"}}, R"({"prompt": "hi", "max_tokens": 1})",
+               "application/json");
+  EXPECT_EQ(r->get_header_value("X-Request-Id"), "mine-42");
+  r = post_json(cli, "/v1/completions", {{"prompt", 5}});  // errors carry it too
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(r->get_header_value("X-Request-Id").size(), 32u);
+  EXPECT_EQ(cli.Get("/health")->get_header_value("X-Request-Id").size(), 32u);
+}
+
 TEST(VllmParity, TruncatePromptTokensKeepsTheLastTokens) {
   // vLLM's truncate_prompt_tokens keeps the last N prompt tokens (-1: the context length); it was
   // ignored, so a long prompt sent with it was refused as over the context.
