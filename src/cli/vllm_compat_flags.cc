@@ -114,7 +114,7 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "No effect: one HTTP server, in the engine's process, serves every connection")
       ->group(g);
   app.add_option("--h11-max-incomplete-event-size", f.h11_max_incomplete_event_size,
-                 "No effect: no h11 (request bodies are limited by --max-request-body-bytes where offered)")
+                 "No effect: no h11 (request bodies are limited by --max-request-body-bytes)")
       ->group(g);
   app.add_option("--h11-max-header-count", f.h11_max_header_count, "No effect: no h11")->group(g);
 }

@@ -30,7 +30,8 @@ std::string scalar(std::string v) {
 // The flag name a command-line argument sets ("--port=1" and "--port" give "port"), or "".
 std::string flag_of(const std::string& arg) {
   if (arg.rfind("--", 0) != 0 || arg.size() <= 2) return "";
-  std::string name = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+  const size_t eq = arg.find('=');
+  std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
   if (name.rfind("no-", 0) == 0) name = name.substr(3);  // --no-enable-prefix-caching sets the same flag
   return name;
 }
