@@ -97,10 +97,10 @@ void fp8_quantize_rows(const float* w, int64_t rows, int64_t cols, uint8_t* q, f
     const float* x = w + r * cols;
     float amax = 0.f;
     for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[c]));
-    const float s = fp8_e4m3_scale(amax);
+    const float s = fp8_e4m3_scale(amax), inv = 1.f / s;
     scale[r] = s;
     uint8_t* o = q + r * cols;
-    for (int64_t c = 0; c < cols; ++c) o[c] = f32_to_fp8_e4m3(x[c] / s);
+    for (int64_t c = 0; c < cols; ++c) o[c] = f32_to_fp8_e4m3(x[c] * inv);
   }
 }
 

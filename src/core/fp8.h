@@ -25,11 +25,12 @@ uint8_t f32_to_fp8_e4m3(float v);
 
 // The dequantization scale of a row (or any vector) whose largest magnitude is amax: amax / 448, so the
 // largest value lands on E4M3's largest finite code; an all-zero row gets 1. Device kernels use the same
-// formula (fp8_linear.cu) and quantize each value as f32_to_fp8_e4m3(v / scale), one IEEE division.
+// formula (fp8_quantize.cu) and quantize each value as f32_to_fp8_e4m3(v * inv), inv = 1 / scale rounded
+// once (a multiply an element, as vLLM's scaled_fp8_conversion; the device's division was its bottleneck).
 inline float fp8_e4m3_scale(float amax) { return amax > 0.f ? amax / 448.f : 1.f; }
 
 // Per-row quantization of w [rows, cols] (F32) into q [rows, cols] E4M3 codes and scale [rows]:
-// q = f32_to_fp8_e4m3(w / scale[row]), scale = fp8_e4m3_scale(max |w[row, :]|).
+// q = f32_to_fp8_e4m3(w * (1 / scale[row])), scale = fp8_e4m3_scale(max |w[row, :]|).
 void fp8_quantize_rows(const float* w, int64_t rows, int64_t cols, uint8_t* q, float* scale);
 
 }  // namespace vireo
