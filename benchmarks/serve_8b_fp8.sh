@@ -6,8 +6,9 @@
 #   SEQS=64 BUDGETS="" ENVS="VIREO_FP8_SMALL_GEMM=0 -" bash benchmarks/serve_8b_fp8.sh
 # Env: MODEL (builtin:qwen3-8b), SEQS (256: --max-num-seqs and the client concurrency), PROMPTS (2 x SEQS),
 # BUDGETS ("2048 1536"; "" skips serving), OFFLINE (1), ENVS ("-"), PORT (8101), OUT (./device-out), DEVICE (cuda),
-# INPUT_LEN (1024), OUTPUT_LEN (128). A smoke run on the CPU: MODEL=builtin:default DEVICE=cpu SEQS=2 INPUT_LEN=32
-# OUTPUT_LEN=4 BUDGETS=256 bash benchmarks/serve_8b_fp8.sh
+# INPUT_LEN (1024), OUTPUT_LEN (128), V (./build/vireo: the binary; an older build gives a same-call baseline).
+# A smoke run on the CPU: MODEL=builtin:default DEVICE=cpu SEQS=2 INPUT_LEN=32 OUTPUT_LEN=4 BUDGETS=256 bash
+# benchmarks/serve_8b_fp8.sh
 # Figures in docs/performance.md (sessions 41-44).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ DEVICE=${DEVICE:-cuda}
 IN=${INPUT_LEN:-1024}
 OUTLEN=${OUTPUT_LEN:-128}
 mkdir -p "$OUT"
-V=./build/vireo
+V=${V:-./build/vireo}
 FLAGS=(--model "$MODEL" --load-format dummy --device "$DEVICE" --quantization fp8 --kv-cache-dtype fp8 --max-model-len 4096
        --max-num-seqs "$SEQS")
 with_env() {  # with_env "A=1 B=2" cmd...  ("-": no variables); exec: in a background subshell, $! is the server
@@ -31,7 +32,7 @@ with_env() {  # with_env "A=1 B=2" cmd...  ("-": no variables); exec: in a backg
   if [ "$e" = - ]; then exec "$@"; else exec env $e "$@"; fi
 }
 for e in $ENVS; do
-  tag=$(echo "$e" | tr -c 'A-Za-z0-9=\n' '_')
+  tag=$(echo "$e" | tr -c 'A-Za-z0-9\n' '_')
   if [ "$OFFLINE" = 1 ]; then
     echo "== offline, $SEQS sequences, $PROMPTS prompts [$e]"
     (with_env "$e" $V bench throughput "${FLAGS[@]}" --input-len "$IN" --output-len "$OUTLEN" --num-prompts "$PROMPTS") \

@@ -212,8 +212,10 @@ constexpr int kTokWarps = 8;
 // 1,024 tokens outside batch-invariant mode), as with VIREO_QKV_TOKENS=0.
 constexpr int kTokMaxRowBytes = 32 * 1024;
 
-// C: the cache's element type (T, or KvFp8).
-template <typename T, int D, typename C = T>
+// C: the cache's element type (T, or KvFp8). kFast: prepare_head's fast form (qkv_fast_form: the Qwen3 /
+// Llama shapes), each value's RoPE partner in the lane's registers instead of a shared-memory exchange with
+// two warp barriers a head (the same bits).
+template <typename T, int D, typename C = T, bool kFast = false>
 __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(QkvArgs a) {
   static_assert(sizeof(T) == 2 && D % 64 == 0, "pairs of 2-byte values: lane_elem(true, lane, j)");
   constexpr int kPL = D / 32;  // values a lane: elements 64 (j / 2) + 2 lane + j % 2
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(kTokWarps * 32, 6) qkv_prepare_tokens_kernel(Q
     const bool is_q = hh < h;
     if (!is_q && slot < 0) continue;  // a k head with nothing to write
     float x[kPL];
-    prepare_head_from<T, kPL, true>(
+    prepare_head_from<T, kPL, true, kFast>(
         a, [&](int j, int) { return raw[j / 2]; }, [](int) { return T(); }, 0, is_q, true, rows[warp], x, &coeffs);
     if (is_q) {
       T* dst = static_cast<T*>(a.q_out) + (t * h + hh) * static_cast<int64_t>(D) + 2 * lane;
@@ -336,8 +338,13 @@ void launch_qkv_prepare(const QkvPrepareParams& p, cudaStream_t stream, bool bat
         if (tokens) {
           const dim3 grid(static_cast<unsigned>(t)), block(kTokWarps * 32);
           const size_t row_bytes = static_cast<size_t>(h + 2 * hk) * d * sizeof(T);
-          if (d == 64) launch_pdl(qkv_prepare_tokens_kernel<T, 64, C>, grid, block, row_bytes, stream, a);
-          else launch_pdl(qkv_prepare_tokens_kernel<T, 128, C>, grid, block, row_bytes, stream, a);
+          const bool fast = qkv_fast_form(a, d, p.qkv.dtype);
+          if (d == 64)
+            launch_pdl(fast ? qkv_prepare_tokens_kernel<T, 64, C, true> : qkv_prepare_tokens_kernel<T, 64, C, false>,
+                       grid, block, row_bytes, stream, a);
+          else
+            launch_pdl(fast ? qkv_prepare_tokens_kernel<T, 128, C, true> : qkv_prepare_tokens_kernel<T, 128, C, false>,
+                       grid, block, row_bytes, stream, a);
           return;
         }
       }
