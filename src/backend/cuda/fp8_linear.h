@@ -40,9 +40,11 @@ struct Fp8GemvArgs {
 };
 void launch_gemv_fp8(const Fp8GemvArgs& a, cudaStream_t stream);
 
-// q [n, k] E4M3 and scale [n] of x [n, k] (bf16/f16): per row, scale = max |x| / 448 (1 if zero). With
+// q [n, k] E4M3 and scale [n] of x [n, k] (bf16/f16; fp8_quantize.cu): per row, scale = max |x| / 448 (1 if
+// zero), q = satfinite_e4m3(x * (1 / scale)) as core/fp8.h's fp8_quantize_rows. With
 // norm_w ([k], the activation dtype): of rms_norm(x, norm_w, eps) instead; with silu_mul (x [n, 2k]): of
-// silu_and_mul(x). Those values are rounded to the activation dtype first, as the separate kernels round.
+// silu_and_mul(x) (silu with the approximate reciprocal, __fdividef). Those values are rounded to the
+// activation dtype first, as the separate kernels round.
 void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint8_t* q, float* scale,
                               cudaStream_t stream, const void* norm_w = nullptr, float eps = 0.f,
                               bool silu_mul = false);
