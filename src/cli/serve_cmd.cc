@@ -62,6 +62,7 @@ struct ServeArgs {
   VllmCompatFlags compat;
   LoraFlags lora;
   std::string convert = "auto", task = "auto";  // vLLM's --convert / legacy --task: embed means --runner pooling
+  std::string default_chat_template_kwargs;     // JSON object text (vLLM's --default-chat-template-kwargs)
 };
 
 // "1000000", "512MiB", "2GiB", "64M", "1G" -> bytes.
@@ -126,6 +127,12 @@ int run_serve(ServeArgs& a) {
     a.engine.model = a.model_positional;
   }
   if (!a.kv_cache_memory.empty()) a.engine.kv_cache_memory_bytes = parse_bytes(a.kv_cache_memory);
+  if (!a.default_chat_template_kwargs.empty()) {
+    auto j = nlohmann::ordered_json::parse(a.default_chat_template_kwargs, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object())
+      throw Error("--default-chat-template-kwargs: expected a JSON object, e.g. '{\"enable_thinking\": false}'");
+    a.server.limits.default_chat_template_kwargs = std::move(j);
+  }
   std::string key = a.api_keys.empty() ? "" : a.api_keys.front();
   if (a.api_keys.size() > 1) a.server.more_api_keys.assign(a.api_keys.begin() + 1, a.api_keys.end());
   if (key.empty())
@@ -279,6 +286,13 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--chat-template", c.chat_template,
                  "Jinja chat template: a file (.jinja, or a tokenizer_config.json) or the template text "
                  "(default: the tokenizer's)");
+  app.add_option("--default-chat-template-kwargs", a->default_chat_template_kwargs,
+                 "JSON object of chat template variables every chat request gets unless it sets them in its own "
+                 "chat_template_kwargs, e.g. '{\"enable_thinking\": false}'");
+  app.add_flag("--exclude-tools-when-tool-choice-none", s.limits.exclude_tools_when_tool_choice_none,
+               "With tool_choice \"none\" the chat template gets no tools (default: it still lists them)");
+  app.add_flag("--trust-request-chat-template", s.limits.trust_request_chat_template,
+               "Accept a request's own chat_template (compiled for that request; default: such requests get 400)");
   add_vllm_compat_flags(app, a->compat);
   return [a] { return run_serve(*a); };
 }

@@ -1,5 +1,7 @@
 #include "server/chat_prompt.h"
 
+#include <memory>
+
 #include "core/error.h"
 #include "server/openai_errors.h"
 #include "server/prompt_truncation.h"
@@ -10,7 +12,17 @@
 namespace vireo::server {
 
 std::string render_chat(const AsyncEngine& engine, const ChatRequest& r) {
-  const ChatTemplate* tpl = engine.chat_template();
+  // The request's own template (--trust-request-chat-template), compiled for this request alone.
+  std::unique_ptr<ChatTemplate> own;
+  if (!r.chat_template.empty()) {
+    const Tokenizer& tok = engine.tokenizer();
+    try {
+      own = std::make_unique<ChatTemplate>(r.chat_template, tok.bos_token().value_or(""), tok.eos_token().value_or(""));
+    } catch (const Error& e) {
+      throw bad_request(std::string("Chat template error: ") + e.what(), "chat_template");
+    }
+  }
+  const ChatTemplate* tpl = own ? own.get() : engine.chat_template();
   if (!tpl)
     throw bad_request("This model's tokenizer has no chat template, so chat requests cannot be rendered", "messages");
   ChatTemplateOptions opts;

@@ -21,6 +21,13 @@ struct ValidationLimits {
   int max_batch_prompts = 1024;      // completions: prompts in one request
   int max_choices = 1024;            // prompts * n
   int max_messages = 4096;
+  // vLLM's chat flags, applied as a chat request is parsed: --default-chat-template-kwargs (under the
+  // request's own chat_template_kwargs), --exclude-tools-when-tool-choice-none (the template sees no tools
+  // when tool_choice is "none") and --trust-request-chat-template (a request may bring its own template;
+  // without it such a request gets 400, as in vLLM).
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
+  bool exclude_tools_when_tool_choice_none = false;
+  bool trust_request_chat_template = false;
 };
 
 // What validation needs to know about the served model.
@@ -82,6 +89,7 @@ struct ChatRequest {
   std::string tool_choice = "none";         // "none" | "auto" | "required" | "named" (tool_choice.h)
   std::string tool_choice_function;         // "named": the function's name
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  std::string chat_template;  // the request's own template (--trust-request-chat-template), "" = the server's
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // the prompt ends inside the final (assistant) message
   bool add_special_tokens = false;  // vLLM: the template already placed them

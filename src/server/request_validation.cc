@@ -324,6 +324,7 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
   const ToolChoice tool_choice = parse_tool_choice(body);
   r.tool_choice = tool_choice.mode;
   r.tool_choice_function = tool_choice.function;
+  if (limits.exclude_tools_when_tool_choice_none && r.tool_choice == "none") r.tools = nullptr;
   if (auto g = tool_choice_grammar(tool_choice, r.tools)) {
     if (r.params.grammar)
       throw bad_request("tool_choice \"required\" or a named function cannot be combined with another structured "
@@ -346,7 +347,15 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     r.chat_template_kwargs = *kwargs;
   }
   apply_reasoning_effort(body, r.chat_template_kwargs);
-  if (get_string(body, "chat_template")) throw bad_request("a per-request chat_template is not supported", "chat_template");
+  for (const auto& [key, value] : limits.default_chat_template_kwargs.items())  // the request's own keys win
+    if (!r.chat_template_kwargs.contains(key)) r.chat_template_kwargs[key] = value;
+  if (auto t = get_string(body, "chat_template")) {
+    if (!limits.trust_request_chat_template)
+      throw bad_request("Chat template is passed with request, but --trust-request-chat-template is not set. "
+                        "Refused request with untrusted chat template.",
+                        "chat_template");
+    r.chat_template = *t;
+  }
   auto add_generation_prompt = get_bool(body, "add_generation_prompt");
   if (auto v = get_bool(body, "continue_final_message")) r.continue_final_message = *v;
   if (r.continue_final_message) {

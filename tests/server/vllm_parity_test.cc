@@ -449,3 +449,49 @@ TEST(VllmParity, TruncatePromptTokensKeepsTheLastTokens) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
   EXPECT_EQ(j["choices"][0]["message"]["content"], FakeEngine::expected_text(kept, 2));
 }
+
+TEST(VllmParity, ChatTemplateFlags) {
+  // vLLM's --default-chat-template-kwargs (under the request's own kwargs), --exclude-tools-when-tool-choice-none
+  // and --trust-request-chat-template, seen through /tokenize's render (the fake tokenizer: one id a byte).
+  auto rendered = [](LiveServer& srv, const json& body) {
+    auto cli = srv.client();
+    auto r = post_json(cli, "/tokenize", body);
+    if (r->status != 200) return std::to_string(r->status) + " " + r->body;
+    const json j = json::parse(r->body);
+    std::string text;
+    for (int id : j["tokens"]) text += id < 256 ? std::string(1, static_cast<char>(id)) : "";
+    return text;
+  };
+  const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}});
+  const std::string tpl =
+      "{{ flavour }}|{{ size }}|{% if tools %}T{{ tools | length }}{% endif %}|{{ messages[0]['content'] }}";
+  json body = {{"messages", user_msg("x")}, {"chat_template", tpl}};
+  {
+    LiveServer plain;  // no flags: a request's template is refused, as in vLLM
+    const std::string got = rendered(plain, body);
+    EXPECT_EQ(got.rfind("400 ", 0), 0u) << got;
+    EXPECT_NE(got.find("--trust-request-chat-template"), std::string::npos) << got;
+    EXPECT_NE(got.find("\"param\":\"chat_template\""), std::string::npos) << got;
+  }
+  server::ServerOptions o;
+  o.limits.trust_request_chat_template = true;
+  o.limits.default_chat_template_kwargs = {{"flavour", "mint"}, {"size", 2}};
+  o.limits.exclude_tools_when_tool_choice_none = true;
+  LiveServer srv(o);
+  EXPECT_EQ(rendered(srv, body), "mint|2||x");
+  json own = body;
+  own["chat_template_kwargs"] = {{"size", 3}};  // the request's key wins over the default
+  EXPECT_EQ(rendered(srv, own), "mint|3||x");
+  json with_tools = body;
+  with_tools["tools"] = tools;  // tool_choice absent: auto, the template lists them
+  EXPECT_EQ(rendered(srv, with_tools), "mint|2|T1|x");
+  with_tools["tool_choice"] = "none";
+  EXPECT_EQ(rendered(srv, with_tools), "mint|2||x");
+  json broken = body;
+  broken["chat_template"] = "{% if %}";
+  const std::string got = rendered(srv, broken);
+  EXPECT_EQ(got.rfind("400 ", 0), 0u) << got;
+  EXPECT_NE(got.find("\"param\":\"chat_template\""), std::string::npos) << got;
+  // The server's own template still serves requests without one, with the default kwargs in its context.
+  EXPECT_EQ(rendered(srv, {{"messages", user_msg("x")}}), "<user>x\n<assistant>");
+}
