@@ -286,6 +286,9 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--chat-template", c.chat_template,
                  "Jinja chat template: a file (.jinja, or a tokenizer_config.json) or the template text "
                  "(default: the tokenizer's)");
+  app.add_option("--num-gpu-blocks-override", c.num_gpu_blocks_override,
+                 "Exactly this many KV-cache blocks of --block-size tokens, whatever memory says (vLLM's; e.g. to test "
+                 "preemption)");
   app.add_option("--default-chat-template-kwargs", a->default_chat_template_kwargs,
                  "JSON object of chat template variables every chat request gets unless it sets them in its own "
                  "chat_template_kwargs, e.g. '{\"enable_thinking\": false}'");

@@ -117,6 +117,17 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
                  "No effect: no h11 (request bodies are limited by --max-request-body-bytes)")
       ->group(g);
   app.add_option("--h11-max-header-count", f.h11_max_header_count, "No effect: no h11")->group(g);
+  app.add_option("--prefix-caching-hash-algo", f.prefix_caching_hash_algo,
+                 "No effect: prefix-cache blocks are keyed by vireo's own hash of their tokens and parent block")
+      ->check(CLI::IsMember({"builtin", "sha256", "sha256_cbor", "sha256_cbor_64bit", "xxhash", "xxhash_cbor"}))
+      ->group(g);
+  app.add_option("--lora-dtype", f.lora_dtype, "auto only: adapters run in the model's dtype")->group(g);
+  app.add_flag("--fully-sharded-loras", f.fully_sharded_loras, "No effect: one device")->group(g);
+  app.add_flag("--log-error-stack", f.log_error_stack, "No effect: errors are logged with their message")->group(g);
+  app.add_option("--code-revision", f.code_revision, "No effect: no model code is downloaded")->group(g);
+  app.add_option("--cpu-offload-gb", f.cpu_offload_gb, "0 only: weights stay on the device")->group(g);
+  app.add_flag("--skip-tokenizer-init", f.skip_tokenizer_init, "Not supported: requests are tokenized by the server")
+      ->group(g);
 }
 
 void check_vllm_compat_flags(const VllmCompatFlags& f) {
@@ -163,6 +174,9 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
   if (f.calculate_kv_scales)
     log_warn("--calculate-kv-scales: not supported; an FP8 KV cache keeps scale 1 (the values' own E4M3 codes)");
   if (!f.enable_chunked_prefill) log_warn("--no-enable-chunked-prefill: prefill stays chunked (vireo's scheduler)");
+  if (f.lora_dtype != "auto") throw Error("--lora-dtype " + f.lora_dtype + ": only auto (the model's dtype) is supported");
+  if (f.cpu_offload_gb != 0) throw Error("--cpu-offload-gb: weights are not offloaded; only 0 is supported");
+  if (f.skip_tokenizer_init) throw Error("--skip-tokenizer-init: not supported (the server tokenizes every request)");
 }
 
 }  // namespace vireo

@@ -28,6 +28,9 @@ struct VllmCompatFlags {
   std::string structured_outputs_config;  // JSON; its "backend" is checked as --guided-decoding-backend
   bool disable_cascade_attn = false, enable_sleep_mode = false, enable_log_outputs = false,
        enable_server_load_tracking = false, disable_sliding_window = false, calculate_kv_scales = false;
+  std::string prefix_caching_hash_algo = "sha256", lora_dtype = "auto", code_revision;
+  bool fully_sharded_loras = false, log_error_stack = false, skip_tokenizer_init = false;
+  double cpu_offload_gb = 0;
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);

@@ -54,6 +54,9 @@ struct EngineConfig {
   // priority only with priority.
   std::string scheduling_policy = "fcfs";
   std::optional<size_t> kv_cache_memory_bytes;
+  // vLLM's --num-gpu-blocks-override: exactly this many KV blocks, whatever the memory sizing says (tests of
+  // preemption, reproducible capacity); wins over kv_cache_memory_bytes.
+  std::optional<int> num_gpu_blocks_override;
   double gpu_memory_utilization = 0.9;
   std::string generation_config = "auto";  // auto | vllm | a folder
   // vLLM's --override-generation-config: a JSON object of sampling defaults (temperature, top_p, top_k,

@@ -52,6 +52,10 @@ void profile_largest_step(const EngineConfig& cfg, Model& model, int max_model_l
 int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_len) {
   const size_t block_bytes = model.kv_block_bytes(cfg.block_size);
   if (block_bytes == 0) throw Error("model reports 0 bytes per KV block");
+  if (cfg.num_gpu_blocks_override) {
+    if (*cfg.num_gpu_blocks_override < 1) throw Error("--num-gpu-blocks-override must be at least 1");
+    return *cfg.num_gpu_blocks_override + 1;  // + the null block
+  }
   size_t budget;
   if (cfg.kv_cache_memory_bytes) {
     budget = *cfg.kv_cache_memory_bytes;

@@ -73,6 +73,22 @@ TEST(EndToEndDefaultModel, ConcurrentAndPreemptedMatchSolo) {
   EXPECT_EQ(st.num_free_blocks, st.num_total_blocks);
 }
 
+TEST(EndToEndDefaultModel, NumGpuBlocksOverrideSetsTheCache) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  // vLLM's --num-gpu-blocks-override: the cache has exactly that many usable blocks, whatever memory says.
+  EngineConfig c = base_config();
+  c.kv_cache_memory_bytes = size_t{1} << 30;  // the override wins
+  c.num_gpu_blocks_override = 37;
+  LLM llm(c);
+  const auto before = llm.engine().stats();
+  EXPECT_EQ(before.num_free_blocks, 37);
+  auto out = llm.generate(make_prompts(llm.engine().tokenizer(), 2), greedy(4));
+  EXPECT_EQ(out.size(), 2u);
+  EXPECT_EQ(llm.engine().stats().num_total_blocks, before.num_total_blocks);
+  c.num_gpu_blocks_override = 0;
+  EXPECT_THROW(LLM{c}, Error);
+}
+
 TEST(EndToEndDefaultModel, AbortHalfLeavesNothingRunning) {
   if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
   auto eng = AsyncEngine::create(base_config());
