@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "cli/human_int.h"
 #include "engine/compilation_config.h"
 #include "engine/engine_config.h"
 
@@ -62,7 +63,7 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
   app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "auto | fp8 (K and V as FP8 E4M3, scale 1)")
       ->capture_default_str();
   app.add_option("--hf-overrides", c.hf_overrides, "JSON object merged into the model's config.json (vLLM's flag)");
-  app.add_option("--max-model-len", c.max_model_len)->capture_default_str();
+  app.add_option("--max-model-len", c.max_model_len)->transform(human_int_transform())->capture_default_str();
   app.add_option("--max-num-seqs", c.max_num_seqs,
                  "Most sequences per step (default 0 = auto: 1024 on a GPU with >= 70 GiB, else 256, as vLLM serve; "
                  "at most 256 for models with recurrent state)");

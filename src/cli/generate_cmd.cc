@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "cli/human_int.h"
 #include "core/error.h"
 #include "cli/bench_engine_flags.h"
 #include "engine/speculative_config.h"
@@ -214,7 +215,8 @@ CommandRunner setup_generate(CLI::App& app) {
                  "compressed-tensors as `vireo serve --help` says");
   app.add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto | fp8 (K and V as FP8 E4M3, scale 1)");
   app.add_option("--device", e.device, "auto | cpu | cuda");
-  app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's)");
+  app.add_option("--max-model-len", e.max_model_len, "Context length (default: the model's; 32k, 32K as vLLM)")
+      ->transform(human_int_transform());
   app.add_option("--max-num-seqs", e.max_num_seqs, "Maximum sequences per step (default 0 = auto, as serve)");
   app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
                  "Token budget per step (default 0 = auto: 8192 on a GPU with >= 70 GiB, else 2048, as vLLM serve)");

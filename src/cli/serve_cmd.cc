@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/human_int.h"
 #include "cli/command_registry.h"
 #include "cli/lora_flags.h"
 #include "cli/vllm_compat_flags.h"
@@ -211,7 +212,9 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
   app.add_option("--host", s.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", s.port, "Port to listen on (0 = any free port)")->capture_default_str();
-  app.add_option("--max-model-len", c.max_model_len, "Context length (default: from the model config)");
+  app.add_option("--max-model-len", c.max_model_len,
+                 "Context length (default: from the model config; 32k = 32,000, 32K = 32,768, auto or -1 as vLLM)")
+      ->transform(human_int_transform());
   app.add_option("--max-num-seqs", c.max_num_seqs,
                  "Most sequences per step (default 0 = auto: 1024 on a GPU with >= 70 GiB, else 256, as vLLM serve; "
                  "at most 256 for models with recurrent state)");
