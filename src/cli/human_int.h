@@ -1,4 +1,5 @@
-// A CLI11 transform for token-count options written as vLLM writes them (core/human_int.h: 32k, 32K, auto).
+// A CLI11 transform for --max-model-len written as vLLM takes it: core/human_int.h's counts (32k, 32K), and
+// "auto" or -1 for the model's own length (0 in EngineConfig).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
@@ -11,6 +12,10 @@ namespace vireo {
 inline CLI::Validator human_int_transform() {
   return CLI::Validator(
       [](std::string& v) {
+        if (v == "auto" || v == "-1") {
+          v = "0";
+          return std::string();
+        }
         try {
           v = std::to_string(parse_human_int(v));
         } catch (const Error& e) {

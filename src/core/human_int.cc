@@ -9,7 +9,6 @@ namespace vireo {
 
 int64_t parse_human_int(const std::string& value) {
   static const std::regex re(R"(\s*(\d+(?:\.\d+)?)([kmgtKMGT]?)\s*)");
-  if (value == "auto" || value == "-1") return 0;
   std::smatch m;
   if (!std::regex_match(value, m, re)) throw Error("expected an integer such as 4096, 32k or 32K, got '" + value + "'");
   const std::string number = m[1], suffix = m[2];

@@ -2,7 +2,6 @@
 // activations' per-token quantization for the W8A8 GEMM is in fp8_quantize.cu.
 // - gemv_fp8: decode rows (N <= 8), weight-only: out[n, m] = scale[m] * sum_k fp8(w[m, k]) * x[n, k] in
 //   fp32 (+ bias). Memory-bound on the weights: 1 byte a weight instead of BF16's 2.
-#include <cstdlib>
 #include <cuda_fp8.h>
 
 #include <algorithm>

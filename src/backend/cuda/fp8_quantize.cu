@@ -66,6 +66,44 @@ __device__ __forceinline__ void pack2(float a, float b, __half* out) {
 // next). Very negative g: e^-g = inf, rcp(inf) = 0, silu = -0 as the exact form's limit.
 __device__ __forceinline__ float fast_silu(float g) { return __fdividef(g, 1.f + __expf(-g)); }
 
+// Per-chunk pieces both kernels share (a chunk: one 16-byte vector of T).
+// rms_norm's values: v * inv_rms * w[i ..), rounded to T, in place.
+template <typename T>
+__device__ __forceinline__ void norm_chunk(Vec<T>& v, const void* norm_w, int64_t i, float inv_rms) {
+  constexpr int kV = Vec<T>::kN;
+  Vec<T> w;
+  w.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(norm_w) + i);
+#pragma unroll
+  for (int j = 0; j < kV; j += 2)
+    pack2(to_f(v.v[j]) * inv_rms * to_f(w.v[j]), to_f(v.v[j + 1]) * inv_rms * to_f(w.v[j + 1]), v.v + j);
+}
+template <typename T>
+__device__ __forceinline__ float sum_squares_chunk(const Vec<T>& v, float ss) {
+#pragma unroll
+  for (int j = 0; j < Vec<T>::kN; ++j) ss += to_f(v.v[j]) * to_f(v.v[j]);
+  return ss;
+}
+template <typename T>
+__device__ __forceinline__ float abs_max_chunk(const Vec<T>& v, float m) {
+#pragma unroll
+  for (int j = 0; j < Vec<T>::kN; ++j) m = fmaxf(m, fabsf(to_f(v.v[j])));
+  return m;
+}
+// The codes of v * inv at out[0, kV), two a conversion (the .x of each pair in the lower byte).
+template <typename T>
+__device__ __forceinline__ void store_codes(uint8_t* out, const Vec<T>& v, float inv) {
+  constexpr int kV = Vec<T>::kN;
+  __nv_fp8x2_storage_t b[kV / 2];
+#pragma unroll
+  for (int j = 0; j < kV; j += 2)
+    b[j / 2] = __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(to_f(v.v[j]), inv), __fmul_rn(to_f(v.v[j + 1]), inv)),
+                                        __NV_SATFINITE, __NV_E4M3);
+  if constexpr (kV == 8) *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(b);
+  else *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(b);
+}
+// A row's scale from its max |value| (1 for a zero row), as the host's fp8_e4m3_scale rounds it.
+__device__ __forceinline__ float row_scale_of(float amax) { return amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f; }
+
 // One block a row: the prologue's values (rounded to T as the separate rms_norm / silu_and_mul kernels
 // round them), then the scale and the codes. K % 8 == 0 (FP8 GEMM rows are multiples of 16), so 16-byte
 // loads of T. kChunks > 0 (rows of at most kChunks * kQuantThreads * kV values): every load of the row is
@@ -86,11 +124,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_kernel(QuantArgs 
   // The prologue's values of x[i .. i + kV) (v) and, for silu_mul, x[k + i ..) (u), rounded to T, into v.
   auto apply = [&](int64_t i, Vec<T>& v, const Vec<T>& u) {
     if constexpr (kIn == QuantIn::kNorm) {  // rms_norm: x * rsqrt(mean(x^2) + eps) * w
-      Vec<T> w;
-      w.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.norm_w) + i);
-#pragma unroll
-      for (int j = 0; j < kV; j += 2)
-        pack2(to_f(v.v[j]) * inv_rms * to_f(w.v[j]), to_f(v.v[j + 1]) * inv_rms * to_f(w.v[j + 1]), v.v + j);
+      norm_chunk(v, a.norm_w, i, inv_rms);
     } else if constexpr (kIn == QuantIn::kSiluMul) {
 #pragma unroll
       for (int j = 0; j < kV; j += 2)
@@ -124,34 +158,10 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_kernel(QuantArgs 
     v.raw = *reinterpret_cast<const uint4*>(row + i);
     if constexpr (kSilu) u.raw = *reinterpret_cast<const uint4*>(row + k + i);
   };
-  auto sum_squares = [&](const Vec<T>& v, float ss) {
-#pragma unroll
-    for (int j = 0; j < kV; ++j) ss += to_f(v.v[j]) * to_f(v.v[j]);
-    return ss;
-  };
-  auto abs_max = [&](const Vec<T>& v, float m) {
-#pragma unroll
-    for (int j = 0; j < kV; ++j) m = fmaxf(m, fabsf(to_f(v.v[j])));
-    return m;
-  };
-  // Codes of v * inv, two a conversion (the .x of each pair in the lower byte, as the scalar stores).
-  auto store = [&](int64_t i, const Vec<T>& v, float inv) {
-    uint8_t* out = a.q + blockIdx.x * k;
-    __nv_fp8x2_storage_t b[kV / 2];
-#pragma unroll
-    for (int j = 0; j < kV; j += 2)
-      b[j / 2] = __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(to_f(v.v[j]), inv), __fmul_rn(to_f(v.v[j + 1]), inv)),
-                                          __NV_SATFINITE, __NV_E4M3);
-    if constexpr (kV == 8) {
-      *reinterpret_cast<uint2*>(out + i) = *reinterpret_cast<const uint2*>(b);
-    } else {
-      *reinterpret_cast<uint32_t*>(out + i) = *reinterpret_cast<const uint32_t*>(b);
-    }
-  };
+  uint8_t* out = a.q + blockIdx.x * k;
   // The row's scale (written once) and its reciprocal, both rounded as the host's fp8_quantize_rows.
   auto inverse_scale = [&](float amax) {
-    amax = quant_block_reduce(amax, scratch, true);
-    const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
+    const float s = row_scale_of(quant_block_reduce(amax, scratch, true));
     if (threadIdx.x == 0) a.scale[blockIdx.x] = s;
     return __fdiv_rn(1.f, s);
   };
@@ -167,39 +177,39 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_kernel(QuantArgs 
       float ss = 0.f;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
-        if (index(c) < k) ss = sum_squares(xv[c], ss);
+        if (index(c) < k) ss = sum_squares_chunk(xv[c], ss);
       inv_rms = rsqrtf(quant_block_reduce(ss, scratch, false) / static_cast<float>(k) + a.eps);
     }
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       if (index(c) >= k) continue;
       apply(index(c), xv[c], uv[kSilu ? c : 0]);
-      amax = abs_max(xv[c], amax);
+      amax = abs_max_chunk(xv[c], amax);
     }
     const float inv = inverse_scale(amax);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
-      if (index(c) < k) store(index(c), xv[c], inv);
+      if (index(c) < k) store_codes(out + index(c), xv[c], inv);
   } else {
     Vec<T> v, u;
     if constexpr (kIn == QuantIn::kNorm) {
       float ss = 0.f;
       for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
         load(i, v, u);
-        ss = sum_squares(v, ss);
+        ss = sum_squares_chunk(v, ss);
       }
       inv_rms = rsqrtf(quant_block_reduce(ss, scratch, false) / static_cast<float>(k) + a.eps);
     }
     for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
       load(i, v, u);
       apply(i, v, u);
-      amax = abs_max(v, amax);
+      amax = abs_max_chunk(v, amax);
     }
     const float inv = inverse_scale(amax);
     for (int64_t i = threadIdx.x * kV; i < k; i += kQuantThreads * kV) {
       load(i, v, u);
       apply(i, v, u);
-      store(i, v, inv);
+      store_codes(out + i, v, inv);
     }
   }
 }
@@ -242,42 +252,22 @@ __global__ void __launch_bounds__(kWarpRows * 32) quantize_rows_warp_kernel(Quan
     float ss = 0.f;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
-      if (index(c) < k)
-#pragma unroll
-        for (int j = 0; j < kV; ++j) ss += to_f(xv[c].v[j]) * to_f(xv[c].v[j]);
+      if (index(c) < k) ss = sum_squares_chunk(xv[c], ss);
     const float inv_rms = rsqrtf(warp_reduce(ss, false) / static_cast<float>(k) + a.eps);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      if (index(c) >= k) continue;
-      Vec<T> w;
-      w.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.norm_w) + index(c));
-#pragma unroll
-      for (int j = 0; j < kV; j += 2)
-        pack2(to_f(xv[c].v[j]) * inv_rms * to_f(w.v[j]), to_f(xv[c].v[j + 1]) * inv_rms * to_f(w.v[j + 1]),
-              xv[c].v + j);
-    }
+    for (int c = 0; c < kChunks; ++c)
+      if (index(c) < k) norm_chunk(xv[c], a.norm_w, index(c), inv_rms);
   }
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c)
-    if (index(c) < k)
-#pragma unroll
-      for (int j = 0; j < kV; ++j) amax = fmaxf(amax, fabsf(to_f(xv[c].v[j])));
-  amax = warp_reduce(amax, true);
-  const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f, inv = __fdiv_rn(1.f, s);
+    if (index(c) < k) amax = abs_max_chunk(xv[c], amax);
+  const float s = row_scale_of(warp_reduce(amax, true)), inv = __fdiv_rn(1.f, s);
   if (lane == 0) a.scale[r] = s;
   uint8_t* out = a.q + r * k;
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    if (index(c) >= k) continue;
-    __nv_fp8x2_storage_t b[kV / 2];
-#pragma unroll
-    for (int j = 0; j < kV; j += 2)
-      b[j / 2] = __nv_cvt_float2_to_fp8x2(
-          make_float2(__fmul_rn(to_f(xv[c].v[j]), inv), __fmul_rn(to_f(xv[c].v[j + 1]), inv)), __NV_SATFINITE, __NV_E4M3);
-    if constexpr (kV == 8) *reinterpret_cast<uint2*>(out + index(c)) = *reinterpret_cast<const uint2*>(b);
-    else *reinterpret_cast<uint32_t*>(out + index(c)) = *reinterpret_cast<const uint32_t*>(b);
-  }
+  for (int c = 0; c < kChunks; ++c)
+    if (index(c) < k) store_codes(out + index(c), xv[c], inv);
 }
 
 // An A/B switch: on unless the variable is set to 0.
