@@ -13,7 +13,8 @@ namespace {
 // vLLM's two-letter short options, which CLI11 cannot name: rewritten to their long forms.
 std::vector<std::string> expand_vllm_short_options(int argc, char** argv) {
   static const std::map<std::string, std::string> kLong = {
-      {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}, {"-dp", "--data-parallel-size"}};
+      {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}, {"-dp", "--data-parallel-size"},
+      {"-ep", "--enable-expert-parallel"}};
   std::vector<std::string> args(argv, argv + argc);
   for (auto& a : args) {
     const std::string head = a.substr(0, a.find('='));

@@ -108,6 +108,8 @@ int run_serve(ServeArgs& a) {
     if (o.size() != 1 || o[0] < '0' || o[0] > '3') throw Error("--optimization-level " + o + ": expected 0, 1, 2 or 3");
     apply_compilation_config(o, a.engine);
   }
+  if (const int m = a.compat.max_cudagraph_capture_size; m >= 0)
+    apply_compilation_config("{\"max_cudagraph_capture_size\": " + std::to_string(m) + "}", a.engine);
   apply_lora_flags(a.lora, a.engine);
   if (a.convert == "embed" || a.task == "embed" || a.task == "embedding") a.engine.runner = "pooling";
   if (a.convert != "auto" && a.convert != "none" && a.convert != "embed")
@@ -211,7 +213,9 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--dtype", c.dtype, "auto | float32 | bfloat16 | float16")->capture_default_str();
   app.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
   app.add_option("--host", s.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", s.port, "Port to listen on (0 = any free port)")->capture_default_str();
+  app.add_option("--port", s.port, "Port to listen on (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   app.add_option("--max-model-len", c.max_model_len,
                  "Context length (default: from the model config; 32k = 32,000, 32K = 32,768, auto or -1 as vLLM)")
       ->transform(human_int_transform());

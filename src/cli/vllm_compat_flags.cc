@@ -128,6 +128,30 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--cpu-offload-gb", f.cpu_offload_gb, "0 only: weights stay on the device")->group(g);
   app.add_flag("--skip-tokenizer-init", f.skip_tokenizer_init, "Not supported: requests are tokenized by the server")
       ->group(g);
+  app.add_flag("--enable-expert-parallel", f.enable_expert_parallel,
+               "No effect: one device holds every expert (also -ep)")
+      ->group(g);
+  app.add_option("--max-cudagraph-capture-size", f.max_cudagraph_capture_size,
+                 "The largest decode batch captured as a CUDA graph (as -O.max_cudagraph_capture_size)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(g);
+  app.add_option("--structured-outputs-config.backend", f.guided_decoding_backend,
+                 "As --guided-decoding-backend (vLLM's dotted form of --structured-outputs-config)")
+      ->group(g);
+  app.add_option("--config-format", f.config_format, "auto | hf: models are read from config.json (or GGUF)")
+      ->group(g);
+  app.add_option("--kv-transfer-config", f.kv_transfer_config,
+                 "Not supported: no disaggregated prefill (KV caches stay in this process)")
+      ->group(g);
+  app.add_option("--otlp-traces-endpoint", f.otlp_traces_endpoint,
+                 "No effect: no OpenTelemetry traces are exported (a warning says so); metrics are on /metrics")
+      ->group(g);
+  app.add_option("--collect-detailed-traces", f.collect_detailed_traces, "No effect (as --otlp-traces-endpoint)")
+      ->group(g);
+  app.add_option("--mm-processor-cache-gb", f.mm_processor_cache_gb, "No effect: text-only serving")->group(g);
+  app.add_flag("--kv-sharing-fast-prefill", f.kv_sharing_fast_prefill,
+               "No effect: no cross-layer KV sharing models")
+      ->group(g);
 }
 
 void check_vllm_compat_flags(const VllmCompatFlags& f) {
@@ -177,6 +201,12 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
   if (f.lora_dtype != "auto") throw Error("--lora-dtype " + f.lora_dtype + ": only auto (the model's dtype) is supported");
   if (f.cpu_offload_gb != 0) throw Error("--cpu-offload-gb: weights are not offloaded; only 0 is supported");
   if (f.skip_tokenizer_init) throw Error("--skip-tokenizer-init: not supported (the server tokenizes every request)");
+  if (f.config_format != "auto" && f.config_format != "hf")
+    throw Error("--config-format " + f.config_format + ": only auto and hf are supported (config.json or GGUF)");
+  if (!f.kv_transfer_config.empty())
+    throw Error("--kv-transfer-config: not supported (no disaggregated prefill; KV caches stay in this process)");
+  if (!f.otlp_traces_endpoint.empty() || !f.collect_detailed_traces.empty())
+    log_warn("--otlp-traces-endpoint / --collect-detailed-traces: no traces are exported (no OpenTelemetry here)");
 }
 
 }  // namespace vireo

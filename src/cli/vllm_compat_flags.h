@@ -31,6 +31,10 @@ struct VllmCompatFlags {
   std::string prefix_caching_hash_algo = "sha256", lora_dtype = "auto", code_revision;
   bool fully_sharded_loras = false, log_error_stack = false, skip_tokenizer_init = false;
   double cpu_offload_gb = 0;
+  bool enable_expert_parallel = false, kv_sharing_fast_prefill = false;
+  int max_cudagraph_capture_size = -1;  // -1: not given (the graphs' own cap)
+  std::string config_format = "auto", kv_transfer_config, otlp_traces_endpoint, collect_detailed_traces;
+  double mm_processor_cache_gb = 4;
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);

@@ -301,6 +301,23 @@ TEST(ServerE2E, Fp8KvCacheFlag) {
   EXPECT_FALSE(e5m2.wait_healthy(60s)) << "--kv-cache-dtype fp8_e5m2 must stop the server at start-up";
 }
 
+// vLLM flags that have no counterpart here start the server (no effect, or the one value vireo has:
+// expert parallelism on one device, the dotted structured-outputs backend, the graphs' size cap), and the
+// ones it cannot honour stop it at start-up with their reason instead of running without them.
+TEST(ServerE2E, VllmFlagsWithoutCounterpart) {
+  ServeProcess srv({"-ep", "--structured-outputs-config.backend", "xgrammar", "--config-format", "hf",
+                    "--mm-processor-cache-gb", "0", "--kv-sharing-fast-prefill", "--max-cudagraph-capture-size", "64",
+                    "--otlp-traces-endpoint", "localhost:4317", "--max-model-len", "512"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not start with vLLM's no-effect flags";
+  EXPECT_EQ(srv.terminate(60s), 0);
+  for (const std::vector<std::string>& refused :
+       {std::vector<std::string>{"--config-format", "mistral"}, {"--kv-transfer-config", "{}"},
+        {"--structured-outputs-config.backend", "unknown"}, {"--max-cudagraph-capture-size", "-1"}}) {
+    ServeProcess p(refused);
+    EXPECT_FALSE(p.wait_healthy(60s)) << refused[0] << " " << refused[1] << " must stop the server at start-up";
+  }
+}
+
 namespace {
 
 // vLLM's --enable-prompt-tokens-details and --return-tokens-as-token-ids on a live server: usage reports

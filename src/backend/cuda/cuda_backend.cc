@@ -277,7 +277,8 @@ int64_t CudaBackend::row_stats_ranges(int64_t m) const {
 }
 void CudaBackend::mlp(const MlpParams& p) {
   if (fp8_fused_mode() == 3 && supports_fp8_linear() && mlp_fp8_unscaled_ok(*gemm_, p)) {
-    run_mlp_fp8(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_);
+    run_mlp_fp8(*gemm_, p, [this](size_t b) { return workspace(b); }, stream_,
+                op_timer_->enabled() && !graphs_.capturing() ? op_timer_.get() : nullptr);
     mark("mlp fp8 (gate_up unscaled)");
     return;
   }

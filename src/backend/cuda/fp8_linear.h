@@ -78,6 +78,8 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
 // Whether it takes these params: bf16 activations (unscaled sums overflow f16), SiLU, both weights FP8
 // with row scales, more rows than the GEMV takes, and cuBLASLt's unscaled E4M3 -> bf16 algorithm.
 bool mlp_fp8_unscaled_ok(CublasLtGemm& gemm, const MlpParams& p);
-void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scratch, cudaStream_t stream);
+// timer: marks its four parts (VIREO_OP_TIMING, eager steps), or null.
+void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
+                 OpGpuTimer* timer = nullptr);
 
 }  // namespace vireo::cuda

@@ -34,7 +34,11 @@ bool mlp_fp8_unscaled_ok(CublasLtGemm& gemm, const MlpParams& p) {
   return gemm.fp8_unscaled_ok(n, i2, h, DType::kBF16);
 }
 
-void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scratch, cudaStream_t stream) {
+void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scratch, cudaStream_t stream,
+                 OpGpuTimer* timer) {
+  auto mark = [&](const char* label) {
+    if (timer) timer->mark(label, stream);
+  };
   if (!mlp_fp8_unscaled_ok(gemm, p)) throw Error("mlp (fp8): these params take the two linears (mlp_fp8_unscaled_ok)");
   const DType t = p.residual.dtype;
   const int64_t n = p.residual.dim(0), h = p.residual.dim(1), i2 = p.gate_up_w.dim(0), inter = i2 / 2;
@@ -52,7 +56,9 @@ void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scra
   auto* acc = acc_b ? reinterpret_cast<float*>(s + xq_b + 2 * xs_b + aq_b) : nullptr;
 
   launch_fp8_quantize_rows(p.residual.data, t, n, h, xq, xs, stream, p.norm_w.data, p.norm_eps);
+  mark("mlp fp8: rms_norm + quantize");
   gemm.run_fp8_unscaled(static_cast<const uint8_t*>(p.gate_up_w.data), xq, p.gate_up.data, n, i2, h, t, stream);
+  mark("mlp fp8: gate_up GEMM, unscaled");
   Fp8SiluScaledArgs q;
   q.y = p.gate_up.data;
   q.dtype = t;
@@ -64,10 +70,12 @@ void run_mlp_fp8(CublasLtGemm& gemm, const MlpParams& p, const WorkspaceFn& scra
   q.q = aq;
   q.scale = as;
   launch_fp8_quantize_silu_scaled(q, stream);
+  mark("mlp fp8: scales + silu_and_mul + quantize");
   CublasLtGemm::Fp8Args g{static_cast<const uint8_t*>(p.down_w.data), p.down_w.row_scale, aq, as,
                           p.down_b.empty() ? nullptr : p.down_b.data, p.residual.data, n, h, inter, t, acc};
   g.residual = p.residual.data;
   gemm.run_fp8(g, stream);
+  mark("mlp fp8: down GEMM");
 }
 
 }  // namespace vireo::cuda
