@@ -251,6 +251,15 @@ TEST_F(KernelBench, C_PrefillAttentionShort) {
   attention_mixed("fp8 cache: 240 decode rows (1k-1.15k ctx)", decode_only, 32, 8, 128, true);
   attention_mixed("fp8 cache: 7 x 1k prompts", std::vector<std::pair<int, int>>(7, {1024, 1024}), 32, 8, 128, true);
   attention_mixed("fp8 cache: 240 decode rows + 7 x 1k prompts", mixed, 32, 8, 128, true);
+  // A serving step at a 2,048-token budget: ~228 decode rows beside ~1,800 prompt tokens.
+  std::vector<std::pair<int, int>> serving(decode_only.begin(), decode_only.begin() + 228);
+  serving.push_back({1024, 1024});
+  serving.push_back({796, 796});
+  attention_mixed("fp8 cache: 228 decode rows", std::vector<std::pair<int, int>>(decode_only.begin(),
+                                                                                 decode_only.begin() + 228),
+                  32, 8, 128, true);
+  attention_mixed("fp8 cache: 1k + 796 prompts", {{1024, 1024}, {796, 796}}, 32, 8, 128, true);
+  attention_mixed("fp8 cache: 228 decode rows + 1k + 796 prompts", serving, 32, 8, 128, true);
 }
 
 TEST_F(KernelBench, D_Gemm) {

@@ -62,6 +62,37 @@ int attention_overlap_mode() {
   return mode;
 }
 
+// VIREO_ATTN_PREFILL_SM_PCT: the share of the SMs the prefill rows' persistent grid takes beside the decode
+// rows (launch_mma's overlap); 1-100 fixed (100: the whole chip, as before session 46), unset or 0: by the
+// step's work (prefill_sm_share).
+int attention_prefill_sm_pct_env() {
+  static const int pct = [] {
+    const char* v = std::getenv("VIREO_ATTN_PREFILL_SM_PCT");
+    const int x = v ? std::atoi(v) : 0;
+    return x >= 1 && x <= 100 ? x : 0;
+  }();
+  return pct;
+}
+
+// The prefill rows' share of the SMs (percent) in a step of decode rows over an FP8 cache beside prompts:
+// their estimated time alone over both parts' (decode K / V bytes at ~2.6 TB/s, causal prefill FLOPs at ~200
+// TFLOP/s: what each reaches alone on an H100 at these sizes), plus 25 points, within [30, 90]. The margin
+// is there because the decode rows are bound by HBM bandwidth, which fewer SMs still nearly saturate, while
+// the prefill rows' time grows with 1 / SMs. Session 46, H100, the mixed-step bench (us, whole chip / best
+// share): 228 decode rows + a 1k and a 796-token prompt 277.2 / 263.6 at 50% (this rule: ~54%); 240 decode
+// rows + 7 x 1k prompts 490.9 / 474.9 at 80% (this rule: ~85%; 50% took 623.7).
+int prefill_sm_share(const AttentionParams& p, int64_t num_tokens) {
+  if (const int pct = attention_prefill_sm_pct_env(); pct > 0) return pct;
+  if (p.num_prefill_seqs < 0) return 100;  // the prefill sequences were not listed: no estimate
+  const double n_dec = std::max(0, p.num_seqs - p.num_prefill_seqs);
+  const double prompt_tokens = std::max<double>(0, static_cast<double>(num_tokens) - n_dec);
+  const double kv = p.max_seq_len > 0 ? p.max_seq_len : static_cast<double>(p.max_blocks_per_seq) * p.block_size;
+  const double dec_s = n_dec * kv * p.num_kv_heads * p.head_dim * 2.0 / 2.6e12;
+  const double pre_s = 4.0 * p.num_heads * p.head_dim * prompt_tokens * (kv / 2) / 2.0e14;
+  if (pre_s + dec_s <= 0) return 100;
+  return std::clamp(static_cast<int>(100.0 * pre_s / (pre_s + dec_s)) + 25, 30, 90);
+}
+
 bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
   const char* v = std::getenv("VIREO_WINDOW_WIDE");
   return !(v && v[0] == '0');
@@ -586,13 +617,13 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
   auto typed = [&](auto tag) {
     using T = decltype(tag);
     auto run_on = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes, const WorkspaceFn& ws,
-                      cudaStream_t st) {
+                      cudaStream_t st, const DeviceInfo& d) {
       using C = decltype(ctag);
-      if (q.head_dim == 64) launch_typed<T, 64, C>(q, qa, ws, dev, tuning, st, shapes);
-      else launch_typed<T, 128, C>(q, qa, ws, dev, tuning, st, shapes);
+      if (q.head_dim == 64) launch_typed<T, 64, C>(q, qa, ws, d, tuning, st, shapes);
+      else launch_typed<T, 128, C>(q, qa, ws, d, tuning, st, shapes);
     };
     auto run = [&](auto ctag, const AttentionParams& q, const MmaArgs& qa, Shapes shapes) {
-      run_on(ctag, q, qa, shapes, workspace, stream);
+      run_on(ctag, q, qa, shapes, workspace, stream, dev);
     };
     if (p.k_cache.dtype != DType::kF8E4M3) {
       run(T{}, p, a, Shapes::kBoth);
@@ -611,20 +642,43 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
     auto mark = [&](const char* label, cudaStream_t st) {
       if (side != nullptr && side->mark && st == stream) side->mark(label);
     };
-    auto prefill_rows = [&](const WorkspaceFn& ws, cudaStream_t st) {
+    // The prefill rows over a widened copy of their pages; the copy may be made on another stream first.
+    auto widened = [&](cudaStream_t st) {
       const KvFp8Widened w = widen_fp8_prefill_pages(p, st);
       mark("attention: FP8 prefill pages widened", st);
       AttentionParams wp = p;
       wp.k_cache = w.k_cache;
       wp.v_cache = w.v_cache;
       wp.block_tables = w.block_tables;
-      run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, ws, st);
+      return wp;
     };
+    auto prefill_on = [&](const AttentionParams& wp, const WorkspaceFn& ws, cudaStream_t st, const DeviceInfo& d) {
+      run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, ws, st, d);
+    };
+    auto prefill_rows = [&](const WorkspaceFn& ws, cudaStream_t st) { prefill_on(widened(st), ws, st, dev); };
     const int overlap = side != nullptr && side->stream != nullptr ? attention_overlap_mode() : 0;
     if (overlap == 0) {
       run(KvFp8{}, p, a, Shapes::kDecodeOnly);
       mark("attention: FP8 decode rows", stream);
       prefill_rows(workspace, stream);
+      return;
+    }
+    if (const int pct = prefill_sm_share(p, p.q.numel() / (int64_t{p.num_heads} * p.head_dim)); pct < 100) {
+      // The persistent prefill kernel on pct% of the SMs, the decode rows on the rest at the same time:
+      // the prefill blocks (one an SM, all its shared memory) are launched first, on the side lane's
+      // higher stream priority, and the decode rows' small blocks fill the SMs they leave, where a
+      // full-chip prefill grid left the decode rows nothing until it drained (or, issued second, waited
+      // for the decode blocks to drain from whole SMs). The pages are widened first, so both kernels
+      // become ready together.
+      const AttentionParams wp = widened(stream);
+      DeviceInfo pdev = dev;
+      pdev.num_sms = std::max(1, dev.num_sms * pct / 100);
+      VIREO_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+      VIREO_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+      prefill_on(wp, side->workspace, side->stream, pdev);
+      run(KvFp8{}, p, a, Shapes::kDecodeOnly);
+      VIREO_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+      VIREO_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
       return;
     }
     // The prefill rows (bound by FLOPs) on the side stream beside the decode rows (bound by HBM bandwidth):

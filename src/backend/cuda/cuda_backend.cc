@@ -63,7 +63,16 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   gemm_ = std::make_unique<CublasLtGemm>();
   staging_ = std::make_unique<HostStaging>();
   side_ = std::make_unique<SideCopies>(*staging_);
-  VIREO_CUDA_CHECK(cudaStreamCreateWithFlags(&side_lane_.stream, cudaStreamNonBlocking));
+  // The side lane at the device's highest stream priority, so its blocks (the prefill rows beside the
+  // decode rows, launch_mma) are dispatched first where both wait: without it a prefill grid on part of
+  // the SMs lost to the whole chip (session 46). VIREO_SIDE_PRIORITY=0: the default priority.
+  if (const char* e = std::getenv("VIREO_SIDE_PRIORITY"); !(e && e[0] == '0')) {
+    int least = 0, greatest = 0;
+    VIREO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    VIREO_CUDA_CHECK(cudaStreamCreateWithPriority(&side_lane_.stream, cudaStreamNonBlocking, greatest));
+  } else {
+    VIREO_CUDA_CHECK(cudaStreamCreateWithFlags(&side_lane_.stream, cudaStreamNonBlocking));
+  }
   VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.fork, cudaEventDisableTiming));
   VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.join, cudaEventDisableTiming));
   side_lane_.workspace = [this](size_t b) { return side_workspace(b); };

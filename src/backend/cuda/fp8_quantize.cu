@@ -214,87 +214,10 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_kernel(QuantArgs 
   }
 }
 
-// Rows of up to kWarpMaxChunks x 32 x kV values (4,096 bf16) in the plain and RMSNorm forms: a warp a row,
-// kWarpRows rows a block. The block-per-row kernel's two block reductions (four barriers) made each row a
-// chain of dependent round trips, ~60% of the copy ceiling at 2,048 rows of 4,096 (13.5 us in the 8B
-// serving run, session 45); here every reduction is a warp shuffle and each lane has all its 16-byte loads
-// (up to 16) in flight at once. Chosen by K alone, so a row's codes never depend on the step's size.
-// Opt-in (VIREO_FP8_QUANT_WARP=1) until it has run on a GPU: written at the end of session 45, after the
-// device time was spent. To validate: `VIREO_FP8_QUANT_WARP=1 test_cuda_ops --gtest_filter='Fp8LinearTest.*'`
-// (QuantizeRowsMatchesTheHostBitForBit takes this kernel for K <= 4,096), `Fp8Bench.D_Quantize` with 0 / 1.
-constexpr int kWarpRows = 4;
-constexpr int kWarpMaxChunks = 16;
-
-template <typename T, QuantIn kIn, int kChunks>
-__global__ void __launch_bounds__(kWarpRows * 32) quantize_rows_warp_kernel(QuantArgs a, int64_t n) {
-  static_assert(kIn == QuantIn::kPlain || kIn == QuantIn::kNorm, "plain and RMSNorm forms");
-  constexpr int kV = 16 / sizeof(T);
-  pdl_enter();
-  const int lane = threadIdx.x % 32;
-  const int64_t r = blockIdx.x * int64_t{kWarpRows} + threadIdx.x / 32;
-  if (r >= n) return;  // no block barrier follows
-  const int64_t k = a.k;
-  const T* row = static_cast<const T*>(a.x) + r * k;
-  auto index = [&](int c) { return (int64_t{c} * 32 + lane) * kV; };
-  Vec<T> xv[kChunks];
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-    if (index(c) < k) xv[c].raw = *reinterpret_cast<const uint4*>(row + index(c));
-  auto warp_reduce = [](float v, bool is_max) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float u = __shfl_xor_sync(0xffffffffu, v, o);
-      v = is_max ? fmaxf(v, u) : v + u;
-    }
-    return v;
-  };
-  if constexpr (kIn == QuantIn::kNorm) {  // rms_norm: x * rsqrt(mean(x^2) + eps) * w, rounded to T
-    float ss = 0.f;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-      if (index(c) < k) ss = sum_squares_chunk(xv[c], ss);
-    const float inv_rms = rsqrtf(warp_reduce(ss, false) / static_cast<float>(k) + a.eps);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-      if (index(c) < k) norm_chunk(xv[c], a.norm_w, index(c), inv_rms);
-  }
-  float amax = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-    if (index(c) < k) amax = abs_max_chunk(xv[c], amax);
-  const float s = row_scale_of(warp_reduce(amax, true)), inv = __fdiv_rn(1.f, s);
-  if (lane == 0) a.scale[r] = s;
-  uint8_t* out = a.q + r * k;
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c)
-    if (index(c) < k) store_codes(out + index(c), xv[c], inv);
-}
-
 // An A/B switch: on unless the variable is set to 0.
 bool env_not_zero(const char* name) {
   const char* v = std::getenv(name);
   return !(v && v[0] == '0');
-}
-
-// VIREO_FP8_QUANT_WARP=1: the warp-per-row kernel where K fits it (off by default: see above).
-bool quant_warp_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("VIREO_FP8_QUANT_WARP");
-    return v && v[0] == '1';
-  }();
-  return on;
-}
-
-// The warp-per-row kernel for rows of k values, or null where they are longer than it takes.
-template <typename T, QuantIn kIn>
-auto quantize_warp_kernel_for(int64_t k) -> void (*)(QuantArgs, int64_t) {
-  constexpr int64_t kPerChunk = 32 * (16 / sizeof(T));
-  const int64_t chunks = (k + kPerChunk - 1) / kPerChunk;
-  if (!quant_warp_enabled() || chunks > kWarpMaxChunks) return nullptr;
-  return chunks <= 4   ? quantize_rows_warp_kernel<T, kIn, 4>
-         : chunks <= 8 ? quantize_rows_warp_kernel<T, kIn, 8>
-         : chunks <= 12 ? quantize_rows_warp_kernel<T, kIn, 12>
-                        : quantize_rows_warp_kernel<T, kIn, 16>;
 }
 
 // VIREO_FP8_QUANT_CACHED=0: every row re-read per pass (the kChunks 0 form), for A/B measurements.
@@ -327,13 +250,6 @@ void launch_fp8_quantize_rows(const void* x, DType t, int64_t n, int64_t k, uint
   const QuantArgs a{x, norm_w, eps, k, q, scale};
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    if (!silu_mul) {
-      auto warp = norm_w ? quantize_warp_kernel_for<T, QuantIn::kNorm>(k) : quantize_warp_kernel_for<T, QuantIn::kPlain>(k);
-      if (warp) {
-        launch_pdl(warp, dim3(static_cast<unsigned>((n + kWarpRows - 1) / kWarpRows)), dim3(kWarpRows * 32), 0, stream, a, n);
-        return;
-      }
-    }
     auto kernel = norm_w     ? quantize_kernel_for<T, QuantIn::kNorm>(k)
                   : silu_mul ? quantize_kernel_for<T, QuantIn::kSiluMul>(k)
                              : quantize_kernel_for<T, QuantIn::kPlain>(k);
