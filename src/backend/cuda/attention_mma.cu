@@ -76,7 +76,8 @@ int attention_prefill_sm_pct_env() {
 
 // The prefill rows' share of the SMs (percent) in a step of decode rows over an FP8 cache beside prompts:
 // their estimated time alone over both parts' (decode K / V bytes at ~2.6 TB/s, causal prefill FLOPs at ~200
-// TFLOP/s: what each reaches alone on an H100 at these sizes), plus 25 points, within [30, 90]. The margin
+// TFLOP/s: what each reaches alone on an H100 at these sizes), plus 25 points, within [30, 90] (the whole
+// chip where the decode rows are under a tenth of the work: 90% would cost the prefill rows more). The margin
 // is there because the decode rows are bound by HBM bandwidth, which fewer SMs still nearly saturate, while
 // the prefill rows' time grows with 1 / SMs. Session 46, H100, the mixed-step bench (us, whole chip / best
 // share): 228 decode rows + a 1k and a 796-token prompt 277.2 / 263.6 at 50% (this rule: ~54%); 240 decode
@@ -89,7 +90,8 @@ int prefill_sm_share(const AttentionParams& p, int64_t num_tokens) {
   const double kv = p.max_seq_len > 0 ? p.max_seq_len : static_cast<double>(p.max_blocks_per_seq) * p.block_size;
   const double dec_s = n_dec * kv * p.num_kv_heads * p.head_dim * 2.0 / 2.6e12;
   const double pre_s = 4.0 * p.num_heads * p.head_dim * prompt_tokens * (kv / 2) / 2.0e14;
-  if (pre_s + dec_s <= 0) return 100;
+  // No decode rows, or too few to pay for the prefill rows' lost SMs: the whole chip (as before session 46).
+  if (n_dec == 0 || pre_s + dec_s <= 0 || pre_s > 9 * dec_s) return 100;
   return std::clamp(static_cast<int>(100.0 * pre_s / (pre_s + dec_s)) + 25, 30, 90);
 }
 
