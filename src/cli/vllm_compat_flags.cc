@@ -84,7 +84,7 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
       ->group(g);
   app.add_flag("--enable-log-outputs", f.enable_log_outputs, "No effect: outputs are not logged")->group(g);
   app.add_flag("--enable-server-load-tracking", f.enable_server_load_tracking,
-               "No effect: load is on /metrics (vllm:num_requests_running / _waiting)")
+               "No effect: GET /load always answers {\"server_load\": running + waiting requests}, as /metrics")
       ->group(g);
   app.add_option("--distributed-executor-backend", f.distributed_executor_backend, "No effect: one process")->group(g);
   app.add_option("--model-impl", f.model_impl, "auto | vllm: vireo's own model code (transformers is not supported)")

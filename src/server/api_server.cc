@@ -64,6 +64,7 @@ const Route kRoutes[] = {
     {"POST", "/detokenize", handle_detokenize, true, false},
     {"GET", "/version", handle_version, false, false},
     {"GET", "/metrics", handle_metrics, false, false},
+    {"GET", "/load", handle_load, false, false},
     {"GET", "/health", nullptr, false, false},
     // SageMaker's health check, which vLLM answers on GET and POST (no body needed).
     {"GET", "/ping", nullptr, false, false},

@@ -106,6 +106,17 @@ void handle_version(ServerContext&, const httplib::Request&, httplib::Response& 
   send_json(res, 200, {{"version", kVireoVersion}});
 }
 
+// vLLM's GET /load ({"server_load": n}, the requests in flight; vLLM counts them where
+// --enable-server-load-tracking is on): here always, the engine's running and waiting requests.
+void handle_load(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  int load = 0;
+  if (auto engine = ctx.engine()) {
+    const EngineStats stats = engine->stats();
+    load = stats.num_requests_running + stats.num_requests_waiting;
+  }
+  send_json(res, 200, {{"server_load", load}});
+}
+
 void handle_metrics(ServerContext& ctx, const httplib::Request&, httplib::Response& res) {
   auto engine = ctx.engine();
   EngineStats stats;

@@ -13,6 +13,7 @@ void handle_models(ServerContext& ctx, const httplib::Request& req, httplib::Res
 void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_version(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_metrics(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_load(ServerContext& ctx, const httplib::Request& req, httplib::Response& res);
 
 inline constexpr const char* kVireoVersion = "0.1.0";
 

@@ -57,9 +57,13 @@ TEST(Api, HealthIs503UntilTheEngineIsSet) {
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(json::parse(r->body)["error"]["type"], "ServiceUnavailableError");
   EXPECT_EQ(cli.Get("/metrics")->status, 200);
+  auto load = cli.Get("/load");  // vLLM's server-load route: answers while loading too
+  ASSERT_EQ(load->status, 200);
+  EXPECT_EQ(json::parse(load->body)["server_load"], 0);
   srv.load();
   EXPECT_EQ(cli.Get("/health")->status, 200);
   EXPECT_EQ(cli.Get("/version")->status, 200);
+  EXPECT_EQ(json::parse(cli.Get("/load")->body)["server_load"], 0);  // idle
 }
 
 TEST(Api, ModelsList) {
