@@ -54,7 +54,7 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
     const std::string& model =
         opt.lora_modules.empty() ? opt.model : opt.lora_modules[lora_rng() % opt.lora_modules.size()];
     reqs[i].body = build_request_body(opt.backend, model, requests[i].prompt, requests[i].expected_output_len,
-                                      opt.ignore_eos);
+                                      opt.ignore_eos, opt.extra_body);
     reqs[i].timeout_s = opt.request_timeout_s;
     results[i].prompt_len = requests[i].prompt_len;
     size_t expect = static_cast<size_t>(std::clamp(requests[i].expected_output_len, 1, 1 << 16));

@@ -37,6 +37,7 @@ struct LoadOptions {
   std::optional<int> max_concurrency;
   uint64_t seed = 0;
   bool ignore_eos = false;
+  std::string extra_body;  // a JSON object merged into every request body (build_request_body), or empty
   bool progress = false;
   double request_timeout_s = 0;
 };

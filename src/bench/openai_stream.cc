@@ -13,7 +13,7 @@ Backend parse_backend(const std::string& name) {
 }
 
 std::string build_request_body(Backend backend, const std::string& model, const std::string& prompt,
-                               int output_len, bool ignore_eos) {
+                               int output_len, bool ignore_eos, const std::string& extra) {
   nlohmann::json j;
   j["model"] = model;
   if (backend == Backend::kCompletions) {
@@ -27,6 +27,7 @@ std::string build_request_body(Backend backend, const std::string& model, const 
   j["stream"] = true;
   j["stream_options"] = {{"include_usage", true}};
   if (ignore_eos) j["ignore_eos"] = true;
+  if (!extra.empty()) j.merge_patch(nlohmann::json::parse(extra));
   return j.dump();
 }
 

@@ -13,9 +13,10 @@ namespace vireo::bench {
 // "openai" | "vllm" -> completions, "openai-chat" -> chat; throws vireo::Error otherwise.
 Backend parse_backend(const std::string& name);
 
-// Streaming, greedy (temperature 0), stream_options.include_usage, max_tokens = output_len.
+// Streaming, greedy (temperature 0), stream_options.include_usage, max_tokens = output_len; `extra` (a JSON
+// object as text, or empty: vLLM bench's sampling flags and --extra-body) is merged over those fields.
 std::string build_request_body(Backend backend, const std::string& model, const std::string& prompt,
-                               int output_len, bool ignore_eos);
+                               int output_len, bool ignore_eos, const std::string& extra = "");
 
 class OpenAIStreamHandler : public StreamHandler {
  public:

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "bench/arrival.h"
 #include "bench/tokenizer_dir.h"
@@ -83,6 +84,26 @@ std::string format_rate(double rate) {
 
 }  // namespace
 
+std::string request_extra_body(const ServeBenchArgs& args) {
+  nlohmann::json j = nlohmann::json::object();
+  auto put = [&](const char* key, const auto& v) {
+    if (v) j[key] = *v;
+  };
+  put("temperature", args.temperature);
+  put("top_p", args.top_p);
+  put("top_k", args.top_k);
+  put("min_p", args.min_p);
+  put("frequency_penalty", args.frequency_penalty);
+  put("presence_penalty", args.presence_penalty);
+  put("repetition_penalty", args.repetition_penalty);
+  if (!args.extra_body.empty()) {
+    const auto extra = nlohmann::json::parse(args.extra_body, nullptr, /*allow_exceptions=*/false);
+    if (!extra.is_object()) throw Error("--extra-body: expected a JSON object, e.g. '{\"top_k\": 20}'");
+    j.merge_patch(extra);
+  }
+  return j.empty() ? std::string() : j.dump();
+}
+
 int run_bench_serve(const ServeBenchArgs& args) {
   Backend backend = parse_backend(args.backend);
   if (args.num_prompts <= 0) throw Error("--num-prompts must be > 0");
@@ -144,6 +165,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
   lo.model = model_name;
   lo.lora_modules = args.lora_modules;
   lo.ignore_eos = args.ignore_eos;
+  lo.extra_body = request_extra_body(args);
   lo.request_timeout_s = args.request_timeout_s;
 
   // Ready check: the first prompt alone, retried while the server is not accepting connections.

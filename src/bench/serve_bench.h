@@ -32,6 +32,11 @@ struct ServeBenchArgs {
   int sonnet_input_len = 550, sonnet_output_len = 150, sonnet_prefix_len = 200;
   int custom_output_len = 256;
   bool ignore_eos = false;
+  // vLLM bench serve's sampling flags (unset: greedy, temperature 0) and --extra-body (a JSON object), merged
+  // into every request in that order.
+  std::optional<double> temperature, top_p, min_p, frequency_penalty, presence_penalty, repetition_penalty;
+  std::optional<int> top_k;
+  std::string extra_body;
   uint64_t seed = 0;
   int num_warmups = 0;
   std::string percentile_metrics = "ttft,tpot,itl";
@@ -45,6 +50,10 @@ struct ServeBenchArgs {
   double request_timeout_s = 6 * 3600;
   double ready_check_timeout_s = 600;
 };
+
+// The JSON object the sampling flags and --extra-body add to each request ("" when none); throws
+// vireo::Error for an --extra-body that is not a JSON object.
+std::string request_extra_body(const ServeBenchArgs& args);
 
 // The whole command: datasets, ready check, warmups, run, report, JSON. Returns the exit code.
 int run_bench_serve(const ServeBenchArgs& args);

@@ -37,6 +37,16 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--custom-output-len", a->custom_output_len, "Output tokens for custom lines without output_tokens")
       ->capture_default_str();
   app.add_flag("--ignore-eos", a->ignore_eos, "Send ignore_eos so every request generates its output length");
+  const std::string sg = "Sampling (vLLM bench serve's; unset: greedy)";
+  app.add_option("--temperature", a->temperature, "Sent as temperature (default 0: greedy)")->group(sg);
+  app.add_option("--top-p", a->top_p, "Sent as top_p")->group(sg);
+  app.add_option("--top-k", a->top_k, "Sent as top_k")->group(sg);
+  app.add_option("--min-p", a->min_p, "Sent as min_p")->group(sg);
+  app.add_option("--frequency-penalty", a->frequency_penalty, "Sent as frequency_penalty")->group(sg);
+  app.add_option("--presence-penalty", a->presence_penalty, "Sent as presence_penalty")->group(sg);
+  app.add_option("--repetition-penalty", a->repetition_penalty, "Sent as repetition_penalty")->group(sg);
+  app.add_option("--extra-body", a->extra_body, "JSON object merged into every request body (after the flags above)")
+      ->group(sg);
   app.add_option("--seed", a->seed)->capture_default_str();
   app.add_option("--num-warmups", a->num_warmups, "Warmup requests before the run")->capture_default_str();
   app.add_option("--percentile-metrics", a->percentile_metrics, "Comma list of ttft,tpot,itl,e2el")

@@ -5,6 +5,7 @@
 
 #include "bench/chunked_decoder.h"
 #include "bench/openai_stream.h"
+#include "bench/serve_bench.h"
 #include "core/error.h"
 
 using namespace vireo::bench;
@@ -129,6 +130,23 @@ TEST(BenchOpenAIStream, RequestBodies) {
   EXPECT_EQ(parse_backend("vllm"), Backend::kCompletions);
   EXPECT_EQ(parse_backend("openai-chat"), Backend::kChat);
   EXPECT_THROW(parse_backend("tgi"), vireo::Error);
+}
+
+// vLLM bench serve's sampling flags and --extra-body: merged over the greedy defaults, --extra-body last.
+TEST(BenchOpenAIStream, SamplingFlagsAndExtraBody) {
+  ServeBenchArgs a;
+  EXPECT_EQ(request_extra_body(a), "");
+  a.temperature = 0.7;
+  a.top_k = 20;
+  a.extra_body = R"({"top_k": 5, "min_tokens": 3, "stream": true})";
+  auto j = nlohmann::json::parse(build_request_body(Backend::kChat, "m", "p", 7, false, request_extra_body(a)));
+  EXPECT_DOUBLE_EQ(j["temperature"].get<double>(), 0.7);
+  EXPECT_EQ(j["top_k"], 5);
+  EXPECT_EQ(j["min_tokens"], 3);
+  EXPECT_EQ(j["max_completion_tokens"], 7);
+  EXPECT_FALSE(j.contains("top_p"));
+  a.extra_body = "[1]";
+  EXPECT_THROW(request_extra_body(a), vireo::Error);
 }
 
 namespace {
