@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/arrival.h"
+#include "bench/sharegpt_dataset.h"
 #include "bench/tokenizer_dir.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -153,8 +154,15 @@ int run_bench_serve(const ServeBenchArgs& args) {
     o.output_len = args.custom_output_len;
     o.count_chat_formatted = backend == Backend::kChat;
     requests = load_custom_dataset(*tok, args.dataset_path, o);
+  } else if (args.dataset_name == "sharegpt") {
+    if (args.dataset_path.empty()) throw Error("--dataset-name sharegpt needs --dataset-path (the ShareGPT JSON)");
+    ShareGptDatasetOptions o;
+    o.num_requests = args.num_prompts;
+    o.output_len = args.sharegpt_output_len;
+    o.seed = args.seed;
+    requests = load_sharegpt_dataset(*tok, args.dataset_path, o);
   } else {
-    throw Error("--dataset-name must be sonnet, random or custom, got '" + args.dataset_name + "'");
+    throw Error("--dataset-name must be sonnet, random, sharegpt or custom, got '" + args.dataset_name + "'");
   }
 
   LoadOptions lo;

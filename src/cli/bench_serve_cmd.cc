@@ -20,8 +20,8 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--lora-modules", a->lora_modules, "LoRA adapter names served; each request names one at random")
       ->expected(1, -1);
   app.add_option("--tokenizer", a->tokenizer, "Folder with tokenizer.json (default: --model's, else models/qwen3)");
-  app.add_option("--dataset-name", a->dataset_name, "sonnet | random | custom")->capture_default_str();
-  app.add_option("--dataset-path", a->dataset_path, "sonnet text (default benchmarks/data/sonnet.txt) or custom JSONL");
+  app.add_option("--dataset-name", a->dataset_name, "sonnet | random | sharegpt | custom")->capture_default_str();
+  app.add_option("--dataset-path", a->dataset_path, "sonnet text (default benchmarks/data/sonnet.txt), ShareGPT JSON or custom JSONL");
   app.add_option("--num-prompts", a->num_prompts, "Number of requests")->capture_default_str();
   app.add_option("--request-rate", a->request_rate, "Requests/s (inf = all at once; else Poisson/gamma arrivals)")
       ->capture_default_str();
@@ -36,6 +36,8 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--sonnet-prefix-len", a->sonnet_prefix_len)->capture_default_str();
   app.add_option("--custom-output-len", a->custom_output_len, "Output tokens for custom lines without output_tokens")
       ->capture_default_str();
+  app.add_option("--sharegpt-output-len", a->sharegpt_output_len,
+                 "Output tokens of every ShareGPT request (default: its conversation's second turn's length)");
   app.add_flag("--ignore-eos", a->ignore_eos, "Send ignore_eos so every request generates its output length");
   const std::string sg = "Sampling (vLLM bench serve's; unset: greedy)";
   app.add_option("--temperature", a->temperature, "Sent as temperature (default 0: greedy)")->group(sg);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "bench/datasets.h"
+#include "bench/sharegpt_dataset.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -122,5 +123,45 @@ TEST(BenchDatasets, CustomJsonl) {
     f << "{\"text\": \"no prompt field\"}\n";
   }
   EXPECT_THROW(load_custom_dataset(qwen3(), path.string(), o), vireo::Error);
+  std::filesystem::remove(path);
+}
+
+// vLLM's ShareGPT format: the first two turns give the prompt and the output length; one-turn entries,
+// prompts under 4 tokens and outputs under 4 (unless forced) are skipped; fewer than asked repeat.
+TEST(BenchDatasets, ShareGptJson) {
+  auto path = std::filesystem::temp_directory_path() / "vireo_bench_sharegpt.json";
+  const std::string answer = "Paris is the capital and largest city of France, on the Seine.";
+  {
+    std::ofstream f(path);
+    f << R"([{"id": "a", "conversations": [{"from": "human", "value": "What is the capital of France, please?"},
+                                           {"from": "gpt", "value": ")"
+      << answer << R"("}]},
+             {"id": "b", "conversations": [{"from": "human", "value": "One turn only, no answer here."}]},
+             {"id": "c", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello there, friend."}]},
+             {"id": "d", "conversations": [{"from": "human", "value": "Tell me a very short story now."},
+                                           {"from": "gpt", "value": "No."}]},
+             {"id": "e"}])";
+  }
+  ShareGptDatasetOptions o;
+  o.num_requests = 3;
+  auto reqs = load_sharegpt_dataset(qwen3(), path.string(), o);
+  ASSERT_EQ(reqs.size(), 3u);  // one usable conversation, oversampled
+  EXPECT_EQ(reqs[0].prompt, "What is the capital of France, please?");
+  EXPECT_EQ(reqs[0].prompt_len, static_cast<int>(qwen3().encode(reqs[0].prompt, true).size()));
+  EXPECT_EQ(reqs[0].expected_output_len, static_cast<int>(qwen3().encode(answer, true).size()));
+  EXPECT_EQ(reqs[2].prompt, reqs[0].prompt);
+  o.output_len = 2;  // forced: the short answer of "d" no longer disqualifies it
+  reqs = load_sharegpt_dataset(qwen3(), path.string(), o);
+  int story = 0;
+  for (const auto& r : reqs) {
+    EXPECT_EQ(r.expected_output_len, 2);
+    story += r.prompt == "Tell me a very short story now.";
+  }
+  EXPECT_GE(story, 1);
+  {
+    std::ofstream f(path);
+    f << R"({"conversations": []})";
+  }
+  EXPECT_THROW(load_sharegpt_dataset(qwen3(), path.string(), o), vireo::Error);
   std::filesystem::remove(path);
 }
