@@ -251,6 +251,20 @@ int run_bench_serve(const ServeBenchArgs& args) {
     j["max_concurrency"] = args.max_concurrency ? nlohmann::json(*args.max_concurrency) : nlohmann::json(nullptr);
     j["dataset_name"] = args.dataset_name;
     j.update(result_json(m, info, results));
+    if (!args.save_detailed)  // vLLM drops the per-request arrays unless --save-detailed
+      for (const char* k : {"input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors", "latencies",
+                            "start_times"})
+        j.erase(k);
+    for (const std::string& kv : args.metadata) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) throw Error("--metadata " + kv + ": expected KEY=VALUE");
+      auto trim = [](std::string t) {
+        t.erase(0, t.find_first_not_of(" \t"));
+        t.erase(t.find_last_not_of(" \t") + 1);
+        return t;
+      };
+      j[trim(kv.substr(0, eq))] = trim(kv.substr(eq + 1));
+    }
     std::string base_model = model_id.substr(model_id.find_last_of('/') == std::string::npos ? 0 : model_id.find_last_of('/') + 1);
     std::string label = args.label.empty() ? args.backend : args.label;
     std::string conc = args.max_concurrency ? "-concurrency" + std::to_string(*args.max_concurrency) : "";
@@ -262,7 +276,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
       fs::create_directories(args.result_dir);
       file = (fs::path(args.result_dir) / file).string();
     }
-    std::ofstream f(file);
+    const bool append = args.append_result && fs::exists(file) && fs::file_size(file) > 0;
+    std::ofstream f(file, append ? std::ios::app : std::ios::trunc);
     if (!f) throw Error("cannot write result file '" + file + "'");
     f << j.dump() << "\n";
     std::printf("Saved result to %s\n", file.c_str());

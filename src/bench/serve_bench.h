@@ -44,6 +44,9 @@ struct ServeBenchArgs {
   std::string metric_percentiles = "99";
   std::vector<std::string> goodput;
   bool save_result = false;
+  bool save_detailed = false;  // keep the per-request arrays (input_lens, ttfts, itls, ...) in the result
+  bool append_result = false;  // append to the result file (one JSON object a line) instead of replacing it
+  std::vector<std::string> metadata;  // KEY=VALUE pairs added to the result
   std::string result_dir;
   std::string result_filename;
   std::string label;

@@ -57,6 +57,15 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--goodput", a->goodput, "SLOs KEY:MS (ttft, tpot, e2el)")->expected(1, 3);
   app.add_flag("--save-result", a->save_result, "Save the result JSON");
+  app.add_flag("--save-detailed", a->save_detailed,
+               "Keep the per-request arrays (input_lens, output_lens, ttfts, itls, generated_texts, errors, ...)");
+  app.add_flag("--append-result", a->append_result, "Append the result (a JSON line) to an existing result file");
+  app.add_option("--metadata", a->metadata, "KEY=VALUE pairs saved in the result")->expected(1, -1);
+  auto unused_flag = std::make_shared<bool>(false);
+  auto tokenizer_mode = std::make_shared<std::string>("auto");
+  app.add_flag("--trust-remote-code", *unused_flag, "No effect: tokenizers are read from tokenizer.json");
+  app.add_option("--tokenizer-mode", *tokenizer_mode, "auto | hf | slow: one tokenizer (tokenizer.json)")
+      ->check(CLI::IsMember({"auto", "hf", "slow"}));
   app.add_option("--result-dir", a->result_dir, "Folder for the result JSON");
   app.add_option("--result-filename", a->result_filename, "Result file name");
   app.add_option("--label", a->label, "Result label (default: --backend)");
@@ -64,7 +73,7 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--request-timeout", a->request_timeout_s, "Per-request timeout (s)")->capture_default_str();
   app.add_option("--ready-check-timeout-sec", a->ready_check_timeout_s, "Wait this long for the server")
       ->capture_default_str();
-  return [a, max_conc, &app]() {
+  return [a, max_conc, unused_flag, tokenizer_mode, &app]() {
     if (app.count("--max-concurrency")) a->max_concurrency = *max_conc;
     return vireo::bench::run_bench_serve(*a);
   };

@@ -111,7 +111,7 @@ TEST(BenchE2E, BenchServeAgainstVireoServe) {
     std::string out;
     std::string cmd = kVireo + " bench serve --backend " + backend + " --port " + std::to_string(port) +
                       " --dataset-name random --random-input-len 24 --random-output-len 6 --num-prompts 12"
-                      " --max-concurrency 4 --ignore-eos --seed 1 --disable-tqdm --save-result --result-dir " +
+                      " --max-concurrency 4 --ignore-eos --seed 1 --disable-tqdm --save-result --save-detailed --result-dir " +
                       dir.string() + " --result-filename " + backend + ".json --percentile-metrics ttft,tpot,itl,e2el"
                       " --metric-percentiles 50,99";
     int rc = run(cmd, &out);
@@ -141,6 +141,28 @@ TEST(BenchE2E, BenchServeAgainstVireoServe) {
     EXPECT_LE(j["max_concurrent_requests"].get<int>(), 4);
     EXPECT_GT(j["request_throughput"].get<double>(), 0.0);
   }
+  // vLLM's result options: without --save-detailed no per-request arrays; --append-result adds a JSON line;
+  // --metadata KEY=VALUE pairs land in the result; sampling flags go out with the requests.
+  for (int k = 0; k < 2; ++k) {
+    std::string out;
+    const std::string cmd = kVireo + " bench serve --port " + std::to_string(port) +
+                            " --dataset-name random --random-input-len 16 --random-output-len 4 --num-prompts 3"
+                            " --disable-tqdm --temperature 0.8 --top-k 5 --save-result --append-result --result-dir " +
+                            dir.string() + " --result-filename appended.json --metadata run=" + std::to_string(k) +
+                            " gpu=none --trust-remote-code";
+    ASSERT_EQ(run(cmd, &out), 0) << out;
+  }
+  std::ifstream appended(dir / "appended.json");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(appended, line);)
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["run"], "0");
+  EXPECT_EQ(lines[1]["run"], "1");
+  EXPECT_EQ(lines[1]["gpu"], "none");
+  EXPECT_EQ(lines[1]["completed"], 3);
+  EXPECT_FALSE(lines[1].contains("ttfts"));
+  EXPECT_FALSE(lines[1].contains("generated_texts"));
   fs::remove_all(dir);
 }
 
