@@ -9,7 +9,8 @@
 # INPUT_LEN (1024), OUTPUT_LEN (128), V (./build/vireo: the binary; an older build gives a same-call baseline).
 # A smoke run on the CPU: MODEL=builtin:default DEVICE=cpu SEQS=2 INPUT_LEN=32 OUTPUT_LEN=4 BUDGETS=256 bash
 # benchmarks/serve_8b_fp8.sh
-# Figures in docs/performance.md (sessions 41-44).
+# PROMPTS=1000 is vllm bench serve's default count (fewer of the run's seconds are ramp and drain than at 512).
+# Figures in docs/performance.md (sessions 41-46).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-builtin:qwen3-8b}
