@@ -54,6 +54,11 @@ bool fp8_prefill_in_kernel() {
   return on;
 }
 
+bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
+  const char* v = std::getenv("VIREO_WINDOW_WIDE");
+  return !(v && v[0] == '0');
+}
+
 // The fused prepare_attention is opt-in (VIREO_FUSED_ATTENTION=1): on the H200 it is bitwise equal
 // to the two ops but measured slower in the decode chain (0.6B layer 30.9 vs 30.1 us, 8B 135.2 vs
 // 132.3 us, tests/cuda_bench H_DecodeLayerChainInGraph; 0.6B decode 980 vs 1013 tok/s): the prologue

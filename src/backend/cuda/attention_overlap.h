@@ -52,9 +52,4 @@ inline int prefill_sm_share(const AttentionParams& p, int64_t num_tokens) {
   return std::clamp(static_cast<int>(100.0 * pre_s / (pre_s + dec_s)) + 25, 30, 90);
 }
 
-bool window_wide_enabled() {  // read per launch: tests switch it; VIREO_WINDOW_WIDE=0 is the plain kernel
-  const char* v = std::getenv("VIREO_WINDOW_WIDE");
-  return !(v && v[0] == '0');
-}
-
 }  // namespace vireo::cuda
