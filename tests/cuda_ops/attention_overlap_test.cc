@@ -20,6 +20,7 @@ AttentionParams step(int num_decode, std::vector<int> prompts, int kv) {
   p.num_seqs = num_decode + static_cast<int>(prompts.size());
   p.num_prefill_seqs = static_cast<int>(prompts.size());
   p.max_seq_len = kv;
+  p.k_cache.dtype = DType::kF8E4M3;
   return p;
 }
 int64_t tokens(int num_decode, std::vector<int> prompts) {
@@ -38,6 +39,10 @@ TEST(PrefillSmShare, FollowsTheStepsWork) {
   const int offline = prefill_sm_share(step(240, std::vector<int>(7, 1024), 1151), tokens(240, std::vector<int>(7, 1024)));
   EXPECT_GE(offline, 75);
   EXPECT_LE(offline, 90);
+  // A BF16 cache: the decode rows read twice the bytes, so the prompts get a smaller share.
+  AttentionParams bf16 = step(228, {1024, 796}, 1151);
+  bf16.k_cache.dtype = DType::kBF16;
+  EXPECT_LT(prefill_sm_share(bf16, tokens(228, {1024, 796})), serving);
   // The share does not depend on the context hint (both estimates scale with it).
   EXPECT_EQ(prefill_sm_share(step(228, {1024, 796}, 4096), tokens(228, {1024, 796})), serving);
 }

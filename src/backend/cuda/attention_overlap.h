@@ -31,7 +31,16 @@ inline int attention_prefill_sm_pct_env() {
   return pct;
 }
 
-// The prefill rows' share of the SMs (percent) in a step of decode rows over an FP8 cache beside prompts:
+// VIREO_ATTN_OVERLAP_BF16=1: a model-dtype (BF16 / F16) cache's mixed steps overlap too (opt-in, unmeasured).
+inline bool model_dtype_overlap_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("VIREO_ATTN_OVERLAP_BF16");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+// The prefill rows' share of the SMs (percent) in a step of decode rows beside prompts (FP8 or BF16 cache):
 // their estimated time alone over both parts' (decode K / V bytes at ~2.6 TB/s, causal prefill FLOPs at ~200
 // TFLOP/s: what each reaches alone on an H100 at these sizes), plus 25 points, within [30, 90] (the whole
 // chip where the decode rows are under a tenth of the work: 90% would cost the prefill rows more). The margin
@@ -45,7 +54,8 @@ inline int prefill_sm_share(const AttentionParams& p, int64_t num_tokens) {
   const double n_dec = std::max(0, p.num_seqs - p.num_prefill_seqs);
   const double prompt_tokens = std::max<double>(0, static_cast<double>(num_tokens) - n_dec);
   const double kv = p.max_seq_len > 0 ? p.max_seq_len : static_cast<double>(p.max_blocks_per_seq) * p.block_size;
-  const double dec_s = n_dec * kv * p.num_kv_heads * p.head_dim * 2.0 / 2.6e12;
+  const double kv_bytes = p.k_cache.dtype == DType::kF8E4M3 ? 1.0 : 2.0;  // a K or V element
+  const double dec_s = n_dec * kv * p.num_kv_heads * p.head_dim * 2.0 * kv_bytes / 2.6e12;
   const double pre_s = 4.0 * p.num_heads * p.head_dim * prompt_tokens * (kv / 2) / 2.0e14;
   // No decode rows, or too few to pay for the prefill rows' lost SMs: the whole chip (as before session 46).
   if (n_dec == 0 || pre_s + dec_s <= 0 || pre_s > 9 * dec_s) return 100;
