@@ -11,6 +11,9 @@
 //   Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; half d}       16 sub-blocks of 16, 6-bit signed scales
 //   MXFP4 {u8 e; u8 qs[16]}  x = kvalues[nibble] * 2^(e - 128) (E2M1 values doubled, the E8M0 scale halved);
 //                            low nibbles are values 0..15, high 16..31 (GPT-OSS's experts)
+//   IQ4_NL {half d; u8 qs[16]}  x = d * kIq4Values[nibble] (a fixed non-linear codebook); nibbles as Q4_0
+//   IQ4_XS {half d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}  8 sub-blocks of 32, each an IQ4_NL block
+//                            whose scale is d * (ls - 32), ls 6 bits: 4 from scales_l, 2 from scales_h
 // Each value is computed with the float operations in ggml's order, so results equal ggml's bitwise.
 #include "gguf/gguf_dequant.h"
 
@@ -45,6 +48,37 @@ void block_mxfp4(const uint8_t* b, float* y) {
   }
 }
 
+// IQ4_NL / IQ4_XS's codebook (ggml's kvalues_iq4nl).
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+float half_at(const uint8_t* b) {
+  uint16_t h;
+  std::memcpy(&h, b, 2);
+  return f16_to_f32(h);
+}
+
+// 32 values of one IQ4_NL-coded sub-block at scale d: low nibbles are values 0..15, high 16..31.
+void iq4_values(const uint8_t* qs, float d, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(kIq4Values[qs[j] & 0xF]);
+    y[j + 16] = d * static_cast<float>(kIq4Values[qs[j] >> 4]);
+  }
+}
+
+void block_iq4_nl(const uint8_t* b, float* y) { iq4_values(b + 2, half_at(b), y); }
+
+void block_iq4_xs(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  uint16_t scales_h;
+  std::memcpy(&scales_h, b + 2, 2);
+  const uint8_t* scales_l = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+    iq4_values(qs + 16 * ib, d * static_cast<float>(ls - 32), y + 32 * ib);
+  }
+}
+
 using BlockFn = void (*)(const uint8_t*, float*);
 
 BlockFn block_fn(uint32_t type) {
@@ -60,6 +94,8 @@ BlockFn block_fn(uint32_t type) {
     case GgmlType::kQ5_K: return block<DType::kQ5_K>;
     case GgmlType::kQ6_K: return block<DType::kQ6_K>;
     case GgmlType::kMXFP4: return block_mxfp4;
+    case GgmlType::kIQ4_NL: return block_iq4_nl;
+    case GgmlType::kIQ4_XS: return block_iq4_xs;
     default: return nullptr;
   }
 }
@@ -93,7 +129,7 @@ bool ggml_can_dequantize(uint32_t type) {
 }
 
 std::string ggml_dequantizable_types() {
-  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4";
+  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS";
 }
 
 void dequantize(uint32_t type, const uint8_t* src, float* dst, int64_t n) {

@@ -6,7 +6,8 @@
 
 namespace vireo {
 
-// True for the types dequantize() handles: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K.
+// True for the types dequantize() handles: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, MXFP4,
+// IQ4_NL and IQ4_XS.
 bool ggml_can_dequantize(uint32_t type_id);
 std::string ggml_dequantizable_types();  // the list above, for error messages
 

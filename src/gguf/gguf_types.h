@@ -18,7 +18,8 @@ enum class GgufType : uint32_t {
 // Tensor element types (ggml.h: enum ggml_type); the ids are the on-disk values.
 enum class GgmlType : uint32_t {
   kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
-  kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kBF16 = 30, kMXFP4 = 39,
+  kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30,
+  kMXFP4 = 39,
 };
 
 // Values per block and bytes per block of a ggml type id (F32: 1 and 4; Q4_K: 256 and 144).

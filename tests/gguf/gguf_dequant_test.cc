@@ -175,6 +175,46 @@ TEST(GgufDequant, Q3_K) {
   EXPECT_EQ(y[0], 0.25f * -32 * -4);
 }
 
+// IQ4_NL / IQ4_XS: nibbles index ggml's non-linear codebook, times the block's (sub-block's) scale.
+constexpr int kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+TEST(GgufDequant, IQ4_NL) {
+  std::vector<uint8_t> b(18);
+  put_half(b, 0, 0.5f);
+  for (int j = 0; j < 16; ++j) b[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  auto y = run(20, b, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * kIq4[j]) << j;
+    EXPECT_EQ(y[j + 16], 0.5f * kIq4[15 - j]) << j;
+  }
+  EXPECT_EQ(y[0], -63.5f);
+  EXPECT_EQ(y[16], 56.5f);
+}
+
+TEST(GgufDequant, IQ4_XS) {
+  std::vector<uint8_t> b(136);
+  put_half(b, 0, 0.25f);
+  // Sub-block ib's 6-bit scale ls = 32 + 3 * ib - 10: low 4 bits in scales_l (two a byte), high 2 in scales_h.
+  auto ls_of = [](int ib) { return 32 + 3 * ib - 10; };
+  uint16_t scales_h = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    b[4 + ib / 2] |= static_cast<uint8_t>((ls_of(ib) & 0xF) << (4 * (ib % 2)));
+    scales_h |= static_cast<uint16_t>((ls_of(ib) >> 4) << (2 * ib));
+  }
+  std::memcpy(&b[2], &scales_h, 2);
+  auto nib = [](int i) { return (i * 7 + i / 32) & 0xF; };  // value i's code
+  for (int i = 0; i < 256; ++i) {
+    const int ib = i / 32, j = i % 32;
+    uint8_t& q = b[8 + 16 * ib + j % 16];
+    q |= static_cast<uint8_t>(nib(i) << (j < 16 ? 0 : 4));
+  }
+  auto y = run(23, b, 256);
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], 0.25f * (ls_of(i / 32) - 32) * kIq4[nib(i)]) << i;
+  EXPECT_EQ(y[0], 0.25f * -10 * -127);
+  EXPECT_TRUE(ggml_can_dequantize(20));
+  EXPECT_TRUE(ggml_can_dequantize(23));
+}
+
 TEST(GgufDequant, FloatTypesAndManyThreadsMatchOneBlockAtATime) {
   // 2^21 Q8_0 values take the multi-threaded path; each block must equal its own dequantization.
   const int64_t n = int64_t{1} << 21;

@@ -92,7 +92,7 @@ class GgufWriter {
 
 // ggml type ids used by the tests.
 constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ5_K = 13,
-                   kGgmlQ6_K = 14, kGgmlBF16 = 30, kGgmlMXFP4 = 39;
+                   kGgmlQ6_K = 14, kGgmlIQ4_NL = 20, kGgmlBF16 = 30, kGgmlMXFP4 = 39;
 
 // Encodes n floats as F32, F16, BF16, Q8_0 (ggml's reference quantizer: d = amax / 127,
 // q = round(x / d)), Q4_0 (ggml's reference quantizer) or MXFP4 (the nearest value at the smallest scale that holds the block's amax).
@@ -119,6 +119,26 @@ inline std::string encode_values(const float* x, int64_t n, uint32_t type) {
         q[j] = static_cast<uint8_t>(best | (x[b + j] < 0 && best ? 8 : 0));
       }
       out += static_cast<char>(std::clamp(e, 0, 255));
+      for (int j = 0; j < 16; ++j) out += static_cast<char>(q[j] | (q[j + 16] << 4));
+    }
+    return out;
+  }
+  if (type == kGgmlIQ4_NL) {  // {half d; u8 qs[16]}: d = (the value of largest magnitude) / -127 (ggml's first
+                              // guess, unrefined), each value the nearest codebook entry
+    static constexpr int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    for (int64_t b = 0; b < n; b += 32) {
+      float amax = 0, max = 0;
+      for (int j = 0; j < 32; ++j)
+        if (std::abs(x[b + j]) > amax) amax = std::abs(x[b + j]), max = x[b + j];
+      const float d = f16_to_f32(f32_to_f16(max / -127.0f));
+      uint8_t q[32];
+      for (int j = 0; j < 32; ++j) {
+        int best = 0;
+        for (int k = 1; k < 16; ++k)
+          if (std::abs(x[b + j] - d * kv[k]) < std::abs(x[b + j] - d * kv[best])) best = k;
+        q[j] = static_cast<uint8_t>(best);
+      }
+      out += GgufWriter::pod(f32_to_f16(d));
       for (int j = 0; j < 16; ++j) out += static_cast<char>(q[j] | (q[j + 16] << 4));
     }
     return out;

@@ -74,7 +74,9 @@ inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t head
 
 // A Q8_0 tensor whose rows are not whole 32-value blocks is written F32 instead (llama.cpp's converter falls
 // back to a float type for such tensors too).
-inline uint32_t whole_blocks_or_f32(uint32_t type, int64_t row) { return type == kGgmlQ8_0 && row % 32 ? kGgmlF32 : type; }
+inline uint32_t whole_blocks_or_f32(uint32_t type, int64_t row) {
+  return (type == kGgmlQ8_0 || type == kGgmlIQ4_NL) && row % 32 ? kGgmlF32 : type;
+}
 
 struct ConvertOptions {
   uint32_t type = kGgmlF32;  // of 2-D weights; norms and biases stay F32 as the converter keeps them

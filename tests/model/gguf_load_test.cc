@@ -62,6 +62,7 @@ struct Case {
   std::string fixture;
   uint32_t type;
   double tol;  // max |a - b| / max |b| of the logits; 0: bitwise
+  bool same_greedy = true;  // 4-bit weights move the fixtures' near-flat top tokens: logits only
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.fixture << " as ggml type " << c.type; }
 
@@ -85,7 +86,7 @@ TEST_P(GgufParity, SameLogitsAndGreedyAsSafetensors) {
     EXPECT_LT(err, c.tol);
     std::printf("%s as ggml type %u: relative logits error %.2e\n", c.fixture.c_str(), c.type, err);
   }
-  EXPECT_EQ(got.greedy, want.greedy);
+  if (c.same_greedy) EXPECT_EQ(got.greedy, want.greedy);
   fs::remove(gguf);
 }
 
@@ -98,6 +99,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama3", testing::kGgmlF32, 1e-5}, Case{"qwen3_bf16_sharded", testing::kGgmlBF16, 0},
                       Case{"qwen3", testing::kGgmlF16, 2e-3}, Case{"llama3", testing::kGgmlBF16, 2e-2},
                       Case{"qwen3", testing::kGgmlQ8_0, 5e-2}, Case{"llama_yarn_bias", testing::kGgmlQ8_0, 5e-2},
+                      // IQ4_NL (llama.cpp's 4-bit codebook; the writer's unrefined quantizer): 4-bit weights
+                      // put ~16x Q8_0's error on the logits (0.37 measured), so the logits' bound alone
+                      Case{"qwen3", testing::kGgmlIQ4_NL, 0.5, false},
                       Case{"olmo2", testing::kGgmlQ8_0, 5e-2}, Case{"qwen3_moe", testing::kGgmlF32, 0},
                       Case{"qwen3_moe", testing::kGgmlF16, 2e-3}, Case{"mixtral", testing::kGgmlF32, 0},
                       Case{"qwen2_moe", testing::kGgmlF32, 0}, Case{"gemma3", testing::kGgmlF32, 0},
@@ -361,8 +365,8 @@ TEST(GgufModel, BadModelsFailNamingTheTensor) {
   auto none = [](testing::GgufWriter&) {};
   expect_load_error(none, "blk.1.ffn_up.weight", "missing tensor 'blk.1.ffn_up.weight' (for model.layers.1.mlp.up_proj.weight)");
   expect_load_error(
-      [](testing::GgufWriter& w) { w.add_tensor("blk.1.ffn_up.weight", {64, 128}, 20, std::string(128 * 2 * 18, '\0')); },
-      "blk.1.ffn_up.weight", "tensor 'blk.1.ffn_up.weight' has type IQ4_NL, which Vireo cannot load");
+      [](testing::GgufWriter& w) { w.add_tensor("blk.1.ffn_up.weight", {64, 128}, 9, std::string(128 * 2 * 36, '\0')); },
+      "blk.1.ffn_up.weight", "tensor 'blk.1.ffn_up.weight' has type Q8_1, which Vireo cannot load");
   expect_load_error(
       [](testing::GgufWriter& w) { w.add_tensor("blk.0.ffn_up.weight", {64, 64}, 0, std::string(64 * 64 * 4, '\0')); },
       "blk.0.ffn_up.weight", "tensor 'blk.0.ffn_up.weight' has shape [64, 64], expected [128, 64]");
