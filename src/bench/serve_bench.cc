@@ -83,6 +83,22 @@ std::string format_rate(double rate) {
   return s;
 }
 
+// vLLM's --metadata KEY=VALUE pairs (both sides trimmed).
+std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vector<std::string>& items) {
+  auto trim = [](std::string t) {
+    t.erase(0, t.find_first_not_of(" \t"));
+    t.erase(t.find_last_not_of(" \t") + 1);
+    return t;
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& kv : items) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) throw Error("--metadata " + kv + ": expected KEY=VALUE");
+    out.emplace_back(trim(kv.substr(0, eq)), trim(kv.substr(eq + 1)));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string request_extra_body(const ServeBenchArgs& args) {
@@ -113,6 +129,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
   auto percentiles = parse_percentiles(args.metric_percentiles);
   auto goodput = parse_goodput(args.goodput);
   (void)ArrivalProcess(args.request_rate, args.burstiness, 0);  // validates rate and burstiness
+  const auto metadata = parse_metadata(args.metadata);  // checked before the run, saved with its result
 
   Endpoint ep = args.base_url.empty() ? Endpoint{args.host, args.port, ""} : parse_base_url(args.base_url);
   std::string endpoint = args.endpoint;
@@ -255,16 +272,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
       for (const char* k : {"input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors", "latencies",
                             "start_times"})
         j.erase(k);
-    for (const std::string& kv : args.metadata) {
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos) throw Error("--metadata " + kv + ": expected KEY=VALUE");
-      auto trim = [](std::string t) {
-        t.erase(0, t.find_first_not_of(" \t"));
-        t.erase(t.find_last_not_of(" \t") + 1);
-        return t;
-      };
-      j[trim(kv.substr(0, eq))] = trim(kv.substr(eq + 1));
-    }
+    for (const auto& [k, v] : metadata) j[k] = v;
     std::string base_model = model_id.substr(model_id.find_last_of('/') == std::string::npos ? 0 : model_id.find_last_of('/') + 1);
     std::string label = args.label.empty() ? args.backend : args.label;
     std::string conc = args.max_concurrency ? "-concurrency" + std::to_string(*args.max_concurrency) : "";
