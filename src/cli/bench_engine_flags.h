@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "cli/human_int.h"
@@ -77,6 +78,11 @@ inline void add_bench_engine_flags(CLI::App& app, EngineConfig& c, std::shared_p
       "--compilation-config,-O", [&c](const std::string& v) { apply_compilation_config(v, c); },
       "vLLM's flag, its CUDA-graph settings (-O0 or {\"cudagraph_mode\": \"NONE\"}: no graphs; "
       "max_cudagraph_capture_size / cudagraph_capture_sizes: a cap); the rest has no effect");
+  app.add_option_function<int>(
+         "--max-cudagraph-capture-size",
+         [&c](int m) { apply_compilation_config("{\"max_cudagraph_capture_size\": " + std::to_string(m) + "}", c); },
+         "The largest decode batch captured as a CUDA graph (as -O.max_cudagraph_capture_size)")
+      ->check(CLI::Range(0, 1 << 20));
   add_async_scheduling_flags(app, c.async_scheduling);
   add_speculative_flag(app, c.speculative_config);
   app.add_flag("--batch-invariant", c.batch_invariant,
