@@ -260,7 +260,7 @@ TEST_F(KernelBench, C_PrefillAttentionShort) {
                   32, 8, 128, true);
   attention_mixed("fp8 cache: 1k + 796 prompts", {{1024, 1024}, {796, 796}}, 32, 8, 128, true);
   attention_mixed("fp8 cache: 228 decode rows + 1k + 796 prompts", serving, 32, 8, 128, true);
-  // The same step over a BF16 cache (VIREO_ATTN_OVERLAP_BF16=1 splits it as the FP8 one).
+  // The same step over a BF16 cache (split as the FP8 one; VIREO_ATTN_OVERLAP_BF16=0: in turn).
   attention_mixed("bf16 cache: 228 decode rows", std::vector<std::pair<int, int>>(serving.begin(), serving.end() - 2),
                   32, 8, 128, false);
   attention_mixed("bf16 cache: 228 decode rows + 1k + 796 prompts", serving, 32, 8, 128, false);

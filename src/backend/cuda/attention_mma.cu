@@ -295,9 +295,7 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
       VIREO_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
     };
     if (p.k_cache.dtype != DType::kF8E4M3) {
-      // VIREO_ATTN_OVERLAP_BF16=1 (opt-in: written in session 46 after its device time, not yet measured):
-      // a model-dtype cache's mixed steps split as the FP8 cache's below. Validate with
-      // `AttentionTest.MixedBatchListedPrefills` and `KernelBench.C_PrefillAttentionShort` under it.
+      // A model-dtype cache's mixed steps split as the FP8 cache's below (VIREO_ATTN_OVERLAP_BF16=0: in turn).
       const bool mixed = side != nullptr && side->stream != nullptr && p.num_prefill_seqs > 0 &&
                          p.num_prefill_seqs < p.num_seqs && model_dtype_overlap_enabled();
       if (const int pct = mixed ? prefill_sm_share(p, num_tokens) : 100; pct < 100) {

@@ -31,11 +31,13 @@ inline int attention_prefill_sm_pct_env() {
   return pct;
 }
 
-// VIREO_ATTN_OVERLAP_BF16=1: a model-dtype (BF16 / F16) cache's mixed steps overlap too (opt-in, unmeasured).
+// A model-dtype (BF16 / F16) cache's mixed steps overlap too (default since session 47: H100, the mixed
+// bench's 228 decode rows + 1k + 796-token prompts 435.4 -> 402.9 us; serving +0.3% (8B) / +0.7% (0.6B) in
+// one call); VIREO_ATTN_OVERLAP_BF16=0 runs both parts in turn on one stream.
 inline bool model_dtype_overlap_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("VIREO_ATTN_OVERLAP_BF16");
-    return v != nullptr && v[0] == '1';
+    return v == nullptr || v[0] != '0';
   }();
   return on;
 }
