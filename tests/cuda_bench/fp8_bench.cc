@@ -27,19 +27,6 @@ double g_hbm_gbs = 4300, g_bf16_tflops = 790, g_fp8_tflops = 1500;  // replaced 
 
 class Fp8Bench : public bench::CudaBenchFixture {
  protected:
-  // An F8_E4M3 weight [m, k] with row scales, from hashed values in [-0.02, 0.02).
-  Tensor fp8_weight(int64_t m, int64_t k) {
-    std::vector<float> h = hash_unit(m * k);
-    for (float& v : h) v = 0.04f * v - 0.02f;
-    std::vector<uint8_t> q(h.size());
-    std::vector<float> s(m);
-    fp8_quantize_rows(h.data(), m, k, q.data(), s.data());
-    Tensor scale = dev({m}, DType::kF32), w = dev({m, k}, DType::kF8E4M3);
-    be_->copy_from_host(s.data(), scale);
-    be_->copy_from_host(q.data(), w);
-    w.row_scale = scale.ptr<float>();
-    return w;
-  }
   double time_us(const std::function<void(int)>& f, int reps = 9, int inner = 10) {
     return bench::median_us(stream_, f, reps, inner, 2);
   }

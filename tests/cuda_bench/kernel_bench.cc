@@ -52,64 +52,6 @@ class KernelBench : public bench::CudaBenchFixture {
                 100 * flops / us / 1e6 / g_gemm_tflops);
   }
 
-  // Random E4M3 codes of values in [-1.5, 1.5] (never NaN): an FP8 KV cache (--kv-cache-dtype fp8).
-  Tensor fp8_codes(std::vector<int64_t> shape) {
-    Tensor t = be_->alloc(std::move(shape), DType::kF8E4M3);
-    owned_.push_back(t);
-    std::vector<uint8_t> codes(t.nbytes());
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<float> u(-1.5f, 1.5f);
-    for (auto& c : codes) c = f32_to_fp8_e4m3(u(rng));
-    be_->copy_from_host(codes.data(), t);
-    return t;
-  }
-
-  // AttentionParams over sequences (q_len, kv_len), block size 16, each sequence's blocks drawn from one
-  // shuffled pool; q, caches (E4M3 codes with fp8) and out random. Prefill-shape sequences (q_len x group
-  // > 16) are listed as the engine lists them (AttentionParams::prefill_seqs) when list_prefill.
-  AttentionParams paged_params(const std::vector<std::pair<int, int>>& seqs, int h, int hkv, int d, bool fp8,
-                               bool list_prefill) {
-    const int bs = 16, n = static_cast<int>(seqs.size());
-    int max_blocks = 0, t = 0, max_q = 0, max_kv = 0;
-    for (auto [q, kv] : seqs) {
-      max_blocks = std::max(max_blocks, (kv + bs - 1) / bs);
-      t += q, max_q = std::max(max_q, q), max_kv = std::max(max_kv, kv);
-    }
-    const int num_blocks = n * max_blocks;
-    std::vector<int> qs(n + 1, 0), lens(n), tables(size_t(n) * max_blocks), prefill;
-    for (int s = 0; s < n; ++s) {
-      qs[s + 1] = qs[s] + seqs[s].first;
-      lens[s] = seqs[s].second;
-      if (seqs[s].first * (h / hkv) > 16) prefill.push_back(s);
-    }
-    std::vector<int> perm(num_blocks);
-    for (int i = 0; i < num_blocks; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
-    for (size_t i = 0; i < tables.size(); ++i) tables[i] = perm[i];
-    AttentionParams p;
-    p.q = rand_t({t, h, d});
-    p.k_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
-    p.v_cache = fp8 ? fp8_codes({num_blocks, bs, hkv, d}) : rand_t({num_blocks, bs, hkv, d});
-    p.out = rand_t({t, h, d});
-    p.query_start = ints(qs);
-    p.seq_lens = ints(lens);
-    p.block_tables = ints(tables);
-    p.num_seqs = n;
-    p.max_blocks_per_seq = max_blocks;
-    p.block_size = bs;
-    p.num_heads = h;
-    p.num_kv_heads = hkv;
-    p.head_dim = d;
-    p.scale = 1.f / std::sqrt(float(d));
-    p.max_query_len = max_q;
-    p.max_seq_len = max_kv;
-    if (list_prefill) {
-      p.num_prefill_seqs = static_cast<int>(prefill.size());
-      if (!prefill.empty()) p.prefill_seqs = ints(prefill);
-    }
-    return p;
-  }
-
   // fp8: the caches as E4M3 codes (1 byte an element in the bytes reported).
   void attention(const std::string& name, int num_seqs, int q_len, int kv_len, int h, int hkv, int d,
                  int prefill_m_tiles = 0, int prefill_wgmma = -1, bool fp8 = false) {
