@@ -255,6 +255,11 @@ struct AttentionParams {
   // prefill chunks, and a grid over every (sequence, KV head) is then almost all empty work items.
   Tensor prefill_seqs;
   int num_prefill_seqs = -1;
+  // A mixed step whose decode sequences come first: the backend may leave those rows' attention running
+  // beside the caller's next ops (their `out` rows unwritten until Backend::join_attention); the prefill
+  // rows' `out` is complete when the op returns. Lets the prompt rows' o_proj and MLP (bound by FLOPs) run
+  // while the decode rows read their K / V (bound by HBM bandwidth).
+  bool defer_decode_rows = false;
 };
 
 // The first key a query at position pos sees: pos - window + 1 with a sliding window, else 0.

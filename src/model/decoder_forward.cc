@@ -1,6 +1,7 @@
 // DecoderModel::forward: one engine step through the backend ops.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -21,6 +22,26 @@ std::vector<int32_t> step_state_slots(const StepInput& in, int num_slots) {
         throw Error("forward: state slot " + std::to_string(v) + " outside the model's " + std::to_string(num_slots) +
                     " slots (--max-num-seqs)");
   return slots;
+}
+
+// VIREO_SPLIT_MIXED=1 (opt-in until measured): a mixed step whose decode sequences come first runs each
+// layer's prompt rows' o_proj and MLP beside its decode rows' attention (StepTensors::leading_decode_rows).
+// Read every step, so a test may switch it between runs.
+bool split_mixed_enabled() {
+  const char* v = std::getenv("VIREO_SPLIT_MIXED");
+  return v != nullptr && v[0] == '1';
+}
+
+// The number of leading one-token sequences when every later sequence is a prompt whose rows take the
+// attention's prefill shape (q_len x group > 16), at least one of each; else 0.
+int64_t leading_decode_rows(const StepInput& in, int group) {
+  const size_t S = in.seq_lens.size();
+  size_t d = 0;
+  while (d < S && in.query_start[d + 1] - in.query_start[d] == 1) ++d;
+  if (d == 0 || d == S) return 0;
+  for (size_t s = d; s < S; ++s)
+    if (int64_t{in.query_start[s + 1] - in.query_start[s]} * group <= 16) return 0;
+  return static_cast<int64_t>(d);
 }
 
 void validate(const StepInput& in, const KvCache& kv, int num_layers) {
@@ -141,6 +162,8 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   st.beyond_window = cfg_.sliding_window > 0 && st.max_seq_len > cfg_.sliding_window;
   st.lora_rows = std::move(lora_rows);
   st.hidden_rows = hidden_rows;
+  if (split_mixed_enabled() && st.lora_rows.empty() && cfg_.num_key_value_heads > 0)
+    st.leading_decode_rows = leading_decode_rows(in, cfg_.num_attention_heads / cfg_.num_key_value_heads);
   run_ops(st, kv, ws_);
   if (M == 0) return Tensor();
   if (hidden_rows) return ws_.rows.view({M, cfg_.hidden_size});
@@ -391,6 +414,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       ap.v_cache = kv.v[l];
       ap.window = st.beyond_window ? cfg_.layer_window(l) : 0;
       ap.sinks = w.sinks;  // GPT-OSS (empty elsewhere)
+      // Split mixed steps (dense pre-norm fused layers only): the decode rows' attention may still run below.
+      ap.defer_decode_rows = st.leading_decode_rows > 0 && fused && !whole_residual && !mla && w.router_w.empty() &&
+                             w.attn_gate_w.empty();
       be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
       mixed = attn.view({T, static_cast<int64_t>(H) * D});
       if (!w.attn_gate_w.empty()) {  // Qwen3-Next: attn *= sigmoid(gate rows of q_proj(x))
@@ -412,6 +438,21 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       be_->linear(gu);
       be_->linear(linear(act, w.down_w, w.down_b, branch));  // down_proj
       add_normalised(branch, w.post_ffn_norm);                // h += post_feedforward_layernorm(mlp_out)
+      continue;
+    }
+    if (ap.defer_decode_rows) {
+      // The prompt rows [td, T) first, beside the decode rows' attention; then, joined, the decode rows [0, td).
+      const int64_t td = st.leading_decode_rows;
+      for (const auto& [b, e] : {std::pair<int64_t, int64_t>{td, T}, std::pair<int64_t, int64_t>{0, td}}) {
+        if (b == 0) be_->join_attention();
+        Tensor res = residual.slice_rows(b, e);
+        LinearParams o = linear(mixed.slice_rows(b, e), w.o_w, w.o_b, res);  // h += o_proj(attn)
+        o.residual = res;
+        be_->linear(o);
+        be_->mlp({res, w.post_attn_norm, eps, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b, gate_up.slice_rows(b, e),
+                  act.slice_rows(b, e), mlp_act_});
+      }
+      ap.defer_decode_rows = false;
       continue;
     }
     if (fused) {

@@ -118,6 +118,10 @@ struct StepTensors {
   std::vector<LoraRows> lora_rows;
   // Pooling (Model::forward_hidden): the rows end as model.norm(h) in ws.rows [M, hidden], no lm_head.
   bool hidden_rows = false;
+  // > 0: the step's first leading_decode_rows sequences are one-token decode rows and the rest prompts
+  // (VIREO_SPLIT_MIXED=1): each layer's attention may leave the decode rows running while the prompt rows'
+  // o_proj and MLP go first (AttentionParams::defer_decode_rows).
+  int64_t leading_decode_rows = 0;
 };
 
 // One LoRA adapter's matrices for one of a layer's projections, the q/k/v (gate/up) parts stacked:

@@ -289,6 +289,15 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
       pdev.num_sms = std::max(1, dev.num_sms * pct / 100);
       VIREO_CUDA_CHECK(cudaEventRecord(side->fork, stream));
       VIREO_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+      if (p.defer_decode_rows && side->deferred != nullptr) {
+        // The decode rows on the side lane (its raised priority places their blocks first), left running:
+        // the prefill rows here, and after them the caller's next ops on this stream, fill the other SMs.
+        run_on(decode_tag, p, a, Shapes::kDecodeOnly, side->workspace, side->stream, dev);
+        run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, workspace, stream, pdev);
+        VIREO_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+        *side->deferred = true;
+        return;
+      }
       run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, side->workspace, side->stream, pdev);
       run(decode_tag, p, a, Shapes::kDecodeOnly);
       VIREO_CUDA_CHECK(cudaEventRecord(side->join, side->stream));

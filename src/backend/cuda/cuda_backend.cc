@@ -76,6 +76,7 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.fork, cudaEventDisableTiming));
   VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.join, cudaEventDisableTiming));
   side_lane_.workspace = [this](size_t b) { return side_workspace(b); };
+  side_lane_.deferred = &attention_deferred_;
   if (op_timer_->enabled()) side_lane_.mark = [this](const char* label) { mark(label); };
   VIREO_CUDA_CHECK(cudaMalloc(&stack_counters_, kStackCounters * sizeof(unsigned)));
   VIREO_CUDA_CHECK(cudaMemset(stack_counters_, 0, kStackCounters * sizeof(unsigned)));
@@ -206,6 +207,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
 }
 
 void CudaBackend::synchronize() {
+  join_attention();
   VIREO_CUDA_CHECK(cudaStreamSynchronize(stream_));
   side_->synchronize();
 }
@@ -343,8 +345,14 @@ int CudaBackend::graph_context_bucket(int num_seqs, int num_heads, int num_kv_he
 // The attention's side lane for eager steps; none while a graph is captured (cuda_kernels.h, SideLane).
 const SideLane* CudaBackend::side_lane() const { return graphs_.capturing() ? nullptr : &side_lane_; }
 
+void CudaBackend::join_attention() {
+  if (!attention_deferred_) return;
+  VIREO_CUDA_CHECK(cudaStreamWaitEvent(stream_, side_lane_.join, 0));
+  attention_deferred_ = false;
+}
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
+  join_attention();  // a caller that never joined the last op's decode rows: they finish first
   // FP8 caches in batch-invariant mode: the plain kernel (fixed order; the invariant kernel reads 2-byte caches).
   if (batch_invariant_ && p.window == 0 && p.softcap == 0.f && p.sinks.empty() && p.k_cache.dtype == p.q.dtype) {
     launch_paged_attention_invariant(p, stream_);
@@ -361,6 +369,7 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
 }
 void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
   require_device(attn.k_cache, "prepare_attention", "k_cache");
+  join_attention();
   if (batch_invariant_) {  // the fused kernel is the decode shape: keep the two invariant ops
     qkv_prepare(prep);
     paged_attention(attn);

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
   void gather_rows(const GatherRowsParams& p) override;
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;
+  void join_attention() override;
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void moe(const MoeParams& p) override;
   bool supports_mxfp4_moe(DType weight_dtype) const override { return weight_dtype == DType::kBF16; }
@@ -119,6 +120,7 @@ class CudaBackend final : public Backend {
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
   SideLane side_lane_;  // the attention's side stream (launch_paged_attention), its events and scratch
+  bool attention_deferred_ = false;  // decode rows left running on side_lane_ (join_attention waits for them)
   void* side_ws_ = nullptr;
   size_t side_ws_bytes_ = 0;
   std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies

@@ -77,6 +77,9 @@ struct SideLane {
   // VIREO_OP_TIMING: labels the main stream's work so far (the parts of an op that runs them in turn,
   // VIREO_ATTN_OVERLAP=0); empty when the timer is off.
   std::function<void(const char*)> mark;
+  // Set when an op left a step's decode rows running on `stream` (AttentionParams::defer_decode_rows): the
+  // caller waits on `join` before reading them (CudaBackend::join_attention).
+  bool* deferred = nullptr;
 };
 // side: where an FP8-cache step's prefill rows may run beside its decode rows (VIREO_ATTN_OVERLAP), or null.
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
