@@ -90,7 +90,10 @@ class Backend {
   virtual void gather_rows(const GatherRowsParams& p) = 0;
   virtual void qkv_prepare(const QkvPrepareParams& p) = 0;
   virtual void paged_attention(const AttentionParams& p) = 0;
-  // Waits (in stream order) for decode rows an attention op left running (AttentionParams::defer_decode_rows).
+  // Whether the last attention op left its decode rows running (AttentionParams::defer_decode_rows; a backend
+  // may decline, e.g. where the step's decode rows are too few to gain); join_attention waits (in stream
+  // order) for them.
+  virtual bool attention_pending() const { return false; }
   virtual void join_attention() {}
   // qkv_prepare(prep) then paged_attention(attn), attn.q being prep.q_out. A backend may fuse the two
   // (CUDA does for decode-shape steps); fused, prep.q_out need not be written.

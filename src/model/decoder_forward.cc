@@ -440,7 +440,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       add_normalised(branch, w.post_ffn_norm);                // h += post_feedforward_layernorm(mlp_out)
       continue;
     }
-    if (ap.defer_decode_rows) {
+    const bool split_rows = ap.defer_decode_rows && be_->attention_pending();
+    ap.defer_decode_rows = false;
+    if (split_rows) {
       // The prompt rows [td, T) first, beside the decode rows' attention; then, joined, the decode rows [0, td).
       const int64_t td = st.leading_decode_rows;
       for (const auto& [b, e] : {std::pair<int64_t, int64_t>{td, T}, std::pair<int64_t, int64_t>{0, td}}) {
@@ -452,7 +454,6 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
         be_->mlp({res, w.post_attn_norm, eps, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b, gate_up.slice_rows(b, e),
                   act.slice_rows(b, e), mlp_act_});
       }
-      ap.defer_decode_rows = false;
       continue;
     }
     if (fused) {

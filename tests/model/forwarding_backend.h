@@ -45,6 +45,7 @@ class ForwardingBackend : public Backend {
   void qkv_prepare(const QkvPrepareParams& p) override { in_->qkv_prepare(p); }
   void paged_attention(const AttentionParams& p) override { in_->paged_attention(p); }
   void prepare_attention(const QkvPrepareParams& a, const AttentionParams& b) override { in_->prepare_attention(a, b); }
+  bool attention_pending() const override { return in_->attention_pending(); }
   void join_attention() override { in_->join_attention(); }
   bool decode_stack_supported(const DecodeStackParams& p) const override { return in_->decode_stack_supported(p); }
   bool offers_decode_stack() const override { return in_->offers_decode_stack(); }

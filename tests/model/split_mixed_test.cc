@@ -25,17 +25,23 @@ class SplitRecordingBackend final : public testing::ForwardingBackend {
   SplitRecordingBackend(std::unique_ptr<Backend> inner, int* deferred, int* joins)
       : ForwardingBackend(std::move(inner)), deferred_(deferred), joins_(joins) {}
   bool prefers_fused_linear(DType, int64_t) const override { return true; }
+  // Every op runs in order here: a deferral asked for is "granted" (nothing is left running), so the model
+  // takes its split path.
   void prepare_attention(const QkvPrepareParams& a, const AttentionParams& b) override {
-    if (b.defer_decode_rows) ++*deferred_;
+    pending_ = b.defer_decode_rows;
+    if (pending_) ++*deferred_;
     ForwardingBackend::prepare_attention(a, b);
   }
+  bool attention_pending() const override { return pending_; }
   void join_attention() override {
     ++*joins_;
+    pending_ = false;
     ForwardingBackend::join_attention();
   }
 
  private:
   int *deferred_, *joins_;
+  bool pending_ = false;
 };
 
 struct Seq {

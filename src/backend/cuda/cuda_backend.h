@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   void qkv_prepare(const QkvPrepareParams& p) override;
   void paged_attention(const AttentionParams& p) override;
   void join_attention() override;
+  bool attention_pending() const override { return attention_deferred_; }
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void moe(const MoeParams& p) override;
   bool supports_mxfp4_moe(DType weight_dtype) const override { return weight_dtype == DType::kBF16; }
