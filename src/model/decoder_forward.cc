@@ -414,9 +414,9 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       ap.v_cache = kv.v[l];
       ap.window = st.beyond_window ? cfg_.layer_window(l) : 0;
       ap.sinks = w.sinks;  // GPT-OSS (empty elsewhere)
-      // Split mixed steps (dense pre-norm fused layers only): the decode rows' attention may still run below.
-      ap.defer_decode_rows = st.leading_decode_rows > 0 && fused && !whole_residual && !mla && w.router_w.empty() &&
-                             w.attn_gate_w.empty();
+      // Split mixed steps (dense pre-norm layers only): the decode rows' attention may still run below.
+      ap.defer_decode_rows =
+          st.leading_decode_rows > 0 && !whole_residual && !mla && w.router_w.empty() && w.attn_gate_w.empty();
       be_->prepare_attention(qp, ap);  // q/k norm, RoPE, cache write, attention (fused on CUDA decode steps)
       mixed = attn.view({T, static_cast<int64_t>(H) * D});
       if (!w.attn_gate_w.empty()) {  // Qwen3-Next: attn *= sigmoid(gate rows of q_proj(x))
@@ -447,12 +447,20 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
       const int64_t td = st.leading_decode_rows;
       for (const auto& [b, e] : {std::pair<int64_t, int64_t>{td, T}, std::pair<int64_t, int64_t>{0, td}}) {
         if (b == 0) be_->join_attention();
-        Tensor res = residual.slice_rows(b, e);
-        LinearParams o = linear(mixed.slice_rows(b, e), w.o_w, w.o_b, res);  // h += o_proj(attn)
-        o.residual = res;
-        be_->linear(o);
-        be_->mlp({res, w.post_attn_norm, eps, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b, gate_up.slice_rows(b, e),
-                  act.slice_rows(b, e), mlp_act_});
+        Tensor res = residual.slice_rows(b, e), gu = gate_up.slice_rows(b, e), a = act.slice_rows(b, e);
+        if (fused) {
+          LinearParams o = linear(mixed.slice_rows(b, e), w.o_w, w.o_b, res);  // h += o_proj(attn)
+          o.residual = res;
+          be_->linear(o);
+          be_->mlp({res, w.post_attn_norm, eps, w.gate_up_w, w.gate_up_b, w.down_w, w.down_b, gu, a, mlp_act_});
+          continue;
+        }
+        Tensor br = branch.slice_rows(b, e), h = hid.slice_rows(b, e);  // the separate ops, as below
+        be_->linear(linear(mixed.slice_rows(b, e), w.o_w, w.o_b, br));  // o_proj
+        be_->rms_norm({br, w.post_attn_norm, h, res, eps});             // h += attn_out; post_attention_layernorm(h)
+        be_->linear(linear(h, w.gate_up_w, w.gate_up_b, gu));           // [gate_proj; up_proj](x)
+        be_->silu_and_mul({gu, a, mlp_act_});                           // act_fn(gate) * up
+        be_->linear(linear(a, w.down_w, w.down_b, br));                 // down_proj (added at the next norm)
       }
       continue;
     }

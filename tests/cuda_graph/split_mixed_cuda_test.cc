@@ -1,7 +1,7 @@
 // Split mixed steps on CUDA (VIREO_SPLIT_MIXED=1): a step of two decode rows ahead of two prompts, where
 // each layer leaves the decode rows' attention running on the side lane while the prompt rows' o_proj and
 // MLP go first. The split's logits must be the unsplit step's (same kernels, other row counts), for FP8
-// and BF16 caches. The attention defers only where the prefill rows take part of the SMs: run with
+// and BF16 weights and caches. The attention defers only where the prefill rows take part of the SMs: run with
 // VIREO_ATTN_PREFILL_SM_PCT=50 (a tiny model's step is otherwise all prompt, and keeps the whole chip).
 #include <gtest/gtest.h>
 
@@ -28,10 +28,10 @@ testing::Schedule split_schedule() {
   return steps;
 }
 
-void expect_split_matches(const std::string& kv_dtype) {
+void expect_split_matches(const std::string& quantization, const std::string& kv_dtype) {
   const std::string dir = std::string(VIREO_SOURCE_DIR) + "/tests/fixtures/model/qwen3";
   LoadOptions o = testing::graph_opts(true);
-  o.quantization = "fp8";  // fused linear forms at every size: the split's path
+  o.quantization = quantization;  // fp8: the fused linear forms at every size; "": BF16's separate ops
   o.kv_cache_dtype = kv_dtype;
   auto m = load_model(dir, create_backend("cuda", "bfloat16"), o);
   const auto steps = split_schedule();
@@ -42,17 +42,19 @@ void expect_split_matches(const std::string& kv_dtype) {
   unsetenv("VIREO_SPLIT_MIXED");
   ASSERT_EQ(plain.size(), split.size());
   for (size_t i = 0; i < steps.size(); ++i)
-    EXPECT_LT(testing::max_rel_err(split[i], plain[i]), 2e-2) << kv_dtype << " step " << i;
+    EXPECT_LT(testing::max_rel_err(split[i], plain[i]), 2e-2) << quantization << " / " << kv_dtype << " step " << i;
 }
 
-TEST(SplitMixedOnCuda, Fp8CacheGivesTheUnsplitLogits) {
+TEST(SplitMixedOnCuda, Fp8WeightsGiveTheUnsplitLogits) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
-  expect_split_matches("fp8");
+  expect_split_matches("fp8", "fp8");
+  expect_split_matches("fp8", "auto");
 }
 
-TEST(SplitMixedOnCuda, Bf16CacheGivesTheUnsplitLogits) {
+TEST(SplitMixedOnCuda, Bf16WeightsGiveTheUnsplitLogits) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
-  expect_split_matches("auto");
+  expect_split_matches("", "auto");
+  expect_split_matches("", "fp8");
 }
 
 }  // namespace

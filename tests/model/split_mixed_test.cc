@@ -19,12 +19,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Prefers the fused linear forms everywhere (as CUDA does for FP8 weights) and counts the split's requests.
+// Counts the split's requests; fused: prefers the fused linear forms everywhere (as CUDA does for FP8
+// weights), else the CPU's own choice (the separate ops above 4 rows, as CUDA's BF16 path).
 class SplitRecordingBackend final : public testing::ForwardingBackend {
  public:
-  SplitRecordingBackend(std::unique_ptr<Backend> inner, int* deferred, int* joins)
-      : ForwardingBackend(std::move(inner)), deferred_(deferred), joins_(joins) {}
-  bool prefers_fused_linear(DType, int64_t) const override { return true; }
+  SplitRecordingBackend(std::unique_ptr<Backend> inner, bool fused, int* deferred, int* joins)
+      : ForwardingBackend(std::move(inner)), fused_(fused), deferred_(deferred), joins_(joins) {}
+  bool prefers_fused_linear(DType t, int64_t rows) const override {
+    return fused_ || ForwardingBackend::prefers_fused_linear(t, rows);
+  }
   // Every op runs in order here: a deferral asked for is "granted" (nothing is left running), so the model
   // takes its split path.
   void prepare_attention(const QkvPrepareParams& a, const AttentionParams& b) override {
@@ -40,6 +43,7 @@ class SplitRecordingBackend final : public testing::ForwardingBackend {
   }
 
  private:
+  bool fused_;
   int *deferred_, *joins_;
   bool pending_ = false;
 };
@@ -54,9 +58,10 @@ struct Seq {
 // per sequence.
 std::vector<float> mixed_step(const fs::path& dir, bool split, const std::vector<Seq>& seqs,
                               const std::vector<int>& prefilled, const std::vector<int>& order, int* deferred,
-                              int* joins) {
+                              int* joins, bool fused = true) {
   setenv("VIREO_SPLIT_MIXED", split ? "1" : "0", 1);
-  auto model = load_model(dir.string(), std::make_unique<SplitRecordingBackend>(create_backend("cpu"), deferred, joins),
+  auto model = load_model(dir.string(),
+                          std::make_unique<SplitRecordingBackend>(create_backend("cpu"), fused, deferred, joins),
                           LoadOptions{});
   const int bs = 16, blocks_per_seq = 4;
   KvCache kv = model->allocate_kv_cache(static_cast<int>(seqs.size()) * blocks_per_seq, bs);
@@ -101,15 +106,18 @@ const std::vector<Seq> kSeqs = {{{5, 17, 300, 2, 9, 41, 77, 8, 8, 100, 3, 250}, 
 
 TEST(SplitMixed, DecodeRowsFirstGiveTheUnsplitLogits) {
   const fs::path dir = fs::path(VIREO_SOURCE_DIR) / "tests/fixtures/model/qwen3";
-  int deferred = 0, joins = 0;
-  // Two decode rows, then two prompts of 20 and 17 tokens (prefill-shaped at any GQA group).
-  const std::vector<float> plain = mixed_step(dir, false, kSeqs, {0, 1}, {0, 1, 2, 3}, &deferred, &joins);
-  EXPECT_EQ(deferred, 0);
-  const std::vector<float> split = mixed_step(dir, true, kSeqs, {0, 1}, {0, 1, 2, 3}, &deferred, &joins);
-  ASSERT_EQ(split.size(), plain.size());
-  EXPECT_GT(deferred, 0);         // every attention layer asked
-  EXPECT_EQ(joins, deferred);     // and joined each before the decode rows' o_proj
-  EXPECT_LT(testing::rel_max_err(split.data(), plain.data(), plain.size()), 1e-5);
+  for (bool fused : {true, false}) {  // the fused linear forms (FP8 on CUDA) and the separate ops (BF16)
+    SCOPED_TRACE(fused ? "fused forms" : "separate ops");
+    int deferred = 0, joins = 0;
+    // Two decode rows, then two prompts of 20 and 17 tokens (prefill-shaped at any GQA group).
+    const std::vector<float> plain = mixed_step(dir, false, kSeqs, {0, 1}, {0, 1, 2, 3}, &deferred, &joins, fused);
+    EXPECT_EQ(deferred, 0);
+    const std::vector<float> split = mixed_step(dir, true, kSeqs, {0, 1}, {0, 1, 2, 3}, &deferred, &joins, fused);
+    ASSERT_EQ(split.size(), plain.size());
+    EXPECT_GT(deferred, 0);      // every attention layer asked
+    EXPECT_EQ(joins, deferred);  // and joined each before the decode rows' o_proj
+    EXPECT_LT(testing::rel_max_err(split.data(), plain.data(), plain.size()), 1e-5);
+  }
 }
 
 TEST(SplitMixed, OnlyWhereDecodeRowsLead) {
