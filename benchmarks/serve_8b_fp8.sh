@@ -6,7 +6,9 @@
 #   SEQS=64 BUDGETS="" ENVS="VIREO_FP8_SMALL_GEMM=0 -" bash benchmarks/serve_8b_fp8.sh
 # Env: MODEL (builtin:qwen3-8b), SEQS (256: --max-num-seqs and the client concurrency), PROMPTS (2 x SEQS),
 # BUDGETS ("2048 1536"; "" skips serving), OFFLINE (1), ENVS ("-"), PORT (8101), OUT (./device-out), DEVICE (cuda),
-# INPUT_LEN (1024), OUTPUT_LEN (128), V (./build/vireo: the binary; an older build gives a same-call baseline).
+# INPUT_LEN (1024), OUTPUT_LEN (128), V (./build/vireo: the binary; an older build gives a same-call baseline),
+# QUANT (fp8; "" serves the model's BF16 weights), KV (fp8; auto: the model's dtype).
+# The split mixed steps' A/B: ENVS="VIREO_SPLIT_MIXED=1 -" OFFLINE=0 BUDGETS=2048 (and with QUANT= KV=auto for BF16).
 # A smoke run on the CPU: MODEL=builtin:default DEVICE=cpu SEQS=2 INPUT_LEN=32 OUTPUT_LEN=4 BUDGETS=256 bash
 # benchmarks/serve_8b_fp8.sh
 # PROMPTS=1000 is vllm bench serve's default count (fewer of the run's seconds are ramp and drain than at 512).
@@ -26,7 +28,8 @@ IN=${INPUT_LEN:-1024}
 OUTLEN=${OUTPUT_LEN:-128}
 mkdir -p "$OUT"
 V=${V:-./build/vireo}
-FLAGS=(--model "$MODEL" --load-format dummy --device "$DEVICE" --quantization fp8 --kv-cache-dtype fp8 --max-model-len 4096
+QUANT=${QUANT-fp8}
+FLAGS=(--model "$MODEL" --load-format dummy --device "$DEVICE" ${QUANT:+--quantization "$QUANT"} --kv-cache-dtype "${KV:-fp8}" --max-model-len 4096
        --max-num-seqs "$SEQS")
 with_env() {  # with_env "A=1 B=2" cmd...  ("-": no variables); exec: in a background subshell, $! is the server
   local e=$1; shift
