@@ -152,6 +152,13 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_flag("--kv-sharing-fast-prefill", f.kv_sharing_fast_prefill,
                "No effect: no cross-layer KV sharing models")
       ->group(g);
+  app.add_option("--safetensors-load-strategy", f.safetensors_load_strategy,
+                 "No effect: safetensors files are memory-mapped and each tensor is read once")
+      ->check(CLI::IsMember({"lazy", "eager"}))
+      ->group(g);
+  app.add_option("--mm-encoder-tp-mode", f.mm_encoder_tp_mode, "No effect: one device, text-only serving")
+      ->check(CLI::IsMember({"weights", "data"}))
+      ->group(g);
 }
 
 void check_vllm_compat_flags(const VllmCompatFlags& f) {

@@ -35,6 +35,7 @@ struct VllmCompatFlags {
   int max_cudagraph_capture_size = -1;  // -1: not given (the graphs' own cap)
   std::string config_format = "auto", kv_transfer_config, otlp_traces_endpoint, collect_detailed_traces;
   double mm_processor_cache_gb = 4;
+  std::string safetensors_load_strategy = "lazy", mm_encoder_tp_mode = "weights";
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);
