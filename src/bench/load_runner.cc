@@ -56,6 +56,8 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
     reqs[i].body = build_request_body(opt.backend, model, requests[i].prompt, requests[i].expected_output_len,
                                       opt.ignore_eos, opt.extra_body);
     reqs[i].timeout_s = opt.request_timeout_s;
+    reqs[i].headers = opt.headers;
+    if (!opt.request_id_prefix.empty()) reqs[i].headers.emplace_back("x-request-id", opt.request_id_prefix + std::to_string(i));
     results[i].prompt_len = requests[i].prompt_len;
     size_t expect = static_cast<size_t>(std::clamp(requests[i].expected_output_len, 1, 1 << 16));
     results[i].itl.reserve(expect - 1);

@@ -38,6 +38,8 @@ struct LoadOptions {
   uint64_t seed = 0;
   bool ignore_eos = false;
   std::string extra_body;  // a JSON object merged into every request body (build_request_body), or empty
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
+  std::string request_id_prefix;  // non-empty: an x-request-id header of the prefix and the request's index
   bool progress = false;
   double request_timeout_s = 0;
 };

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -41,7 +43,8 @@ class BodyCollector : public StreamHandler {
 };
 
 // GET /v1/models, retried while the server does not accept connections (still starting).
-std::string fetch_first_model(const std::string& host, int port, const std::string& path, double wait_s) {
+std::string fetch_first_model(const std::string& host, int port, const std::string& path, double wait_s,
+                              const std::vector<std::pair<std::string, std::string>>& headers) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   BodyCollector c;
   while (true) {
@@ -50,6 +53,7 @@ std::string fetch_first_model(const std::string& host, int port, const std::stri
     HttpRequest req;
     req.method = "GET";
     req.path = path;
+    req.headers = headers;
     req.timeout_s = 30;
     client.start(req, &c);
     while (!c.finished) client.poll(100);
@@ -83,8 +87,8 @@ std::string format_rate(double rate) {
   return s;
 }
 
-// vLLM's --metadata KEY=VALUE pairs (both sides trimmed).
-std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vector<std::string>& items) {
+// vLLM's KEY=VALUE flags (--metadata, --header): both sides trimmed; throws for an item without '='.
+std::vector<std::pair<std::string, std::string>> parse_pairs(const std::vector<std::string>& items, const char* flag) {
   auto trim = [](std::string t) {
     t.erase(0, t.find_first_not_of(" \t"));
     t.erase(t.find_last_not_of(" \t") + 1);
@@ -93,7 +97,7 @@ std::vector<std::pair<std::string, std::string>> parse_metadata(const std::vecto
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& kv : items) {
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos) throw Error("--metadata " + kv + ": expected KEY=VALUE");
+    if (eq == std::string::npos || eq == 0) throw Error(std::string(flag) + " " + kv + ": expected KEY=VALUE");
     out.emplace_back(trim(kv.substr(0, eq)), trim(kv.substr(eq + 1)));
   }
   return out;
@@ -113,12 +117,34 @@ std::string request_extra_body(const ServeBenchArgs& args) {
   put("frequency_penalty", args.frequency_penalty);
   put("presence_penalty", args.presence_penalty);
   put("repetition_penalty", args.repetition_penalty);
+  if (args.logprobs) {
+    if (*args.logprobs < 0) throw Error("--logprobs must be >= 0");
+    if (parse_backend(args.backend) == Backend::kChat) {
+      j["logprobs"] = true;
+      j["top_logprobs"] = *args.logprobs;
+    } else {
+      j["logprobs"] = *args.logprobs;
+    }
+  }
   if (!args.extra_body.empty()) {
     const auto extra = nlohmann::json::parse(args.extra_body, nullptr, /*allow_exceptions=*/false);
     if (!extra.is_object()) throw Error("--extra-body: expected a JSON object, e.g. '{\"top_k\": 20}'");
     j.merge_patch(extra);
   }
   return j.empty() ? std::string() : j.dump();
+}
+
+std::vector<std::pair<std::string, std::string>> request_headers(const ServeBenchArgs& args) {
+  std::vector<std::pair<std::string, std::string>> out = parse_pairs(args.headers, "--header");
+  bool auth = false;
+  for (const auto& [k, v] : out) {
+    std::string key = k;
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+    auth = auth || key == "authorization";
+  }
+  const char* key = std::getenv("OPENAI_API_KEY");
+  if (!auth && key != nullptr && key[0] != '\0') out.emplace_back("Authorization", std::string("Bearer ") + key);
+  return out;
 }
 
 int run_bench_serve(const ServeBenchArgs& args) {
@@ -129,7 +155,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
   auto percentiles = parse_percentiles(args.metric_percentiles);
   auto goodput = parse_goodput(args.goodput);
   (void)ArrivalProcess(args.request_rate, args.burstiness, 0);  // validates rate and burstiness
-  const auto metadata = parse_metadata(args.metadata);  // checked before the run, saved with its result
+  const auto metadata = parse_pairs(args.metadata, "--metadata");  // checked before the run, saved with its result
 
   Endpoint ep = args.base_url.empty() ? Endpoint{args.host, args.port, ""} : parse_base_url(args.base_url);
   std::string endpoint = args.endpoint;
@@ -138,7 +164,9 @@ int run_bench_serve(const ServeBenchArgs& args) {
     std::fprintf(stderr, "warning: --endpoint %s with --backend %s\n", endpoint.c_str(), args.backend.c_str());
 
   std::string model_id = args.model;
-  if (model_id.empty()) model_id = fetch_first_model(ep.host, ep.port, ep.path_prefix + "/v1/models", args.ready_check_timeout_s);
+  const auto headers = request_headers(args);
+  if (model_id.empty())
+    model_id = fetch_first_model(ep.host, ep.port, ep.path_prefix + "/v1/models", args.ready_check_timeout_s, headers);
   std::string model_name = args.served_model_name.empty() ? model_id : args.served_model_name;
 
   std::string tok_dir = resolve_tokenizer_dir(args.tokenizer, args.model);
@@ -191,6 +219,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
   lo.lora_modules = args.lora_modules;
   lo.ignore_eos = args.ignore_eos;
   lo.extra_body = request_extra_body(args);
+  lo.headers = headers;
+  lo.request_id_prefix = args.request_id_prefix;
   lo.request_timeout_s = args.request_timeout_s;
 
   // Ready check: the first prompt alone, retried while the server is not accepting connections.

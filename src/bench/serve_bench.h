@@ -38,6 +38,11 @@ struct ServeBenchArgs {
   std::optional<double> temperature, top_p, min_p, frequency_penalty, presence_penalty, repetition_penalty;
   std::optional<int> top_k;
   std::string extra_body;
+  std::optional<int> logprobs;  // sent as logprobs (completions) or logprobs + top_logprobs (chat)
+  // HTTP headers of every request (KEY=VALUE; $OPENAI_API_KEY adds "Authorization: Bearer <key>", as vLLM's
+  // bench does) and vLLM's --request-id-prefix (an x-request-id header of prefix + the request's index).
+  std::vector<std::string> headers;
+  std::string request_id_prefix;
   uint64_t seed = 0;
   int num_warmups = 0;
   std::string percentile_metrics = "ttft,tpot,itl";
@@ -58,6 +63,10 @@ struct ServeBenchArgs {
 // The JSON object the sampling flags and --extra-body add to each request ("" when none); throws
 // vireo::Error for an --extra-body that is not a JSON object.
 std::string request_extra_body(const ServeBenchArgs& args);
+
+// The headers every request carries: --header KEY=VALUE pairs, then Authorization from $OPENAI_API_KEY unless
+// a --header gave one; throws vireo::Error for a pair without '='.
+std::vector<std::pair<std::string, std::string>> request_headers(const ServeBenchArgs& args);
 
 // The whole command: datasets, ready check, warmups, run, report, JSON. Returns the exit code.
 int run_bench_serve(const ServeBenchArgs& args);

@@ -47,8 +47,13 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--frequency-penalty", a->frequency_penalty, "Sent as frequency_penalty")->group(sg);
   app.add_option("--presence-penalty", a->presence_penalty, "Sent as presence_penalty")->group(sg);
   app.add_option("--repetition-penalty", a->repetition_penalty, "Sent as repetition_penalty")->group(sg);
+  app.add_option("--logprobs", a->logprobs, "Sent as logprobs (completions) or top_logprobs (chat)")->group(sg);
   app.add_option("--extra-body", a->extra_body, "JSON object merged into every request body (after the flags above)")
       ->group(sg);
+  app.add_option("--header", a->headers,
+                 "KEY=VALUE HTTP headers of every request ($OPENAI_API_KEY is sent as a Bearer token, as vLLM's bench)")
+      ->expected(1, -1);
+  app.add_option("--request-id-prefix", a->request_id_prefix, "Send x-request-id: <prefix><index> with each request");
   app.add_option("--seed", a->seed)->capture_default_str();
   app.add_option("--num-warmups", a->num_warmups, "Warmup requests before the run")->capture_default_str();
   app.add_option("--percentile-metrics", a->percentile_metrics, "Comma list of ttft,tpot,itl,e2el")

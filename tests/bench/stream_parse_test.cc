@@ -1,6 +1,8 @@
 // Chunked transfer decoding and OpenAI SSE parsing, fed in arbitrary splits.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "bench/chunked_decoder.h"
@@ -147,6 +149,38 @@ TEST(BenchOpenAIStream, SamplingFlagsAndExtraBody) {
   EXPECT_FALSE(j.contains("top_p"));
   a.extra_body = "[1]";
   EXPECT_THROW(request_extra_body(a), vireo::Error);
+}
+
+// --logprobs (completions: logprobs N; chat: logprobs true + top_logprobs N), --header pairs and
+// $OPENAI_API_KEY as a Bearer token unless a --header names Authorization.
+TEST(BenchOpenAIStream, LogprobsAndHeaders) {
+  ServeBenchArgs a;
+  a.logprobs = 3;
+  auto c = nlohmann::json::parse(request_extra_body(a));
+  EXPECT_EQ(c["logprobs"], 3);
+  a.backend = "openai-chat";
+  auto ch = nlohmann::json::parse(request_extra_body(a));
+  EXPECT_EQ(ch["logprobs"], true);
+  EXPECT_EQ(ch["top_logprobs"], 3);
+  a.logprobs = -1;
+  EXPECT_THROW(request_extra_body(a), vireo::Error);
+
+  unsetenv("OPENAI_API_KEY");
+  a.headers = {"X-A = 1", "X-B=two=2"};
+  auto h = request_headers(a);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0], (std::pair<std::string, std::string>{"X-A", "1"}));
+  EXPECT_EQ(h[1], (std::pair<std::string, std::string>{"X-B", "two=2"}));
+  setenv("OPENAI_API_KEY", "sek", 1);
+  h = request_headers(a);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[2], (std::pair<std::string, std::string>{"Authorization", "Bearer sek"}));
+  a.headers = {"authorization=Bearer other"};
+  h = request_headers(a);
+  ASSERT_EQ(h.size(), 1u);  // the flag's own Authorization wins
+  unsetenv("OPENAI_API_KEY");
+  a.headers = {"no-equals"};
+  EXPECT_THROW(request_headers(a), vireo::Error);
 }
 
 namespace {
