@@ -39,6 +39,16 @@ std::string decode_to_target_len(const Tokenizer& tok, std::vector<int32_t> ids,
   }
 }
 
+// The ids a random prompt may use: neither special nor empty.
+std::vector<int32_t> ordinary_ids(const Tokenizer& tok) {
+  std::vector<int32_t> allowed;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (!tok.is_special(id) && !tok.id_to_token(id).empty()) allowed.push_back(id);
+  }
+  if (allowed.empty()) throw Error("random dataset: the tokenizer has no ordinary tokens");
+  return allowed;
+}
+
 }  // namespace
 
 std::vector<SampleRequest> build_random_dataset(const Tokenizer& tok, const RandomDatasetOptions& opt) {
@@ -54,11 +64,7 @@ std::vector<SampleRequest> build_random_dataset(const Tokenizer& tok, const Rand
   if (opt.prefix_len + in_lo < 1)
     throw Error("--random-input-len is too small: every prompt needs at least one token");
 
-  std::vector<int32_t> allowed;
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    if (!tok.is_special(id) && !tok.id_to_token(id).empty()) allowed.push_back(id);
-  }
-  if (allowed.empty()) throw Error("random dataset: the tokenizer has no ordinary tokens");
+  const std::vector<int32_t> allowed = ordinary_ids(tok);
 
   std::mt19937_64 rng(opt.seed);
   std::uniform_int_distribution<int> in_dist(in_lo, in_hi), out_dist(out_lo, out_hi);
@@ -86,6 +92,37 @@ std::vector<SampleRequest> build_random_dataset(const Tokenizer& tok, const Rand
   if (mismatch != 0)
     log_warn("random dataset: {} tokens {} than requested after decoding and re-encoding", std::llabs(mismatch),
              mismatch > 0 ? "more" : "fewer");
+  return out;
+}
+
+std::vector<SampleRequest> build_prefix_repetition_dataset(const Tokenizer& tok, const PrefixRepetitionOptions& opt) {
+  if (opt.num_requests <= 0) throw Error("--num-prompts must be > 0");
+  if (opt.num_prefixes <= 0 || opt.prefix_len < 0 || opt.suffix_len < 0 || opt.prefix_len + opt.suffix_len < 1 ||
+      opt.output_len < 1)
+    throw Error("--prefix-repetition-*: num-prefixes >= 1, prefix-len + suffix-len >= 1 and output-len >= 1");
+  const std::vector<int32_t> allowed = ordinary_ids(tok);
+  std::mt19937_64 rng(opt.seed);
+  std::uniform_int_distribution<size_t> any(0, allowed.size() - 1);
+  // n random ids that decode to a text encoding back to n ids (as vLLM's _generate_exact_length_tokens).
+  auto exact = [&](int n) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < n; ++i) ids.push_back(allowed[any(rng)]);
+    int got = 0;
+    const std::string text = decode_to_target_len(tok, std::move(ids), n, allowed, rng, got);
+    return n == 0 ? std::vector<int32_t>{} : tok.encode(text, /*add_special_tokens=*/false);
+  };
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int p = 0; p < opt.num_prefixes; ++p) prefixes.push_back(exact(opt.prefix_len));
+  std::vector<SampleRequest> out;
+  out.reserve(opt.num_requests);
+  const int per_prefix = std::max(1, opt.num_requests / opt.num_prefixes);
+  for (int i = 0; i < opt.num_requests; ++i) {
+    std::vector<int32_t> ids = prefixes[(i / per_prefix) % opt.num_prefixes];
+    const std::vector<int32_t> suffix = exact(opt.suffix_len);
+    ids.insert(ids.end(), suffix.begin(), suffix.end());
+    out.push_back({tok.decode(ids, /*skip_special_tokens=*/false), static_cast<int>(ids.size()), opt.output_len});
+  }
+  std::shuffle(out.begin(), out.end(), rng);
   return out;
 }
 

@@ -3,7 +3,9 @@
 //          decoded and re-encoded until the text encodes to exactly the drawn length;
 //  sonnet: "Pick as many lines as you can from these poem lines:\n" + a fixed prefix of the poem's
 //          first lines + random lines, formatted with the chat template, kept when <= input_len;
-//  custom: JSONL, one {"prompt": ..., "output_tokens": N?} per line.
+//  custom: JSONL, one {"prompt": ..., "output_tokens": N?} per line;
+//  prefix_repetition: a few random prefixes, each shared by many prompts with their own random suffixes
+//          (prefix caching under load).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,6 +32,16 @@ struct RandomDatasetOptions {
   uint64_t seed = 0;
 };
 std::vector<SampleRequest> build_random_dataset(const Tokenizer& tok, const RandomDatasetOptions& opt);
+
+// vLLM's prefix_repetition: num_prefixes random prefixes of prefix_len tokens, each followed by its own
+// random suffix of suffix_len tokens in num_requests / num_prefixes prompts (the remainder of the division
+// takes the first prefixes again, where vLLM sends fewer requests), shuffled.
+struct PrefixRepetitionOptions {
+  int num_requests = 1000;
+  int prefix_len = 256, suffix_len = 256, num_prefixes = 10, output_len = 128;
+  uint64_t seed = 0;
+};
+std::vector<SampleRequest> build_prefix_repetition_dataset(const Tokenizer& tok, const PrefixRepetitionOptions& opt);
 
 struct SonnetDatasetOptions {
   int num_requests = 1000;

@@ -199,6 +199,15 @@ int run_bench_serve(const ServeBenchArgs& args) {
     o.output_len = args.custom_output_len;
     o.count_chat_formatted = backend == Backend::kChat;
     requests = load_custom_dataset(*tok, args.dataset_path, o);
+  } else if (args.dataset_name == "prefix_repetition") {
+    PrefixRepetitionOptions o;
+    o.num_requests = args.num_prompts;
+    o.prefix_len = args.prefix_repetition_prefix_len;
+    o.suffix_len = args.prefix_repetition_suffix_len;
+    o.num_prefixes = args.prefix_repetition_num_prefixes;
+    o.output_len = args.prefix_repetition_output_len;
+    o.seed = args.seed;
+    requests = build_prefix_repetition_dataset(*tok, o);
   } else if (args.dataset_name == "sharegpt") {
     if (args.dataset_path.empty()) throw Error("--dataset-name sharegpt needs --dataset-path (the ShareGPT JSON)");
     ShareGptDatasetOptions o;
@@ -207,7 +216,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
     o.seed = args.seed;
     requests = load_sharegpt_dataset(*tok, args.dataset_path, o);
   } else {
-    throw Error("--dataset-name must be sonnet, random, sharegpt or custom, got '" + args.dataset_name + "'");
+    throw Error("--dataset-name must be sonnet, random, sharegpt, custom or prefix_repetition, got '" +
+                args.dataset_name + "'");
   }
 
   LoadOptions lo;

@@ -31,6 +31,8 @@ struct ServeBenchArgs {
   double random_range_ratio = 0.0;
   int sonnet_input_len = 550, sonnet_output_len = 150, sonnet_prefix_len = 200;
   int custom_output_len = 256;
+  int prefix_repetition_prefix_len = 256, prefix_repetition_suffix_len = 256, prefix_repetition_num_prefixes = 10,
+      prefix_repetition_output_len = 128;
   std::optional<int> sharegpt_output_len;  // unset: each conversation's second turn's length
   bool ignore_eos = false;
   // vLLM bench serve's sampling flags (unset: greedy, temperature 0) and --extra-body (a JSON object), merged

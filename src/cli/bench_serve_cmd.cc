@@ -20,7 +20,7 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--lora-modules", a->lora_modules, "LoRA adapter names served; each request names one at random")
       ->expected(1, -1);
   app.add_option("--tokenizer", a->tokenizer, "Folder with tokenizer.json (default: --model's, else models/qwen3)");
-  app.add_option("--dataset-name", a->dataset_name, "sonnet | random | sharegpt | custom")->capture_default_str();
+  app.add_option("--dataset-name", a->dataset_name, "sonnet | random | sharegpt | custom | prefix_repetition")->capture_default_str();
   app.add_option("--dataset-path", a->dataset_path, "sonnet text (default benchmarks/data/sonnet.txt), ShareGPT JSON or custom JSONL");
   app.add_option("--num-prompts", a->num_prompts, "Number of requests")->capture_default_str();
   app.add_option("--request-rate", a->request_rate, "Requests/s (inf = all at once; else Poisson/gamma arrivals)")
@@ -36,6 +36,10 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--sonnet-prefix-len", a->sonnet_prefix_len)->capture_default_str();
   app.add_option("--custom-output-len", a->custom_output_len, "Output tokens for custom lines without output_tokens")
       ->capture_default_str();
+  app.add_option("--prefix-repetition-prefix-len", a->prefix_repetition_prefix_len)->capture_default_str();
+  app.add_option("--prefix-repetition-suffix-len", a->prefix_repetition_suffix_len)->capture_default_str();
+  app.add_option("--prefix-repetition-num-prefixes", a->prefix_repetition_num_prefixes)->capture_default_str();
+  app.add_option("--prefix-repetition-output-len", a->prefix_repetition_output_len)->capture_default_str();
   app.add_option("--sharegpt-output-len", a->sharegpt_output_len,
                  "Output tokens of every ShareGPT request (default: its conversation's second turn's length)");
   app.add_flag("--ignore-eos", a->ignore_eos, "Send ignore_eos so every request generates its output length");

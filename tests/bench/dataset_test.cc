@@ -1,6 +1,7 @@
 // Dataset builders with the real Qwen3 tokenizer (models/qwen3, fetched by scripts/setup.sh).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -65,6 +66,34 @@ TEST(BenchDatasets, RandomPrefixIsShared) {
   int same = 0;
   while (same < 48 && a[same] == b[same]) ++same;
   EXPECT_GE(same, 14);
+}
+
+// vLLM's prefix_repetition: num_prefixes shared prefixes, each prompt its own suffix, the count asked for
+// (the remainder of num_requests / num_prefixes on the first prefixes), seeded.
+TEST(BenchDatasets, PrefixRepetitionSharesFewPrefixes) {
+  PrefixRepetitionOptions o;
+  o.num_requests = 11;
+  o.prefix_len = 32;
+  o.suffix_len = 8;
+  o.num_prefixes = 3;
+  o.output_len = 5;
+  o.seed = 2;
+  auto reqs = build_prefix_repetition_dataset(qwen3(), o);
+  ASSERT_EQ(reqs.size(), 11u);
+  std::vector<std::vector<int32_t>> heads;
+  for (const auto& r : reqs) {
+    EXPECT_NEAR(r.prompt_len, 40, 2);
+    EXPECT_EQ(r.expected_output_len, 5);
+    auto ids = qwen3().encode(r.prompt, false);
+    ASSERT_GE(ids.size(), 24u);
+    std::vector<int32_t> head(ids.begin(), ids.begin() + 24);  // well inside the 32-token prefix
+    if (std::find(heads.begin(), heads.end(), head) == heads.end()) heads.push_back(head);
+  }
+  EXPECT_EQ(heads.size(), 3u);  // three distinct prefixes, each shared
+  EXPECT_NE(reqs[0].prompt, reqs[1].prompt);
+  EXPECT_EQ(build_prefix_repetition_dataset(qwen3(), o)[4].prompt, reqs[4].prompt);
+  o.num_prefixes = 0;
+  EXPECT_THROW(build_prefix_repetition_dataset(qwen3(), o), vireo::Error);
 }
 
 TEST(BenchDatasets, SonnetSharesPrefixAndRespectsInputLen) {
