@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace vireo::bench {
@@ -24,5 +25,15 @@ class ArrivalProcess {
 // Send offsets (seconds from the start) of n requests; the first is at 0, as vLLM's generator
 // yields before it sleeps, so request i starts after gaps 0..i-1.
 std::vector<double> arrival_offsets(int n, double rate, double burstiness, uint64_t seed);
+
+// vLLM's --ramp-up-strategy: the rate of request i moves from start_rps to end_rps with its progress
+// i / (n - 1), linearly or geometrically ("exponential"); each gap is drawn as above at that rate.
+struct RampUp {
+  std::string strategy;  // "" (none), "linear" or "exponential"
+  double start_rps = 0, end_rps = 0;
+};
+// Throws vireo::Error for an unknown strategy or rates vLLM refuses (start > end, negative, exponential from 0).
+void check_ramp_up(const RampUp& ramp);
+std::vector<double> arrival_offsets(int n, const RampUp& ramp, double burstiness, uint64_t seed);
 
 }  // namespace vireo::bench

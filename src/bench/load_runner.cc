@@ -44,7 +44,9 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
                                     double* duration_s, std::chrono::steady_clock::time_point* origin) {
   const int n = static_cast<int>(requests.size());
   std::vector<RequestResult> results(n);
-  std::vector<double> offsets = arrival_offsets(n, opt.request_rate, opt.burstiness, opt.seed);
+  std::vector<double> offsets = opt.ramp_up.strategy.empty()
+                                    ? arrival_offsets(n, opt.request_rate, opt.burstiness, opt.seed)
+                                    : arrival_offsets(n, opt.ramp_up, opt.burstiness, opt.seed);
   // Request bodies and result buffers are made before the clock starts: the loop below only sends,
   // reads and parses.
   std::vector<HttpRequest> reqs(n);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/arrival.h"
+
 #include "bench/datasets.h"
 #include "bench/openai_stream.h"
 #include "bench/serve_metrics.h"
@@ -34,6 +36,7 @@ struct LoadOptions {
   std::vector<std::string> lora_modules;
   double request_rate = INFINITY;
   double burstiness = 1.0;
+  RampUp ramp_up;  // strategy set: the rate follows it instead of request_rate
   std::optional<int> max_concurrency;
   uint64_t seed = 0;
   bool ignore_eos = false;

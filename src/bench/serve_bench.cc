@@ -154,6 +154,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
   auto metric_names = parse_metric_names(args.percentile_metrics);
   auto percentiles = parse_percentiles(args.metric_percentiles);
   auto goodput = parse_goodput(args.goodput);
+  if (!args.ramp_up_strategy.empty())
+    check_ramp_up({args.ramp_up_strategy, args.ramp_up_start_rps, args.ramp_up_end_rps});
   (void)ArrivalProcess(args.request_rate, args.burstiness, 0);  // validates rate and burstiness
   const auto metadata = parse_pairs(args.metadata, "--metadata");  // checked before the run, saved with its result
 
@@ -259,7 +261,13 @@ int run_bench_serve(const ServeBenchArgs& args) {
     std::printf("Warmup run completed.\n");
   }
   std::printf("Starting main benchmark run...\n");
-  std::printf("Traffic request rate: %s\n", format_rate(args.request_rate).c_str());
+  const RampUp ramp{args.ramp_up_strategy, args.ramp_up_start_rps, args.ramp_up_end_rps};
+  if (ramp.strategy.empty()) {
+    std::printf("Traffic request rate: %s\n", format_rate(args.request_rate).c_str());
+  } else {
+    std::printf("Traffic ramp-up strategy: %s.\nWill increase RPS from %s to %s RPS over the duration of the benchmark.\n",
+                ramp.strategy.c_str(), fmt::format("{}", ramp.start_rps).c_str(), fmt::format("{}", ramp.end_rps).c_str());
+  }
   std::printf("Burstiness factor: %s (%s)\n", fmt::format("{}", args.burstiness).c_str(),
               args.burstiness == 1.0 ? "Poisson process" : "Gamma distribution");
   std::printf("Maximum request concurrency: %s\n",
@@ -268,6 +276,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
 
   lo.request_rate = args.request_rate;
   lo.burstiness = args.burstiness;
+  lo.ramp_up = ramp;
   lo.max_concurrency = args.max_concurrency;
   lo.seed = args.seed;
   lo.progress = !args.disable_tqdm && isatty(STDERR_FILENO);
@@ -305,6 +314,11 @@ int run_bench_serve(const ServeBenchArgs& args) {
     j["num_prompts"] = args.num_prompts;
     j["request_rate"] = std::isinf(args.request_rate) ? nlohmann::json("inf") : nlohmann::json(args.request_rate);
     j["burstiness"] = args.burstiness;
+    if (!ramp.strategy.empty()) {
+      j["ramp_up_strategy"] = ramp.strategy;
+      j["ramp_up_start_rps"] = ramp.start_rps;
+      j["ramp_up_end_rps"] = ramp.end_rps;
+    }
     j["max_concurrency"] = args.max_concurrency ? nlohmann::json(*args.max_concurrency) : nlohmann::json(nullptr);
     j["dataset_name"] = args.dataset_name;
     j.update(result_json(m, info, results));

@@ -26,6 +26,8 @@ struct ServeBenchArgs {
   int num_prompts = 1000;
   double request_rate = INFINITY;
   double burstiness = 1.0;
+  std::string ramp_up_strategy;  // vLLM's --ramp-up-strategy (linear | exponential), with the two rates below
+  double ramp_up_start_rps = 0, ramp_up_end_rps = 0;
   std::optional<int> max_concurrency;
   int random_input_len = 1024, random_output_len = 128, random_prefix_len = 0;
   double random_range_ratio = 0.0;

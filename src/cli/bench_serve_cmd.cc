@@ -27,6 +27,11 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--burstiness", a->burstiness, "Gamma shape of the gaps (1 = Poisson)")->capture_default_str();
   app.add_option("--max-concurrency", *max_conc, "Maximum requests in flight");
+  app.add_option("--ramp-up-strategy", a->ramp_up_strategy,
+                 "linear | exponential: the rate goes from --ramp-up-start-rps to --ramp-up-end-rps (not --request-rate)")
+      ->check(CLI::IsMember({"linear", "exponential"}));
+  app.add_option("--ramp-up-start-rps", a->ramp_up_start_rps, "Requests/s at the start of the ramp");
+  app.add_option("--ramp-up-end-rps", a->ramp_up_end_rps, "Requests/s at its end");
   app.add_option("--random-input-len", a->random_input_len)->capture_default_str();
   app.add_option("--random-output-len", a->random_output_len)->capture_default_str();
   app.add_option("--random-range-ratio", a->random_range_ratio)->capture_default_str();

@@ -67,3 +67,25 @@ TEST(BenchArrival, RejectsBadParameters) {
   EXPECT_THROW(ArrivalProcess(-1.0, 1.0, 0), vireo::Error);
   EXPECT_THROW(ArrivalProcess(1.0, 0.0, 0), vireo::Error);
 }
+
+// vLLM's --ramp-up-strategy: the rate moves from start to end with the request's progress, so the early
+// gaps are longer than the late ones; seeded; bad settings are refused.
+TEST(BenchArrival, RampUpSpeedsUp) {
+  for (const char* strategy : {"linear", "exponential"}) {
+    SCOPED_TRACE(strategy);
+    const vireo::bench::RampUp ramp{strategy, 10.0, 1000.0};
+    auto a = vireo::bench::arrival_offsets(2001, ramp, 1.0, 7);
+    ASSERT_EQ(a.size(), 2001u);
+    EXPECT_EQ(a[0], 0.0);
+    EXPECT_EQ(a, vireo::bench::arrival_offsets(2001, ramp, 1.0, 7));
+    const double early = a[200] - a[0], late = a[2000] - a[1800];  // 200 gaps each
+    EXPECT_GT(early, 3 * late);
+    for (size_t i = 1; i < a.size(); ++i) EXPECT_GE(a[i], a[i - 1]);
+  }
+  // Linear from 0: the first gap takes rate 0 as "no wait"; mean gap near the end ~1/end.
+  auto z = vireo::bench::arrival_offsets(11, vireo::bench::RampUp{"linear", 0.0, 100.0}, 1.0, 1);
+  EXPECT_EQ(z[1], 0.0);
+  EXPECT_THROW(vireo::bench::check_ramp_up({"sideways", 1, 2}), vireo::Error);
+  EXPECT_THROW(vireo::bench::check_ramp_up({"linear", 5, 2}), vireo::Error);
+  EXPECT_THROW(vireo::bench::check_ramp_up({"exponential", 0, 2}), vireo::Error);
+}
