@@ -198,10 +198,10 @@ std::vector<SampleRequest> load_custom_dataset(const Tokenizer& tok, const std::
                                                const CustomDatasetOptions& opt) {
   std::ifstream f(path);
   if (!f) throw Error("cannot open dataset file '" + path + "'");
-  std::vector<SampleRequest> out;
+  std::vector<SampleRequest> all;  // every line's prompt and output length; counted once chosen
   std::string line;
   int lineno = 0;
-  while (std::getline(f, line) && static_cast<int>(out.size()) < opt.num_requests) {
+  while (std::getline(f, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
@@ -214,22 +214,26 @@ std::vector<SampleRequest> load_custom_dataset(const Tokenizer& tok, const std::
       throw Error(path + ":" + std::to_string(lineno) + ": needs a string field \"prompt\"");
     SampleRequest r;
     r.prompt = j["prompt"].get<std::string>();
-    // Sent as is; counted as the server will see it (chat: after its template).
-    std::string counted = opt.count_chat_formatted ? format_user_message(tok, r.prompt) : r.prompt;
-    r.prompt_len = static_cast<int>(tok.encode(counted, true).size());
     r.expected_output_len = opt.output_len;
     if (j.contains("output_tokens")) {
       if (!j["output_tokens"].is_number_integer() || j["output_tokens"].get<int>() <= 0)
         throw Error(path + ":" + std::to_string(lineno) + ": \"output_tokens\" must be a positive integer");
       r.expected_output_len = j["output_tokens"].get<int>();
     }
-    out.push_back(std::move(r));
+    all.push_back(std::move(r));
   }
-  if (out.empty()) throw Error("dataset file '" + path + "' has no prompts");
-  if (static_cast<int>(out.size()) < opt.num_requests) {
-    // vLLM oversamples to reach num_prompts.
-    size_t n = out.size();
-    for (size_t i = 0; static_cast<int>(out.size()) < opt.num_requests; ++i) out.push_back(out[i % n]);
+  if (all.empty()) throw Error("dataset file '" + path + "' has no prompts");
+  if (opt.shuffle) std::shuffle(all.begin(), all.end(), std::mt19937_64(opt.seed));  // vLLM, unless --disable-shuffle
+  std::vector<SampleRequest> out;
+  for (size_t i = 0; static_cast<int>(out.size()) < opt.num_requests; ++i) {  // oversampled to num_prompts, as vLLM
+    SampleRequest r = all[i % all.size()];
+    if (i < all.size()) {
+      // Sent as is; counted as the server will see it (chat: after its template).
+      const std::string counted = opt.count_chat_formatted ? format_user_message(tok, r.prompt) : r.prompt;
+      r.prompt_len = static_cast<int>(tok.encode(counted, true).size());
+      all[i].prompt_len = r.prompt_len;
+    }
+    out.push_back(std::move(r));
   }
   return out;
 }

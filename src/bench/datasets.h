@@ -65,6 +65,8 @@ struct CustomDatasetOptions {
   int num_requests = 1000;
   int output_len = 256;  // when a line has no "output_tokens"
   bool count_chat_formatted = false;  // openai-chat: count tokens after the chat template
+  bool shuffle = true;  // vLLM shuffles the lines (seeded) unless --disable-shuffle
+  uint64_t seed = 0;
 };
 std::vector<SampleRequest> load_custom_dataset(const Tokenizer& tok, const std::string& jsonl_path,
                                                const CustomDatasetOptions& opt);

@@ -200,6 +200,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
     o.num_requests = args.num_prompts;
     o.output_len = args.custom_output_len;
     o.count_chat_formatted = backend == Backend::kChat;
+    o.shuffle = !args.disable_shuffle;
+    o.seed = args.seed;
     requests = load_custom_dataset(*tok, args.dataset_path, o);
   } else if (args.dataset_name == "prefix_repetition") {
     PrefixRepetitionOptions o;
@@ -216,6 +218,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
     o.num_requests = args.num_prompts;
     o.output_len = args.sharegpt_output_len;
     o.seed = args.seed;
+    o.shuffle = !args.disable_shuffle;
     requests = load_sharegpt_dataset(*tok, args.dataset_path, o);
   } else {
     throw Error("--dataset-name must be sonnet, random, sharegpt, custom or prefix_repetition, got '" +

@@ -36,6 +36,7 @@ struct ServeBenchArgs {
   int prefix_repetition_prefix_len = 256, prefix_repetition_suffix_len = 256, prefix_repetition_num_prefixes = 10,
       prefix_repetition_output_len = 128;
   std::optional<int> sharegpt_output_len;  // unset: each conversation's second turn's length
+  bool disable_shuffle = false;            // custom / sharegpt: the file's order
   bool ignore_eos = false;
   // vLLM bench serve's sampling flags (unset: greedy, temperature 0) and --extra-body (a JSON object), merged
   // into every request in that order.

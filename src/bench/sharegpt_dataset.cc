@@ -43,7 +43,7 @@ std::vector<SampleRequest> load_sharegpt_dataset(const Tokenizer& tok, const std
   if (!data.is_array()) throw Error("dataset file '" + path + "': expected a JSON array of ShareGPT conversations");
   std::vector<const nlohmann::json*> entries;
   for (const auto& e : data) entries.push_back(&e);
-  std::shuffle(entries.begin(), entries.end(), std::mt19937_64(opt.seed));
+  if (opt.shuffle) std::shuffle(entries.begin(), entries.end(), std::mt19937_64(opt.seed));
   std::vector<SampleRequest> out;
   std::string prompt, completion;
   for (const nlohmann::json* e : entries) {

@@ -19,6 +19,7 @@ struct ShareGptDatasetOptions {
   int num_requests = 1000;
   std::optional<int> output_len;  // --sharegpt-output-len
   uint64_t seed = 0;
+  bool shuffle = true;  // false: the file's order (--disable-shuffle)
 };
 std::vector<SampleRequest> load_sharegpt_dataset(const Tokenizer& tok, const std::string& json_path,
                                                  const ShareGptDatasetOptions& opt);

@@ -47,6 +47,7 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   app.add_option("--prefix-repetition-output-len", a->prefix_repetition_output_len)->capture_default_str();
   app.add_option("--sharegpt-output-len", a->sharegpt_output_len,
                  "Output tokens of every ShareGPT request (default: its conversation's second turn's length)");
+  app.add_flag("--disable-shuffle", a->disable_shuffle, "custom / sharegpt: take the prompts in the file's order");
   app.add_flag("--ignore-eos", a->ignore_eos, "Send ignore_eos so every request generates its output length");
   const std::string sg = "Sampling (vLLM bench serve's; unset: greedy)";
   app.add_option("--temperature", a->temperature, "Sent as temperature (default 0: greedy)")->group(sg);

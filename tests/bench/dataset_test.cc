@@ -140,6 +140,7 @@ TEST(BenchDatasets, CustomJsonl) {
   CustomDatasetOptions o;
   o.num_requests = 3;
   o.output_len = 11;
+  o.shuffle = false;  // --disable-shuffle: the file's order
   auto reqs = load_custom_dataset(qwen3(), path.string(), o);
   ASSERT_EQ(reqs.size(), 3u);  // oversampled to --num-prompts
   EXPECT_EQ(reqs[0].prompt, "Hello world");
@@ -147,6 +148,22 @@ TEST(BenchDatasets, CustomJsonl) {
   EXPECT_EQ(reqs[0].expected_output_len, 7);
   EXPECT_EQ(reqs[1].expected_output_len, 11);
   EXPECT_EQ(reqs[2].prompt, "Hello world");
+  {  // shuffled (vLLM's default), seeded: a permutation of the lines, the same for the same seed
+    std::ofstream f(path);
+    for (int i = 0; i < 20; ++i) f << "{\"prompt\": \"line " << i << "\"}\n";
+  }
+  o.num_requests = 20;
+  o.shuffle = true;
+  o.seed = 3;
+  auto shuffled = load_custom_dataset(qwen3(), path.string(), o);
+  ASSERT_EQ(shuffled.size(), 20u);
+  std::vector<std::string> got, want;
+  for (int i = 0; i < 20; ++i) got.push_back(shuffled[i].prompt), want.push_back("line " + std::to_string(i));
+  EXPECT_NE(got, want);
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(load_custom_dataset(qwen3(), path.string(), o)[5].prompt, shuffled[5].prompt);
   {
     std::ofstream f(path);
     f << "{\"text\": \"no prompt field\"}\n";
