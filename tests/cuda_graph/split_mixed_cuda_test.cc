@@ -28,7 +28,10 @@ testing::Schedule split_schedule() {
   return steps;
 }
 
-void expect_split_matches(const std::string& quantization, const std::string& kv_dtype) {
+// tol: BF16 2e-2 (the same kernels at other row counts); FP8 weights 0.15, as Fp8OnCuda against the CPU:
+// the split's two decode rows take the weight-only GEMV where the whole step's W8A8 GEMM rounded their
+// activations to E4M3.
+void expect_split_matches(const std::string& quantization, const std::string& kv_dtype, double tol) {
   const std::string dir = std::string(VIREO_SOURCE_DIR) + "/tests/fixtures/model/qwen3";
   LoadOptions o = testing::graph_opts(true);
   o.quantization = quantization;  // fp8: the fused linear forms at every size; "": BF16's separate ops
@@ -42,19 +45,19 @@ void expect_split_matches(const std::string& quantization, const std::string& kv
   unsetenv("VIREO_SPLIT_MIXED");
   ASSERT_EQ(plain.size(), split.size());
   for (size_t i = 0; i < steps.size(); ++i)
-    EXPECT_LT(testing::max_rel_err(split[i], plain[i]), 2e-2) << quantization << " / " << kv_dtype << " step " << i;
+    EXPECT_LT(testing::max_rel_err(split[i], plain[i]), tol) << quantization << " / " << kv_dtype << " step " << i;
 }
 
 TEST(SplitMixedOnCuda, Fp8WeightsGiveTheUnsplitLogits) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
-  expect_split_matches("fp8", "fp8");
-  expect_split_matches("fp8", "auto");
+  expect_split_matches("fp8", "fp8", 0.15);
+  expect_split_matches("fp8", "auto", 0.15);
 }
 
 TEST(SplitMixedOnCuda, Bf16WeightsGiveTheUnsplitLogits) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA GPU visible";
-  expect_split_matches("", "auto");
-  expect_split_matches("", "fp8");
+  expect_split_matches("", "auto", 2e-2);
+  expect_split_matches("", "fp8", 2e-2);
 }
 
 }  // namespace
