@@ -292,9 +292,18 @@ void launch_mma(const AttentionParams& p, const QkvArgs* prep, const WorkspaceFn
       if (p.defer_decode_rows && side->deferred != nullptr) {
         // The decode rows on the side lane (its raised priority places their blocks first), left running:
         // the prefill rows here, and after them the caller's next ops on this stream, fill the other SMs.
-        run_on(decode_tag, p, a, Shapes::kDecodeOnly, side->workspace, side->stream, dev);
+        // With an SM partition the decode rows stay on its SMs and the prefill rows take all the others.
+        const bool part = side->decode_stream != nullptr;
+        cudaStream_t ds = part ? side->decode_stream : side->stream;
+        DeviceInfo ddev = dev;
+        if (part) {
+          ddev.num_sms = side->decode_sms;
+          pdev.num_sms = std::max(1, dev.num_sms - side->decode_sms);
+          VIREO_CUDA_CHECK(cudaStreamWaitEvent(ds, side->fork, 0));
+        }
+        run_on(decode_tag, p, a, Shapes::kDecodeOnly, side->workspace, ds, ddev);
         run_on(T{}, wp, make_mma_args(wp), Shapes::kPrefillOnly, workspace, stream, pdev);
-        VIREO_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+        VIREO_CUDA_CHECK(cudaEventRecord(part ? side->decode_join : side->join, ds));
         *side->deferred = true;
         return;
       }

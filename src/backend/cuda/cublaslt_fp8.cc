@@ -34,7 +34,7 @@ void set_fast_accum(PlanT& p) {
 }  // namespace
 
 CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias) {
-  Key key{n, m, k, static_cast<int>(out_dtype), bias};
+  Key key{n, m, k, static_cast<int>(out_dtype), bias, sm_target_};
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second;
   if (out_dtype != DType::kBF16 && out_dtype != DType::kF16) throw Error("linear (fp8): output must be bf16 or f16");
@@ -57,7 +57,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
 }
 
 bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtype, bool bias) {
-  const Key key{n, m, k, static_cast<int>(out_dtype), bias};
+  const Key key{n, m, k, static_cast<int>(out_dtype), bias, sm_target_};
   auto it = fp8_plan_ok_.find(key);
   if (it != fp8_plan_ok_.end()) return it->second;  // asked once per shape: no retries on the step path
   bool ok = true;
@@ -70,7 +70,7 @@ bool CublasLtGemm::fp8_outer_vec(int64_t n, int64_t m, int64_t k, DType out_dtyp
 }
 
 CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype) {
-  Key key{n, m, k, -1 - static_cast<int>(out_dtype), false};  // apart from the scaled plans' keys
+  Key key{n, m, k, -1 - static_cast<int>(out_dtype), false, sm_target_};  // apart from the scaled plans' keys
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second;
   const cudaDataType_t ot = out_dtype == DType::kBF16 ? CUDA_R_16BF : out_dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_32F;
@@ -83,7 +83,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_
 }
 
 bool CublasLtGemm::fp8_unscaled_ok(int64_t n, int64_t m, int64_t k, DType out_dtype) {
-  const Key key{n, m, k, -1 - static_cast<int>(out_dtype), false};
+  const Key key{n, m, k, -1 - static_cast<int>(out_dtype), false, sm_target_};
   auto it = fp8_plan_ok_.find(key);
   if (it != fp8_plan_ok_.end()) return it->second;
   bool ok = true;

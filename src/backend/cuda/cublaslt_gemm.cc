@@ -51,6 +51,9 @@ CublasLtGemm::Plan CublasLtGemm::new_plan(cudaDataType_t in, cudaDataType_t out,
     lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
     lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof(out)), "BIAS_DATA_TYPE");
   }
+  if (sm_target_ > 0)  // the SMs left beside another stream's work (set_sm_count_target)
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target_, sizeof(sm_target_)),
+             "SM_COUNT_TARGET");
   lt_check(cublasLtMatrixLayoutCreate(&p.a, in, k, m, k), "layout W");
   lt_check(cublasLtMatrixLayoutCreate(&p.b, in, k, n, k), "layout X");
   lt_check(cublasLtMatrixLayoutCreate(&p.c, out, m, n, m), "layout out");
@@ -84,7 +87,7 @@ void CublasLtGemm::destroy(Plan& p) {
 }
 
 CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt, bool bias) {
-  Key key{n, m, k, static_cast<int>(dt), bias};
+  Key key{n, m, k, static_cast<int>(dt), bias, sm_target_};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   const cudaDataType_t t = cuda_type(dt);

@@ -49,6 +49,10 @@ class CublasLtGemm {
   void run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* out, int64_t n, int64_t m, int64_t k,
                         DType out_dtype, cudaStream_t stream);
   bool fp8_unscaled_ok(int64_t n, int64_t m, int64_t k, DType out_dtype);
+  // GEMMs issued from now on are planned for n SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: the whole device),
+  // for while another stream holds the rest (SmPartition): their persistent grids then fit the free SMs
+  // instead of waiting for busy ones. A plan per shape and target.
+  void set_sm_count_target(int n) { sm_target_ = n; }
 
  private:
   struct Plan {
@@ -57,7 +61,7 @@ class CublasLtGemm {
     cublasLtMatmulAlgo_t algo{};
     bool with_bias = false;
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // N, M, K, dtype, fused bias
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;  // N, M, K, dtype, fused bias, SM target
   // Layouts and descriptor of out[n, m] = x[n, k] w[m, k]^T (+ bias of the output type), no algorithm yet.
   Plan new_plan(cudaDataType_t in, cudaDataType_t out, int64_t n, int64_t m, int64_t k, bool bias);
   bool pick_algo(Plan& p);  // the heuristic's first algorithm; false (p destroyed): none
@@ -73,6 +77,7 @@ class CublasLtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_;
   bool use_gemv_;
+  int32_t sm_target_ = 0;
   std::map<Key, Plan> plans_, fp8_plans_;
 };
 

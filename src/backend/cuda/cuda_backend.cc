@@ -77,6 +77,17 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
   VIREO_CUDA_CHECK(cudaEventCreateWithFlags(&side_lane_.join, cudaEventDisableTiming));
   side_lane_.workspace = [this](size_t b) { return side_workspace(b); };
   side_lane_.deferred = &attention_deferred_;
+  // VIREO_DECODE_SMS=n: split mixed steps' decode rows on a partition of >= n SMs (a green context).
+  if (const char* e = std::getenv("VIREO_DECODE_SMS"); e && std::atoi(e) > 0) {
+    int least = 0, greatest = 0;
+    VIREO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    decode_part_ = SmPartition::create(device, std::atoi(e), greatest);
+    if (decode_part_) {
+      side_lane_.decode_stream = decode_part_->stream();
+      side_lane_.decode_join = decode_part_->done();
+      side_lane_.decode_sms = decode_part_->num_sms();
+    }
+  }
   if (op_timer_->enabled()) side_lane_.mark = [this](const char* label) { mark(label); };
   VIREO_CUDA_CHECK(cudaMalloc(&stack_counters_, kStackCounters * sizeof(unsigned)));
   VIREO_CUDA_CHECK(cudaMemset(stack_counters_, 0, kStackCounters * sizeof(unsigned)));
@@ -84,6 +95,7 @@ CudaBackend::CudaBackend(DType act, int device, bool batch_invariant)
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  decode_part_.reset();  // its stream finishes before the side scratch it may read is released
   try {
     report_decode_stack_profile(stream_);  // VIREO_STACK_PROFILE=1 only
   } catch (...) {
@@ -347,8 +359,20 @@ const SideLane* CudaBackend::side_lane() const { return graphs_.capturing() ? nu
 
 void CudaBackend::join_attention() {
   if (!attention_deferred_) return;
-  VIREO_CUDA_CHECK(cudaStreamWaitEvent(stream_, side_lane_.join, 0));
+  const bool part = side_lane_.decode_stream != nullptr;
+  VIREO_CUDA_CHECK(cudaStreamWaitEvent(stream_, part ? side_lane_.decode_join : side_lane_.join, 0));
+  gemm_->set_sm_count_target(0);
   attention_deferred_ = false;
+}
+// After an attention op: decode rows left running on the SM partition hold its SMs, so the GEMMs issued
+// until the join are planned for the rest (VIREO_GEMM_SM_TARGET=0: planned for the whole device).
+void CudaBackend::after_attention() {
+  if (!attention_deferred_ || !decode_part_) return;
+  static const bool target = [] {
+    const char* e = std::getenv("VIREO_GEMM_SM_TARGET");
+    return !(e && e[0] == '0');
+  }();
+  if (target) gemm_->set_sm_count_target(info_.num_sms - decode_part_->num_sms());
 }
 void CudaBackend::paged_attention(const AttentionParams& p) {
   require_device(p.k_cache, "paged_attention", "k_cache");
@@ -365,6 +389,7 @@ void CudaBackend::paged_attention(const AttentionParams& p) {
     return;
   }
   launch_paged_attention(p, [this](size_t b) { return workspace(b); }, info_, stream_, {}, side_lane());
+  after_attention();
   mark(p.max_query_len == 1 ? "paged_attention decode" : "paged_attention mixed");
 }
 void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) {
@@ -383,6 +408,7 @@ void CudaBackend::prepare_attention(const QkvPrepareParams& prep, const Attentio
     return;
   }
   launch_prepare_attention(prep, attn, [this](size_t b) { return workspace(b); }, info_, stream_, {}, side_lane());
+  after_attention();
   mark(attn.max_query_len == 1 ? "prepare_attention decode" : "prepare_attention mixed");
 }
 void CudaBackend::add_logit_bias(const LogitBiasParams& p) {

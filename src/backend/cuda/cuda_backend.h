@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/sm_partition.h"
 #include "backend/cuda/cuda_allocator.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -59,6 +60,8 @@ class CudaBackend final : public Backend {
   void paged_attention(const AttentionParams& p) override;
   void join_attention() override;
   bool attention_pending() const override { return attention_deferred_; }
+  // Benches (OverlapBench): the SMs the GEMMs issued from now on are planned for (0: the whole device).
+  void set_gemm_sm_target(int n) { gemm_->set_sm_count_target(n); }
   void prepare_attention(const QkvPrepareParams& prep, const AttentionParams& attn) override;
   void moe(const MoeParams& p) override;
   bool supports_mxfp4_moe(DType weight_dtype) const override { return weight_dtype == DType::kBF16; }
@@ -122,6 +125,8 @@ class CudaBackend final : public Backend {
   size_t ws_bytes_ = 0;
   SideLane side_lane_;  // the attention's side stream (launch_paged_attention), its events and scratch
   bool attention_deferred_ = false;  // decode rows left running on side_lane_ (join_attention waits for them)
+  std::unique_ptr<SmPartition> decode_part_;  // VIREO_DECODE_SMS: where deferred decode rows run, or null
+  void after_attention();
   void* side_ws_ = nullptr;
   size_t side_ws_bytes_ = 0;
   std::unique_ptr<HostStaging> staging_;  // pinned rings for the small copies

@@ -80,6 +80,11 @@ struct SideLane {
   // Set when an op left a step's decode rows running on `stream` (AttentionParams::defer_decode_rows): the
   // caller waits on `join` before reading them (CudaBackend::join_attention).
   bool* deferred = nullptr;
+  // Where deferred decode rows run when set: a stream confined to decode_sms SMs (SmPartition,
+  // VIREO_DECODE_SMS) and an event of its context, recorded after them; else `stream` and `join`.
+  cudaStream_t decode_stream = nullptr;
+  cudaEvent_t decode_join = nullptr;
+  int decode_sms = 0;
 };
 // side: where an FP8-cache step's prefill rows may run beside its decode rows (VIREO_ATTN_OVERLAP), or null.
 void launch_paged_attention(const AttentionParams& p, const WorkspaceFn& workspace, const DeviceInfo& dev,
