@@ -10,11 +10,14 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/sm_partition.h"
 #include "bench_fixture.h"
 
 namespace vireo {
@@ -33,8 +36,11 @@ class OverlapBench : public bench::CudaBenchFixture {
     cudaEventCreateWithFlags(&join_, cudaEventDisableTiming);
     cudaDeviceGetAttribute(&dev_.num_sms, cudaDevAttrMultiProcessorCount, 0);
     scratch_ = dev({int64_t{1} << 30}, DType::kU8);
+    for (int n : {16, 24, 32, 48})
+      if (auto part = cuda::SmPartition::create(0, n, hi)) parts_.push_back(std::move(part));
   }
   void TearDown() override {
+    parts_.clear();
     if (plain_) cudaStreamDestroy(plain_);
     if (urgent_) cudaStreamDestroy(urgent_);
     if (fork_) cudaEventDestroy(fork_);
@@ -67,6 +73,35 @@ class OverlapBench : public bench::CudaBenchFixture {
     const double best = std::min(both, both_hi);
     std::printf("%-44s gemm %7.1f  attn %6.1f  in turn %7.1f  at once %7.1f  (attn urgent %7.1f) us  hid %4.0f%%\n",
                 name.c_str(), a, b, serial, both, both_hi, 100.0 * (serial - best) / b);
+    // The attention on a partition of the SMs (a green context), the GEMM planned for the whole device and
+    // for the SMs left (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET).
+    auto* cuda_be = static_cast<cuda::CudaBackend*>(be_.get());
+    for (const auto& part : parts_) {
+      auto on_part = [&] {
+        cudaEventRecord(fork_, stream_);
+        cudaStreamWaitEvent(part->stream(), fork_, 0);
+        attention(part->stream());
+        gemm();
+        cudaEventRecord(part->done(), part->stream());
+        cudaStreamWaitEvent(stream_, part->done(), 0);
+      };
+      const double alone = time_us([&](int) {  // on the partition, joined back so the timer sees it
+        cudaEventRecord(fork_, stream_);
+        cudaStreamWaitEvent(part->stream(), fork_, 0);
+        attention(part->stream());
+        cudaEventRecord(part->done(), part->stream());
+        cudaStreamWaitEvent(stream_, part->done(), 0);
+      });
+      const double whole = time_us([&](int) { on_part(); });
+      cuda_be->set_gemm_sm_target(dev_.num_sms - part->num_sms());
+      const double gemm_left = time_us([&](int) { gemm(); });
+      const double fitted = time_us([&](int) { on_part(); });
+      cuda_be->set_gemm_sm_target(0);
+      std::printf("%-44s   %3d SMs: attn alone %6.1f  gemm on the rest alone %7.1f  at once %7.1f (gemm planned "
+                  "for all) %7.1f (for the rest) us  hid %4.0f%%\n",
+                  "", part->num_sms(), alone, gemm_left, whole, fitted,
+                  100.0 * (serial - std::min(whole, fitted)) / b);
+    }
   }
 
   // ~rows decode rows over 1k-1.15k keys, H32/8 D128 (Qwen3-8B), as a 256-client step carries them.
@@ -78,6 +113,7 @@ class OverlapBench : public bench::CudaBenchFixture {
 
   cudaStream_t plain_ = nullptr, urgent_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  std::vector<std::unique_ptr<cuda::SmPartition>> parts_;
   cuda::DeviceInfo dev_;
   Tensor scratch_;
 };
