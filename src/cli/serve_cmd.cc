@@ -179,7 +179,7 @@ int run_serve(ServeArgs& a) {
     try {
       engine = AsyncEngine::create(a.engine);
       srv.set_engine(engine);
-      log_info("Started server on http://{}:{}", a.server.host, port);
+      log_info("Started server on {}://{}:{}", a.server.tls.enabled() ? "https" : "http", a.server.host, port);
     } catch (const std::exception& e) {
       log_error("Model loading failed: {}", e.what());
       srv.set_load_error(e.what());
@@ -216,6 +216,13 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--port", s.port, "Port to listen on (0 = any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  app.add_option("--ssl-certfile", s.tls.certfile, "Serve HTTPS with this PEM certificate (chain)");
+  app.add_option("--ssl-keyfile", s.tls.keyfile, "Its PEM private key (default: in --ssl-certfile)");
+  app.add_option("--ssl-ca-certs", s.tls.ca_certs, "PEM CA certificates for client certificates");
+  app.add_option("--ssl-cert-reqs", s.tls.cert_reqs,
+                 "Client certificates: 0 not asked for, 1 checked when sent, 2 required (Python's ssl.CERT_*)")
+      ->capture_default_str();
+  app.add_option("--ssl-ciphers", s.tls.ciphers, "OpenSSL cipher list for TLS 1.2");
   app.add_option("--max-model-len", c.max_model_len,
                  "Context length (default: from the model config; 32k = 32,000, 32K = 32,768, auto or -1 as vLLM)")
       ->transform(human_int_transform());

@@ -24,6 +24,7 @@
 #include "server/lora_handlers.h"
 #include "server/request_framing.h"
 #include "server/responses_handler.h"
+#include "server/tls_server.h"
 
 namespace vireo::server {
 namespace {
@@ -178,7 +179,7 @@ bool answer_early(ServerContext& ctx, const httplib::Request& req, httplib::Resp
 }  // namespace
 
 ApiServer::ApiServer(ServerOptions options)
-    : ctx_(std::make_unique<ServerContext>(std::move(options))), svr_(std::make_unique<httplib::Server>()) {
+    : ctx_(std::make_unique<ServerContext>(std::move(options))), svr_(make_http_server(ctx_->options().tls)) {
   // A client vanishing mid-write must surface as a failed write, not kill the process.
   signal(SIGPIPE, SIG_IGN);
   int threads = std::max(8, ctx_->options().num_threads);

@@ -17,6 +17,7 @@
 #include "server/metrics_renderer.h"
 #include "server/request_types.h"
 #include "server/responses_store.h"
+#include "server/tls_server.h"
 
 namespace vireo::server {
 
@@ -51,6 +52,7 @@ struct ServerOptions {
   bool enable_force_include_usage = false;
   // vLLM's --enable-request-id-headers: every response carries X-Request-Id (the request's, else a new one).
   bool enable_request_id_headers = false;
+  TlsOptions tls;  // HTTPS when tls.certfile is set (vLLM's --ssl-* flags)
 };
 
 // The request fields whose defaults are server flags (R: ChatRequest or CompletionRequest):
