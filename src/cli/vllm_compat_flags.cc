@@ -95,8 +95,16 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--logprobs-mode", f.logprobs_mode,
                  "raw_logprobs only: logprobs of the model's logits before any sampling parameter")
       ->group(g);
-  app.add_option("--ssl-keyfile", f.ssl_keyfile, "Not supported: plain HTTP (put a TLS proxy in front)")->group(g);
-  app.add_option("--ssl-certfile", f.ssl_certfile, "Not supported (as --ssl-keyfile)")->group(g);
+  app.add_flag("--enable-ssl-refresh", f.enable_ssl_refresh,
+               "Not supported: the TLS certificate is read at start-up (restart to load a new one)")
+      ->group(g);
+  app.add_flag("--skip-mm-profiling", f.skip_mm_profiling, "No effect: no multimodal encoder to profile")->group(g);
+  app.add_option("--model-loader-extra-config", f.model_loader_extra_config,
+                 "JSON object; no effect (safetensors and GGUF files are read one way)")
+      ->group(g);
+  app.add_option("--attention-backend", f.attention_backend,
+                 "No effect: vireo picks its attention kernels per step (FLASH_ATTN, FLASHINFER, ... accepted)")
+      ->group(g);
   app.add_option("--chat-template-content-format", f.chat_template_content_format,
                  "auto | string: a message's text parts reach the chat template as one string, joined by newlines")
       ->group(g);
@@ -195,8 +203,11 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
     throw Error("--preemption-mode " + f.preemption_mode + ": only recompute is supported");
   if (f.logprobs_mode != "raw_logprobs")
     throw Error("--logprobs-mode " + f.logprobs_mode + ": only raw_logprobs is supported");
-  if (!f.ssl_keyfile.empty() || !f.ssl_certfile.empty())
-    throw Error("--ssl-keyfile / --ssl-certfile: TLS is not supported (serve plain HTTP behind a TLS proxy)");
+  if (f.enable_ssl_refresh) log_warn("--enable-ssl-refresh: not supported; the certificate is read once, at start-up");
+  if (!f.model_loader_extra_config.empty()) {
+    const auto j = nlohmann::json::parse(f.model_loader_extra_config, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) throw Error("--model-loader-extra-config: expected a JSON object");
+  }
   if (f.chat_template_content_format != "auto" && f.chat_template_content_format != "string")
     throw Error("--chat-template-content-format " + f.chat_template_content_format +
                 ": only auto and string are supported (text parts joined into one string)");

@@ -21,8 +21,8 @@ struct VllmCompatFlags {
   // vLLM flags about features vireo has no counterpart for (multimodal inputs, torch.compile, cascade
   // attention, partial prefills, sleep mode, proxies, executors, model implementations, downloads).
   std::string limit_mm_per_prompt, compilation_config, optimization_level, root_path, distributed_executor_backend,
-      model_impl = "auto", hf_token, preemption_mode, logprobs_mode = "raw_logprobs", ssl_keyfile, ssl_certfile,
-      chat_template_content_format = "auto";
+      model_impl = "auto", hf_token, preemption_mode, logprobs_mode = "raw_logprobs",
+      chat_template_content_format = "auto", model_loader_extra_config, attention_backend;
   int max_num_partial_prefills = 1, max_long_partial_prefills = 1, long_prefill_token_threshold = 0;
   int max_log_len = 0, api_server_count = 1, h11_max_incomplete_event_size = 0, h11_max_header_count = 0;
   std::string structured_outputs_config;  // JSON; its "backend" is checked as --guided-decoding-backend
@@ -36,6 +36,7 @@ struct VllmCompatFlags {
   std::string config_format = "auto", kv_transfer_config, otlp_traces_endpoint, collect_detailed_traces;
   double mm_processor_cache_gb = 4;
   std::string safetensors_load_strategy = "lazy", mm_encoder_tp_mode = "weights";
+  bool skip_mm_profiling = false, enable_ssl_refresh = false;
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);

@@ -308,13 +308,15 @@ TEST(ServerE2E, VllmFlagsWithoutCounterpart) {
   ServeProcess srv({"-ep", "--structured-outputs-config.backend", "xgrammar", "--config-format", "hf",
                     "--mm-processor-cache-gb", "0", "--kv-sharing-fast-prefill", "--max-cudagraph-capture-size", "64",
                     "--otlp-traces-endpoint", "localhost:4317", "--safetensors-load-strategy", "eager",
-                    "--mm-encoder-tp-mode", "data", "--max-model-len", "512"});
+                    "--mm-encoder-tp-mode", "data", "--skip-mm-profiling", "--attention-backend", "FLASH_ATTN",
+                    "--model-loader-extra-config", "{}", "--max-model-len", "512"});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not start with vLLM's no-effect flags";
   EXPECT_EQ(srv.terminate(60s), 0);
   for (const std::vector<std::string>& refused :
        {std::vector<std::string>{"--config-format", "mistral"}, {"--kv-transfer-config", "{}"},
         {"--structured-outputs-config.backend", "unknown"}, {"--max-cudagraph-capture-size", "-1"},
-        {"--safetensors-load-strategy", "bogus"}}) {
+        {"--safetensors-load-strategy", "bogus"}, {"--model-loader-extra-config", "[1]"},
+        {"--ssl-certfile", "/nonexistent.pem"}}) {
     ServeProcess p(refused);
     EXPECT_FALSE(p.wait_healthy(60s)) << refused[0] << " " << refused[1] << " must stop the server at start-up";
   }
