@@ -4,6 +4,10 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,7 +25,8 @@ namespace vireo::bench {
 
 struct EpollHttpClient::Conn {
   int fd = -1;
-  enum class State { kIdle, kConnecting, kWriting, kHeaders, kBody } state = State::kIdle;
+  SSL* ssl = nullptr;  // HTTPS: this connection's TLS session
+  enum class State { kIdle, kConnecting, kHandshake, kWriting, kHeaders, kBody } state = State::kIdle;
   HttpRequest req;              // kept to retry once on a stale keep-alive connection
   StreamHandler* handler = nullptr;
   bool reused = false;
@@ -66,8 +71,43 @@ bool icontains(std::string_view hay, std::string_view needle) {
   return false;
 }
 
+// The oldest queued OpenSSL error as text (the queue cleared), or `fallback`.
+std::string tls_error(const char* fallback) {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return fallback;
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+bool is_ip_literal(const std::string& host) {
+  in6_addr a6{};
+  in_addr a4{};
+  return inet_pton(AF_INET, host.c_str(), &a4) == 1 || inet_pton(AF_INET6, host.c_str(), &a6) == 1;
+}
+
 }  // namespace
-EpollHttpClient::EpollHttpClient(const std::string& host, int port) : t0_(std::chrono::steady_clock::now()) {
+EpollHttpClient::EpollHttpClient(const std::string& host, int port, const ClientTls& tls)
+    : t0_(std::chrono::steady_clock::now()) {
+  if (tls.enabled) {
+    tls_ctx_ = SSL_CTX_new(TLS_client_method());
+    if (tls_ctx_ == nullptr) throw Error("bench: TLS: " + tls_error("no OpenSSL context"));
+    SSL_CTX_set_min_proto_version(tls_ctx_, TLS1_2_VERSION);
+    // on_writable resumes a write from out_off: partial writes as send()'s, the buffer may be a new one.
+    SSL_CTX_set_mode(tls_ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    signal(SIGPIPE, SIG_IGN);  // OpenSSL writes with write(), not send(MSG_NOSIGNAL)
+    if (tls.verify) {
+      SSL_CTX_set_verify(tls_ctx_, SSL_VERIFY_PEER, nullptr);
+      const int ok = tls.ca_file.empty() ? SSL_CTX_set_default_verify_paths(tls_ctx_)
+                                         : SSL_CTX_load_verify_locations(tls_ctx_, tls.ca_file.c_str(), nullptr);
+      if (ok != 1) {
+        SSL_CTX_free(tls_ctx_);
+        throw Error("bench: TLS: cannot load CA certificates: " + tls_error("unknown error"));
+      }
+    }
+    tls_host_ = host;
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -86,9 +126,11 @@ EpollHttpClient::EpollHttpClient(const std::string& host, int port) : t0_(std::c
 
 EpollHttpClient::~EpollHttpClient() {
   for (auto& c : conns_) {
+    if (c->ssl) SSL_free(c->ssl);
     if (c->fd >= 0) ::close(c->fd);
   }
   if (epfd_ >= 0) ::close(epfd_);
+  if (tls_ctx_) SSL_CTX_free(tls_ctx_);
 }
 
 double EpollHttpClient::now() const {
@@ -101,7 +143,8 @@ void EpollHttpClient::open_conn(Conn* c) {
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   int rc = ::connect(c->fd, reinterpret_cast<const sockaddr*>(&addr_), addr_len_);
-  c->state = (rc == 0) ? Conn::State::kWriting : Conn::State::kConnecting;
+  // Connected at once (loopback): plain HTTP writes now; TLS starts its handshake at the first EPOLLOUT.
+  c->state = (rc == 0 && tls_ctx_ == nullptr) ? Conn::State::kWriting : Conn::State::kConnecting;
   if (rc != 0 && errno != EINPROGRESS) {
     c->state = Conn::State::kConnecting;  // the error surfaces as EPOLLERR on the first wait
   }
@@ -188,7 +231,7 @@ void EpollHttpClient::look(int timeout_ms, bool dispatch) {
   for (int i = 0; i < n; ++i) {
     auto* c = static_cast<Conn*>(events[i].data.ptr);
     if (c->fd >= 0 && c->state != Conn::State::kIdle && c->state != Conn::State::kConnecting &&
-        (events[i].events & kReadable))
+        c->state != Conn::State::kHandshake && (events[i].events & kReadable))
       drain(c);
   }
   if (!dispatch) return;
@@ -240,15 +283,82 @@ void EpollHttpClient::handle_event(Conn* c, uint32_t events) {
     }
     if (!(events & EPOLLOUT)) return;
     c->state = Conn::State::kWriting;
+    if (tls_ctx_) {
+      c->ssl = SSL_new(tls_ctx_);
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, c->fd) != 1) {
+        fail(c, "TLS: " + tls_error("cannot make a session"), now());
+        return;
+      }
+      if (is_ip_literal(tls_host_)) {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), tls_host_.c_str());
+      } else {
+        SSL_set_tlsext_host_name(c->ssl, tls_host_.c_str());
+        SSL_set1_host(c->ssl, tls_host_.c_str());
+      }
+      SSL_set_connect_state(c->ssl);
+      c->state = Conn::State::kHandshake;
+    }
+  }
+  if (c->state == Conn::State::kHandshake) {
+    handshake(c);
+    return;
   }
   if (c->state == Conn::State::kWriting && (events & EPOLLOUT)) on_writable(c);
   // Sockets of requests in flight were drained by look(); one that was connecting was not.
   if (was_connecting && c->fd >= 0 && (events & kReadable)) drain(c);
 }
 
+void EpollHttpClient::handshake(Conn* c) {
+  ERR_clear_error();
+  const int rc = SSL_do_handshake(c->ssl);
+  if (rc == 1) {
+    c->state = Conn::State::kWriting;
+    on_writable(c);
+    return;
+  }
+  const int e = SSL_get_error(c->ssl, rc);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    watch(c, e == SSL_ERROR_WANT_WRITE);
+    return;
+  }
+  const long v = SSL_get_verify_result(c->ssl);
+  fail(c, std::string("TLS handshake failed: ") +
+              (v != X509_V_OK ? X509_verify_cert_error_string(v) : tls_error("the server closed the connection")),
+       now());
+}
+
+long EpollHttpClient::read_some(Conn* c, char* buf, size_t n) {
+  if (c->ssl == nullptr) return ::recv(c->fd, buf, n, 0);
+  ERR_clear_error();
+  const int r = SSL_read(c->ssl, buf, static_cast<int>(n));
+  if (r > 0) return r;
+  const int e = SSL_get_error(c->ssl, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) return 0;  // closed
+  if (e != SSL_ERROR_SYSCALL) errno = EPROTO;
+  return -1;
+}
+
+long EpollHttpClient::write_some(Conn* c, const char* buf, size_t n) {
+  if (c->ssl == nullptr) return ::send(c->fd, buf, n, MSG_NOSIGNAL);
+  ERR_clear_error();
+  const int r = SSL_write(c->ssl, buf, static_cast<int>(n));
+  if (r > 0) return r;
+  const int e = SSL_get_error(c->ssl, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (e != SSL_ERROR_SYSCALL) errno = EPROTO;
+  return -1;
+}
+
 void EpollHttpClient::on_writable(Conn* c) {
   while (c->out_off < c->out.size()) {
-    ssize_t n = ::send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL);
+    ssize_t n = write_some(c, c->out.data() + c->out_off, c->out.size() - c->out_off);
     if (n > 0) {
       c->out_off += static_cast<size_t>(n);
       continue;
@@ -280,12 +390,14 @@ void EpollHttpClient::watch(Conn* c, bool want_write) {
 void EpollHttpClient::drain(Conn* c) {
   if (c->read_status != 0) return;  // EOF / error already seen, not processed yet
   while (true) {
-    ssize_t n = ::recv(c->fd, rbuf_.get(), kReadBuf, 0);
+    ssize_t n = read_some(c, rbuf_.get(), kReadBuf);
     if (n > 0) {
       double t = now();
       c->raw.append(rbuf_.get(), static_cast<size_t>(n));
       c->marks.emplace_back(c->raw.size(), t);
-      if (static_cast<size_t>(n) < kReadBuf) break;  // drained; level-triggered epoll tells of more
+      // Drained; level-triggered epoll tells of more. Not for TLS: a read returns one record, and the
+      // records OpenSSL already holds wake no epoll.
+      if (c->ssl == nullptr && static_cast<size_t>(n) < kReadBuf) break;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -450,6 +562,10 @@ void EpollHttpClient::fail(Conn* c, const std::string& msg, double t) {
 }
 
 void EpollHttpClient::close_conn(Conn* c) {
+  if (c->ssl) {
+    SSL_free(c->ssl);  // no close_notify: the socket closes now anyway
+    c->ssl = nullptr;
+  }
   if (c->fd >= 0) {
     epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd, nullptr);
     ::close(c->fd);

@@ -20,6 +20,8 @@
 
 #include <netinet/in.h>
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+
 namespace vireo::bench {
 
 class StreamHandler {
@@ -42,10 +44,18 @@ struct HttpRequest {
   double timeout_s = 0;  // 0 = none
 };
 
+// HTTPS (an https:// base URL): TLS 1.2+ on every connection, the server's certificate checked against
+// OpenSSL's default CAs (SSL_CERT_FILE / SSL_CERT_DIR honoured) or ca_file, and its name against host.
+struct ClientTls {
+  bool enabled = false;
+  bool verify = true;    // false: any certificate (bench serve --insecure)
+  std::string ca_file;   // PEM CAs instead of the defaults (tests)
+};
+
 class EpollHttpClient {
  public:
   // host: an IPv4/IPv6 literal or a name (resolved once, here). Throws vireo::Error.
-  EpollHttpClient(const std::string& host, int port);
+  EpollHttpClient(const std::string& host, int port, const ClientTls& tls = {});
   ~EpollHttpClient();
   EpollHttpClient(const EpollHttpClient&) = delete;
   EpollHttpClient& operator=(const EpollHttpClient&) = delete;
@@ -65,6 +75,9 @@ class EpollHttpClient {
  private:
   struct Conn;
   void open_conn(Conn* c);
+  void handshake(Conn* c);                           // TLS: drives the handshake, then sends the request
+  long read_some(Conn* c, char* buf, size_t n);      // recv()'s contract (errno EAGAIN when nothing is ready)
+  long write_some(Conn* c, const char* buf, size_t n);
   void send_request(Conn* c, const HttpRequest& req, StreamHandler* h, bool reused);
   void handle_event(Conn* c, uint32_t events);
   void drain(Conn* c);
@@ -79,6 +92,8 @@ class EpollHttpClient {
   void watch(Conn* c, bool want_write);
   void check_timeouts(double t);
 
+  ssl_ctx_st* tls_ctx_ = nullptr;  // null: plain HTTP
+  std::string tls_host_;           // SNI and the name the certificate must carry
   int epfd_ = -1;
   sockaddr_storage addr_{};
   socklen_t addr_len_ = 0;

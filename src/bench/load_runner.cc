@@ -13,9 +13,14 @@ namespace vireo::bench {
 
 Endpoint parse_base_url(const std::string& url) {
   std::string rest = url;
-  if (rest.rfind("https://", 0) == 0) throw Error("--base-url: https is not supported ('" + url + "')");
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
   Endpoint ep;
+  if (rest.rfind("https://", 0) == 0) {
+    rest = rest.substr(8);
+    ep.tls = true;
+    ep.port = 443;
+  } else if (rest.rfind("http://", 0) == 0) {
+    rest = rest.substr(7);
+  }
   size_t slash = rest.find('/');
   std::string hostport = rest.substr(0, slash);
   if (slash != std::string::npos) ep.path_prefix = rest.substr(slash);
@@ -65,7 +70,7 @@ std::vector<RequestResult> run_load(const std::vector<SampleRequest>& requests, 
     results[i].itl.reserve(expect - 1);
     results[i].generated_text.reserve(std::min<size_t>(expect * 8, 1 << 16));
   }
-  EpollHttpClient client(opt.host, opt.port);
+  EpollHttpClient client(opt.host, opt.port, opt.tls);
   std::vector<std::unique_ptr<OpenAIStreamHandler>> handlers(n);
   ProgressBar bar(n, opt.progress);
   int done = 0, next = 0;

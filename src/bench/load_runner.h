@@ -20,8 +20,9 @@ struct Endpoint {
   std::string host;
   int port = 80;
   std::string path_prefix;  // from --base-url, e.g. "/proxy"
+  bool tls = false;         // https://
 };
-// "http://host:port/prefix" -> Endpoint; throws vireo::Error (https is not supported).
+// "http[s]://host[:port]/prefix" -> Endpoint (ports 80 / 443 by default); throws vireo::Error.
 Endpoint parse_base_url(const std::string& url);
 
 // Sends `requests` (and nothing else) with the given arrival process and concurrency cap.
@@ -30,6 +31,7 @@ struct LoadOptions {
   Backend backend = Backend::kCompletions;
   std::string host = "127.0.0.1";
   int port = 8000;
+  ClientTls tls;  // HTTPS
   std::string path = "/v1/completions";
   std::string model;
   // vLLM bench's --lora-modules: each request names one of these (picked at random by seed), else `model`.

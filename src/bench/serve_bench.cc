@@ -43,12 +43,12 @@ class BodyCollector : public StreamHandler {
 };
 
 // GET /v1/models, retried while the server does not accept connections (still starting).
-std::string fetch_first_model(const std::string& host, int port, const std::string& path, double wait_s,
-                              const std::vector<std::pair<std::string, std::string>>& headers) {
+std::string fetch_first_model(const std::string& host, int port, const ClientTls& tls, const std::string& path,
+                              double wait_s, const std::vector<std::pair<std::string, std::string>>& headers) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   BodyCollector c;
   while (true) {
-    EpollHttpClient client(host, port);
+    EpollHttpClient client(host, port, tls);
     c = BodyCollector();
     HttpRequest req;
     req.method = "GET";
@@ -61,7 +61,7 @@ std::string fetch_first_model(const std::string& host, int port, const std::stri
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   if (!c.error.empty() || c.status != 200)
-    throw Error("cannot list models at http://" + host + ":" + std::to_string(port) + path + ": " +
+    throw Error("cannot list models at " + std::string(tls.enabled ? "https" : "http") + "://" + host + ":" + std::to_string(port) + path + ": " +
                 (c.error.empty() ? "HTTP " + std::to_string(c.status) : c.error) + " (is the server running?)");
   auto j = nlohmann::json::parse(c.body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
@@ -160,6 +160,10 @@ int run_bench_serve(const ServeBenchArgs& args) {
   const auto metadata = parse_pairs(args.metadata, "--metadata");  // checked before the run, saved with its result
 
   Endpoint ep = args.base_url.empty() ? Endpoint{args.host, args.port, ""} : parse_base_url(args.base_url);
+  ClientTls tls;
+  tls.enabled = ep.tls;
+  tls.verify = !args.insecure;
+  tls.ca_file = args.ca_file;
   std::string endpoint = args.endpoint;
   if (endpoint.empty()) endpoint = backend == Backend::kChat ? "/v1/chat/completions" : "/v1/completions";
   if ((backend == Backend::kChat) != (endpoint.find("chat") != std::string::npos))
@@ -168,7 +172,8 @@ int run_bench_serve(const ServeBenchArgs& args) {
   std::string model_id = args.model;
   const auto headers = request_headers(args);
   if (model_id.empty())
-    model_id = fetch_first_model(ep.host, ep.port, ep.path_prefix + "/v1/models", args.ready_check_timeout_s, headers);
+    model_id = fetch_first_model(ep.host, ep.port, tls, ep.path_prefix + "/v1/models", args.ready_check_timeout_s,
+                                 headers);
   std::string model_name = args.served_model_name.empty() ? model_id : args.served_model_name;
 
   std::string tok_dir = resolve_tokenizer_dir(args.tokenizer, args.model);
@@ -229,6 +234,7 @@ int run_bench_serve(const ServeBenchArgs& args) {
   lo.backend = backend;
   lo.host = ep.host;
   lo.port = ep.port;
+  lo.tls = tls;
   lo.path = ep.path_prefix + endpoint;
   lo.model = model_name;
   lo.lora_modules = args.lora_modules;

@@ -14,6 +14,8 @@ namespace vireo::bench {
 struct ServeBenchArgs {
   std::string backend = "openai";
   std::string base_url;  // overrides host/port when set
+  bool insecure = false;  // https: any server certificate (vLLM bench's --insecure)
+  std::string ca_file;    // https: PEM CAs to check the server's certificate against (default: the system's)
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string endpoint;  // "" = /v1/completions or /v1/chat/completions

@@ -11,7 +11,11 @@ vireo::CommandRunner setup_bench_serve(CLI::App& app) {
   auto a = std::make_shared<vireo::bench::ServeBenchArgs>();
   auto max_conc = std::make_shared<int>(0);
   app.add_option("--backend", a->backend, "openai | openai-chat (vllm = openai)")->capture_default_str();
-  app.add_option("--base-url", a->base_url, "Server base URL (http://host:port), instead of --host/--port");
+  app.add_option("--base-url", a->base_url,
+                 "Server base URL (http://host:port or https://...), instead of --host/--port");
+  app.add_flag("--insecure", a->insecure, "https: do not check the server's certificate");
+  app.add_option("--ca-file", a->ca_file,
+                 "https: PEM CA certificates for the server's certificate (default: the system's; SSL_CERT_FILE)");
   app.add_option("--host", a->host, "Server host")->capture_default_str();
   app.add_option("--port", a->port, "Server port")->capture_default_str();
   app.add_option("--endpoint", a->endpoint, "API path (default /v1/completions or /v1/chat/completions)");
