@@ -142,7 +142,8 @@ class ServeProcess {
   }
   // Waits for /health 200 (the listener answers 503 while the model loads).
   bool wait_healthy(std::chrono::seconds limit) {
-    httplib::Client cli("127.0.0.1", port_);
+    httplib::Client cli(url());
+    if (!ca_file_.empty()) cli.set_ca_cert_path(ca_file_.c_str());
     cli.set_connection_timeout(1, 0);
     bool saw_503 = false;
     auto end = std::chrono::steady_clock::now() + limit;
@@ -174,16 +175,22 @@ class ServeProcess {
     }
     return -1;
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return (ca_file_.empty() ? "http://" : "https://") + host_ + ":" + std::to_string(port_); }
+  // A server started with --ssl-certfile: its URL is https://localhost:port, checked against ca_file.
+  void expect_tls(const std::string& ca_file) {
+    ca_file_ = ca_file;
+    host_ = "localhost";
+  }
 
  private:
+  std::string ca_file_, host_ = "127.0.0.1";
   pid_t pid_ = -1;
   int port_ = 0;
   bool exited_ = false;
 };
 
-int run_node(const std::string& script, const std::string& url) {
-  std::string cmd = "VIREO_URL=" + url + " VIREO_E2E_TIMEOUT_MS=" + env_or("VIREO_E2E_TIMEOUT_MS", "120000") + " " +
+int run_node(const std::string& script, const std::string& url, const std::string& env = "") {
+  std::string cmd = env + " VIREO_URL=" + url + " VIREO_E2E_TIMEOUT_MS=" + env_or("VIREO_E2E_TIMEOUT_MS", "120000") + " " +
                     env_or("VIREO_E2E_NODE", "node") + " " + source_dir() + "/tests/server_e2e/" + script;
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -206,6 +213,19 @@ TEST(ServerE2E, OpenAIClientAgainstDefaultModel) {
   ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "64"});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
   EXPECT_EQ(node ? run_node("basic.js", srv.url()) : run_python("basic", srv.url()), 0);
+  EXPECT_EQ(srv.terminate(60s), 0);
+}
+
+// HTTPS as `vllm serve --ssl-certfile --ssl-keyfile` serves it, with the official client trusting the test's
+// self-signed certificate (tests/fixtures/tls) through NODE_EXTRA_CA_CERTS.
+TEST(ServerE2E, HttpsWithTheOpenAIClient) {
+  if (!have_node()) GTEST_SKIP() << "node + tools/npm/node_modules/openai needed";
+  const std::string tls = source_dir() + "/tests/fixtures/tls/";
+  ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "8", "--ssl-certfile", tls + "cert.pem", "--ssl-keyfile",
+                    tls + "key.pem"});
+  srv.expect_tls(tls + "cert.pem");
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy over https";
+  EXPECT_EQ(run_node("https.js", srv.url(), "NODE_EXTRA_CA_CERTS=" + tls + "cert.pem"), 0);
   EXPECT_EQ(srv.terminate(60s), 0);
 }
 
