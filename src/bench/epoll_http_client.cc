@@ -20,6 +20,7 @@
 
 #include "bench/chunked_decoder.h"
 #include "core/error.h"
+#include "core/openssl_error.h"
 
 namespace vireo::bench {
 
@@ -71,16 +72,6 @@ bool icontains(std::string_view hay, std::string_view needle) {
   return false;
 }
 
-// The oldest queued OpenSSL error as text (the queue cleared), or `fallback`.
-std::string tls_error(const char* fallback) {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return fallback;
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
 bool is_ip_literal(const std::string& host) {
   in6_addr a6{};
   in_addr a4{};
@@ -92,7 +83,7 @@ EpollHttpClient::EpollHttpClient(const std::string& host, int port, const Client
     : t0_(std::chrono::steady_clock::now()) {
   if (tls.enabled) {
     tls_ctx_ = SSL_CTX_new(TLS_client_method());
-    if (tls_ctx_ == nullptr) throw Error("bench: TLS: " + tls_error("no OpenSSL context"));
+    if (tls_ctx_ == nullptr) throw Error("bench: TLS: " + openssl_error("no OpenSSL context"));
     SSL_CTX_set_min_proto_version(tls_ctx_, TLS1_2_VERSION);
     // on_writable resumes a write from out_off: partial writes as send()'s, the buffer may be a new one.
     SSL_CTX_set_mode(tls_ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -103,7 +94,7 @@ EpollHttpClient::EpollHttpClient(const std::string& host, int port, const Client
                                          : SSL_CTX_load_verify_locations(tls_ctx_, tls.ca_file.c_str(), nullptr);
       if (ok != 1) {
         SSL_CTX_free(tls_ctx_);
-        throw Error("bench: TLS: cannot load CA certificates: " + tls_error("unknown error"));
+        throw Error("bench: TLS: cannot load CA certificates: " + openssl_error("unknown error"));
       }
     }
     tls_host_ = host;
@@ -286,7 +277,7 @@ void EpollHttpClient::handle_event(Conn* c, uint32_t events) {
     if (tls_ctx_) {
       c->ssl = SSL_new(tls_ctx_);
       if (c->ssl == nullptr || SSL_set_fd(c->ssl, c->fd) != 1) {
-        fail(c, "TLS: " + tls_error("cannot make a session"), now());
+        fail(c, "TLS: " + openssl_error("cannot make a session"), now());
         return;
       }
       if (is_ip_literal(tls_host_)) {
@@ -323,7 +314,7 @@ void EpollHttpClient::handshake(Conn* c) {
   }
   const long v = SSL_get_verify_result(c->ssl);
   fail(c, std::string("TLS handshake failed: ") +
-              (v != X509_V_OK ? X509_verify_cert_error_string(v) : tls_error("the server closed the connection")),
+              (v != X509_V_OK ? X509_verify_cert_error_string(v) : openssl_error("the server closed the connection")),
        now());
 }
 

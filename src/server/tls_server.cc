@@ -5,24 +5,15 @@
 #include <openssl/ssl.h>
 
 #include "core/error.h"
+#include "core/openssl_error.h"
 
 namespace vireo::server {
 namespace {
 
-// The oldest queued OpenSSL error as text (the queue is cleared), or `fallback`.
-std::string openssl_reason(const char* fallback) {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return fallback;
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
 // Fills ctx from tls; on failure returns false with *why set.
 bool setup_context(SSL_CTX& ctx, const TlsOptions& tls, std::string* why) {
   auto fail = [&](const std::string& what) {
-    *why = what + ": " + openssl_reason("unknown error");
+    *why = what + ": " + openssl_error("unknown error");
     return false;
   };
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
