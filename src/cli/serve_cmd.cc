@@ -291,6 +291,8 @@ CommandRunner setup_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--enable-prompt-tokens-details", s.enable_prompt_tokens_details,
                "usage.prompt_tokens_details = {\"cached_tokens\": N}: prompt tokens served from the prefix cache");
+  app.add_flag("--enable-tokenizer-info-endpoint", s.enable_tokenizer_info_endpoint,
+               "Serve GET /tokenizer_info: the tokenizer's config, class and chat template (vLLM's)");
   app.add_flag("--enable-request-id-headers", s.enable_request_id_headers,
                "Every response carries an X-Request-Id header: the request's own, else a new id");
   app.add_flag("--enable-force-include-usage", s.enable_force_include_usage,

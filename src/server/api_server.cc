@@ -64,6 +64,7 @@ const Route kRoutes[] = {
     {"POST", "/v1/unload_lora_adapter", handle_unload_lora, true, false},
     {"POST", "/detokenize", handle_detokenize, true, false},
     {"GET", "/version", handle_version, false, false},
+    {"GET", "/tokenizer_info", handle_tokenizer_info, true, false},
     {"GET", "/metrics", handle_metrics, false, false},
     {"GET", "/load", handle_load, false, false},
     {"GET", "/health", nullptr, false, false},

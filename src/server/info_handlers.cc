@@ -1,10 +1,14 @@
 #include "server/info_handlers.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include "model/model_config.h"
 #include "server/completion_handler.h"
 #include "server/http_util.h"
 #include "server/metrics_renderer.h"
 #include "server/request_validation.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vireo::server {
@@ -104,6 +108,32 @@ void handle_model(ServerContext& ctx, const httplib::Request& req, httplib::Resp
 
 void handle_version(ServerContext&, const httplib::Request&, httplib::Response& res) {
   send_json(res, 200, {{"version", kVireoVersion}});
+}
+
+void handle_tokenizer_info(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (!ctx.options().enable_tokenizer_info_endpoint) throw not_found("Not Found: " + req.path);  // as vLLM: no route
+  auto engine = ctx.engine();
+  const EngineConfig& c = engine->config();
+  const std::string dir = c.tokenizer.empty() ? c.model : c.tokenizer;
+  Json out = Json::object();
+  std::error_code ec;
+  if (!dir.empty() && std::filesystem::is_directory(dir, ec)) {
+    std::ifstream f(std::filesystem::path(dir) / "tokenizer_config.json");
+    if (f) {
+      Json cfg = Json::parse(f, nullptr, /*allow_exceptions=*/false);
+      if (cfg.is_object()) out = std::move(cfg);
+    }
+  }
+  // transformers' AutoTokenizer loads the fast class of the one the config names (Qwen2Tokenizer ->
+  // Qwen2TokenizerFast); vLLM reports the loaded object's class.
+  std::string cls = out.contains("tokenizer_class") && out["tokenizer_class"].is_string()
+                        ? out["tokenizer_class"].get<std::string>()
+                        : "PreTrainedTokenizer";
+  if (cls.size() < 4 || cls.compare(cls.size() - 4, 4, "Fast") != 0) cls += "Fast";
+  out["tokenizer_class"] = cls;
+  if (const ChatTemplate* t = engine->chat_template(); t != nullptr && !out.contains("chat_template"))
+    out["chat_template"] = t->source();
+  send_json(res, 200, out);
 }
 
 // vLLM's GET /load ({"server_load": n}, the requests in flight; vLLM counts them where

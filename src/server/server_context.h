@@ -53,6 +53,8 @@ struct ServerOptions {
   // vLLM's --enable-request-id-headers: every response carries X-Request-Id (the request's, else a new one).
   bool enable_request_id_headers = false;
   TlsOptions tls;  // HTTPS when tls.certfile is set (vLLM's --ssl-* flags)
+  // vLLM's --enable-tokenizer-info-endpoint: GET /tokenizer_info answers (else 404).
+  bool enable_tokenizer_info_endpoint = false;
 };
 
 // The request fields whose defaults are server flags (R: ChatRequest or CompletionRequest):

@@ -42,6 +42,7 @@ std::string cut_after_final_message(const std::string& rendered, const nlohmann:
 struct ChatTemplate::Impl {
   tmpl::Body body;
   std::string bos_token, eos_token;
+  std::string source;
 };
 
 ChatTemplate::ChatTemplate(std::string source, std::string bos_token, std::string eos_token)
@@ -49,7 +50,10 @@ ChatTemplate::ChatTemplate(std::string source, std::string bos_token, std::strin
   impl_->body = tmpl::parse_template(source);
   impl_->bos_token = std::move(bos_token);
   impl_->eos_token = std::move(eos_token);
+  impl_->source = std::move(source);
 }
+
+const std::string& ChatTemplate::source() const { return impl_->source; }
 
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;

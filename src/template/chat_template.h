@@ -33,6 +33,7 @@ class ChatTemplate {
   std::string apply(const nlohmann::json& messages, const ChatTemplateOptions& opts) const;
   // Same, keeping the messages' key order (use it when messages are parsed as ordered_json).
   std::string apply(const nlohmann::ordered_json& messages, const ChatTemplateOptions& opts) const;
+  const std::string& source() const;  // the Jinja text it was made from
 
  private:
   struct Impl;
