@@ -82,20 +82,18 @@ bool is_ip_literal(const std::string& host) {
 EpollHttpClient::EpollHttpClient(const std::string& host, int port, const ClientTls& tls)
     : t0_(std::chrono::steady_clock::now()) {
   if (tls.enabled) {
-    tls_ctx_ = SSL_CTX_new(TLS_client_method());
+    tls_ctx_.reset(SSL_CTX_new(TLS_client_method()));
     if (tls_ctx_ == nullptr) throw Error("bench: TLS: " + openssl_error("no OpenSSL context"));
-    SSL_CTX_set_min_proto_version(tls_ctx_, TLS1_2_VERSION);
+    SSL_CTX* ctx = tls_ctx_.get();
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     // on_writable resumes a write from out_off: partial writes as send()'s, the buffer may be a new one.
-    SSL_CTX_set_mode(tls_ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     signal(SIGPIPE, SIG_IGN);  // OpenSSL writes with write(), not send(MSG_NOSIGNAL)
     if (tls.verify) {
-      SSL_CTX_set_verify(tls_ctx_, SSL_VERIFY_PEER, nullptr);
-      const int ok = tls.ca_file.empty() ? SSL_CTX_set_default_verify_paths(tls_ctx_)
-                                         : SSL_CTX_load_verify_locations(tls_ctx_, tls.ca_file.c_str(), nullptr);
-      if (ok != 1) {
-        SSL_CTX_free(tls_ctx_);
-        throw Error("bench: TLS: cannot load CA certificates: " + openssl_error("unknown error"));
-      }
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+      const int ok = tls.ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx)
+                                         : SSL_CTX_load_verify_locations(ctx, tls.ca_file.c_str(), nullptr);
+      if (ok != 1) throw Error("bench: TLS: cannot load CA certificates: " + openssl_error("unknown error"));
     }
     tls_host_ = host;
   }
@@ -121,8 +119,9 @@ EpollHttpClient::~EpollHttpClient() {
     if (c->fd >= 0) ::close(c->fd);
   }
   if (epfd_ >= 0) ::close(epfd_);
-  if (tls_ctx_) SSL_CTX_free(tls_ctx_);
 }
+
+void EpollHttpClient::SslCtxFree::operator()(ssl_ctx_st* ctx) const { SSL_CTX_free(ctx); }
 
 double EpollHttpClient::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -275,7 +274,7 @@ void EpollHttpClient::handle_event(Conn* c, uint32_t events) {
     if (!(events & EPOLLOUT)) return;
     c->state = Conn::State::kWriting;
     if (tls_ctx_) {
-      c->ssl = SSL_new(tls_ctx_);
+      c->ssl = SSL_new(tls_ctx_.get());
       if (c->ssl == nullptr || SSL_set_fd(c->ssl, c->fd) != 1) {
         fail(c, "TLS: " + openssl_error("cannot make a session"), now());
         return;

@@ -92,7 +92,10 @@ class EpollHttpClient {
   void watch(Conn* c, bool want_write);
   void check_timeouts(double t);
 
-  ssl_ctx_st* tls_ctx_ = nullptr;  // null: plain HTTP
+  struct SslCtxFree {
+    void operator()(ssl_ctx_st* ctx) const;
+  };
+  std::unique_ptr<ssl_ctx_st, SslCtxFree> tls_ctx_;  // null: plain HTTP (owned: freed on a throwing constructor too)
   std::string tls_host_;           // SNI and the name the certificate must carry
   int epfd_ = -1;
   sockaddr_storage addr_{};
