@@ -249,6 +249,9 @@ struct AttentionParams {
   // the sink, so a row's weights may sum to less than 1.
   Tensor sinks;
   int max_query_len = 0, max_seq_len = 0;  // host-side hints for planning
+  // Host-side hint: the fewest query tokens of a sequence with more than one (0: there is none; < 0: not
+  // given). Lets a backend skip kernels for decode-shape row groups that cannot occur.
+  int min_multi_query_len = -1;
   // Optional host-side hint: the sequences with more than one query token (prompts, prefill chunks),
   // in order, [num_prefill_seqs] I32; num_prefill_seqs < 0: not given. A backend may plan its prefill
   // work over these alone: in a serving step hundreds of decode sequences sit beside one or two

@@ -154,7 +154,9 @@ Tensor DecoderModel::run_step(const StepInput& in, KvCache& kv, const IdsOnDevic
   st.S = S;
   st.max_blocks_per_seq = in.max_blocks_per_seq;
   for (int s = 0; s < S; ++s) {
-    st.max_query_len = std::max(st.max_query_len, in.query_start[s + 1] - in.query_start[s]);
+    const int q_len = in.query_start[s + 1] - in.query_start[s];
+    if (q_len > 1 && (st.min_multi_query_len == 0 || q_len < st.min_multi_query_len)) st.min_multi_query_len = q_len;
+    st.max_query_len = std::max(st.max_query_len, q_len);
     st.max_seq_len = std::max(st.max_seq_len, in.seq_lens[s]);
   }
   st.logits_rows_are_tokens = M == T;
@@ -203,6 +205,7 @@ void DecoderModel::run_ops(const StepTensors& st, KvCache& kv, DecoderWorkspace&
   ap.scale = cfg_.attention_scale > 0 ? cfg_.attention_scale : 1.0f / std::sqrt(static_cast<float>(D));
   ap.softcap = cfg_.attn_logit_softcapping;  // Gemma 2
   ap.max_query_len = st.max_query_len;
+  ap.min_multi_query_len = st.min_multi_query_len;
   ap.max_seq_len = st.max_seq_len;
   ap.prefill_seqs = st.prefill_seqs;
   ap.num_prefill_seqs = st.num_prefill_seqs;

@@ -105,6 +105,7 @@ struct StepTensors {
   int64_t T = 0, M = 0;
   int S = 0, max_blocks_per_seq = 0;
   int max_query_len = 0, max_seq_len = 0;  // attention planning hints
+  int min_multi_query_len = 0;             // the fewest query tokens of a sequence with > 1 (0: none)
   bool logits_rows_are_tokens = false;     // logits_idx is 0..T-1 (decode-only steps): no gather
   // Some context is longer than the sliding window: the sliding layers bound their keys. Up to the
   // window sliding and full attention are the same, and full attention keeps the fast kernels.

@@ -179,6 +179,12 @@ class AttentionTest : public CudaOpsTest {
       g.sinks = gpu_from(sinks, {c.h}, DType::kF32);
     }
     g.max_query_len = c.hints ? max_q : 0;
+    if (c.hints) {  // as the engine gives it: the fewest query tokens of a sequence with more than one
+      g.min_multi_query_len = 0;
+      for (const Seq& sq : c.seqs)
+        if (sq.q_len > 1 && (g.min_multi_query_len == 0 || sq.q_len < g.min_multi_query_len))
+          g.min_multi_query_len = sq.q_len;
+    }
     g.max_seq_len = c.hint_kv > 0 ? c.hint_kv : c.hints ? max_kv : 0;
     if (c.list_prefill) {
       std::vector<int> listed;
@@ -733,6 +739,16 @@ TEST_F(AttentionTest, Fp8Cache) {
       AttnCase listed = fp8({{1, 500}, {64, 64}, {1, 31}, {130, 900}, {1, 1200}, {300, 300}}, 32, 8, d);
       listed.list_prefill = true;
       run(listed, act);
+      // Pages other than 16 keys: 8 and 12 (the lean form's per-row gather), 32 (a chunk a page).
+      for (int bs : {8, 12, 32}) {
+        AttnCase b = fp8({{1, 700}, {3, 200}, {1, 33}, {40, 90}}, 32, 8, d);
+        b.block_size = bs;
+        run(b, act);
+      }
+      run(fp8({{1, 500}, {1, 40}, {1, 1100}}, 32, 2, d), act);        // GQA 16: the 9-16-row kernel alone
+      AttnCase nohint = fp8({{3, 500}, {1, 77}, {2, 40}}, 32, 8, d);  // no hints: both row-group kernels
+      nohint.hints = false;
+      run(nohint, act);
       AttnCase g = fp8({{1, 3000}}, 16, 8, d);                             // captured, hint below the context
       g.hint_kv = 1024;
       g.graph = 1;

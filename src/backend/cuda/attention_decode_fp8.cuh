@@ -14,6 +14,12 @@
 // Pipeline: each warp streams its own chunks of 16 kKT keys (chunks warp, warp + 4, ... of the block's key
 // split; default 16) through kSt (3) stages of [16 kKT keys][D + 16 bytes] by cp.async: no block barrier in the loop;
 // the four warps' partial softmaxes merge at the end, then the splits in the kernel (attention_split_merge.cuh).
+// Lean forms (kLean, the default; VIREO_FP8_DECODE=30 is form 31 without it), after an ncu profile (session
+// 49, H100: 12 warps an SM, 0.43 issues a cycle per scheduler, stalls mostly on the block table loads each
+// cp.async waited for): where a chunk lies in one page (power-of-two pages of >= 16 kKT keys; splits are
+// multiples of 64 keys) a lane takes one table entry a chunk, fetched for 32 chunks at once and passed by
+// shuffles, and the rows' addresses step by a constant; D 128 rows are stored unpadded (128 bytes, 16-byte
+// chunks XOR-swizzled by row: conflict-free as the padding was), so four blocks fit an SM.
 #pragma once
 #include <climits>
 #include <type_traits>
@@ -24,10 +30,25 @@
 namespace vireo::cuda {
 namespace {
 
+// Bytes of one code row in shared memory: D + 16 (padding: conflict-free fragment reads), or D for the
+// lean D 128 form, whose 16-byte chunks are swizzled instead (code_col).
+template <int D, bool kLean>
+constexpr int fp8_row_bytes() {
+  return kLean && D == 128 ? D : D + 16;
+}
+
+// Byte column in shared memory of code byte `col` of row `row`: chunk (col / 16) XOR (row % 8) for swizzled
+// rows. Readers and writers of a stage agree through this.
+template <int D, bool kLean>
+__device__ __forceinline__ int code_col(int row, int col) {
+  if constexpr (fp8_row_bytes<D, kLean>() == D) return (((col >> 4) ^ (row & 7)) << 4) | (col & 15);
+  else return col;
+}
+
 // A warp takes kKT m16 key tiles (16 kKT keys, a chunk) per step.
-template <int D, int kSt, int kKT>
+template <int D, int kSt, int kKT, bool kLean>
 constexpr size_t decode_fp8_smem_bytes() {  // per warp: kSt stages of K and V code rows
-  return size_t{kThreads / 32} * kSt * 2 * 16 * kKT * (D + 16);
+  return size_t{kThreads / 32} * kSt * 2 * 16 * kKT * fp8_row_bytes<D, kLean>();
 }
 
 // Four E4M3 codes (bytes b0..b3 of w) as two f16x2 holding value * 2^-8: even = (b0, b2), odd = (b1, b3).
@@ -54,10 +75,10 @@ __device__ __forceinline__ unsigned q_f16_pair(T lo, T hi) {
 
 // Keys [key0, key0 + kKeys) of KV head hk into one warp's stage (kdst / vdst: [kKeys][D + 16] bytes), 16
 // codes a cp.async; keys >= kend zero-filled; `which` as load_kv_tile's (new0: this step's first new key).
-template <int D, int kKeys>
+template <int D, int kKeys, bool kLean>
 __device__ __forceinline__ void load_chunk_fp8(const MmaArgs& a, const int* table, int hk, int key0, int kend,
                                                uint8_t* kdst, uint8_t* vdst, TileRows which, int new0, int lane) {
-  constexpr int kLd8 = D + 16, kPerRow = D / 16;
+  constexpr int kLd8 = fp8_row_bytes<D, kLean>(), kPerRow = D / 16;
   const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
 #pragma unroll
   for (int i = 0; i < kKeys * kPerRow / 32; ++i) {
@@ -72,17 +93,43 @@ __device__ __forceinline__ void load_chunk_fp8(const MmaArgs& a, const int* tabl
       const int slot = a.block_shift >= 0 ? paged_slot<true>(a, table, key) : paged_slot<false>(a, table, key);
       off = static_cast<int64_t>(slot) * head_stride + static_cast<int64_t>(hk) * D + col;
     }
-    cp_async16(kdst + r * kLd8 + col, static_cast<const uint8_t*>(a.k_cache) + off, valid);
-    cp_async16(vdst + r * kLd8 + col, static_cast<const uint8_t*>(a.v_cache) + off, valid);
+    const int sc = r * kLd8 + code_col<D, kLean>(r, col);
+    cp_async16(kdst + sc, static_cast<const uint8_t*>(a.k_cache) + off, valid);
+    cp_async16(vdst + sc, static_cast<const uint8_t*>(a.v_cache) + off, valid);
+  }
+}
+
+// load_chunk_fp8 for a chunk inside one page whose first key's slot is `slot0` (the lean gather): row r of
+// the chunk is slot0 + r, so the lane's addresses step by a constant. lane_off: the lane's first row's byte
+// offset in a cache from slot 0 (its row lane / (D / 16), its column and the KV head's).
+template <int D, int kKeys, bool kLean>
+__device__ __forceinline__ void load_page_chunk_fp8(const MmaArgs& a, int64_t slot0, int64_t lane_off, int key0,
+                                                    int kend, uint8_t* kdst, uint8_t* vdst, TileRows which,
+                                                    int new0, int lane) {
+  constexpr int kLd8 = fp8_row_bytes<D, kLean>(), kPerRow = D / 16, kRowStep = 32 / kPerRow;
+  const int64_t head_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+  const int64_t base = slot0 * head_stride + lane_off;
+  const int r0 = lane / kPerRow, col = (lane % kPerRow) * 16;
+#pragma unroll
+  for (int i = 0; i < kKeys / kRowStep; ++i) {
+    const int r = r0 + kRowStep * i;
+    const int key = key0 + r;
+    const bool valid = key < kend;
+    const bool is_new = valid && key >= new0;
+    if ((which == TileRows::kOld && is_new) || (which == TileRows::kNew && !is_new)) continue;
+    const int64_t off = valid ? base + kRowStep * i * head_stride : 0;
+    const int sc = r * kLd8 + code_col<D, kLean>(r, col);
+    cp_async16(kdst + sc, static_cast<const uint8_t*>(a.k_cache) + off, valid);
+    cp_async16(vdst + sc, static_cast<const uint8_t*>(a.v_cache) + off, valid);
   }
 }
 
 // One block's work: keys [kstart, kend) of sequence s, KV head hk, for its `rows` <= 8 * kNT query rows.
 // Calls pdl_enter() (after the loads of keys older than this step's).
-template <typename T, int D, int kNT, int kSt, int kKT>
+template <typename T, int D, int kNT, int kSt, int kKT, bool kLean, bool kPaged>
 __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char* smem, int s, int hk, int q0,
                                                 int q_len, int kv_len, int rows, int kstart, int kend, int nsplit) {
-  constexpr int kLd8 = D + 16;
+  constexpr int kLd8 = fp8_row_bytes<D, kLean>();
   constexpr int kKK = D / 16;    // k-steps of S^T = m-tiles of O^T
   constexpr int kKRun = D / 4;   // codes of a K row a lane takes
   constexpr int kVRun = D / 8;   // codes of a V row a lane takes
@@ -95,9 +142,25 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
   const int nchunks = (kend - kstart + kChunk - 1) / kChunk;
   const int nmine = nchunks > warp ? (nchunks - warp + 3) / 4 : 0;  // chunks warp, warp + 4, ...
   auto chunk_key0 = [&](int i) { return kstart + (warp + 4 * i) * kChunk; };
+  // kPaged: lane j holds the page of chunk (batch0 + j); chunks are asked for in increasing order.
+  int page_batch = 0, batch0 = -1;
+  const int64_t lane_off = static_cast<int64_t>(lane / (D / 16)) * a.num_kv_heads * D + static_cast<int64_t>(hk) * D +
+                           (lane % (D / 16)) * 16;
   auto load = [&](int i, TileRows which) {
     uint8_t* st = wbuf + (i % kSt) * kStageBytes;
-    load_chunk_fp8<D, kChunk>(a, table, hk, chunk_key0(i), kend, st, st + kChunk * kLd8, which, new0, lane);
+    if constexpr (kPaged) {
+      if ((i & ~31) != batch0) {
+        batch0 = i & ~31;
+        const int c = batch0 + lane;
+        page_batch = c < nmine ? table[chunk_key0(c) >> a.block_shift] : 0;
+      }
+      const int page = __shfl_sync(0xffffffffu, page_batch, i & 31);
+      const int key0 = chunk_key0(i);
+      const int64_t slot0 = (static_cast<int64_t>(page) << a.block_shift) + (key0 & (a.block_size - 1));
+      load_page_chunk_fp8<D, kChunk, kLean>(a, slot0, lane_off, key0, kend, st, st + kChunk * kLd8, which, new0, lane);
+    } else {
+      load_chunk_fp8<D, kChunk, kLean>(a, table, hk, chunk_key0(i), kend, st, st + kChunk * kLd8, which, new0, lane);
+    }
   };
   // The first chunks' older keys stream in while the previous kernel finishes.
 #pragma unroll
@@ -164,8 +227,9 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
       uint4 ka[kKRun / 16], kb[kKRun / 16];
 #pragma unroll
       for (int u = 0; u < kKRun / 16; ++u) {
-        ka[u] = reinterpret_cast<const uint4*>(kst + (16 * kt + g) * kLd8 + kKRun * t)[u];
-        kb[u] = reinterpret_cast<const uint4*>(kst + (16 * kt + g + 8) * kLd8 + kKRun * t)[u];
+        const int ra = 16 * kt + g, rb = ra + 8;
+        ka[u] = *reinterpret_cast<const uint4*>(kst + ra * kLd8 + code_col<D, kLean>(ra, kKRun * t + 16 * u));
+        kb[u] = *reinterpret_cast<const uint4*>(kst + rb * kLd8 + code_col<D, kLean>(rb, kKRun * t + 16 * u));
       }
       const unsigned* wa = reinterpret_cast<const unsigned*>(ka);
       const unsigned* wb = reinterpret_cast<const unsigned*>(kb);
@@ -240,7 +304,8 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
       unsigned x[4][kVRun / 4];  // rows 2t, 2t + 1, 2t + 8, 2t + 9: codes [kVRun g, kVRun g + kVRun)
 #pragma unroll
       for (int rr = 0; rr < 4; ++rr) {
-        const uint8_t* src = vst + (16 * kt + 2 * t + (rr & 1) + 8 * (rr / 2)) * kLd8 + kVRun * g;
+        const int rv = 16 * kt + 2 * t + (rr & 1) + 8 * (rr / 2);
+        const uint8_t* src = vst + rv * kLd8 + code_col<D, kLean>(rv, kVRun * g);
         if constexpr (kVRun == 16) {
           const uint4 v = *reinterpret_cast<const uint4*>(src);
           x[rr][0] = v.x;
@@ -319,9 +384,19 @@ __device__ __forceinline__ void decode_fp8_rows(const MmaArgs& a, unsigned char*
   merge_decode_splits<T, D>(a, reinterpret_cast<float*>(smem), q0, hk, rows, nsplit);
 }
 
+// Lean forms of <= 3 stages of 16 keys for row groups of <= 8 ask for 4 blocks an SM (<= 128 registers,
+// which the 16-row path would spill): 16 warps to issue from.
+template <int kSt, int kKT, bool kLean, int kNTOnly>
+constexpr int decode_fp8_min_blocks() {
+  return kLean && kNTOnly == 1 && kSt * kKT <= 3 ? 4 : 1;
+}
+
 // Grid (1, num_seqs * num_kv_heads, splits); blocks of sequences with more than 16 rows (prefill) exit.
-template <typename T, int D, int kSt, int kKT>
-__global__ void __launch_bounds__(kThreads) attention_decode_fp8_kernel(MmaArgs a) {
+// kNTOnly: 0 runs both row-group paths (<= 8 rows: kNT 1, 9-16: kNT 2); 1 or 2 runs only that one, and the
+// other row groups' blocks exit (launch_decode_fp8 launches the two so that each block runs once).
+template <typename T, int D, int kSt, int kKT, bool kLean, int kNTOnly>
+__global__ void __launch_bounds__(kThreads, (decode_fp8_min_blocks<kSt, kKT, kLean, kNTOnly>()))
+    attention_decode_fp8_kernel(MmaArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int s = blockIdx.y / a.num_kv_heads, hk = blockIdx.y % a.num_kv_heads;
   const int q0 = a.query_start[s], q_len = a.query_start[s + 1] - q0, kv_len = a.seq_lens[s];
@@ -330,77 +405,111 @@ __global__ void __launch_bounds__(kThreads) attention_decode_fp8_kernel(MmaArgs 
   const int nsplit = (kv_len + split_len - 1) / split_len;
   const int kstart = blockIdx.z * split_len;
   const int kend = min(kv_len, kstart + split_len);
-  if (q_len <= 0 || rows > 16 || static_cast<int>(blockIdx.z) >= nsplit || kend <= kstart) {
+  const int nt = rows <= 8 ? 1 : 2;
+  if (q_len <= 0 || rows > 16 || static_cast<int>(blockIdx.z) >= nsplit || kend <= kstart ||
+      (kNTOnly != 0 && nt != kNTOnly)) {
     pdl_enter();
     return;
   }
-  if (rows <= 8) decode_fp8_rows<T, D, 1, kSt, kKT>(a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
-  else decode_fp8_rows<T, D, 2, kSt, kKT>(a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
+  // The lean gather needs each chunk inside one page (the split's start is a multiple of 64 keys).
+  const bool paged = kLean && a.block_shift >= 0 && a.block_size >= 16 * kKT && kstart % (16 * kKT) == 0;
+  auto run = [&](auto nt_c, auto paged_c) {
+    decode_fp8_rows<T, D, decltype(nt_c)::value, kSt, kKT, kLean, decltype(paged_c)::value>(
+        a, smem_raw, s, hk, q0, q_len, kv_len, rows, kstart, kend, nsplit);
+  };
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  if constexpr (kNTOnly != 2) {
+    if (nt == 1) {
+      if constexpr (kLean) {
+        if (paged) return run(One{}, std::true_type{});
+      }
+      return run(One{}, std::false_type{});
+    }
+  }
+  if constexpr (kNTOnly != 1) {
+    if constexpr (kLean) {
+      if (paged) return run(Two{}, std::true_type{});
+    }
+    run(Two{}, std::false_type{});
+  }
 }
 
 // VIREO_FP8_DECODE (A/B runs): 0 = the mma.sync decode shape widening its tiles to f16 in shared memory
 // (attention_mma.cu's attention_mma_kernel with C = KvFp8); 10 x stages + key tiles a chunk = this kernel in
-// that form: 31 (the default: 3 stages of 16 keys, 55 KB, 4 blocks an SM at D 128), 41, 22, 32. On an H100
-// (session 40), 256 x 1k H16/8: 211.6 / 212.2 / 212.1 / 226.6 us; batch 1 x 1k: 7.3 / 7.6 / 8.9 / 9.1 us;
-// 4 x 32 keys (1 block an SM) 348 us: resident warps matter more than the bytes each has in flight.
+// that form, lean: 31 (the default: 3 stages of 16 keys; 48 KB at D 128), 41, 22, 32, 42; 30 = 31 not lean
+// (session 48's default). On an H100 (session 40, before the lean forms), 256 x 1k H16/8: 211.6 / 212.2 /
+// 212.1 / 226.6 us for 31 / 41 / 22 / 32; batch 1 x 1k: 7.3 / 7.6 / 8.9 / 9.1 us; 4 x 32 keys (1 block an
+// SM) 348 us: resident warps matter more than the bytes each has in flight.
 int fp8_decode_mode() {
   static const int mode = [] {
     const char* v = std::getenv("VIREO_FP8_DECODE");
     if (v == nullptr) return 31;
     const int n = std::atoi(v);
-    return n == 0 || n == 42 || n == 22 || n == 32 || n == 41 ? n : 31;
+    return n == 0 || n == 30 || n == 42 || n == 22 || n == 32 || n == 41 ? n : 31;
   }();
   return mode;
 }
 
-template <typename T, int D, int kSt, int kKT>
+template <typename T, int D, int kSt, int kKT, bool kLean, int kNTOnly>
 int decode_fp8_blocks_per_sm_form() {
   static const int n = [] {
-    constexpr size_t smem = decode_fp8_smem_bytes<D, kSt, kKT>();
+    constexpr size_t smem = decode_fp8_smem_bytes<D, kSt, kKT, kLean>();
     static_assert(smem >= (4 * 16 * D + 2 * 4 * 16) * sizeof(float), "warp merge must fit in the stages");
     static_assert(smem >= (16 * kMaxDecodeSplits + 16) * sizeof(float), "split merge must fit in the stages");
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_fp8_kernel<T, D, kSt, kKT>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    auto* kernel = attention_decode_fp8_kernel<T, D, kSt, kKT, kLean, kNTOnly>;
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int b = 0;
-    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_fp8_kernel<T, D, kSt, kKT>,
-                                                                   kThreads, smem));
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kThreads, smem));
     return b < 1 ? 1 : b;
   }();
   return n;
 }
 
-template <typename T, int D, int kSt, int kKT>
+template <typename T, int D, int kSt, int kKT, bool kLean, int kNTOnly>
 void launch_decode_fp8_form(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  decode_fp8_blocks_per_sm_form<T, D, kSt, kKT>();  // sets the shared-memory attribute
-  launch_pdl(attention_decode_fp8_kernel<T, D, kSt, kKT>, grid, dim3(kThreads), decode_fp8_smem_bytes<D, kSt, kKT>(),
-             stream, a);
+  decode_fp8_blocks_per_sm_form<T, D, kSt, kKT, kLean, kNTOnly>();  // sets the shared-memory attribute
+  launch_pdl(attention_decode_fp8_kernel<T, D, kSt, kKT, kLean, kNTOnly>, grid, dim3(kThreads),
+             decode_fp8_smem_bytes<D, kSt, kKT, kLean>(), stream, a);
 }
 
-// Calls f(std::integral_constant stages, key tiles) for the form fp8_decode_mode() names.
+// Calls f(std::integral_constant stages, key tiles, lean) for the form fp8_decode_mode() names.
 template <typename F>
 auto with_fp8_decode_form(F&& f) {
   using std::integral_constant;
+  using Lean = std::true_type;
   switch (fp8_decode_mode()) {
-    case 42: return f(integral_constant<int, 4>{}, integral_constant<int, 2>{});
-    case 22: return f(integral_constant<int, 2>{}, integral_constant<int, 2>{});
-    case 32: return f(integral_constant<int, 3>{}, integral_constant<int, 2>{});
-    case 41: return f(integral_constant<int, 4>{}, integral_constant<int, 1>{});
-    default: return f(integral_constant<int, 3>{}, integral_constant<int, 1>{});
+    case 42: return f(integral_constant<int, 4>{}, integral_constant<int, 2>{}, Lean{});
+    case 22: return f(integral_constant<int, 2>{}, integral_constant<int, 2>{}, Lean{});
+    case 32: return f(integral_constant<int, 3>{}, integral_constant<int, 2>{}, Lean{});
+    case 41: return f(integral_constant<int, 4>{}, integral_constant<int, 1>{}, Lean{});
+    case 30: return f(integral_constant<int, 3>{}, integral_constant<int, 1>{}, std::false_type{});
+    default: return f(integral_constant<int, 3>{}, integral_constant<int, 1>{}, Lean{});
   }
 }
 
-// Blocks of the FP8 decode kernel resident per SM (also sets its shared-memory attribute).
+// Blocks of the FP8 decode kernel resident per SM (of the <= 8-row kernel for lean forms; also sets the
+// shared-memory attribute).
 template <typename T, int D>
 int decode_fp8_blocks_per_sm() {
-  return with_fp8_decode_form([](auto st, auto kt) {
-    return decode_fp8_blocks_per_sm_form<T, D, decltype(st)::value, decltype(kt)::value>();
+  return with_fp8_decode_form([](auto st, auto kt, auto lean) {
+    constexpr bool kLean = decltype(lean)::value;
+    return decode_fp8_blocks_per_sm_form<T, D, decltype(st)::value, decltype(kt)::value, kLean, kLean ? 1 : 0>();
   });
 }
 
+// Lean forms run row groups of <= 8 and of 9-16 rows as two kernels; the caller says which may occur
+// (rows: q_len * group of a decode-shape sequence); each skips the other's blocks.
 template <typename T, int D>
-void launch_decode_fp8(const MmaArgs& a, dim3 grid, cudaStream_t stream) {
-  with_fp8_decode_form([&](auto st, auto kt) {
-    launch_decode_fp8_form<T, D, decltype(st)::value, decltype(kt)::value>(a, grid, stream);
+void launch_decode_fp8(const MmaArgs& a, dim3 grid, cudaStream_t stream, bool rows_upto8, bool rows_over8) {
+  with_fp8_decode_form([&](auto st, auto kt, auto lean) {
+    constexpr int kSt = decltype(st)::value, kKT = decltype(kt)::value;
+    if constexpr (decltype(lean)::value) {
+      if (rows_upto8) launch_decode_fp8_form<T, D, kSt, kKT, true, 1>(a, grid, stream);
+      if (rows_over8) launch_decode_fp8_form<T, D, kSt, kKT, true, 2>(a, grid, stream);
+    } else {
+      launch_decode_fp8_form<T, D, kSt, kKT, false, 0>(a, grid, stream);
+    }
     return 0;
   });
   check_launch("paged_attention fp8 decode");

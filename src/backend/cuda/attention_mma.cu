@@ -222,7 +222,12 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   a.bulk_kv = !kFp8 && decode_bulk_for(D);
   if (any_decode) {
     const dim3 grid(1, static_cast<unsigned>(sh), dec_splits);
-    if (fp8_decode) launch_decode_fp8<T, D>(a, grid, stream);
+    if (fp8_decode) {
+      // Row groups of 9-16 rows need a sequence of 2+ query tokens with q_len * g <= 16 (or g > 8).
+      const int min_multi = p.min_multi_query_len;
+      const bool over8 = g > 8 || (max_q > 1 && (min_multi < 0 || (min_multi > 0 && min_multi * g <= 16)));
+      launch_decode_fp8<T, D>(a, grid, stream, g <= 8, over8);
+    }
     else launch_shape<T, D, 1, C>(a, grid, stream);
   }
   if (any_prefill) {
