@@ -488,13 +488,19 @@ auto with_fp8_decode_form(F&& f) {
   }
 }
 
-// Blocks of the FP8 decode kernel resident per SM (of the <= 8-row kernel for lean forms; also sets the
-// shared-memory attribute).
+// Blocks of the FP8 decode kernel resident per SM (also sets the shared-memory attribute). Lean forms: of
+// the <= 8-row kernel, or of the 9-16-row one when only that one runs (GQA ratios above 8: it needs ~195
+// registers, so fewer blocks fit and the split plan must not count on the other's slots).
 template <typename T, int D>
-int decode_fp8_blocks_per_sm() {
-  return with_fp8_decode_form([](auto st, auto kt, auto lean) {
-    constexpr bool kLean = decltype(lean)::value;
-    return decode_fp8_blocks_per_sm_form<T, D, decltype(st)::value, decltype(kt)::value, kLean, kLean ? 1 : 0>();
+int decode_fp8_blocks_per_sm(bool only_over8 = false) {
+  return with_fp8_decode_form([only_over8](auto st, auto kt, auto lean) {
+    constexpr int kSt = decltype(st)::value, kKT = decltype(kt)::value;
+    if constexpr (decltype(lean)::value) {
+      return only_over8 ? decode_fp8_blocks_per_sm_form<T, D, kSt, kKT, true, 2>()
+                        : decode_fp8_blocks_per_sm_form<T, D, kSt, kKT, true, 1>();
+    } else {
+      return decode_fp8_blocks_per_sm_form<T, D, kSt, kKT, false, 0>();
+    }
   });
 }
 

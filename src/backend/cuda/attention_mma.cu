@@ -184,7 +184,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
   // An FP8 cache's decode rows: attention_decode_fp8.cuh (VIREO_FP8_DECODE=0: the widening decode shape).
   const bool fp8_decode = kFp8 && fp8_decode_mode() != 0;
   const int64_t dec_slots =
-      int64_t{dev.num_sms} * (fp8_decode ? decode_fp8_blocks_per_sm<T, D>() : blocks_per_sm<T, D, 1, C>());
+      int64_t{dev.num_sms} * (fp8_decode ? decode_fp8_blocks_per_sm<T, D>(g > 8) : blocks_per_sm<T, D, 1, C>());
   // >= 256 keys a split, unless even 256-key splits leave resident slots idle (few (seq, kv head)
   // pairs, short contexts: batch-1 decode): then down to one 64-key tile a split.
   const int dec_min_keys = sh * ceil_div(max_kv, 256) < dec_slots ? kBN : 256;
