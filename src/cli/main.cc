@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Vireo: an LLM inference engine and OpenAI-compatible server"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "vireo 0.1.0");
+  // A flag given twice takes its last value, as vLLM's argparse does (wrapper scripts append overrides);
+  // CLI11 refuses it by default. Subcommands inherit this; list options still keep all their values.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   auto& specs = vireo::registered_commands();
   std::sort(specs.begin(), specs.end(), [](auto& a, auto& b) { return a.name < b.name; });

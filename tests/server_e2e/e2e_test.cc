@@ -342,6 +342,23 @@ TEST(ServerE2E, VllmFlagsWithoutCounterpart) {
   }
 }
 
+// A flag given twice takes its last value, as with vLLM's argparse (wrapper scripts append overrides), also
+// -O next to --compilation-config; list flags keep all their values.
+TEST(ServerE2E, RepeatedFlagTakesTheLastValue) {
+  ServeProcess srv({"--max-model-len", "128", "--max-model-len", "200", "-O3", "--compilation-config", R"({"level":3})",
+                    "--served-model-name", "alpha", "beta"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve refused a repeated flag";
+  httplib::Client cli(srv.url());
+  auto r = cli.Get("/v1/models");
+  ASSERT_TRUE(r && r->status == 200);
+  const auto models = nlohmann::json::parse(r->body)["data"];
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0]["id"], "alpha");
+  EXPECT_EQ(models[1]["id"], "beta");
+  EXPECT_EQ(models[0]["max_model_len"], 200);
+  EXPECT_EQ(srv.terminate(60s), 0);
+}
+
 namespace {
 
 // vLLM's --enable-prompt-tokens-details and --return-tokens-as-token-ids on a live server: usage reports
