@@ -23,6 +23,18 @@ std::vector<std::string> expand_vllm_short_options(int argc, char** argv) {
   return args;
 }
 
+// vLLM's FlexibleArgumentParser takes --max_model_len for --max-model-len: underscores in a long flag's
+// name (after "--", before any '.' of a dotted sub-key or '=') become dashes. Sub-keys and values keep theirs.
+void dash_long_flag_names(std::vector<std::string>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;  // what follows is positional
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+    const size_t end = std::min(a.find('.'), a.find('='));
+    std::replace(a.begin() + 2, end == std::string::npos ? a.end() : a.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
+  }
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw vireo::Error("--config " + path + ": cannot read the file");
@@ -65,6 +77,7 @@ int main(int argc, char** argv) {
   try {
     // vLLM's --config FILE: the YAML file's flags in its place, minus those the command line gives.
     std::vector<std::string> args = vireo::server::expand_flag_files(expand_vllm_short_options(argc, argv), read_text_file);
+    dash_long_flag_names(args);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse, program name last
     args.pop_back();
     app.parse(args);

@@ -343,10 +343,12 @@ TEST(ServerE2E, VllmFlagsWithoutCounterpart) {
 }
 
 // A flag given twice takes its last value, as with vLLM's argparse (wrapper scripts append overrides), also
-// -O next to --compilation-config; list flags keep all their values.
+// -O next to --compilation-config; list flags keep all their values; a long flag's name may use underscores
+// (vLLM's FlexibleArgumentParser), a dotted sub-key keeps its own.
 TEST(ServerE2E, RepeatedFlagTakesTheLastValue) {
-  ServeProcess srv({"--max-model-len", "128", "--max-model-len", "200", "-O3", "--compilation-config", R"({"level":3})",
-                    "--served-model-name", "alpha", "beta"});
+  ServeProcess srv({"--max-model-len", "128", "--max_model_len", "200", "-O3", "--compilation-config", R"({"level":3})",
+                    "--served_model_name", "alpha", "beta", "--max_num_seqs=8",
+                    "--structured_outputs_config.backend", "xgrammar"});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve refused a repeated flag";
   httplib::Client cli(srv.url());
   auto r = cli.Get("/v1/models");
