@@ -76,8 +76,10 @@ int main(int argc, char** argv) {
 
   try {
     // vLLM's --config FILE: the YAML file's flags in its place, minus those the command line gives.
-    std::vector<std::string> args = vireo::server::expand_flag_files(expand_vllm_short_options(argc, argv), read_text_file);
+    // Names dashed first, so a --config file's flags (dashed too) yield to the same flag however spelt.
+    std::vector<std::string> args = expand_vllm_short_options(argc, argv);
     dash_long_flag_names(args);
+    args = vireo::server::expand_flag_files(args, read_text_file);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse, program name last
     args.pop_back();
     app.parse(args);

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -345,10 +346,13 @@ TEST(ServerE2E, VllmFlagsWithoutCounterpart) {
 // A flag given twice takes its last value, as with vLLM's argparse (wrapper scripts append overrides), also
 // -O next to --compilation-config; list flags keep all their values; a long flag's name may use underscores
 // (vLLM's FlexibleArgumentParser), a dotted sub-key keeps its own.
+// A --config file's value yields to the command line's, spelt either way.
 TEST(ServerE2E, RepeatedFlagTakesTheLastValue) {
+  const std::string yaml = (std::filesystem::temp_directory_path() / ("vireo_e2e_" + std::to_string(getpid()) + ".yaml")).string();
+  std::ofstream(yaml) << "served_model_name: gamma\nmax_model_len: 300\n";
   ServeProcess srv({"--max-model-len", "128", "--max_model_len", "200", "-O3", "--compilation-config", R"({"level":3})",
                     "--served_model_name", "alpha", "beta", "--max_num_seqs=8",
-                    "--structured_outputs_config.backend", "xgrammar"});
+                    "--structured_outputs_config.backend", "xgrammar", "--config", yaml});
   ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve refused a repeated flag";
   httplib::Client cli(srv.url());
   auto r = cli.Get("/v1/models");
@@ -359,6 +363,7 @@ TEST(ServerE2E, RepeatedFlagTakesTheLastValue) {
   EXPECT_EQ(models[1]["id"], "beta");
   EXPECT_EQ(models[0]["max_model_len"], 200);
   EXPECT_EQ(srv.terminate(60s), 0);
+  std::filesystem::remove(yaml);
 }
 
 namespace {
