@@ -20,6 +20,7 @@
 #include "server/http_util.h"
 #include "server/embeddings_handler.h"
 #include "server/info_handlers.h"
+#include "server/invocations_handler.h"
 #include "server/score_handlers.h"
 #include "server/lora_handlers.h"
 #include "server/request_framing.h"
@@ -47,6 +48,7 @@ const Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, true, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
     {"POST", "/v1/responses", handle_responses, true, true},
+    {"POST", "/invocations", handle_invocations, true, true},  // SageMaker's: routed by the body's shape
     {"POST", "/v1/embeddings", handle_embeddings, true, true, true, true},
     {"POST", "/pooling", handle_pooling, true, true, true, true},
     {"POST", "/classify", handle_classify, true, true, true, true},

@@ -198,6 +198,24 @@ TEST(PoolingApi, ScoreAndRerank) {
   }
 }
 
+// SageMaker's /invocations on a pooling server: the body's fields pick embeddings, rerank or score.
+TEST(PoolingApi, InvocationsRouteByTheBodysShape) {
+  LiveServer srv({}, pooling_engine());
+  auto cli = srv.client();
+  auto r = post_json(cli, "/invocations", {{"input", {"ab", "c"}}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["data"].size(), 2u);
+  EXPECT_EQ(json::parse(r->body)["data"][0]["object"], "embedding");
+  r = post_json(cli, "/invocations", {{"query", "ab"}, {"documents", {"zz", "ab"}}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["results"][0]["index"], 1);
+  r = post_json(cli, "/invocations", {{"text_1", "ab"}, {"text_2", {"ab"}}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["data"].size(), 1u);
+  r = post_json(cli, "/invocations", {{"prompt", "ab"}});  // a completion: not served by a pooling model
+  EXPECT_EQ(r->status, 400) << r->body;
+}
+
 TEST(PoolingApi, ClassifierServesClassifyScoreAndRerank) {
   FakeEngineOptions o = pooling_engine();
   o.labels = {"no", "yes", "maybe"};

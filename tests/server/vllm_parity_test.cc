@@ -216,6 +216,34 @@ TEST(VllmParity, CustomRolesReachTheTemplate) {
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
+// SageMaker's /invocations: chat for a body with messages, completions for one with a prompt, and an
+// OpenAI-style 400 naming the expected request types for anything else (vLLM's invocations route).
+TEST(VllmParity, InvocationsRouteByTheBodysShape) {
+  LiveServer srv;
+  auto cli = srv.client();
+  auto r = post_json(cli, "/invocations", {{"messages", user_msg("hi")}, {"max_tokens", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["object"], "chat.completion");
+  r = post_json(cli, "/invocations", {{"prompt", "hi"}, {"max_tokens", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["object"], "text_completion");
+  r = post_json(cli, "/invocations", {{"prompt", "hi"}, {"max_tokens", 2}, {"stream", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos);
+  for (const json& bad : {json{{"input", "hi"}}, json::array({1, 2}), json{{"messages", "hi"}}}) {
+    SCOPED_TRACE(bad.dump());
+    r = post_json(cli, "/invocations", bad);
+    ASSERT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["type"], "BadRequestError");
+  }
+  EXPECT_NE(json::parse(post_json(cli, "/invocations", {{"input", "hi"}})->body)["error"]["message"].get<std::string>().find(
+                "ChatCompletionRequest"),
+            std::string::npos);
+  r = cli.Post("/invocations", "{not json", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+}
+
 // SageMaker's health check: vLLM answers /ping on GET and POST like /health.
 TEST(VllmParity, PingAnswersGetAndPost) {
   LiveServer srv({}, {}, /*load_engine=*/false);

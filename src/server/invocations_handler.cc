@@ -1,0 +1,31 @@
+#include "server/invocations_handler.h"
+
+#include <string>
+
+#include "server/openai_errors.h"
+#include "server/completion_handler.h"
+#include "server/embeddings_handler.h"
+#include "server/http_util.h"
+#include "server/score_handlers.h"
+
+namespace vireo::server {
+
+// vLLM tries its request types in turn (chat, completion, then the pooling ones when served) and takes the
+// first the body validates as; the field each requires tells them apart here. The body is parsed again
+// by the handler chosen (a few microseconds against a generation).
+void handle_invocations(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_json_body(req);
+  const bool pooling = ctx.engine() && ctx.engine()->config().pooling.enabled;
+  if (body.is_object()) {
+    if (!pooling && body.contains("messages")) return handle_chat_completions(ctx, req, res);
+    if (!pooling && body.contains("prompt")) return handle_completions(ctx, req, res);
+    if (pooling && (body.contains("input") || body.contains("messages"))) return handle_embeddings(ctx, req, res);
+    if (pooling && body.contains("query") && body.contains("documents")) return handle_rerank(ctx, req, res);
+    if (pooling && body.contains("text_1") && body.contains("text_2")) return handle_score(ctx, req, res);
+  }
+  const std::string expected = pooling ? "EmbeddingRequest (input or messages), RerankRequest (query, documents), ScoreRequest (text_1, text_2)"
+                                       : "ChatCompletionRequest (messages), CompletionRequest (prompt)";
+  throw bad_request("Cannot find suitable handler for request. Expected one of: " + expected);
+}
+
+}  // namespace vireo::server
