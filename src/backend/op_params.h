@@ -433,6 +433,9 @@ struct SampleParams {
   Tensor out_tokens;      // [M] I32
   Tensor out_logprobs;    // [M, 1 + N] F32: the chosen token's raw logprob, then the top-N (best first)
   Tensor out_top_ids;     // [M, N] I32: ids of the top-N (ties: lower id first); may be empty if N = 0
+  // Optional [M] I32: the chosen token's rank in its raw row, vLLM's: #{ids v : logit[v] >= logit[token]}
+  // (>= 1; ties share the worse rank). Wanted for prompt logprobs, where the token may be far down.
+  Tensor out_ranks;
   // Optional: the same M SamplingRows in host memory (never read by the CPU backend). The CUDA backend
   // skips the kernels no row needs (a wrong copy costs speed, never correctness).
   const void* host_rows = nullptr;

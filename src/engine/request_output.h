@@ -12,6 +12,7 @@ struct TokenLogprob {
   int32_t token_id = 0;
   float logprob = 0.0f;                             // raw model log-softmax (vLLM's default)
   std::vector<std::pair<int32_t, float>> top;       // top-N (id, logprob), best first
+  int32_t rank = 0;  // vLLM's rank of token_id in its raw row (ids at least as likely, >= 1); 0: not counted
 };
 
 struct RequestOutput {

@@ -193,6 +193,7 @@ TokenLogprob sampled_logprob(const SampledRows& s, size_t r, int top_n) {
   TokenLogprob out;
   out.token_id = s.tokens[r];
   out.logprob = lp[0];
+  if (r < s.ranks.size()) out.rank = s.ranks[r];
   const int n = std::min(top_n, N);
   for (int i = 0; i < n; ++i) out.top.emplace_back(s.top_ids[r * N + i], lp[1 + i]);
   return out;

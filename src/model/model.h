@@ -110,6 +110,8 @@ struct SampledRows {
   std::vector<int32_t> tokens;    // [M]
   std::vector<float> logprobs;    // [M, 1 + N]: the token's raw logprob, then the top-N
   std::vector<int32_t> top_ids;   // [M, N]
+  std::vector<int32_t> ranks;     // [M] the token's rank in its raw row (SampleParams::out_ranks) when a
+                                  // row is forced (prompt logprobs), else empty
 };
 
 class Model {

@@ -100,8 +100,10 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   Tensor up = ws.in.view({n_in});
   be.copy_from_host_after(ws.host_in.data(), up, ws.in_fence);  // beside the forward, on CUDA
 
-  // Outputs: [tokens M][logprobs M*(1+N)][top ids M*N].
-  const int64_t n_out = sample_out_words(M, N);
+  // Outputs: [tokens M][logprobs M*(1+N)][top ids M*N], then [ranks M] when a row is forced: prompt
+  // logprobs report the prompt token's rank, however far down the row it is.
+  const bool ranks = std::any_of(batch.rows.begin(), batch.rows.end(), [](const SamplingRow& r) { return r.forced_token >= 0; });
+  const int64_t n_out = sample_out_words(M, N) + (ranks ? M : 0);
   const int b = 1 - ws.last_out;
   const Tensor out = take_out(be, ws, b, n_out);
 
@@ -115,6 +117,7 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   if (E > 0) p.penalty_tokens = i32_view(ws.in, M * kRowWords, {E / 2, 2});
   if (E2 > 0) p.mask_tokens = i32_view(ws.in, M * kRowWords + E, {E2});
   set_sample_outputs(p, out, M, N);
+  if (ranks) p.out_ranks = i32_view(out, sample_out_words(M, N), {M});
   p.host_rows = batch.rows.data();  // lets the CUDA backend skip kernels no row needs
   // The statistics describe the logits as the linear left them: not after a bitmask or bias.
   if (!stats.empty() && G == 0 && E3 == 0 && stats.ndim() == 3 && stats.dim(0) == M) p.row_stats = stats;
@@ -123,18 +126,19 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
   be.sample(p);
   ws.in_fence = be.fence();
   ws.last_out = b;
-  return sample_on_backend_collect(be, ws, out, b, M, N, mirrored ? ws.mirror.data : nullptr);
+  return sample_on_backend_collect(be, ws, out, b, M, N, mirrored ? ws.mirror.data : nullptr, ranks);
 }
 
 int sample_on_backend_collect(Backend& be, SamplingWorkspace& ws, const Tensor& out, int out_id, int64_t M, int64_t N,
-                              const void* mirror) {
-  const int64_t n_out = sample_out_words(M, N);
+                              const void* mirror, bool ranks) {
+  const int64_t n_out = sample_out_words(M, N) + (ranks ? M : 0);
   ws.last_tokens = i32_view(out, 0, {M});
   SamplingWorkspace::Pending& pend = ws.pending.emplace_back();  // deque: stays put while others come and go
   pend.rows = M;
   pend.num_top = N;
   pend.out = out_id;
   pend.mirror = mirror;
+  pend.ranks = ranks;
   if (!ws.spare_host.empty()) {
     pend.host = std::move(ws.spare_host.back());
     ws.spare_host.pop_back();
@@ -164,7 +168,8 @@ bool sampleable_in_graph(const SamplingBatch& batch) {
       !batch.bitmask_rows.empty() || batch.fill_token_bitmask)
     return false;
   const SamplingRow& r = batch.rows[0];
-  if (r.forced_token >= 0 || r.temperature < 1e-5f) return true;  // forced or greedy: no draw
+  if (r.forced_token >= 0) return false;  // prompt logprobs: their ranks are not in a graph's buffer
+  if (r.temperature < 1e-5f) return true;  // greedy: no draw
   return r.temperature == 1.0f && r.top_k <= 0 && r.top_p >= 1.0f && r.min_p <= 0.0f;
 }
 
@@ -178,12 +183,14 @@ void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, Samplin
   out.tokens.resize(M);
   out.logprobs.resize(M * (1 + N));
   out.top_ids.resize(M * N);
+  out.ranks.resize(pend.ranks ? M : 0);
   if (M == 0) return;
   be.wait_copy(ticket);
   const std::vector<int32_t>& h = pend.host;
   std::copy(h.begin(), h.begin() + M, out.tokens.begin());
   std::memcpy(out.logprobs.data(), h.data() + M, M * (1 + N) * sizeof(float));
-  std::copy(h.begin() + M + M * (1 + N), h.end(), out.top_ids.begin());
+  std::copy(h.begin() + M + M * (1 + N), h.begin() + sample_out_words(M, N), out.top_ids.begin());
+  if (pend.ranks) std::copy(h.begin() + sample_out_words(M, N), h.begin() + sample_out_words(M, N) + M, out.ranks.begin());
   if (ws.spare_host.size() < 4) ws.spare_host.push_back(std::move(pend.host));
 }
 

@@ -30,7 +30,8 @@ struct SamplingWorkspace {
     int64_t rows = 0, num_top = 0;
     int out = 0;                // its output buffer: 0, 1 = out[0], out[1]; 2, 3 = a decode graph's (kGraphOut)
     const void* mirror = nullptr;  // where its tokens were also written (SamplingWorkspace::mirror), or null
-    std::vector<int32_t> host;  // [tokens M][logprobs M*(1+N)][top ids M*N]
+    bool ranks = false;         // the buffer ends with [ranks M] (forced rows: prompt logprobs)
+    std::vector<int32_t> host;  // [tokens M][logprobs M*(1+N)][top ids M*N] ([ranks M])
   };
   std::deque<Pending> pending;  // in launch order
   std::vector<std::vector<int32_t>> spare_host;  // result buffers of collected steps, reused
@@ -48,22 +49,24 @@ int sample_on_backend_launch(Backend& be, const Tensor& logits, const SamplingBa
 void sample_on_backend_finish(Backend& be, int ticket, SampledRows& out, SamplingWorkspace& ws);
 
 // Sampling inside a decode graph. A batch qualifies when one fixed op sequence samples it whatever its
-// row holds: one row, forced, greedy or temperature exactly 1 with no top-k / top-p / min-p, at most the
+// row holds: one row, greedy or temperature exactly 1 with no top-k / top-p / min-p, at most the
 // top-1 logprob, no penalties, masks, logit bias or bitmask (the rows the lm_head's RangeStats serve).
 // The graph reads the row from device memory and writes its results into one of two buffers of its own
 // (Pending::out kGraphOut + b), so the sample op is captured with the forward (DecoderModel).
 constexpr int kGraphOut = 2;
 bool sampleable_in_graph(const SamplingBatch& batch);
-// Words of a packed result buffer: [tokens M][logprobs M*(1+N)][top ids M*N].
+// Words of a packed result buffer: [tokens M][logprobs M*(1+N)][top ids M*N]; a batch with forced rows
+// (prompt logprobs) adds [ranks M] after them (SampleParams::out_ranks).
 inline int64_t sample_out_words(int64_t M, int64_t N) { return M * (2 + 2 * N); }
 // The sample op's outputs as views of one packed buffer `out` (tokens first).
 void set_sample_outputs(SampleParams& p, const Tensor& out, int64_t M, int64_t N);
 // Blocks until no download still reads output buffer `b` (Pending::out).
 void wait_sample_downloads(Backend& be, const SamplingWorkspace& ws, int b);
 // Records a sample op already issued on the device (its results packed in `out`, buffer id out_id, its
-// tokens also at `mirror` or null) and starts their download; the ticket goes to sample_on_backend_finish.
+// tokens also at `mirror` or null; `ranks`: the buffer ends with them) and starts their download; the
+// ticket goes to sample_on_backend_finish.
 int sample_on_backend_collect(Backend& be, SamplingWorkspace& ws, const Tensor& out, int out_id, int64_t M, int64_t N,
-                              const void* mirror);
+                              const void* mirror, bool ranks = false);
 void free_sampling_workspace(Backend& be, SamplingWorkspace& ws);
 
 }  // namespace vireo

@@ -100,12 +100,10 @@ Json prompt_logprobs_json(const Tokenizer& tok, const std::vector<int32_t>& prom
     auto entry = [&](int32_t id, float logprob, Json rank) {
       return Json{{"logprob", clamp_logprob(logprob)}, {"rank", std::move(rank)}, {"decoded_token", decode_token(tok, id)}};
     };
-    Json rank = nullptr;
-    for (size_t i = 0; i < lp.top.size(); ++i)
-      if (lp.top[i].first == prompt[k]) {
-        rank = i + 1;
-        break;
-      }
+    Json rank = nullptr;  // vLLM's count of ids at least as likely; unknown (0) only without a backend's count
+    if (lp.rank > 0) rank = lp.rank;
+    for (size_t i = 0; i < lp.top.size() && rank.is_null(); ++i)
+      if (lp.top[i].first == prompt[k]) rank = i + 1;
     // A dict as vLLM builds it: the prompt token's key first; a top entry for the same id replaces
     // its value in place.
     Json dict = Json::object();

@@ -143,11 +143,13 @@ TEST_F(SampleOp, RowsPenaltiesMasksForcedAndLogprobs) {
   std::vector<int32_t> pairs{a2, 3, 5, 0, 6, 1, 7, 2};
   std::vector<int32_t> masks{11, 12};
   logits[2 * v + 11] = 100.0f;
+  logits[3 * v + 40] = logits[3 * v + 17];  // a tie with the forced token: both count in its rank
   auto words = raw_rows(rows);
-  std::vector<int32_t> tokens(m, -1), top_ids(m * n, -1);
+  std::vector<int32_t> tokens(m, -1), top_ids(m * n, -1), ranks(m, -1);
   std::vector<float> lps(m * (1 + n), kNaN);
   SampleParams p{view(logits, {m, v}), view(words, {m * 14}), view(pairs, {4, 2}), view(masks, {2}), n,
                  view(tokens, {m}), view(lps, {m, 1 + n}), view(top_ids, {m, n})};
+  p.out_ranks = view(ranks, {m});
   be->sample(p);
   for (int r = 0; r < m; ++r) {
     SCOPED_TRACE("row " + std::to_string(r));
@@ -157,6 +159,10 @@ TEST_F(SampleOp, RowsPenaltiesMasksForcedAndLogprobs) {
     EXPECT_EQ(tokens[r], cpu::select_token(raw, rows[r], rp, rm));
     const float lse = cpu::log_sum_exp(raw);
     EXPECT_FLOAT_EQ(lps[r * (1 + n)], raw[tokens[r]] - lse);
+    // vLLM's rank: ids whose raw logit is at least the token's (the token's own included).
+    int want_rank = 0;
+    for (float x : raw) want_rank += x >= raw[tokens[r]];
+    EXPECT_EQ(ranks[r], want_rank);
     int32_t ids[n];
     float want[n];
     cpu::top_logprobs(raw, lse, n, ids, want);
@@ -169,6 +175,8 @@ TEST_F(SampleOp, RowsPenaltiesMasksForcedAndLogprobs) {
   EXPECT_NE(tokens[2], a2);  // penalised away
   EXPECT_NE(tokens[2], 11);  // masked despite the largest logit
   EXPECT_EQ(tokens[3], 17);
+  EXPECT_EQ(ranks[0], 1);
+  EXPECT_GT(ranks[2], 1);  // ranked in the raw row, where the penalised-away winner is above it
 }
 
 TEST_F(SampleOp, Bf16LogitsAndNoTopLogprobs) {

@@ -331,7 +331,7 @@ TEST(DecodeGraphs, ChainWithDroppedAndJoiningRowsMatchesSynchronous) {
   expect_same_steps(got, want, got_lp, want_lp, *chain);
 }
 
-// Batch-1 decode graphs sample inside the graph (GraphSample) when the row is forced, greedy or plain
+// Batch-1 decode graphs sample inside the graph (GraphSample) when the row is greedy or plain
 // temperature 1 with at most the top-1 logprob; other rows are sampled after the graph. Against the same
 // model with that off (sampling always after the graph): the same tokens, logprobs and top ids, bitwise,
 // over a chain of launched-ahead steps whose rows change kind (greedy, temperature 1, N = 1, temperature

@@ -238,6 +238,7 @@ class SampleTest : public CudaOpsTest {
     Tensor g_lps = gpu_poisoned({m, 1 + n}, DType::kF32);
     SampleParams gp{gpu_from(logits, {m, vocab}, dt), gpu_i32(words, {m * 14}), e ? gpu_i32(pairs, {e, 2}) : Tensor(),
                     masks.empty() ? Tensor() : gpu_i32(masks, {int64_t(masks.size())}), n, g_tokens, g_lps, g_ids};
+    gp.out_ranks = gpu_i32(std::vector<int>(m, -7), {m});
     if (host_rows) gp.host_rows = rows.data();
     if (stats_ranges > 0) gp.row_stats = gpu_range_stats(logits, vocab, m, stats_ranges);
     gpu_->sample(gp);
@@ -248,12 +249,25 @@ class SampleTest : public CudaOpsTest {
                     masks.empty() ? Tensor() : cpu_i32(masks, {int64_t(masks.size())}), n,
                     Tensor(c_tokens.data(), DType::kI32, {m}), c_lps,
                     n ? Tensor(c_ids.data(), DType::kI32, {m, n}) : Tensor()};
+    std::vector<int> c_ranks(m, -7);
+    cp.out_ranks = Tensor(c_ranks.data(), DType::kI32, {m});
     cpu_->sample(cp);
 
     std::vector<int> tokens(m), ids(size_t(m) * n);
     gpu_->copy_to_host(g_tokens, tokens.data());
     if (n) gpu_->copy_to_host(g_ids, ids.data());
     EXPECT_EQ(ids, c_ids) << "top-N ids";
+    // Ranks (vLLM's count of ids at least as likely) of each side's own token, counted here.
+    std::vector<int> ranks(m);
+    gpu_->copy_to_host(gp.out_ranks, ranks.data());
+    auto rank_of = [&](int r, int t) {
+      const float* row = &logits[size_t(r) * vocab];
+      return t < 0 || t >= vocab ? -1 : int(std::count_if(row, row + vocab, [&](float x) { return x >= row[t]; }));
+    };
+    for (int r = 0; r < m; ++r) {
+      EXPECT_EQ(ranks[r], rank_of(r, tokens[r])) << "GPU rank, row " << r;
+      EXPECT_EQ(c_ranks[r], rank_of(r, c_tokens[r])) << "CPU rank, row " << r;
+    }
     int sampled = 0, agree = 0;
     std::vector<float> want_lps = to_host(c_lps), got_lps = to_host(g_lps);
     for (int r = 0; r < m; ++r) {

@@ -367,6 +367,8 @@ TEST(EngineCore, LogprobsAndPromptLogprobsMatchOracle) {
       EXPECT_EQ(out.prompt_logprobs[p]->token_id, prompt[p]);
       EXPECT_NEAR(out.prompt_logprobs[p]->logprob, logsoftmax(prompt[p]), 1e-4);
       EXPECT_EQ(out.prompt_logprobs[p]->top.size(), 2u);
+      // vLLM's rank, also for prompt tokens far down the row: ids at least as likely.
+      EXPECT_EQ(out.prompt_logprobs[p]->rank, std::count_if(lg, lg + kFakeVocab, [&](float x) { return x >= lg[prompt[p]]; }));
     }
     EXPECT_EQ(out.num_cached_tokens, 0);  // prompt logprobs bypass the prefix cache
   }

@@ -26,6 +26,8 @@ TEST(PromptLogprobs, JsonHasVllmShape) {
   EXPECT_EQ(j[2]["99"]["logprob"], -9999.0);  // -inf clamped, as vLLM's clamp_prompt_logprobs
   EXPECT_TRUE(j[2]["99"]["rank"].is_null());  // not in the engine's top N: unknown
   EXPECT_EQ(j[2]["121"]["rank"], 2);
+  lps[2]->rank = 37;  // the backend's count: the rank of a token outside the top N
+  EXPECT_EQ(server::prompt_logprobs_json(tok, prompt, lps, 2)[2]["99"]["rank"], 37);
   EXPECT_EQ(server::prompt_logprobs_json(tok, prompt, {}, 2).dump(), "[null,null,null]");
 }
 

@@ -183,6 +183,10 @@ void sample(ThreadPool& pool, const SampleParams& p) {
     require_i32(p.out_top_ids, "sample: out_top_ids");
     if (p.out_top_ids.numel() != m * n) throw Error("sample: out_top_ids must be [M, N], got " + p.out_top_ids.shape_str());
   }
+  if (!p.out_ranks.empty()) {
+    require_i32(p.out_ranks, "sample: out_ranks");
+    if (p.out_ranks.numel() != m) throw Error("sample: out_ranks must be [M], got " + p.out_ranks.shape_str());
+  }
   // Validate every row on the calling thread, so a bad request throws before anything is written.
   std::vector<SamplingRow> rows(m);
   if (m > 0) std::memcpy(rows.data(), p.rows.data, rows.size() * sizeof(SamplingRow));
@@ -212,6 +216,9 @@ void sample(ThreadPool& pool, const SampleParams& p) {
       float* lp = p.out_logprobs.ptr<float>() + r * (1 + n);
       lp[0] = raw[token] - lse;
       if (n > 0) top_logprobs(raw, lse, n, p.out_top_ids.ptr<int32_t>() + r * n, lp + 1);
+      if (!p.out_ranks.empty())
+        p.out_ranks.ptr<int32_t>()[r] =
+            static_cast<int32_t>(std::count_if(raw.begin(), raw.end(), [&](float x) { return x >= raw[token]; }));
     }
   });
 }

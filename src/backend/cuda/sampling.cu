@@ -65,6 +65,7 @@
 #include "backend/cuda/sampling_lean.cuh"
 #include "backend/cuda/sampling_stats.cuh"
 #include "backend/cuda/sampling_mid.cuh"
+#include "backend/cuda/sampling_rank.cuh"
 
 namespace vireo::cuda {
 namespace sampling {
@@ -229,6 +230,8 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
     throw Error("sample: out_tokens_mirror must be I32 [>= M]");
   if (p.out_logprobs.dtype != DType::kF32 || p.out_logprobs.numel() != m * (1 + n)) throw Error("sample: out_logprobs must be F32 [M, 1 + N]");
   if (n > 0 && (p.out_top_ids.dtype != DType::kI32 || p.out_top_ids.numel() != m * n)) throw Error("sample: out_top_ids must be I32 [M, N]");
+  if (!p.out_ranks.empty() && (p.out_ranks.dtype != DType::kI32 || p.out_ranks.numel() != m))
+    throw Error("sample: out_ranks must be I32 [M]");
   if (m == 0) return;
   Args a{};
   a.logits = p.logits.data;
@@ -343,6 +346,14 @@ void launch_sample(const SampleParams& p, const WorkspaceFn& workspace, cudaStre
     else if (list_k == 5) launch_for<T, 5>(a, static_cast<int>(m), iters, dyn, stream);
     else launch_for<T, kMaxTop>(a, static_cast<int>(m), iters, dyn, stream);
   });
+  if (!p.out_ranks.empty()) {
+    dispatch_float(p.logits.dtype, "sample: logits", [&](auto t) {
+      using T = decltype(t);
+      launch_pdl(rank_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kRankThreads), 0, stream,
+                 static_cast<const T*>(p.logits.data), static_cast<int>(vocab), a.out_tokens, p.out_ranks.ptr<int32_t>());
+    });
+    check_launch("sample rank_kernel");
+  }
 }
 
 }  // namespace vireo::cuda
