@@ -19,6 +19,9 @@ struct ModuleNames {
   std::string mlp = "mlp";
   std::string gate_proj = "gate_proj", up_proj = "up_proj", down_proj = "down_proj";  // <mlp>.<...>.weight
   std::string router_bias = "gate.e_score_correction_bias";  // <mlp>.<router_bias> [E] (sigmoid routers)
+  std::string router = "gate";                              // <mlp>.<router>.weight [E, hidden] (HunYuan-MoE: gate.wg)
+  // <mlp>.<shared_expert>.{gate,up,down}_proj; empty: shared_expert (gated_shared_expert) or shared_experts.
+  std::string shared_expert;
   std::string final_norm = "model.norm";
 };
 

@@ -117,6 +117,11 @@ void parse_exaone4(const json& j, const std::string& source, ModelConfig& c);
 bool is_olmo3(const std::string& architecture, const std::string& model_type);
 json olmo3_normalize(const json& in, const std::string& source);
 void parse_olmo3(const json& j, const std::string& source, ModelConfig& c);
+// HunYuan v1 dense and MoE (model_config_hunyuan.cc): their defaults; the MoE's fields (per-layer lists,
+// moe_topk, num_shared_expert) onto the generic MoE keys.
+bool is_hunyuan(const std::string& architecture, const std::string& model_type);
+json hunyuan_normalize(const json& in, const std::string& source);
+void parse_hunyuan(const json& j, const std::string& source, ModelConfig& c);
 // OLMoE (model_config_olmo3.cc): OlmoeConfig's defaults.
 bool is_olmoe(const std::string& architecture, const std::string& model_type);
 json olmoe_normalize(const json& in, const std::string& source);

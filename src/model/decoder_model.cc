@@ -339,8 +339,9 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   const int64_t hidden = cfg_.hidden_size, E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
   const float residual = cfg_.residual_multiplier > 0 ? cfg_.residual_multiplier : 1.0f;  // GraniteMoe's, folded
   std::string m = mlp;
+  const std::string router = spec_.names.router + ".weight";
   bool w123 = false;
-  if (ckpt_ && !ckpt_->has(m + "gate.weight") && m.size() > 4 && m.compare(m.size() - 4, 4, "mlp.") == 0) {
+  if (ckpt_ && !ckpt_->has(m + router) && m.size() > 4 && m.compare(m.size() - 4, 4, "mlp.") == 0) {
     const std::string alt = m.substr(0, m.size() - 4) + "block_sparse_moe.";
     if (ckpt_->has(alt + "router.layer.weight")) {  // GraniteMoe: stacked already
       w.router_w = load(alt + "router.layer.weight", {{alt + "router.layer.weight", {E, hidden}}}, kDummyStd);
@@ -355,12 +356,15 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   }
   // Per-expert w1 / w2 / w3 (Mixtral's block_sparse_moe, LFM2-MoE's feed_forward) or gate / up / down_proj.
   w123 = w123 || (ckpt_ && ckpt_->has(m + "experts.0.w1.weight") && !ckpt_->has(m + "experts.0.gate_proj.weight"));
-  w.router_w = load(m + "gate.weight", {{m + "gate.weight", {E, hidden}}}, kDummyStd);
+  w.router_w = load(m + router, {{m + router, {E, hidden}}}, kDummyStd);
   if (cfg_.moe_sigmoid && cfg_.moe_score_bias) w.router_bias = load_f32(m + spec_.names.router_bias, E, 0.1f);
   if (cfg_.shared_expert_width() > 0) {
     const int64_t Is = cfg_.shared_expert_width();
-    // DeepSeek: mlp.shared_experts.*; Qwen2-MoE / Qwen3-Next: mlp.shared_expert.* and its sigmoid gate.
-    const std::string s = m + (spec_.gated_shared_expert ? "shared_expert." : "shared_experts.");
+    // DeepSeek: mlp.shared_experts.*; Qwen2-MoE / Qwen3-Next: mlp.shared_expert.* and its sigmoid gate;
+    // HunYuan-MoE: mlp.shared_mlp.*.
+    const std::string s = m + (!spec_.names.shared_expert.empty() ? spec_.names.shared_expert + "."
+                               : spec_.gated_shared_expert     ? "shared_expert."
+                                                               : "shared_experts.");
     if (spec_.gated_shared_expert)
       w.shared_expert_gate_w = load(m + "shared_expert_gate.weight", {{m + "shared_expert_gate.weight", {1, hidden}}}, kDummyStd);
     w.shared_gate_up_w = load_projection(s + "gate_up_proj.weight",

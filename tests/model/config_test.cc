@@ -209,6 +209,42 @@ TEST(ModelConfig, OlmoeAndErnieFields) {
   EXPECT_FLOAT_EQ(ModelConfig::from_json(o, "c").rms_norm_eps, 1e-5f);  // OlmoeConfig's default
 }
 
+// HunYuan-MoE: Hunyuan-A13B's per-layer lists and its own field names onto the generic MoE fields.
+TEST(ModelConfig, HunyuanMoeFields) {
+  json h = base();
+  h["architectures"] = {"HunYuanMoEV1ForCausalLM"};
+  h.erase("rms_norm_eps");
+  h["num_hidden_layers"] = 3;
+  h["num_experts"] = {8, 8, 8};
+  h["moe_topk"] = {2, 2, 2};
+  h["moe_intermediate_size"] = {48, 48, 48};
+  h["num_shared_expert"] = {2, 2, 2};
+  ModelConfig c = ModelConfig::from_json(h, "c");
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 48);
+  EXPECT_EQ(c.shared_expert_width(), 2 * c.intermediate_size);
+  EXPECT_TRUE(c.norm_topk_prob);  // transformers renormalises for every k
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  for (int l = 0; l < 3; ++l) EXPECT_TRUE(c.moe_layer(l));
+  // transformers' own config: plain integers, every expert and the one shared MLP intermediate_size wide.
+  json t = base();
+  t["architectures"] = {"HunYuanMoEV1ForCausalLM"};
+  t["num_experts"] = 4;
+  t["moe_topk"] = 1;
+  c = ModelConfig::from_json(t, "c");
+  EXPECT_EQ(c.num_experts_per_tok, 1);
+  EXPECT_EQ(c.moe_intermediate_size, c.intermediate_size);
+  EXPECT_EQ(c.shared_expert_width(), c.intermediate_size);
+  h["moe_topk"] = {2, 1, 2};
+  try {
+    ModelConfig::from_json(h, "c");
+    ADD_FAILURE() << "per-layer top-k that differs must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moe_topk"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelConfig, ErrorsNameFileAndField) {
   auto expect_error = [](json j, const std::string& field) {
     try {

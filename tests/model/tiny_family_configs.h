@@ -44,6 +44,14 @@ inline std::vector<json> family_configs() {
   json ernie = tiny("Ernie4_5ForCausalLM");
   ernie["use_bias"] = true;
   out.push_back(ernie);
+  json hy = tiny("HunYuanMoEV1ForCausalLM");  // Hunyuan-A13B's per-layer lists
+  for (const char* k : {"num_experts", "moe_topk", "moe_intermediate_size", "num_shared_expert"}) hy[k] = json::array();
+  for (int l = 0; l < 4; ++l) {
+    hy["num_experts"].push_back(4), hy["moe_topk"].push_back(2), hy["moe_intermediate_size"].push_back(32);
+    hy["num_shared_expert"].push_back(1);
+  }
+  hy["rope_scaling"] = {{"type", "dynamic"}, {"alpha", 1000.0}, {"factor", 1.0}};
+  out.push_back(hy);
   json vl = {{"architectures", {"Qwen3VLMoeForConditionalGeneration"}}, {"text_config", tiny("Qwen3VLMoeForConditionalGeneration")}};
   vl["text_config"]["num_experts"] = 4;
   vl["text_config"]["num_experts_per_tok"] = 2;

@@ -325,6 +325,12 @@ CASES = [
     # ERNIE 4.5 (0.3B-style): GLM's interleaved RoPE over the whole head, biases on every projection, tied;
     # head_dim 32, not hidden / heads (as the real models' 128 with 1024 / 16).
     ("ernie4_5", "Ernie4_5Config", dict(tie_word_embeddings=True, head_dim=32, use_bias=True), torch.float32, None),
+    # HunYuan-MoE (Hunyuan-A13B): HunYuan dense attention (q/k norms after RoPE, NTK-alpha dynamic RoPE), 4 experts
+    # top-2 (always renormalised) intermediate_size wide with an fp32 router (mlp.gate.wg), plus one shared MLP.
+    ("hunyuan_moe", "HunYuanMoEV1Config", dict(tie_word_embeddings=True, head_dim=16, num_experts=4, moe_topk=2,
+                                               intermediate_size=48,
+                                               rope=dict(rope_type="dynamic", factor=1.0, alpha=1000.0)),
+     torch.float32, None),
 ]
 
 
