@@ -34,6 +34,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"granite", "GraniteForCausalLM"},
     {"granitemoe", "GraniteMoeForCausalLM"},
     {"hunyuan-dense", "HunYuanDenseV1ForCausalLM"},
+    {"hunyuan-moe", "HunYuanMoEV1ForCausalLM"},
     {"lfm2", "Lfm2ForCausalLM"},
     {"lfm2moe", "Lfm2MoeForCausalLM"},
     {"glm4moe", "Glm4MoeForCausalLM"},
@@ -288,9 +289,10 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe" &&
-        a != "glm4moe" && a != "qwen3vlmoe")
+        a != "glm4moe" && a != "qwen3vlmoe" && a != "hunyuan-moe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, deepseek2 and llama (Mixtral) only");
+                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, hunyuan-moe, deepseek2 "
+                  "and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
@@ -298,7 +300,9 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
     j["moe_intermediate_size"] = gguf_required_int(f, a + ".expert_feed_forward_length");
     // (qwen3next / qwen35moe / lfm2moe: llama.cpp renormalises whatever the file says)
-    j["norm_topk_prob"] = hybrid || a == "lfm2moe" || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe" || a == "qwen3vlmoe");
+    j["norm_topk_prob"] = hybrid || a == "lfm2moe" || a == "hunyuan-moe" || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe" || a == "qwen3vlmoe");
+    // hunyuan-moe: ffn_*_shexp, feed_forward_length * expert_shared_count wide (model_config_hunyuan.cc).
+    if (a == "hunyuan-moe") j["num_shared_expert"] = f.get_int(a + ".expert_shared_count").value_or(1);
     if ((a == "qwen2moe" || hybrid) && f.find(a + ".expert_shared_feed_forward_length"))
       j["shared_expert_intermediate_size"] = gguf_required_int(f, a + ".expert_shared_feed_forward_length");
     // Layers without a router are dense (HF's mlp_only_layers; the released files have none).

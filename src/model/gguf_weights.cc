@@ -30,8 +30,10 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     // Qwen2-MoE's shared expert and its gate ([1, hidden] in HF, [hidden] in the file)
     {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
     {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
-    // HunYuan dense's q/k norms
+    // HunYuan's q/k norms; HunYuan-MoE's router and shared MLP
     {"self_attn.query_layernorm", "attn_q_norm"},  {"self_attn.key_layernorm", "attn_k_norm"},
+    {"mlp.gate.wg", "ffn_gate_inp"},               {"mlp.shared_mlp.gate_proj", "ffn_gate_shexp"},
+    {"mlp.shared_mlp.up_proj", "ffn_up_shexp"},    {"mlp.shared_mlp.down_proj", "ffn_down_shexp"},
     // LFM2: its own module names, and the short-convolution layers (conv.conv [H, 1, L] stored squeezed)
     {"operator_norm", "attn_norm"},            {"ffn_norm", "ffn_norm"},
     {"self_attn.q_layernorm", "attn_q_norm"},  {"self_attn.k_layernorm", "attn_k_norm"},

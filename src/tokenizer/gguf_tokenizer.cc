@@ -84,6 +84,8 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "qwen2" || pre == "deepseek-r1-qwen") {
     s.normalizer = {{"type", "NFC"}};
     s.pre_tokenizer = split_then_bytes(kQwen2Regex);
+  } else if (pre == "hunyuan") {  // Hunyuan-A13B (tiktoken ranks, no normaliser): Qwen2's split in llama.cpp
+    s.pre_tokenizer = split_then_bytes(kQwen2Regex);
   } else if (pre == "qwen35") {
     s.normalizer = {{"type", "NFC"}};
     s.pre_tokenizer = split_then_bytes(kQwen35Regex);
@@ -100,7 +102,7 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
     s.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
-                "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, qwen2, qwen35, deepseek-r1-qwen, deepseek-v3, hunyuan-dense, "
+                "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, qwen2, qwen35, deepseek-r1-qwen, deepseek-v3, hunyuan-dense, hunyuan, "
                 "gpt-4o, gpt-2, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }

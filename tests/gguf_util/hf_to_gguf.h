@@ -38,6 +38,8 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"},
       {"mlp.router", "ffn_gate_inp"}, {"block_sparse_moe.router.layer", "ffn_gate_inp"},
       {"self_attn.query_layernorm", "attn_q_norm"}, {"self_attn.key_layernorm", "attn_k_norm"},  // hunyuan
+      {"mlp.gate.wg", "ffn_gate_inp"}, {"mlp.shared_mlp.gate_proj", "ffn_gate_shexp"},            // hunyuan-moe
+      {"mlp.shared_mlp.up_proj", "ffn_up_shexp"}, {"mlp.shared_mlp.down_proj", "ffn_down_shexp"},
       {"operator_norm", "attn_norm"}, {"ffn_norm", "ffn_norm"}, {"self_attn.q_layernorm", "attn_q_norm"},  // lfm2
       {"self_attn.k_layernorm", "attn_k_norm"}, {"self_attn.out_proj", "attn_output"},
       {"feed_forward.w1", "ffn_gate"}, {"feed_forward.w3", "ffn_up"}, {"feed_forward.w2", "ffn_down"},
@@ -185,6 +187,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"GraniteForCausalLM", "granite"},
                                                            {"GraniteMoeForCausalLM", "granitemoe"},
                                                            {"HunYuanDenseV1ForCausalLM", "hunyuan-dense"},
+                                                           {"HunYuanMoEV1ForCausalLM", "hunyuan-moe"},
                                                            {"Lfm2ForCausalLM", "lfm2"},
                                                            {"Lfm2MoeForCausalLM", "lfm2moe"},
                                                            {"Glm4MoeForCausalLM", "glm4moe"},
@@ -207,7 +210,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   if (o.alignment != 32) w.add_u32("general.alignment", static_cast<uint32_t>(o.alignment));
   const std::string rope_type = rope.value("rope_type", "default");
   // HunYuanModel: dynamic NTK-alpha baked into the base (Python doubles), no scaling, a 256k context.
-  const bool alpha_rope = a == "hunyuan-dense" && rope_type == "dynamic";
+  const bool alpha_rope = (a == "hunyuan-dense" || a == "hunyuan-moe") && rope_type == "dynamic";
   w.add_u32(a + ".context_length", alpha_rope ? 262144u : c["max_position_embeddings"].get<uint32_t>());
   w.add_u32(a + ".embedding_length", static_cast<uint32_t>(hidden));
   w.add_u32(a + ".block_count", c["num_hidden_layers"]);
@@ -269,9 +272,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   const int64_t num_experts = a == "deepseek2" ? 0 : c.value("num_experts", c.value("num_local_experts", c.value("n_routed_experts", int64_t{0})));
   if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width
     w.add_u32(a + ".expert_count", static_cast<uint32_t>(num_experts));
-    w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
+    if (a != "hunyuan-moe") w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
     // (Mixtral, as "llama": the experts are feed_forward_length wide; no expert_feed_forward_length)
-    if (c.contains("moe_intermediate_size")) w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
+    if (c.contains("moe_intermediate_size") && a != "hunyuan-moe") w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
     if (a == "gpt-oss") w.add_u32(a + ".expert_feed_forward_length", c["intermediate_size"]);  // GptOssModel
     if (c.contains("shared_expert_intermediate_size"))
       w.add_u32(a + ".expert_shared_feed_forward_length", c["shared_expert_intermediate_size"]);
@@ -283,6 +286,16 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       w.add_u32(a + ".expert_gating_func", 2u);  // sigmoid
       w.add_u32(a + ".expert_group_count", c.value("n_group", 1));
       w.add_u32(a + ".expert_group_used_count", c.value("topk_group", 1));
+    }
+    if (a == "hunyuan-moe") {  // HunYuanMoEModel (per-layer lists must agree: their first entry)
+      auto first = [&](const char* key, int64_t def) {
+        if (!c.contains(key) || c[key].is_null()) return def;
+        return c[key].is_array() ? c[key][0].get<int64_t>() : c[key].get<int64_t>();
+      };
+      w.add_u32(a + ".expert_shared_feed_forward_length", c["intermediate_size"]);
+      w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(first("moe_intermediate_size", c["intermediate_size"])));
+      w.add_u32(a + ".expert_used_count", static_cast<uint32_t>(first("moe_topk", 1)));
+      w.add_u32(a + ".expert_shared_count", static_cast<uint32_t>(first("num_shared_expert", 1)));
     }
     if (a == "lfm2moe") {  // LFM2MoeModel
       w.add_u32(a + ".leading_dense_block_count", c["num_dense_layers"]);

@@ -152,6 +152,40 @@ TEST(GgufTokenizerPre, Qwen35KeepsMarksInWords) {
   fs::remove_all(dir);
 }
 
+// Hunyuan-A13B's pre "hunyuan": llama.cpp splits it with Qwen2's regex, and its tiktoken ranks have no
+// normaliser. The Qwen3 vocabulary under that pre against the Qwen3 tokenizer.json without its NFC step;
+// a decomposed accent is where the two pres differ.
+TEST(GgufTokenizerPre, HunyuanIsQwen2WithoutNfc) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_hunyuan_tok_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json tj = nlohmann::json::parse(std::ifstream(test::source_path("models/qwen3/tokenizer.json")));
+  ASSERT_FALSE(tj["normalizer"].is_null());
+  tj["normalizer"] = nullptr;
+  std::ofstream(dir / "tokenizer.json") << tj.dump();
+  fs::copy_file(test::source_path("models/qwen3/tokenizer_config.json"), dir / "tokenizer_config.json",
+                fs::copy_options::overwrite_existing);
+  auto hf = Tokenizer::from_dir(dir.string());
+  auto gguf_for = [&](const std::string& pre) {
+    testing::GgufWriter w;
+    w.add_string("general.architecture", "hunyuan-moe");
+    testing::add_tokenizer_metadata(w, test::source_path("models/qwen3"), pre);
+    const std::string p = (dir / (pre + ".gguf")).string();
+    w.write(p);
+    return Tokenizer::from_dir(p);
+  };
+  auto gg = gguf_for("hunyuan"), q2 = gguf_for("qwen2");
+  std::vector<std::string> all = texts();
+  const std::string decomposed = "cafe\u0301 re\u0301sume\u0301";
+  all.push_back(nlohmann::json::parse("\"" + decomposed + "\"").get<std::string>());
+  int bad = 0;
+  for (const std::string& t : all)
+    if (gg->encode(t, false) != hf->encode(t, false) && bad++ < 10)
+      ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
+  EXPECT_EQ(bad, 0);
+  EXPECT_NE(q2->encode(all.back(), false), gg->encode(all.back(), false)) << "qwen2's NFC should compose the accents";
+  fs::remove_all(dir);
+}
+
 TEST(GgufTokenizerErrors, ClearMessages) {
   const std::string p = gguf_path("bad");
   auto expect = [&](const std::function<void(testing::GgufWriter&)>& fill, const std::string& what) {
