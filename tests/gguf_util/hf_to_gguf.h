@@ -269,7 +269,10 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_bool_array(a + ".attention.sliding_window_pattern", pattern);
   }
   // (deepseek2: add_deepseek2_metadata wrote them)
-  const int64_t num_experts = a == "deepseek2" ? 0 : c.value("num_experts", c.value("num_local_experts", c.value("n_routed_experts", int64_t{0})));
+  // (hunyuan-moe's hub config gives num_experts per layer; the converter asserts they agree)
+  const int64_t num_experts = a == "deepseek2"                                          ? 0
+                              : c.contains("num_experts") && c["num_experts"].is_array() ? c["num_experts"][0].get<int64_t>()
+                              : c.value("num_experts", c.value("num_local_experts", c.value("n_routed_experts", int64_t{0})));
   if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width
     w.add_u32(a + ".expert_count", static_cast<uint32_t>(num_experts));
     if (a != "hunyuan-moe") w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
