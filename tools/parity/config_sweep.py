@@ -135,6 +135,14 @@ def case_hunyuan(rng):
     return "HunYuanDenseV1Config", kw
 
 
+def case_hunyuan_moe(rng):
+    kw = common(rng) | attn_shape(rng)
+    kw |= dict(num_experts=pick(rng, [1, 4, 8]), moe_topk=pick(rng, [1, 2, 4]), intermediate_size=8 * rng.randrange(4, 16),
+               rope=pick(rng, [None, dict(rope_type="dynamic", factor=1.0, alpha=1000.0)]))
+    kw["moe_topk"] = min(kw["moe_topk"], kw["num_experts"])
+    return "HunYuanMoEV1Config", kw
+
+
 def case_qwen3_moe(rng):
     kw = common(rng) | attn_shape(rng)
     experts = pick(rng, [4, 8, 16])
@@ -293,7 +301,7 @@ def case_granitemoe(rng):
 
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
-    "olmo2": case_olmo2, "hunyuan": case_hunyuan, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
+    "olmo2": case_olmo2, "hunyuan": case_hunyuan, "hunyuan_moe": case_hunyuan_moe, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
