@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -110,80 +111,80 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufTokenizer,
                                            Case{"deepseek_v3", "deepseek-v3", true}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
+// The Qwen3 tokenizer.json changed by `edit` (with its tokenizer_config.json) in a temporary folder, and
+// GGUF files of the Qwen3 vocabulary under a given pre-tokenizer beside it: a pre's pipeline against the
+// tokenizer.json that spells the same pipeline.
+struct EditedQwen3 {
+  fs::path dir;
+  EditedQwen3(const std::string& tag, const std::function<void(nlohmann::json&)>& edit)
+      : dir(fs::path(::testing::TempDir()) / ("vireo_" + tag + "_tok_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir);
+    nlohmann::json tj = nlohmann::json::parse(std::ifstream(test::source_path("models/qwen3/tokenizer.json")));
+    edit(tj);
+    std::ofstream(dir / "tokenizer.json") << tj.dump();
+    fs::copy_file(test::source_path("models/qwen3/tokenizer_config.json"), dir / "tokenizer_config.json",
+                  fs::copy_options::overwrite_existing);
+  }
+  ~EditedQwen3() { fs::remove_all(dir); }
+  std::unique_ptr<Tokenizer> hf() const { return Tokenizer::from_dir(dir.string()); }
+  std::unique_ptr<Tokenizer> gguf(const std::string& arch, const std::string& pre) const {
+    testing::GgufWriter w;
+    w.add_string("general.architecture", arch);
+    testing::add_tokenizer_metadata(w, test::source_path("models/qwen3"), pre);
+    const std::string p = (dir / (pre + ".gguf")).string();
+    w.write(p);
+    return Tokenizer::from_dir(p);
+  }
+};
+
+// Fails for each text (the first 10 named) that `got` encodes differently from `want`.
+void expect_same_encodings(const Tokenizer& got, const Tokenizer& want, const std::vector<std::string>& all) {
+  int bad = 0;
+  for (const std::string& t : all)
+    if (got.encode(t, false) != want.encode(t, false) && bad++ < 10)
+      ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
+  EXPECT_EQ(bad, 0);
+}
+
 // Qwen3.5's pre "qwen35" (Qwen2's split with combining marks kept in words): the Qwen3 vocabulary under
 // that pre against the Qwen3 tokenizer.json with its Split regex swapped for Qwen3.5's (the one difference
 // between the two pipelines), on the corpus plus scripts whose vowel signs are marks (Devanagari, Thai,
 // Tamil). The marks change the split: those texts encode differently under "qwen2".
 TEST(GgufTokenizerPre, Qwen35KeepsMarksInWords) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_qwen35_tok_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  nlohmann::json tj = nlohmann::json::parse(std::ifstream(test::source_path("models/qwen3/tokenizer.json")));
-  const std::string qwen35 =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
-      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   bool swapped = false;
-  for (auto& p : tj["pre_tokenizer"]["pretokenizers"])
-    if (p["type"] == "Split") p["pattern"]["Regex"] = qwen35, swapped = true;
+  const EditedQwen3 q("qwen35", [&](nlohmann::json& tj) {
+    const std::string qwen35 =
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+        "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    for (auto& p : tj["pre_tokenizer"]["pretokenizers"])
+      if (p["type"] == "Split") p["pattern"]["Regex"] = qwen35, swapped = true;
+  });
   ASSERT_TRUE(swapped);
-  std::ofstream(dir / "tokenizer.json") << tj.dump();
-  fs::copy_file(test::source_path("models/qwen3/tokenizer_config.json"), dir / "tokenizer_config.json",
-                fs::copy_options::overwrite_existing);
-  auto hf = Tokenizer::from_dir(dir.string());
-  auto gguf_for = [&](const std::string& pre) {
-    testing::GgufWriter w;
-    w.add_string("general.architecture", "qwen35");
-    testing::add_tokenizer_metadata(w, test::source_path("models/qwen3"), pre);
-    const std::string p = (dir / (pre + ".gguf")).string();
-    w.write(p);
-    return Tokenizer::from_dir(p);
-  };
-  auto gg = gguf_for("qwen35"), q2 = gguf_for("qwen2");
+  auto gg = q.gguf("qwen35", "qwen35"), q2 = q.gguf("qwen35", "qwen2");
   std::vector<std::string> all = texts();
   const std::vector<std::string> marked = {"नमस्ते दुनिया", "สวัสดีครับ ผมชื่อ", "வணக்கம் உலகம்", "a\u0301b\u0327 x\u20dd!"};
   all.insert(all.end(), marked.begin(), marked.end());
-  int bad = 0;
-  for (const std::string& t : all)
-    if (gg->encode(t, false) != hf->encode(t, false) && bad++ < 10)
-      ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
-  EXPECT_EQ(bad, 0);
+  expect_same_encodings(*gg, *q.hf(), all);
   int differ = 0;
   for (const std::string& t : marked) differ += q2->encode(t, false) != gg->encode(t, false);
   EXPECT_GT(differ, 0) << "the marks should change the split";
-  fs::remove_all(dir);
 }
 
 // Hunyuan-A13B's pre "hunyuan": llama.cpp splits it with Qwen2's regex, and its tiktoken ranks have no
 // normaliser. The Qwen3 vocabulary under that pre against the Qwen3 tokenizer.json without its NFC step;
 // a decomposed accent is where the two pres differ.
 TEST(GgufTokenizerPre, HunyuanIsQwen2WithoutNfc) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("vireo_hunyuan_tok_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  nlohmann::json tj = nlohmann::json::parse(std::ifstream(test::source_path("models/qwen3/tokenizer.json")));
-  ASSERT_FALSE(tj["normalizer"].is_null());
-  tj["normalizer"] = nullptr;
-  std::ofstream(dir / "tokenizer.json") << tj.dump();
-  fs::copy_file(test::source_path("models/qwen3/tokenizer_config.json"), dir / "tokenizer_config.json",
-                fs::copy_options::overwrite_existing);
-  auto hf = Tokenizer::from_dir(dir.string());
-  auto gguf_for = [&](const std::string& pre) {
-    testing::GgufWriter w;
-    w.add_string("general.architecture", "hunyuan-moe");
-    testing::add_tokenizer_metadata(w, test::source_path("models/qwen3"), pre);
-    const std::string p = (dir / (pre + ".gguf")).string();
-    w.write(p);
-    return Tokenizer::from_dir(p);
-  };
-  auto gg = gguf_for("hunyuan"), q2 = gguf_for("qwen2");
+  bool had_nfc = false;
+  const EditedQwen3 q("hunyuan", [&](nlohmann::json& tj) {
+    had_nfc = !tj["normalizer"].is_null();
+    tj["normalizer"] = nullptr;
+  });
+  ASSERT_TRUE(had_nfc);
+  auto gg = q.gguf("hunyuan-moe", "hunyuan"), q2 = q.gguf("hunyuan-moe", "qwen2");
   std::vector<std::string> all = texts();
-  const std::string decomposed = "cafe\u0301 re\u0301sume\u0301";
-  all.push_back(nlohmann::json::parse("\"" + decomposed + "\"").get<std::string>());
-  int bad = 0;
-  for (const std::string& t : all)
-    if (gg->encode(t, false) != hf->encode(t, false) && bad++ < 10)
-      ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
-  EXPECT_EQ(bad, 0);
+  all.push_back("cafe\u0301 re\u0301sume\u0301");  // decomposed accents
+  expect_same_encodings(*gg, *q.hf(), all);
   EXPECT_NE(q2->encode(all.back(), false), gg->encode(all.back(), false)) << "qwen2's NFC should compose the accents";
-  fs::remove_all(dir);
 }
 
 TEST(GgufTokenizerErrors, ClearMessages) {
