@@ -44,7 +44,7 @@ ChatDelta ChatOutputParser::parse_all(std::string_view text) {
 std::unique_ptr<ChatOutputParser> ChatParsing::make() const {
   std::unique_ptr<ToolParser> tools;
   if (!forced_tool_choice.empty()) tools = make_forced_tool_parser(forced_tool_choice, forced_function);
-  else if (!tool_parser.empty()) tools = make_tool_parser(tool_parser);
+  else if (!tool_parser.empty()) tools = make_tool_parser(tool_parser, request_tools);
   return std::make_unique<ChatOutputParser>(
       reasoning_parser.empty() ? nullptr : make_reasoning_parser(reasoning_parser, tools ? tool_parser : ""),
                                             std::move(tools));
@@ -57,7 +57,10 @@ ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req) 
     if (!opts.enable_auto_tool_choice || opts.tool_call_parser.empty())
       throw bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
                         "tool_choice");
-    if (!req.tools.is_null()) p.tool_parser = opts.tool_call_parser;
+    if (!req.tools.is_null()) {
+      p.tool_parser = opts.tool_call_parser;
+      p.request_tools = req.tools;
+    }
   }
   if (req.tool_choice == "required" || req.tool_choice == "named") {
     p.forced_tool_choice = req.tool_choice;

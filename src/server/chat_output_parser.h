@@ -40,6 +40,7 @@ class ChatOutputParser {
 struct ChatParsing {
   std::string reasoning_parser;  // "" = none
   std::string tool_parser;       // "" = no tool-call parsing for this request
+  Json request_tools;            // the request's tools, for parsers that read their schemas (qwen3_coder)
   // tool_choice "required" / "named" (the output is the grammar's JSON, forced_tool_parser.h).
   std::string forced_tool_choice;
   std::string forced_function;

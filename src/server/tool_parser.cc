@@ -11,14 +11,16 @@ namespace vireo::server {
 std::unique_ptr<ToolParser> make_hermes_tool_parser();
 std::unique_ptr<ToolParser> make_llama3_json_tool_parser();
 std::unique_ptr<ToolParser> make_harmony_tool_parser();  // "openai" (GPT-OSS)
+std::unique_ptr<ToolParser> make_qwen3_coder_tool_parser(const Json& tools);  // types parameters by the schemas
 
 namespace {
 
-using Factory = std::unique_ptr<ToolParser> (*)();
+using Factory = std::unique_ptr<ToolParser> (*)(const Json& tools);
 const std::pair<const char*, Factory> kParsers[] = {
-    {"hermes", make_hermes_tool_parser},
-    {"llama3_json", make_llama3_json_tool_parser},
-    {"openai", make_harmony_tool_parser},
+    {"hermes", [](const Json&) { return make_hermes_tool_parser(); }},
+    {"llama3_json", [](const Json&) { return make_llama3_json_tool_parser(); }},
+    {"openai", [](const Json&) { return make_harmony_tool_parser(); }},
+    {"qwen3_coder", make_qwen3_coder_tool_parser},
 };
 
 }  // namespace
@@ -40,9 +42,9 @@ std::optional<ToolCall> tool_call_from_json(const Json& j) {
   return call;
 }
 
-std::unique_ptr<ToolParser> make_tool_parser(const std::string& name) {
+std::unique_ptr<ToolParser> make_tool_parser(const std::string& name, const Json& tools) {
   for (const auto& [n, make] : kParsers)
-    if (name == n) return make();
+    if (name == n) return make(tools);
   throw Error("unknown tool call parser '" + name + "'");
 }
 

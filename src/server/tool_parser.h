@@ -40,8 +40,9 @@ class ToolParser {
 // Arguments that are already a string are kept as they are; a missing one is "{}".
 std::optional<ToolCall> tool_call_from_json(const Json& j);
 
-// By --tool-call-parser name; throws vireo::Error for an unknown name.
-std::unique_ptr<ToolParser> make_tool_parser(const std::string& name);
+// By --tool-call-parser name; throws vireo::Error for an unknown name. tools: the request's tools list
+// (qwen3_coder types each parameter by its schema there; the others ignore it).
+std::unique_ptr<ToolParser> make_tool_parser(const std::string& name, const Json& tools = Json());
 std::vector<std::string> tool_parser_names();
 
 }  // namespace vireo::server

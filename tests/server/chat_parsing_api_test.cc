@@ -17,13 +17,16 @@ const std::string kTools = "<think>Need the weather.</think>\n\n<tool_call>\n" +
                            "\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
 const std::string kBroken = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {oops}\n</tool_call>";
 
+const std::string kCoder = "<think>Weather.</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                           "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
 const std::string kRequired = R"([{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_time", "parameters": {}}])";
 const std::string kNamed = R"({"city": "Paris"})";
 
 FakeEngineOptions scripted() {
   FakeEngineOptions e;
   e.token_delay = std::chrono::milliseconds(0);
-  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"BROKEN", kBroken}, {"REQUIRED", kRequired}, {"NAMED", kNamed}};
+  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"BROKEN", kBroken}, {"REQUIRED", kRequired}, {"NAMED", kNamed},
+               {"CODER", kCoder}};
   return e;
 }
 
@@ -124,6 +127,33 @@ TEST(ChatParsing, ToolCallsNonStreaming) {
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
   EXPECT_EQ(ch["message"]["tool_calls"][1]["function"]["name"], "get_time");
   EXPECT_NE(ch["message"]["tool_calls"][1]["id"], call["id"]);
+}
+
+// --tool-call-parser qwen3_coder (Qwen3.5 / 3.6): the request's tool schemas reach the parser, which types
+// each parameter by them (days: integer), whole and streamed.
+TEST(ChatParsing, Qwen3CoderCallsTypedByTheRequestsSchema) {
+  server::ServerOptions o = with_parsers();
+  o.tool_call_parser = "qwen3_coder";
+  LiveServer srv(o, scripted());
+  auto cli = srv.client();
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "get_weather"},
+                                                 {"parameters", {{"type", "object"},
+                                                                 {"properties", {{"city", {{"type", "string"}}},
+                                                                                 {"days", {{"type", "integer"}}}}}}}}}}});
+  auto r = post_json(cli, "/v1/chat/completions", chat("CODER", {{"tools", tools}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  json ch = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "tool_calls");
+  EXPECT_EQ(ch["message"]["reasoning_content"], "Weather.");
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u) << r->body;
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(ch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}, {"days", 3}}));
+  auto s = run_stream(cli, chat("CODER", {{"tools", tools}}));
+  EXPECT_EQ(s[0].finish, "tool_calls");
+  ASSERT_EQ(s[0].calls.size(), 1u);
+  EXPECT_EQ(json::parse(s[0].calls[0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}, {"days", 3}}));
 }
 
 TEST(ChatParsing, ToolCallsStreamOneDeltaPerCall) {

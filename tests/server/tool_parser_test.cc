@@ -127,8 +127,50 @@ TEST(ChatOutputParser, HarmonyReasoningThenToolCall) {
   EXPECT_TRUE(no_tools.calls.empty());
 }
 
+// qwen3_coder (Qwen3-Coder, Qwen3.5 / 3.6): XML-style parameters, typed by the request's tool schemas as
+// vLLM's Qwen3CoderToolParser does; without schemas every value stays a string.
+TEST(ToolParser, Qwen3CoderUntyped) {
+  check_parser("qwen3_coder", {
+      {"Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+       "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+       "Checking.\n", {{"get_weather", R"({"city":"Paris","days":"3"})"}}},
+      // Two functions in one block, a parameter without its closing tag, a multi-line value.
+      {"<tool_call>\n<function=a>\n<parameter=x>\nline 1\nline 2\n<parameter=y>\nv\n</function>\n"
+       "<function=b>\n</function>\n</tool_call>",
+       "", {{"a", R"({"x":"line 1\nline 2","y":"v"})"}, {"b", "{}"}}},
+      // Cut off inside the block (max_tokens): what is there is parsed.
+      {"<tool_call>\n<function=f>\n<parameter=q>\nhel", "", {{"f", R"({"q":"hel"})"}}},
+      // No function inside: the block is given back as text.
+      {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", {}},
+      {"plain <tool", "plain <tool", {}},
+  });
+}
+
+TEST(ToolParser, Qwen3CoderTypesParametersBySchema) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"},
+                     "whole": {"type": "number"}, "b": {"type": "boolean"}, "o": {"type": "object"},
+                     "a": {"type": "array"}, "bad_i": {"type": "integer"}, "nul": {"type": "integer"},
+                     "any": {"type": ["integer", "null"]}, "py": {"description": "no type: a string"}}}}}])");
+  const std::string text =
+      "<tool_call>\n<function=f>\n<parameter=s>\n42\n</parameter>\n<parameter=i>\n-17\n</parameter>\n"
+      "<parameter=n>\n2.5\n</parameter>\n<parameter=whole>\n3.0\n</parameter>\n<parameter=b>\nTrue\n</parameter>\n"
+      "<parameter=o>\n{\"k\": [1, 2]}\n</parameter>\n<parameter=a>\n[\"x\", 1]\n</parameter>\n"
+      "<parameter=bad_i>\nmany\n</parameter>\n<parameter=nul>\nNULL\n</parameter>\n"
+      "<parameter=any>\n7\n</parameter>\n<parameter=py>\n8\n</parameter>\n<parameter=extra>\n9\n</parameter>\n"
+      "</function>\n</tool_call>";
+  ToolDelta d = make_tool_parser("qwen3_coder", tools)->parse_all(text);
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(Json::parse(d.calls[0].arguments),
+            Json::parse(R"({"s": "42", "i": -17, "n": 2.5, "whole": 3, "b": true, "o": {"k": [1, 2]}, "a": ["x", 1],
+                            "bad_i": "many", "nul": null, "any": 7, "py": "8", "extra": "9"})"));
+  // Another function of the list, or none at all: strings.
+  EXPECT_EQ(make_tool_parser("qwen3_coder", tools)->parse_all("<tool_call><function=g><parameter=i>1</parameter></function></tool_call>").calls[0].arguments,
+            R"({"i":"1"})");
+}
+
 TEST(ToolParser, RegistryByName) {
-  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"hermes", "llama3_json", "openai"}));
+  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"hermes", "llama3_json", "openai", "qwen3_coder"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
