@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/tagged_block_tool_parser.h"
+#include "server/tool_arg_values.h"
 
 namespace vireo::server {
 namespace {
@@ -31,16 +32,11 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
 bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
 
 // Python's int(text): optional sign, digits (underscores between them allowed), surrounding whitespace.
 std::optional<Json> as_int(const std::string& text) {
-  std::string t = trim(text), digits;
+  std::string t = trim_space(text), digits;
   size_t i = t.empty() || (t[0] != '+' && t[0] != '-') ? 0 : 1;
   if (i == t.size()) return std::nullopt;
   for (; i < t.size(); ++i) {
@@ -53,7 +49,7 @@ std::optional<Json> as_int(const std::string& text) {
 
 // Python's float(text), integral values as integers; inf / nan stay strings (int() of them raises).
 std::optional<Json> as_number(const std::string& text) {
-  const std::string t = trim(text);
+  const std::string t = trim_space(text);
   if (t.empty()) return std::nullopt;
   if (t.find_first_of("xXpP") != std::string::npos) return std::nullopt;  // strtod's hex floats are not Python's
   char* end = nullptr;
@@ -63,21 +59,6 @@ std::optional<Json> as_number(const std::string& text) {
   return Json(v);
 }
 
-// A few of Python's literals: what JSON also spells (numbers, double-quoted strings, lists, dicts), True /
-// False / None, and single-quoted strings without escapes.
-std::optional<Json> as_python_literal(const std::string& text) {
-  const std::string t = trim(text);
-  if (t == "True") return Json(true);
-  if (t == "False") return Json(false);
-  if (t == "None") return Json(nullptr);
-  if (t.size() >= 2 && t.front() == '\'' && t.back() == '\'' && t.find('\\') == std::string::npos &&
-      t.find('\'', 1) == t.size() - 1)
-    return Json(t.substr(1, t.size() - 2));
-  if (t == "true" || t == "false" || t == "null") return std::nullopt;  // not Python
-  Json v = Json::parse(t, nullptr, false);
-  return v.is_discarded() ? std::nullopt : std::optional<Json>(v);
-}
-
 Json convert(const std::string& value, const std::string& name, const Json& properties) {
   if (lower(value) == "null") return nullptr;
   auto p = properties.is_object() ? properties.find(name) : properties.end();
@@ -85,7 +66,7 @@ Json convert(const std::string& value, const std::string& name, const Json& prop
   std::string type = "string";
   if (p->is_object() && p->contains("type")) {
     const Json& t = (*p)["type"];
-    type = lower(trim(t.is_string() ? t.get<std::string>() : t.dump()));
+    type = lower(trim_space(t.is_string() ? t.get<std::string>() : t.dump()));
   }
   for (const char* s : {"string", "str", "text", "varchar", "char", "enum"})
     if (type == s) return value;
@@ -97,21 +78,7 @@ Json convert(const std::string& value, const std::string& name, const Json& prop
     Json v = Json::parse(value, nullptr, false);
     if (!v.is_discarded()) return v;
   }
-  return as_python_literal(value).value_or(Json(value));
-}
-
-// The named tool's parameter schemas (its parameters' "properties", or the parameters object itself).
-Json properties_of(const Json& tools, const std::string& function) {
-  if (!tools.is_array()) return Json::object();
-  for (const Json& t : tools) {
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function")) continue;
-    const Json& f = t["function"];
-    if (!f.is_object() || !f.contains("name") || f["name"] != function) continue;
-    if (!f.contains("parameters") || !f["parameters"].is_object()) return Json::object();
-    const Json& params = f["parameters"];
-    return params.contains("properties") ? params["properties"] : params;
-  }
-  return Json::object();
+  return python_literal(value).value_or(Json(value));
 }
 
 class Qwen3CoderToolParser : public TaggedBlockToolParser {
@@ -129,7 +96,7 @@ class Qwen3CoderToolParser : public TaggedBlockToolParser {
       const size_t gt = fn.find('>');
       if (gt == std::string::npos || gt == 0) continue;
       ToolCall call{fn.substr(0, gt), ""};
-      const Json properties = properties_of(tools_, call.name);
+      const Json properties = tool_parameter_schemas(tools_, call.name);
       Json args = Json::object();
       // A parameter ends at </parameter>, at the next <parameter=, or at the function's end.
       for (size_t p = fn.find(kParameter, gt); p != std::string::npos;) {

@@ -12,11 +12,13 @@ std::unique_ptr<ToolParser> make_hermes_tool_parser();
 std::unique_ptr<ToolParser> make_llama3_json_tool_parser();
 std::unique_ptr<ToolParser> make_harmony_tool_parser();  // "openai" (GPT-OSS)
 std::unique_ptr<ToolParser> make_qwen3_coder_tool_parser(const Json& tools);  // types parameters by the schemas
+std::unique_ptr<ToolParser> make_glm45_tool_parser(const Json& tools);        // the same
 
 namespace {
 
 using Factory = std::unique_ptr<ToolParser> (*)(const Json& tools);
 const std::pair<const char*, Factory> kParsers[] = {
+    {"glm45", make_glm45_tool_parser},
     {"hermes", [](const Json&) { return make_hermes_tool_parser(); }},
     {"llama3_json", [](const Json&) { return make_llama3_json_tool_parser(); }},
     {"openai", [](const Json&) { return make_harmony_tool_parser(); }},

@@ -7,6 +7,7 @@
 #include "server/chat_output_parser.h"
 #include "server/openai_errors.h"
 #include "server/tool_choice.h"
+#include "server/tool_arg_values.h"
 #include "server/tool_parser.h"
 #include "split_feed.h"
 
@@ -169,8 +170,46 @@ TEST(ToolParser, Qwen3CoderTypesParametersBySchema) {
             R"({"i":"1"})");
 }
 
+// glm45 (GLM-4.5 / 4.6 / 4.7): name line, <arg_key> / <arg_value> pairs; string-typed arguments stay text,
+// the others are read as JSON, escaped JSON, a Python literal or text, as vLLM's Glm4MoeModelToolParser.
+TEST(ToolParser, Glm45) {
+  check_parser("glm45", {
+      {"Let me look.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+       "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+       "Let me look.", {{"get_weather", R"({"city":"Paris","days":3})"}}},
+      {"<tool_call>get_time</tool_call><tool_call>f\n<arg_key>o</arg_key><arg_value>{\"a\": [1, true]}</arg_value>"
+       "<arg_key>p</arg_key><arg_value>['x', None]</arg_value><arg_key>t</arg_key><arg_value>True</arg_value>"
+       "</tool_call>",
+       "", {{"get_time", "{}"}, {"f", R"({"o":{"a":[1,true]},"p":["x",null],"t":true})"}}},
+      {"<tool_call>\n<arg_key>k</arg_key></tool_call>", "<tool_call>\n<arg_key>k</arg_key></tool_call>", {}},
+      {"<tool_call>cut\n<arg_key>k</arg_key><arg_value>v", "", {{"cut", "{}"}}},
+  });
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"zip": {"type": "string"}, "n": {"type": "integer"}}}}}])");
+  ToolDelta d = make_tool_parser("glm45", tools)->parse_all(
+      "<tool_call>f\n<arg_key>zip</arg_key>\n<arg_value>01234</arg_value>\n<arg_key>n</arg_key>\n<arg_value>7</arg_value>\n"
+      "</tool_call>");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, R"({"zip":"01234","n":7})");  // a string-typed "01234" is not read as a number
+}
+
+// ast.literal_eval's literals as json.dumps writes them, and what it refuses.
+TEST(ToolArgValues, PythonLiterals) {
+  auto lit = [](const std::string& s) { return python_literal(s); };
+  EXPECT_EQ(*lit(" [1, 'a', (2.5, None), {'k': True, 3: \"q\\n\"}] "),
+            Json::parse(R"([1, "a", [2.5, null], {"k": true, "3": "q\n"}])"));
+  EXPECT_EQ(*lit("-3"), Json(-3));
+  EXPECT_EQ(*lit("1."), Json(1.0));
+  EXPECT_EQ(*lit(".5"), Json(0.5));
+  EXPECT_EQ(*lit("1e3"), Json(1000.0));
+  EXPECT_EQ(*lit("[]"), Json::array());
+  EXPECT_EQ(*lit("[1, 2,]"), Json::parse("[1, 2]"));
+  for (const char* bad : {"true", "null", "Paris", "[1, 2", "{'a' 1}", "'open", "", "1 2", "None x"})
+    EXPECT_FALSE(lit(bad).has_value()) << bad;
+}
+
 TEST(ToolParser, RegistryByName) {
-  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"hermes", "llama3_json", "openai", "qwen3_coder"}));
+  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"glm45", "hermes", "llama3_json", "openai", "qwen3_coder"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
