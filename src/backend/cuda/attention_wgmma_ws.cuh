@@ -40,6 +40,12 @@ constexpr int kWsThreads = 384;
 constexpr int kWsProdRegs = 56;
 constexpr int kWsMathRegs = 224;
 constexpr int kWsPingPong = 1, kWsPersistent = 2;  // WsGrid::flags
+// Flag kWsFlushItemEnd: the producer signals an item's last V tile as soon as it lands instead of after
+// issuing the next item's first group. That group waits for q_empty, which the consumers release only
+// after their item's last S, so under the deferred signal every item's drain (P_{n-1} V_{n-1}) waited
+// for the next item's Q and K_0 to be issued: ncu's top stall (13% of the 8 x 1k case's warp samples,
+// H100, session 51). The producer has nothing to issue in that gap anyway.
+constexpr int kWsFlushItemEnd = 4;
 
 // Work-item grid: x row tiles of 128 rows, y = seqs * kv heads (or listed prefill seqs * kv heads,
 // MmaArgs::prefill_seqs), z key splits.
@@ -266,6 +272,10 @@ __device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, c
       p.finish_prev(false);
       p.pend = full_v + 8 * st;
     }
+    if (gr.flags & kWsFlushItemEnd) {  // the item's last V now, not after the next item's Q (see the flag)
+      p.finish_prev(true);
+      p.pend = 0;
+    }
   }
   p.finish_prev(true);
 }
@@ -433,18 +443,18 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(Mma
 
 // Host side. Variants for same-process A/B (read once): VIREO_ATTN_WS=0 selects attention_wgmma.cuh's
 // kernel; VIREO_ATTN_WS_BN=64|128 the key tile (default 128); VIREO_ATTN_WS_FLAGS the WsGrid flags
-// (default 3: ping-pong and persistent).
+// (default 7: ping-pong, persistent, flush at item end).
 struct WsConfig {
   bool on = true;
   int bn = 128;
-  int flags = kWsPingPong | kWsPersistent;
+  int flags = kWsPingPong | kWsPersistent | kWsFlushItemEnd;
 };
 inline const WsConfig& ws_config() {
   static const WsConfig c = [] {
     WsConfig w;
     if (const char* e = std::getenv("VIREO_ATTN_WS")) w.on = e[0] != '0';
     if (const char* e = std::getenv("VIREO_ATTN_WS_BN")) w.bn = std::atoi(e) == 64 ? 64 : 128;
-    if (const char* e = std::getenv("VIREO_ATTN_WS_FLAGS")) w.flags = std::atoi(e) & 3;
+    if (const char* e = std::getenv("VIREO_ATTN_WS_FLAGS")) w.flags = std::atoi(e) & 7;
     return w;
   }();
   return c;
