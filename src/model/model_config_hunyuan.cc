@@ -42,7 +42,8 @@ json hunyuan_normalize(const json& in, const std::string& source) {
   for (const char* key : {"num_experts", "moe_topk", "moe_intermediate_size", "num_shared_expert"})
     lift_per_layer(j, source, key);
   if (!has(j, "num_experts")) j["num_experts"] = 1;  // HunYuanMoEV1Config's defaults
-  j["num_experts_per_tok"] = has(j, "moe_topk") ? j["moe_topk"] : json(1);
+  // (a GGUF file's config, gguf_config.cc, already has num_experts_per_tok)
+  if (has(j, "moe_topk") || !has(j, "num_experts_per_tok")) j["num_experts_per_tok"] = has(j, "moe_topk") ? j["moe_topk"] : json(1);
   if (!has(j, "moe_intermediate_size") && has(j, "intermediate_size")) j["moe_intermediate_size"] = j["intermediate_size"];
   j["norm_topk_prob"] = true;
   j.erase("mlp_only_layers");  // not a HunYuan field: every layer is sparse
