@@ -18,6 +18,8 @@ namespace {
 using Factory = std::unique_ptr<ReasoningParser> (*)();
 const std::pair<const char*, Factory> kParsers[] = {
     {"deepseek_r1", make_deepseek_r1_reasoning_parser},
+    // GLM-4.5 / 4.6 / 4.7: <think>...</think> written by the model, as Qwen3 (vLLM's Glm4MoeModelReasoningParser).
+    {"glm45", make_qwen3_reasoning_parser},
     {"openai_gptoss", [] { return make_openai_gptoss_reasoning_parser(false); }},
     {"qwen3", make_qwen3_reasoning_parser},
 };
