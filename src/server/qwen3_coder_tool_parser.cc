@@ -55,7 +55,8 @@ std::optional<Json> as_number(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(t.c_str(), &end);
   if (end != t.c_str() + t.size() || !std::isfinite(v)) return std::nullopt;
-  if (v == static_cast<double>(static_cast<long long>(v)) && std::abs(v) < 9.2e18) return Json(static_cast<long long>(v));
+  // (range first: casting a double past long long's range is undefined)
+  if (std::abs(v) < 9.2e18 && v == static_cast<double>(static_cast<long long>(v))) return Json(static_cast<long long>(v));
   return Json(v);
 }
 

@@ -150,12 +150,12 @@ TEST(ToolParser, Qwen3CoderUntyped) {
 TEST(ToolParser, Qwen3CoderTypesParametersBySchema) {
   const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
       "properties": {"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"},
-                     "whole": {"type": "number"}, "b": {"type": "boolean"}, "o": {"type": "object"},
+                     "whole": {"type": "number"}, "big": {"type": "number"}, "b": {"type": "boolean"}, "o": {"type": "object"},
                      "a": {"type": "array"}, "bad_i": {"type": "integer"}, "nul": {"type": "integer"},
                      "any": {"type": ["integer", "null"]}, "py": {"description": "no type: a string"}}}}}])");
   const std::string text =
       "<tool_call>\n<function=f>\n<parameter=s>\n42\n</parameter>\n<parameter=i>\n-17\n</parameter>\n"
-      "<parameter=n>\n2.5\n</parameter>\n<parameter=whole>\n3.0\n</parameter>\n<parameter=b>\nTrue\n</parameter>\n"
+      "<parameter=n>\n2.5\n</parameter>\n<parameter=whole>\n3.0\n</parameter>\n<parameter=big>\n1e300\n</parameter>\n<parameter=b>\nTrue\n</parameter>\n"
       "<parameter=o>\n{\"k\": [1, 2]}\n</parameter>\n<parameter=a>\n[\"x\", 1]\n</parameter>\n"
       "<parameter=bad_i>\nmany\n</parameter>\n<parameter=nul>\nNULL\n</parameter>\n"
       "<parameter=any>\n7\n</parameter>\n<parameter=py>\n8\n</parameter>\n<parameter=extra>\n9\n</parameter>\n"
@@ -163,7 +163,7 @@ TEST(ToolParser, Qwen3CoderTypesParametersBySchema) {
   ToolDelta d = make_tool_parser("qwen3_coder", tools)->parse_all(text);
   ASSERT_EQ(d.calls.size(), 1u);
   EXPECT_EQ(Json::parse(d.calls[0].arguments),
-            Json::parse(R"({"s": "42", "i": -17, "n": 2.5, "whole": 3, "b": true, "o": {"k": [1, 2]}, "a": ["x", 1],
+            Json::parse(R"({"s": "42", "i": -17, "n": 2.5, "whole": 3, "big": 1e300, "b": true, "o": {"k": [1, 2]}, "a": ["x", 1],
                             "bad_i": "many", "nul": null, "any": 7, "py": "8", "extra": "9"})"));
   // Another function of the list, or none at all: strings.
   EXPECT_EQ(make_tool_parser("qwen3_coder", tools)->parse_all("<tool_call><function=g><parameter=i>1</parameter></function></tool_call>").calls[0].arguments,
