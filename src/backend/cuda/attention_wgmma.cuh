@@ -104,11 +104,12 @@ __device__ __forceinline__ void wgmma_rs_trans_b(float (&d)[N / 8][4], const uns
 template <typename T, int D, int BN>
 __device__ __forceinline__ void wgmma_qk_tile(float (&sc)[BN / 8][4], uint32_t q_addr, uint32_t q_panel,
                                               uint32_t k_addr, uint32_t k_panel) {
+  const uint64_t da0 = wgmma_desc(q_addr, 16, 1024), db0 = wgmma_desc(k_addr, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t off = (kk % 4) * 32u;  // k16 step within the panel
-    const uint64_t da = wgmma_desc(q_addr + (kk / 4) * q_panel + off, 16, 1024);
-    const uint64_t db = wgmma_desc(k_addr + (kk / 4) * k_panel + off, 16, 1024);
+    const uint64_t da = wgmma_desc_add(da0, (kk / 4) * q_panel + off);
+    const uint64_t db = wgmma_desc_add(db0, (kk / 4) * k_panel + off);
     wgmma_ss<T, BN>(sc, da, db, kk > 0 ? 1 : 0);
   }
   wgmma_commit();
@@ -119,8 +120,9 @@ __device__ __forceinline__ void wgmma_qk_tile(float (&sc)[BN / 8][4], uint32_t q
 template <typename T, int D, int kKS>
 __device__ __forceinline__ void wgmma_pv_tile(float (&o)[D / 8][4], const unsigned (&pf)[kKS][4], uint32_t v_addr,
                                               uint32_t v_panel) {
+  const uint64_t db0 = wgmma_desc(v_addr, v_panel, 1024);
 #pragma unroll
-  for (int ks = 0; ks < kKS; ++ks) wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc(v_addr + ks * 16 * 128, v_panel, 1024));
+  for (int ks = 0; ks < kKS; ++ks) wgmma_rs_trans_b<T, D>(o, pf[ks], wgmma_desc_add(db0, ks * 16 * 128));
   wgmma_commit();
 }
 

@@ -36,6 +36,12 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo,
          (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
 }
 
+// The descriptor of the address `bytes` (a multiple of 16) past desc's: the start address field is
+// bits 0-13 (address >> 4) and every shared address is below 228 KiB (< 2^14 * 16), so the sum never
+// carries out of the field. A tile's k-steps then cost one add of a constant each, not the masking and
+// shifting of wgmma_desc (ncu, session 51: ~150 uniform-datapath instructions a consumer warp a step).
+__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
 // Orders this warpgroup's register / shared-memory writes before the wgmma that follow.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
