@@ -153,7 +153,7 @@ struct QkvPrepareParams {
 enum class MoeScoring : uint8_t {
   kSoftmax,  // Qwen3-MoE / Mixtral: probs = softmax(round(logits))
   kSigmoid,  // DeepSeek-V3: scores = sigmoid(logits), logits in fp32 from unrounded products
-  kSoftmaxFp32,  // DeepSeek-V2: probs = softmax(logits), logits in fp32 (unrounded); weights as kSigmoid's
+  kSoftmaxFp32,  // DeepSeek-V2, ERNIE 4.5 MoE: probs = softmax(logits), logits in fp32 (unrounded); weights as kSigmoid's
 };
 
 // Sparse mixture-of-experts MLP (Qwen3-MoE's SparseMoeBlock, DeepSeek-V3's routed experts), per token t:
@@ -170,8 +170,9 @@ enum class MoeScoring : uint8_t {
 //   weight_e = scores[e] (unbiased), divided by (sum of the k + renorm_eps) when norm_topk_prob, times
 //   routed_scaling_factor; weights stay fp32 (HF multiplies the bf16 expert output by fp32 weights).
 // Routing (kSoftmaxFp32, DeepSeek-V2's greedy gate): logits as kSigmoid's, probs = softmax(logits) in
-//   fp32, no bias; the top_k by probability; weights as kSigmoid's (fp32, optional renormalisation,
-//   times routed_scaling_factor).
+//   fp32; the top_k by choice = probs + score_bias (ERNIE 4.5 MoE's moe_statics; none for DeepSeek-V2);
+//   weights as kSigmoid's (the unbiased probs, fp32, optional renormalisation, times
+//   routed_scaling_factor).
 //   Grouping (n_group > 1, top-2 group sums) applies in every mode, on the values the top-k compares.
 // Experts: out[t] = sum over the chosen e (ascending id) of weight_e * down_e(silu(gate_e(x)) * up_e(x)),
 //   each product rounded to the activation dtype as HF's bf16 modules round. Shared experts are not
@@ -185,7 +186,7 @@ struct MoeParams {
   int top_k = 1;
   bool norm_topk_prob = true;
   MoeScoring scoring = MoeScoring::kSoftmax;
-  Tensor score_bias;   // [E] F32 or empty (kSigmoid: e_score_correction_bias)
+  Tensor score_bias;   // [E] F32 or empty: added to the scores the top-k compares (kSigmoid, kSoftmaxFp32)
   int n_group = 1;     // divides E; n_group <= 32
   int topk_group = 1;  // groups kept, in [1, n_group]; topk_group * (E / n_group) >= top_k
   float routed_scaling_factor = 1.0f;  // kSigmoid / kSoftmaxFp32 (kSoftmax weights are never scaled)

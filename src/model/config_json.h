@@ -100,9 +100,11 @@ void parse_glm4_moe(const json& j, const std::string& source, ModelConfig& c);
 // DeepSeek-V3's router fields (model_config_deepseek.cc), shared with GLM-4.5: n_group / topk_group (when
 // groups), routed_scaling_factor, n_shared_experts, first_k_dense_replace (with the family's defaults);
 // every layer from first_k_dense_replace on is sparse.
-// ERNIE 4.5 (model_config_glm.cc): use_bias onto attention_bias / mlp_bias, Ernie4_5Config's defaults.
+// ERNIE 4.5 dense and MoE (model_config_ernie.cc): use_bias onto attention_bias / mlp_bias, their config
+// classes' defaults; the MoE's moe_* fields onto the generic MoE keys and its softmax router with a bias.
 bool is_ernie4_5(const std::string& architecture, const std::string& model_type);
 json ernie4_5_normalize(const json& in, const std::string& source);
+void parse_ernie4_5(const json& j, const std::string& source, ModelConfig& c);
 void parse_deepseek_router(const json& j, const std::string& source, ModelConfig& c, bool groups, int default_shared,
                            int default_dense);
 // Qwen3-VL and Mistral 3 (model_config_text_wrappers.cc): the text model's config lifted out of text_config.

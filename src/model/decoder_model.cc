@@ -280,10 +280,10 @@ Tensor DecoderModel::load_scaled(const std::string& name, const std::vector<int6
   return dev;
 }
 
-Tensor DecoderModel::load_f32(const std::string& name, int64_t n, float stddev) {
+Tensor DecoderModel::load_f32(const std::string& name, int64_t n, float stddev, std::vector<int64_t> stored) {
   std::vector<float> host(static_cast<size_t>(n));
   if (ckpt_) {
-    ckpt_->read(name, {n}, DType::kF32, host.data());
+    ckpt_->read(name, stored.empty() ? std::vector<int64_t>{n} : stored, DType::kF32, host.data());
   } else {
     Tensor h(host.data(), DType::kF32, {n});
     fill_dummy(h, opts_.seed, name, stddev);
@@ -358,6 +358,7 @@ void DecoderModel::load_moe(const std::string& mlp, DecoderLayerWeights& w) {
   w123 = w123 || (ckpt_ && ckpt_->has(m + "experts.0.w1.weight") && !ckpt_->has(m + "experts.0.gate_proj.weight"));
   w.router_w = load(m + router, {{m + router, {E, hidden}}}, kDummyStd);
   if (cfg_.moe_sigmoid && cfg_.moe_score_bias) w.router_bias = load_f32(m + spec_.names.router_bias, E, 0.1f);
+  if (cfg_.moe_softmax_bias) w.router_bias = load_f32(m + spec_.names.router_bias, E, 0.1f, {1, E});  // ERNIE: [1, E]
   if (cfg_.shared_expert_width() > 0) {
     const int64_t Is = cfg_.shared_expert_width();
     // DeepSeek: mlp.shared_experts.*; Qwen2-MoE / Qwen3-Next: mlp.shared_expert.* and its sigmoid gate;

@@ -268,7 +268,8 @@ class DecoderModel final : public Model {
   // cols empty: all columns as they are), so MLA's reorderings happen once at load.
   Tensor load_remapped(const std::string& name, const std::vector<int64_t>& src_shape, const std::vector<int64_t>& rows,
                        const std::vector<int64_t>& cols, float stddev);
-  Tensor load_f32(const std::string& name, int64_t n, float stddev);  // F32 [n] whatever the weight dtype
+  // F32 [n] whatever the weight dtype; `stored`: the checkpoint's shape when not [n] (same count).
+  Tensor load_f32(const std::string& name, int64_t n, float stddev, std::vector<int64_t> stored = {});
   // `name` times `scale` (Granite's multipliers folded into weights; dummy weights are not scaled).
   Tensor load_scaled(const std::string& name, const std::vector<int64_t>& shape, float scale);
   // Qwen3-Next family (decoder_gated_delta_net.cc).

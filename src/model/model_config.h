@@ -98,6 +98,7 @@ struct ModelConfig {
   bool attention_out_bias = false;  // o_proj has a bias whatever attention_bias says (Seed-OSS's attention_out_bias)
   bool qk_norm_off = false;        // the family's q/k norms are absent (GLM-4.5's use_qk_norm false)
   bool moe_score_bias = true;      // moe_sigmoid's router bias is in the checkpoint (LFM2-MoE: use_expert_bias)
+  bool moe_softmax_bias = false;   // moe_softmax_fp32 with a choice bias (ERNIE 4.5 MoE's moe_statics, [1, E])
   float moe_renorm_eps = 1e-20f;   // added to the top-k sum when renormalising (LFM2-MoE: 1e-6)
   int n_shared_experts = 0;
   int first_k_dense_replace = 0;

@@ -22,34 +22,6 @@ json glm_normalize(const json& in, const std::string& source) {
   return j;
 }
 
-
-bool is_ernie4_5(const std::string& a, const std::string& t) { return a == "Ernie4_5ForCausalLM" || t == "ernie4_5"; }
-
-// Ernie4_5Config: use_bias (default false) on q/k/v/o and the MLP; head_dim 128, tied embeddings and
-// rope_theta 500000 by default.
-json ernie4_5_normalize(const json& in, const std::string& source) {
-  json j = in;
-  const bool bias = get_bool(j, source, "use_bias", false);
-  j["attention_bias"] = bias;
-  j["mlp_bias"] = bias;
-  // head_dim: 128 when absent; null means hidden_size / num_attention_heads (Ernie4_5Config.__post_init__).
-  if (!j.contains("head_dim")) j["head_dim"] = 128;
-  else if (j["head_dim"].is_null()) j.erase("head_dim");
-  if (!has(j, "tie_word_embeddings")) j["tie_word_embeddings"] = true;
-  if (!has(j, "rms_norm_eps")) j["rms_norm_eps"] = 1e-5;
-  if (!has(j, "rope_theta")) {
-    if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
-      if (!rp->contains("rope_theta")) (*rp)["rope_theta"] = 500000.0;
-    } else {
-      j["rope_theta"] = 500000.0;
-    }
-  }
-  return j;
-}
-}  // namespace vireo::config_json
-
-namespace vireo::config_json {
-
 bool is_glm4_moe(const std::string& a, const std::string& t) { return a == "Glm4MoeForCausalLM" || t == "glm4_moe"; }
 
 // Glm4MoeConfig's defaults and its names for the expert count (n_routed_experts; num_local_experts in

@@ -143,6 +143,21 @@ def case_hunyuan_moe(rng):
     return "HunYuanMoEV1Config", kw
 
 
+def case_ernie4_5(rng):
+    kw = common(rng) | attn_shape(rng)
+    kw["use_bias"] = rng.random() < 0.5
+    return "Ernie4_5Config", kw
+
+
+def case_ernie4_5_moe(rng):
+    kw = common(rng) | attn_shape(rng)
+    experts = pick(rng, [4, 8, 16])
+    kw |= dict(moe_num_experts=experts, moe_k=min(pick(rng, [1, 2, 4]), experts),
+               moe_intermediate_size=8 * rng.randrange(2, 10), moe_num_shared_experts=pick(rng, [0, 1, 2]),
+               moe_layer_start_index=pick(rng, [0, 1]), moe_layer_interval=pick(rng, [1, 1, 2]))
+    return "Ernie4_5_MoeConfig", kw
+
+
 def case_qwen3_moe(rng):
     kw = common(rng) | attn_shape(rng)
     experts = pick(rng, [4, 8, 16])
@@ -301,7 +316,7 @@ def case_granitemoe(rng):
 
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
-    "olmo2": case_olmo2, "hunyuan": case_hunyuan, "hunyuan_moe": case_hunyuan_moe, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
+    "olmo2": case_olmo2, "hunyuan": case_hunyuan, "hunyuan_moe": case_hunyuan_moe, "ernie4_5": case_ernie4_5, "ernie4_5_moe": case_ernie4_5_moe, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
     "qwen3_5": case_qwen3_5, "qwen3_5_moe": lambda r: case_qwen3_5(r, moe=True), "qwen3_next": case_qwen3_next,
     "deepseek_v3": case_deepseek, "deepseek_v2": lambda r: case_deepseek(r, v3=False), "gemma3": case_gemma3,
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,

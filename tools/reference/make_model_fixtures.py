@@ -325,6 +325,11 @@ CASES = [
     # ERNIE 4.5 (0.3B-style): GLM's interleaved RoPE over the whole head, biases on every projection, tied;
     # head_dim 32, not hidden / heads (as the real models' 128 with 1024 / 16).
     ("ernie4_5", "Ernie4_5Config", dict(tie_word_embeddings=True, head_dim=32, use_bias=True), torch.float32, None),
+    # ERNIE 4.5 MoE (ERNIE-4.5-21B-A3B-style): ERNIE's attention, layer 0 dense (moe_layer_start_index 1), then 8
+    # experts top-2 by softmax + the moe_statics choice bias (randomised), renormalised, plus one shared MLP.
+    ("ernie4_5_moe", "Ernie4_5_MoeConfig", dict(tie_word_embeddings=True, head_dim=16, moe_num_experts=8, moe_k=2,
+                                               moe_intermediate_size=32, moe_num_shared_experts=1,
+                                               moe_layer_start_index=1), torch.float32, None),
     # HunYuan-MoE (Hunyuan-A13B): HunYuan dense attention (q/k norms after RoPE, NTK-alpha dynamic RoPE), 4 experts
     # top-2 (always renormalised) intermediate_size wide with an fp32 router (mlp.gate.wg), plus one shared MLP.
     ("hunyuan_moe", "HunYuanMoEV1Config", dict(tie_word_embeddings=True, head_dim=16, num_experts=4, moe_topk=2,
@@ -341,6 +346,8 @@ def randomise_norms_and_biases(model, gen):
             if name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
             elif name.endswith(".bias") or name.endswith("proj_bias"):  # GPT-OSS experts: gate_up_proj_bias
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("e_score_correction_bias"):  # ERNIE 4.5 MoE's moe_statics (a parameter)
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             elif name.endswith(".sinks"):  # GPT-OSS: sinks comparable to the scores
                 p.copy_(torch.randn(p.shape, generator=gen))

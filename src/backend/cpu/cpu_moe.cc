@@ -119,7 +119,7 @@ void moe_route(const MoeParams& p, const float* logits, int64_t T, int64_t E, in
       for (int64_t e = 0; e < E; ++e) sum += prob[e] = std::exp(l[e] - mx);
       for (auto& v : prob) v = static_cast<float>(v / sum);
     }
-    for (int64_t e = 0; e < E; ++e) choice[e] = prob[e] + (sigmoid && bias ? bias[e] : 0.0f);
+    for (int64_t e = 0; e < E; ++e) choice[e] = prob[e] + (bias ? bias[e] : 0.0f);
     if (G > 1) {  // keep the topk_group groups with the largest top-2 sums
       for (int64_t g = 0; g < G; ++g) {
         float a = -INFINITY, b = -INFINITY;

@@ -88,7 +88,7 @@ __device__ __forceinline__ void warp_dot_block(const T* x, int nr, const T* w, i
 struct RouteArgs {
   int num_experts, top_k;
   bool renorm, sigmoid, fp32;  // fp32: fp32 logits and scaled fp32 weights (kSigmoid, kSoftmaxFp32)
-  const float* bias;  // [E] or null (kSigmoid only)
+  const float* bias;  // [E] or null: the choice bias (score_bias)
   int n_group, topk_group;
   float scale;       // routed_scaling_factor (kSigmoid only)
   float renorm_eps;  // added to the top-k sum in the fp32 modes (DeepSeek 1e-20, LFM2-MoE 1e-6)
@@ -127,7 +127,7 @@ __device__ __forceinline__ void route_select_warp(float* logit, int lane, const 
     for (int e = lane; e < num_experts; e += 32) logit[e] = __expf(logit[e] - mx) / sum;  // now probabilities
   }
   __syncwarp();
-  const float* bias = a.sigmoid ? a.bias : nullptr;
+  const float* bias = a.bias;
   auto choice = [&](int e) { return logit[e] + (bias ? bias[e] : 0.f); };
   // Group limit: lane g scores group g (sum of its two largest choice values); the topk_group best
   // groups (lower id first among equal scores) are kept.
@@ -422,7 +422,7 @@ void launch_route(const MoeParams& p, const T* x, int64_t tokens, int* ids, floa
   const int64_t hidden = p.x.dim(1), E = p.router_w.dim(0);
   const bool sigmoid = p.scoring == MoeScoring::kSigmoid;
   const RouteArgs a{static_cast<int>(E), p.top_k, p.norm_topk_prob, sigmoid, p.scoring != MoeScoring::kSoftmax,
-                    sigmoid && !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
+                    !p.score_bias.empty() ? p.score_bias.ptr<float>() : nullptr,
                     p.n_group, p.topk_group, p.routed_scaling_factor, p.renorm_eps};
   const T* router_b = p.router_b.empty() ? nullptr : p.router_b.ptr<T>();
   if (tokens <= 0) return;

@@ -3,7 +3,7 @@
 // first partial_rotary_factor (0.5) of each head, [gate; up] fused in the checkpoint (mlp.gate_up_proj).
 // GLM-4 adds sandwich norms: post_self_attn_layernorm after the attention, post_attention_layernorm
 // before the MLP, post_mlp_layernorm after it (plain RMSNorms).
-// GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): pre-norm layers, q/k/v biases (attention_bias) but none on
+// ERNIE 4.5 dense and MoE: see below. GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): pre-norm layers, q/k/v biases (attention_bias) but none on
 // o_proj, per-head q_norm / k_norm before RoPE when use_qk_norm, NeoX RoPE over the first half of each
 // head; from first_k_dense_replace on, DeepSeek-V3's MoE (sigmoid router with e_score_correction_bias,
 // groups, routed_scaling_factor, mlp.shared_experts) (model_config_glm.cc).
@@ -23,6 +23,12 @@ void register_glm_family(std::vector<ArchSpec>& out) {
   // ERNIE 4.5 (dense): Llama with GLM's interleaved RoPE over the whole head and use_bias on every
   // projection (model_config_glm.cc maps it onto attention_bias / mlp_bias).
   out.push_back({.name = "Ernie4_5ForCausalLM", .neox_rope = false});
+  // ERNIE 4.5 MoE: the same attention; sparse layers route by mlp.gate (fp32) with the choice bias
+  // mlp.moe_statics.e_score_correction_bias over mlp.experts.*, plus a gated mlp.shared_experts MLP
+  // (model_config_ernie.cc).
+  ArchSpec ernie_moe{.name = "Ernie4_5_MoeForCausalLM", .neox_rope = false, .moe = true};
+  ernie_moe.names.router_bias = "moe_statics.e_score_correction_bias";
+  out.push_back(ernie_moe);
   out.push_back({.name = "Glm4MoeForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .o_proj_bias = false, .moe = true});
 }
 }  // namespace vireo
