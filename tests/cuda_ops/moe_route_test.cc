@@ -1,5 +1,5 @@
 // DeepSeek routing on CUDA (moe.cu's route kernels in kSigmoid mode: fp32 logits, score-correction
-// bias, group limit, scaled fp32 weights; and kSoftmaxFp32, DeepSeek-V2's gate) and mla_pack, vs the CPU backend. Through the whole moe op on
+// bias, group limit, scaled fp32 weights; and kSoftmaxFp32, DeepSeek-V2's gate, with ERNIE 4.5 MoE's bias) and mla_pack, vs the CPU backend. Through the whole moe op on
 // both expert paths (T <= 64 takes the small-T route kernels, larger T the large-T kernel). Tokens whose
 // expert set could flip on summation order (group or k-th choice margins under 1e-4) are left out and
 // counted. SmallAndLargeTPathsAgreeBitwise: the two route paths' ids and weights, bit for bit, in all
@@ -21,6 +21,7 @@ struct RouteCase {
   bool renorm;
   float scale;
   bool softmax = false;  // kSoftmaxFp32 (DeepSeek-V2) instead of kSigmoid
+  bool softmax_bias = false;  // kSoftmaxFp32 choosing on probs + score_bias (ERNIE 4.5 MoE)
 };
 
 class MoeRouteTest : public CudaOpsTest {
@@ -49,6 +50,8 @@ class MoeRouteTest : public CudaOpsTest {
       double z = 0;
       for (double& v : ch) z += v = std::exp(v - mx);
       for (double& v : ch) v /= z;
+      if (c.softmax_bias)
+        for (int e = 0; e < c.E; ++e) ch[e] += bias[e];
     }
     auto near = [&](double a, double b) { return a - b < 1e-4 * (c.softmax ? std::fabs(a) : 1.0); };
     const int per = c.E / c.G;
@@ -78,7 +81,9 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
                              // small T (the small-T route kernels), kSoftmaxFp32 with groups too
                              {1, 64, 32, 64, 6, 8, 3, true, 2.5f, true}, {8, 96, 32, 32, 4, 4, 2, false, 1.f, true},
                              {8, 72, 24, 256, 8, 8, 4, true, 2.5f},     {64, 64, 24, 64, 6, 8, 3, true, 2.5f},
-                             {64, 64, 24, 32, 4, 4, 2, true, 1.5f, true}, {2, 200, 24, 16, 2, 1, 1, true, 1.f, true}};
+                             {64, 64, 24, 32, 4, 4, 2, true, 1.5f, true}, {2, 200, 24, 16, 2, 1, 1, true, 1.f, true},
+                             // kSoftmaxFp32 with the choice bias (ERNIE 4.5 MoE), small and large T
+                             {3, 64, 32, 8, 2, 1, 1, true, 1.f, true, true}, {90, 64, 32, 16, 4, 1, 1, true, 1.f, true, true}};
   for (DType act : {DType::kBF16, DType::kF32}) {
     use_dtype(act);
     // bf16 against the fp32 CPU op: each slot's expert output (|y| up to ~4 here) is rounded to bf16
@@ -104,7 +109,7 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
       MoeParams cp = fill({cpu_f32(x, {c.T, c.hidden}), cpu_f32(router, {c.E, c.hidden}),
                            cpu_f32(gu, {c.E, 2 * c.inter, c.hidden}), cpu_f32(down, {c.E, c.hidden, c.inter}),
                            cpu_poisoned({c.T, c.hidden}), c.k});
-      if (!c.softmax) cp.score_bias = cpu_f32(bias, {c.E});
+      if (!c.softmax || c.softmax_bias) cp.score_bias = cpu_f32(bias, {c.E});
       cpu_->moe(cp);
       const auto want = to_host(cp.out);
       std::vector<bool> keep(c.T);
@@ -120,7 +125,7 @@ TEST_F(MoeRouteTest, SigmoidGroupedMatchesCpu) {
         MoeParams gp = fill({gpu_from(x, {c.T, c.hidden}, act), gpu_from(router, {c.E, c.hidden}, act),
                              gpu_from(gu, {c.E, 2 * c.inter, c.hidden}, act), gpu_from(down, {c.E, c.hidden, c.inter}, act),
                              gpu_poisoned({c.T, c.hidden}, act), c.k});
-        if (!c.softmax) gp.score_bias = gpu_from(bias, {c.E}, DType::kF32);
+        if (!c.softmax || c.softmax_bias) gp.score_bias = gpu_from(bias, {c.E}, DType::kF32);
         gpu_->moe(gp);
         const auto got = to_host(gp.out);
         std::vector<float> g2, w2;
