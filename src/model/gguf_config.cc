@@ -46,7 +46,27 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     // SmolLM3: Llama's tensors (Q/K rows permuted), no RoPE on every 4th layer; llama.cpp hard-codes that
     // step (no metadata key), and so does SmolLM3Config's default no_rope_layer_interval.
     {"smollm3", "SmolLM3ForCausalLM"},
+    // ERNIE 4.5 (convert_hf_to_gguf.py's Ernie4_5Model / Ernie4_5MoeModel): the HF tensors unpermuted (GPT-J
+    // pair RoPE as transformers runs it), biases where use_bias; the MoE's keys in ernie_moe_fields.
+    {"ernie4_5", "Ernie4_5ForCausalLM"},
+    {"ernie4_5-moe", "Ernie4_5_MoeForCausalLM"},
 };
+
+// ERNIE 4.5: use_bias as the tensors tell (model_config_ernie.cc maps it onto every projection); the MoE's
+// layout in Ernie4_5_MoeConfig's own keys, which model_config_ernie.cc reads: expert_count, expert_used_count,
+// expert_feed_forward_length, expert_shared_count, leading_dense_block_count (moe_layer_start_index) and
+// interleave_moe_layer_step (moe_layer_interval); the MoE layers run to the last one (the converter writes
+// no end index); the choice bias is exp_probs_b.
+void ernie_fields(const GgufFile& f, const GgufShards& m, const std::string& a, json& j) {
+  j["use_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;
+  if (a != "ernie4_5-moe") return;
+  j["moe_num_experts"] = gguf_required_int(f, a + ".expert_count");
+  j["moe_k"] = gguf_required_int(f, a + ".expert_used_count");
+  j["moe_intermediate_size"] = gguf_required_int(f, a + ".expert_feed_forward_length");
+  j["moe_num_shared_experts"] = f.get_int(a + ".expert_shared_count").value_or(0);
+  j["moe_layer_start_index"] = f.get_int(a + ".leading_dense_block_count").value_or(0);
+  j["moe_layer_interval"] = f.get_int(a + ".interleave_moe_layer_step").value_or(1);
+}
 
 // Gemma 2 and 3 as llama.cpp runs them (llama-model.cpp, LLM_ARCH_GEMMA2 / GEMMA3): sliding layers by a
 // period of 2 (Gemma 2: every other layer global) or 6 (Gemma 3: every 6th) unless
@@ -289,9 +309,9 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe" &&
-        a != "glm4moe" && a != "qwen3vlmoe" && a != "hunyuan-moe")
+        a != "glm4moe" && a != "qwen3vlmoe" && a != "hunyuan-moe" && a != "ernie4_5-moe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, hunyuan-moe, deepseek2 "
+                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, hunyuan-moe, ernie4_5-moe, deepseek2 "
                   "and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
@@ -368,6 +388,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
   if (a == "glm4moe") glm4moe_fields(m, a, j);
   if (a == "olmo2") olmo2_fields(f, a, j);
+  if (a == "ernie4_5" || a == "ernie4_5-moe") ernie_fields(f, m, a, j);
   if (a == "seed_oss") {  // q/k/v biases without o_proj's (attention_out_bias), told by the tensors present
     j["attention_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;
     j["attention_out_bias"] = m.find_tensor("blk.0.attn_output.bias").info != nullptr;

@@ -92,6 +92,8 @@ std::string gguf_tensor_name(const std::string& hf, bool post_attention_norm) {
   if (const std::string l = stacked_layer(hf, ".self_attn.sinks"); !l.empty()) return "blk." + l + ".attn_sinks.weight";
   if (const std::string l = stacked_layer(hf, ".mlp.gate.e_score_correction_bias"); !l.empty())
     return "blk." + l + ".exp_probs_b.bias";  // DeepSeek-V3's router score bias
+  if (const std::string l = stacked_layer(hf, ".mlp.moe_statics.e_score_correction_bias"); !l.empty())
+    return "blk." + l + ".exp_probs_b.bias";  // ERNIE 4.5 MoE's ([1, E] or squeezed)
   if (const std::string l = stacked_layer(hf, ".feed_forward.expert_bias"); !l.empty())
     return "blk." + l + ".exp_probs_b.bias";  // LFM2-MoE's
   const std::string prefix = "model.layers.";

@@ -197,7 +197,9 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen3NextForCausalLM", "qwen3next"},
                                                            {"Qwen3_5ForCausalLM", "qwen35"},
                                                            {"SmolLM3ForCausalLM", "smollm3"},
-                                                           {"Qwen3_5MoeForCausalLM", "qwen35moe"}};
+                                                           {"Qwen3_5MoeForCausalLM", "qwen35moe"},
+                                                           {"Ernie4_5ForCausalLM", "ernie4_5"},
+                                                           {"Ernie4_5_MoeForCausalLM", "ernie4_5-moe"}};
   const std::string a = o.arch.empty() ? archs.at(c["architectures"][0].get<std::string>()) : o.arch;
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -271,11 +273,19 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   // (deepseek2: add_deepseek2_metadata wrote them)
   // (hunyuan-moe's hub config gives num_experts per layer; the converter asserts they agree)
   const int64_t num_experts = a == "deepseek2"                                          ? 0
+                              : a == "ernie4_5-moe"                                      ? c["moe_num_experts"].get<int64_t>()
                               : c.contains("num_experts") && c["num_experts"].is_array() ? c["num_experts"][0].get<int64_t>()
                               : c.value("num_experts", c.value("num_local_experts", c.value("n_routed_experts", int64_t{0})));
   if (num_experts > 0) {  // the converter's Qwen3MoeModel: expert counts and the expert FFN width
     w.add_u32(a + ".expert_count", static_cast<uint32_t>(num_experts));
-    if (a != "hunyuan-moe") w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
+    if (a == "ernie4_5-moe") {  // Ernie4_5MoeModel
+      w.add_u32(a + ".expert_used_count", c["moe_k"]);
+      w.add_u32(a + ".interleave_moe_layer_step", c.value("moe_layer_interval", 1));
+      w.add_u32(a + ".leading_dense_block_count", c.value("moe_layer_start_index", 1));
+      w.add_u32(a + ".expert_shared_count", c.value("moe_num_shared_experts", 2));
+    } else if (a != "hunyuan-moe") {
+      w.add_u32(a + ".expert_used_count", c["num_experts_per_tok"]);
+    }
     // (Mixtral, as "llama": the experts are feed_forward_length wide; no expert_feed_forward_length)
     if (c.contains("moe_intermediate_size") && a != "hunyuan-moe") w.add_u32(a + ".expert_feed_forward_length", c["moe_intermediate_size"]);
     if (a == "gpt-oss") w.add_u32(a + ".expert_feed_forward_length", c["intermediate_size"]);  // GptOssModel
@@ -399,6 +409,12 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
       if (a == "deepseek2" && name.rfind("model.layers.", 0) == 0 &&
           std::stoll(name.substr(13, name.find('.', 13) - 13)) >= c["num_hidden_layers"].get<int64_t>())
         continue;  // the MTP layers are dropped
+      if (a == "ernie4_5-moe" && name.find(".mlp.moe_statics.e_score_correction_bias") != std::string::npos) {
+        // gguf-py's exp_probs_b, kept [1, E] as the checkpoint stores it (ne {E, 1})
+        w.add_tensor("blk." + name.substr(13, name.find('.', 13) - 13) + ".exp_probs_b.bias", {t.numel(), 1}, kGgmlF32,
+                     encode_values(v.data(), t.numel(), kGgmlF32));
+        continue;
+      }
       if (((a == "deepseek2" || a == "glm4moe") && name.find(".mlp.gate.e_score_correction_bias") != std::string::npos) ||
           (a == "lfm2moe" && name.find(".feed_forward.expert_bias") != std::string::npos)) {
         w.add_tensor("blk." + name.substr(13, name.find('.', 13) - 13) + ".exp_probs_b.bias", {t.numel()}, kGgmlF32,

@@ -1,11 +1,11 @@
 // ERNIE 4.5 MoE (Ernie4_5_MoeForCausalLM) against the ERNIE 4.5 dense model: the dense fixture without
-// biases (use_bias false; its bias tensors are then unused) rewritten as an MoE whose router weights are
+// its biases (use_bias false) rewritten as an MoE whose router weights are
 // zero, so every token's probabilities are uniform and the choice is the moe_statics bias alone:
 // bias [0, 0.3, 0.5, 0] picks experts 2 and 1 with the unbiased weights 1/2 each. Expert 2 is the dense
 // MLP, expert 1 a zero MLP, experts 0 and 3 random (picked if the bias were ignored: lowest ids first on a
 // tie); one shared MLP is the dense MLP with down_proj halved. So the MLP gives 0.5 f + 0.5 f = f, the
 // dense logits, only if the bias chooses and does not weigh (biased weights would give 1.08 f). Then
-// moe_layer_start_index 1: layer 0 keeps the dense MLP (its tensors under mlp.*).
+// moe_layer_start_index 1: layer 0 keeps the dense MLP (its tensors under mlp.*). Both also as GGUF.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +15,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "../gguf_util/hf_to_gguf.h"
 #include "model_test_util.h"
 #include "safetensors_util.h"
 
@@ -55,12 +56,12 @@ void write_moe(const fs::path& fixture, const fs::path& dir, int start, const st
   std::mt19937 rng(11);
   std::map<std::string, testing::RawTensor> moe;
   for (auto& [name, x] : testing::read_safetensors(fixture / "model.safetensors")) {
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) continue;  // use_bias false
     const size_t at = name.find(".mlp.");
     if (at == std::string::npos) {
       moe[name] = x;
       continue;
     }
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) continue;  // use_bias false
     const std::string layer = name.substr(0, at + 5), proj = name.substr(at + 5);  // "gate_proj.weight", ...
     if (std::stoi(name.substr(name.find("layers.") + 7)) < start) {
       moe[name] = x;
@@ -91,7 +92,9 @@ TEST(ErnieMoeCheckpoint, TheBiasChoosesAndTheProbabilitiesWeigh) {
   cfg["use_bias"] = false;
   std::ofstream(dense / "config.json") << cfg.dump();
   auto t = testing::read_safetensors(fixture / "model.safetensors");
-  std::map<std::string, testing::RawTensor> nobias(t.begin(), t.end());
+  std::map<std::string, testing::RawTensor> nobias;
+  for (auto& [name, x] : t)
+    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".bias") != 0) nobias[name] = x;
   testing::write_safetensors(dense / "model.safetensors", nobias);
   const std::vector<float> want = testing::prompt_logits(dense.string());
 
@@ -100,6 +103,12 @@ TEST(ErnieMoeCheckpoint, TheBiasChoosesAndTheProbabilitiesWeigh) {
     const std::vector<float> got = testing::prompt_logits(dir.string());
     ASSERT_EQ(got.size(), want.size());
     EXPECT_LT(testing::rel_max_err(got.data(), want.data(), want.size()), 1e-5) << "moe_layer_start_index " << start;
+    // As llama.cpp's converter writes it (arch ernie4_5-moe: stacked experts, ffn_*_shexp, exp_probs_b [1, E]).
+    const std::string gguf = (base / "ernie_moe.gguf").string();
+    testing::convert_model_fixture(dir.string(), gguf);
+    const std::vector<float> from_gguf = testing::prompt_logits(gguf);
+    ASSERT_EQ(from_gguf.size(), want.size());
+    EXPECT_LT(testing::rel_max_err(from_gguf.data(), want.data(), want.size()), 1e-5) << "GGUF, start " << start;
   }
   // The bias picks 0 and 3 instead (random experts): far from the dense logits.
   write_moe(fixture, dir, 0, {0.5f, 0.0f, 0.0f, 0.3f});
