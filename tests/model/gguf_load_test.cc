@@ -120,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // a double), so near, not bitwise; LFM2: per-layer head_count_kv, shortconv.* tensors
                       Case{"hunyuan_dense", testing::kGgmlF32, 1e-4}, Case{"hunyuan_dense", testing::kGgmlQ8_0, 5e-2},
                       Case{"hunyuan_moe", testing::kGgmlF32, 1e-4}, Case{"ernie4_5", testing::kGgmlF32, 0},
-                      Case{"ernie4_5", testing::kGgmlQ8_0, 5e-2},
+                      Case{"ernie4_5", testing::kGgmlQ8_0, 5e-2}, Case{"ernie4_5_moe", testing::kGgmlF32, 0},
                       Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2},
                       // lfm2moe (the sigmoid router's exp_probs_b, leading dense layer), glm4moe (q/k/v biases,
                       // half rotary, DeepSeek router keys), seed_oss (q/k/v biases without o_proj's)
