@@ -209,6 +209,44 @@ TEST(ModelConfig, OlmoeAndErnieFields) {
   EXPECT_FLOAT_EQ(ModelConfig::from_json(o, "c").rms_norm_eps, 1e-5f);  // OlmoeConfig's default
 }
 
+// ERNIE 4.5 MoE: its moe_* fields onto the generic MoE fields; which layers are sparse by start / end /
+// interval as Ernie4_5_MoeDecoderLayer decides; the softmax router with a choice bias.
+TEST(ModelConfig, ErnieMoeFields) {
+  json e = base();
+  e["architectures"] = {"Ernie4_5_MoeForCausalLM"};
+  e["num_hidden_layers"] = 6;
+  e["moe_num_experts"] = 8;
+  e["moe_k"] = 2;
+  e["moe_intermediate_size"] = 24;
+  e["moe_num_shared_experts"] = 2;
+  e["moe_layer_start_index"] = 1;
+  e["moe_layer_end_index"] = 4;
+  e["moe_layer_interval"] = 2;
+  ModelConfig c = ModelConfig::from_json(e, "c");
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(c.moe_intermediate_size, 24);
+  EXPECT_EQ(c.shared_expert_width(), 48);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_TRUE(c.moe_softmax_fp32);
+  EXPECT_TRUE(c.moe_softmax_bias);
+  EXPECT_FALSE(c.moe_sigmoid);
+  EXPECT_FLOAT_EQ(c.moe_renorm_eps, 1e-12f);
+  const bool sparse[] = {false, true, false, true, false, false};  // (l + 1) % 2 == 0, 1 <= l <= 4
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(c.moe_layer(l), sparse[l]) << l;
+  e["moe_layer_end_index"] = -1;  // the last layer
+  e["moe_layer_interval"] = 1;
+  c = ModelConfig::from_json(e, "c");
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(c.moe_layer(l), l >= 1) << l;
+  e["moe_num_shared_experts"] = 0;
+  EXPECT_EQ(ModelConfig::from_json(e, "c").shared_expert_width(), 0);
+  e["use_bias"] = true;  // the experts would carry biases
+  EXPECT_THROW(ModelConfig::from_json(e, "c"), Error);
+  e["use_bias"] = false;
+  e["moe_layer_interval"] = 0;
+  EXPECT_THROW(ModelConfig::from_json(e, "c"), Error);
+}
+
 // HunYuan-MoE: Hunyuan-A13B's per-layer lists and its own field names onto the generic MoE fields.
 TEST(ModelConfig, HunyuanMoeFields) {
   json h = base();
