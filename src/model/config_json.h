@@ -107,9 +107,12 @@ json ernie4_5_normalize(const json& in, const std::string& source);
 void parse_ernie4_5(const json& j, const std::string& source, ModelConfig& c);
 void parse_deepseek_router(const json& j, const std::string& source, ModelConfig& c, bool groups, int default_shared,
                            int default_dense);
-// Qwen3-VL and Mistral 3 (model_config_text_wrappers.cc): the text model's config lifted out of text_config.
+// Qwen3-VL, Qwen2-VL / Qwen2.5-VL and Mistral 3 (model_config_text_wrappers.cc): the text model's config
+// lifted out of text_config (Qwen2-VL's M-RoPE type read as default).
 bool is_qwen3_vl(const std::string& architecture, const std::string& model_type);
 json qwen3_vl_normalize(const json& in, const std::string& source);
+bool is_qwen2_vl(const std::string& architecture, const std::string& model_type);
+json qwen2_vl_normalize(const json& in, const std::string& source);
 bool is_mistral3(const std::string& architecture, const std::string& model_type);
 json mistral3_normalize(const json& in, const std::string& source);
 // EXAONE 4.0 (model_config_exaone4.cc): layer_types from sliding_window_pattern; NoPE global layers.

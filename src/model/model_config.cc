@@ -178,7 +178,7 @@ const FamilyConfig kFamilyConfigs[] = {
     {is_smollm3, smollm3_normalize, parse_smollm3}, {is_glm, glm_normalize, nullptr},
     {is_gpt_oss, gpt_oss_normalize, parse_gpt_oss},  {is_granite, nullptr, parse_granite},
     {is_olmo3, olmo3_normalize, parse_olmo3},           {is_exaone4, exaone4_normalize, parse_exaone4},           {is_qwen3_vl, qwen3_vl_normalize, nullptr},
-    {is_mistral3, mistral3_normalize, nullptr},     {is_ernie4_5, ernie4_5_normalize, parse_ernie4_5},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
+    {is_mistral3, mistral3_normalize, nullptr},     {is_qwen2_vl, qwen2_vl_normalize, nullptr},     {is_ernie4_5, ernie4_5_normalize, parse_ernie4_5},           {is_glm4_moe, glm4_moe_normalize, parse_glm4_moe},
     {is_olmoe, olmoe_normalize, nullptr},           {is_hunyuan, hunyuan_normalize, parse_hunyuan},
 };
 }  // namespace

@@ -13,6 +13,10 @@ void register_qwen_family(std::vector<ArchSpec>& out) {
   out.push_back({.name = "Qwen3ForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope});
   out.push_back({.name = "Qwen3MoeForCausalLM", .qk_norm = QkNorm::kPerHeadBeforeRope, .moe = true});
   out.push_back({.name = "Qwen2MoeForCausalLM", .qkv_bias = true, .moe = true, .gated_shared_expert = true});
+  // Qwen2-VL / Qwen2.5-VL: Qwen2's text model (model.language_model.* in transformers 5's files, model.* in
+  // the hub's older ones; model_loader.cc takes either), its M-RoPE plain RoPE for text positions.
+  for (const char* name : {"Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"})
+    out.push_back({.name = name, .qkv_bias = true, .language_model_prefix = true});
   out.push_back({.name = "Qwen3VLForConditionalGeneration", .qk_norm = QkNorm::kPerHeadBeforeRope,
                  .language_model_prefix = true});
   out.push_back({.name = "Qwen3VLMoeForConditionalGeneration", .qk_norm = QkNorm::kPerHeadBeforeRope, .moe = true,
