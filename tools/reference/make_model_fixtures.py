@@ -65,7 +65,11 @@ NESTED_TEXT = {"Qwen3_5Config": ("Qwen3_5TextConfig", "Qwen3_5ForConditionalGene
                                     dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
                                          out_hidden_size=64, patch_size=8, spatial_merge_size=2,
                                          temporal_patch_size=2, num_position_embeddings=16,
-                                         deepstack_visual_indexes=[0]))}
+                                         deepstack_visual_indexes=[0])),
+               "Qwen2_5_VLConfig": ("Qwen2_5_VLTextConfig", "Qwen2_5_VLForConditionalGeneration",
+                                    dict(depth=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                                         out_hidden_size=64, patch_size=8, spatial_merge_size=2,
+                                         temporal_patch_size=2, window_size=32, fullatt_block_indexes=[0]))}
 # Wrapper config kwargs beyond text/vision (Gemma3Config: image tokens per image, a square).
 NESTED_EXTRA = {"Gemma3Config": dict(mm_tokens_per_image=4)}
 
@@ -297,6 +301,11 @@ CASES = [
      torch.float32, None),
     # Qwen3-VL as released (Qwen3VLForConditionalGeneration: Qwen3 text under model.language_model.*,
     # interleaved M-RoPE sections that text positions make plain RoPE, a tiny vision tower ignored).
+    # Qwen2.5-VL: a Qwen2 text model (q/k/v biases) in text_config, M-RoPE sections of head_dim / 2 = 8; a tiny
+    # vision tower beside it (not run: text only).
+    ("qwen2_5_vl", "Qwen2_5_VLConfig", dict(tie_word_embeddings=True,
+                                           rope=dict(rope_type="default", mrope_section=[2, 3, 3])),
+     torch.float32, None),
     ("qwen3_vl", "Qwen3VLConfig", dict(tie_word_embeddings=True, head_dim=32, rope_theta=5000000.0,
                                        rope=dict(rope_type="default", mrope_section=[8, 4, 4], mrope_interleaved=True)),
      torch.float32, None),
