@@ -47,7 +47,7 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     // step (no metadata key), and so does SmolLM3Config's default no_rope_layer_interval.
     {"smollm3", "SmolLM3ForCausalLM"},
     // ERNIE 4.5 (convert_hf_to_gguf.py's Ernie4_5Model / Ernie4_5MoeModel): the HF tensors unpermuted (GPT-J
-    // pair RoPE as transformers runs it), biases where use_bias; the MoE's keys in ernie_moe_fields.
+    // pair RoPE as transformers runs it), biases where use_bias; the MoE's keys in ernie_fields.
     {"ernie4_5", "Ernie4_5ForCausalLM"},
     {"ernie4_5-moe", "Ernie4_5_MoeForCausalLM"},
 };

@@ -99,9 +99,10 @@ std::unique_ptr<Model> load_model(const ModelConfig& config, const std::string& 
     } else {
       ckpt = std::move(files);
     }
-    if (spec.language_model_prefix && ckpt->has("model.embed_tokens.weight")) {
-      // The text model at the top (Qwen2-VL / Qwen2.5-VL as the hub released them: model.* beside visual.*).
-    } else if (spec.language_model_prefix) {
+    // A wrapper whose text model sits at the top (Qwen2-VL / Qwen2.5-VL as the hub released them: model.*
+    // beside visual.*) needs no prefix.
+    const bool nested = spec.language_model_prefix && !ckpt->has("model.embed_tokens.weight");
+    if (nested) {
       // Qwen3.5's checkpoints hold model.language_model.*; Gemma 3's (the hub's, and what transformers
       // 5.17 saves for it) language_model.model.*.
       const bool v4 = !ckpt->has("model.language_model.embed_tokens.weight") &&
