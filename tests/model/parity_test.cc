@@ -123,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                                            "qwen3_next", "qwen3_5_vl", "gemma3", "gemma3_vl", "gemma2", "phi3", "smollm3", "glm", "glm4", "gpt_oss", "granite",
                                            "granitemoe", "lfm2_moe", "glm4_moe", "qwen3_vl", "qwen3_vl_moe", "exaone4", "seed_oss", "mistral3",
                                            "olmo3", "olmoe", "ernie4_5", "gemma", "hunyuan_moe",
-                                           "ernie4_5_moe"));
+                                           "ernie4_5_moe", "qwen2_5_vl"));
 
 TEST(ParityConfig, FixtureConfigsParseNewStyleRopeParameters) {
   ModelConfig h = ModelConfig::from_file(fixture_dir("hunyuan_dense") + "/config.json");
