@@ -5,6 +5,9 @@
 //   width transformers gives every expert), num_shared_expert (default 1) -> the shared MLP's width
 //   intermediate_size * num_shared_expert (vLLM's rule; transformers' one shared MLP is that with 1).
 // transformers renormalises the top-k weights for every k (routing_weights /= sum), so norm_topk_prob.
+// Its router (HunYuanMoEV1Gate) is an fp32 Linear fed hidden_states.float(), and the softmax, top-k and
+// renormalised weights stay fp32 (they take the logits' dtype): MoeScoring::kSoftmaxFp32, which differs
+// from kSoftmax (logits rounded to the activation dtype) only in bf16 / f16 runs.
 #include "model/config_json.h"
 #include "model/model_config.h"
 
@@ -56,6 +59,8 @@ void parse_hunyuan(const json& j, const std::string& source, ModelConfig& c) {
   const int shared = get_int(j, source, "num_shared_expert", 1);
   if (shared < 0) fail(source, "num_shared_expert", "must be >= 0");
   c.shared_expert_intermediate_size = c.intermediate_size * shared;
+  c.moe_softmax_fp32 = true;
+  c.moe_renorm_eps = 0.0f;  // routing_weights /= sum, no epsilon
 }
 
 }  // namespace vireo::config_json

@@ -263,6 +263,9 @@ TEST(ModelConfig, HunyuanMoeFields) {
   EXPECT_EQ(c.moe_intermediate_size, 48);
   EXPECT_EQ(c.shared_expert_width(), 2 * c.intermediate_size);
   EXPECT_TRUE(c.norm_topk_prob);  // transformers renormalises for every k
+  EXPECT_TRUE(c.moe_softmax_fp32);  // its fp32 gate: unrounded logits, fp32 weights
+  EXPECT_FALSE(c.moe_sigmoid);
+  EXPECT_FLOAT_EQ(c.moe_renorm_eps, 0.0f);
   EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
   for (int l = 0; l < 3; ++l) EXPECT_TRUE(c.moe_layer(l));
   // transformers' own config: plain integers, every expert and the one shared MLP intermediate_size wide.
