@@ -1,7 +1,8 @@
 // The wgmma prefill attention kernels (AttentionTuning::prefill_wgmma = 1): the warp-specialised one
 // (attention_wgmma_ws.cuh; its variants by environment, one process each: VIREO_ATTN_WS_BN=64|128,
-// VIREO_ATTN_WS_FLAGS=0..3) or, with VIREO_ATTN_WS=0, attention_wgmma.cuh's, vs the CPU backend: bf16 and f16, head dims 64 and 128, GQA 1/4/8, one sequence of 17..8192 tokens
-// (lengths on and off the 16- and 64-token grids), several sequences in one batch (decode rows beside
+// VIREO_ATTN_WS_FLAGS=0..3, VIREO_ATTN_WS_QTMA=0) or, with VIREO_ATTN_WS=0, attention_wgmma.cuh's, vs the
+// CPU backend: bf16 and f16, head dims 64 and 128, GQA 1/2/4/8/16/32 (Q by TMA) and 3/6/7 (Q by cp.async),
+// one sequence of 17..8192 tokens (lengths on and off the 16- and 64-token grids), several sequences in one batch (decode rows beside
 // them go to the mma.sync decode kernel), chunked prefill over a cached prefix (with key splits and the
 // merge kernel), scattered and contiguous block tables, 16- and 32-token pages. Outputs NaN-poisoned;
 // a second launch must agree bit for bit.
@@ -151,6 +152,19 @@ TEST_F(AttentionWgmmaTest, ChunkedPrefill) {
   use_dtype(DType::kF16);
   run({{{100, 700}, {250, 2500}}, 32, 8, 128});
   run({{{40, 12000}}, 8, 1, 64});
+}
+
+// The warp-specialised kernel loads Q by TMA where the GQA group divides 64 (groups 1-64 by powers of two:
+// boxes of 64 / group tokens) and by cp.async otherwise (groups 3, 6, 7: Qwen2.5-7B's 28 / 4), several
+// sequences so that a row tile's rows past its sequence are the next sequence's tokens, and one past the
+// tensor's end (zero-filled).
+TEST_F(AttentionWgmmaTest, GqaGroupsBothQPaths) {
+  use_dtype(DType::kBF16);
+  run({{{300, 300}, {17, 17}, {129, 700}}, 16, 1, 128});  // group 16
+  run({{{200, 200}, {33, 33}}, 32, 1, 64});              // group 32
+  run({{{300, 300}, {17, 17}, {129, 700}}, 12, 4, 128});  // group 3
+  run({{{250, 250}, {65, 400}}, 28, 4, 128});             // group 7
+  run({{{100, 100}, {40, 40}}, 12, 2, 64});               // group 6
 }
 
 TEST_F(AttentionWgmmaTest, BlockTables) {

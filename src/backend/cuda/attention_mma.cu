@@ -238,7 +238,7 @@ void launch_typed(const AttentionParams& p, MmaArgs a, const WorkspaceFn& worksp
       MmaArgs pa = a;
       if (listed) pa.prefill_seqs = p.prefill_seqs.ptr<int>();
       launch_prefill_ws<T, D>(pa, dim3(row_tiles, static_cast<unsigned>(sh_pre), pre_splits), dev.num_sms,
-                              p.k_cache.numel() / (int64_t{p.num_kv_heads} * D), stream);
+                              p.k_cache.numel() / (int64_t{p.num_kv_heads} * D), num_tokens, stream);
     } else if (wgmma) {
       launch_prefill_wgmma<T, D>(a, grid, stream);
     } else if (wide) {

@@ -8,6 +8,11 @@
 //     keys are all valid is copied by TMA, one box per (page, 64-column panel) issued by the lanes of
 //     warp 0 (kv_tensor_map.h; the bytes counted on the full barrier); Q and a tile holding the last
 //     key (zero-filled past it) by 16-byte cp.async. VIREO_ATTN_TMA=0: cp.async for every tile.
+//     Q by TMA too where the GQA group divides 64 (WsMaps::q_on): each consumer warpgroup's 64 rows
+//     on that warpgroup's q_full barrier, reloaded once that warpgroup's last S of the previous item
+//     read them (its q_empty), so the warpgroup ahead in the ping-pong never waits for the other's
+//     and the producer never waits for Q to land. Otherwise Q goes by cp.async with K_0 (one group,
+//     after both warpgroups released Q).
 //   WG 1, 2, the consumers (setmaxnreg up to kWsMathRegs): 64 query rows each (128 GQA-packed rows a
 //     block, as attention_wgmma.cuh), S = Q K^T and O += P V on wgmma, online softmax in registers.
 // Pipeline: kStages K buffers and kStages V buffers of [BN keys, D], each with a full barrier (the
@@ -41,10 +46,11 @@ constexpr int kWsProdRegs = 56;
 constexpr int kWsMathRegs = 224;
 constexpr int kWsPingPong = 1, kWsPersistent = 2;  // WsGrid::flags
 // Flag kWsFlushItemEnd: the producer signals an item's last V tile as soon as it lands instead of after
-// issuing the next item's first group. That group waits for q_empty, which the consumers release only
-// after their item's last S, so under the deferred signal every item's drain (P_{n-1} V_{n-1}) waited
-// for the next item's Q and K_0 to be issued: ncu's top stall (13% of the 8 x 1k case's warp samples,
-// H100, session 51). The producer has nothing to issue in that gap anyway.
+// issuing the next item's first group. That group waits for q_empty (Q by cp.async; by TMA the next
+// item's Q waits for it), which the consumers release only after their item's last S, so under the
+// deferred signal every item's drain (P_{n-1} V_{n-1}) waited for the next item's Q and K_0 to be issued:
+// ncu's top stall (13% of the 8 x 1k case's warp samples, H100, session 51). The producer has nothing to
+// issue in that gap anyway.
 constexpr int kWsFlushItemEnd = 4;
 
 // Work-item grid: x row tiles of 128 rows, y = seqs * kv heads (or listed prefill seqs * kv heads,
@@ -57,8 +63,9 @@ struct WsGrid {
 // kWsPageRows, the default 16; other block sizes keep cp.async).
 constexpr int kWsPageRows = 16;
 struct WsMaps {
-  CUtensorMap k, v;
-  int on;
+  CUtensorMap k, v, q;
+  int on;    // K / V pages by TMA (whole valid tiles)
+  int q_on;  // Q by TMA (q_tensor_map: GQA group | 64)
 };
 
 template <int D, int BN>
@@ -71,8 +78,10 @@ struct WsSmem {
   static constexpr int kStages = (227 * 1024 - 2048 - kQ) / (2 * kTile) >= 4 ? 4 : 3;
   static constexpr uint32_t kK = kQ;
   static constexpr uint32_t kV = kK + kStages * kTile;
-  static constexpr uint32_t kBar = kV + kStages * kTile;  // full_k, full_v, empty_k, empty_v [kStages], q_empty
-  static constexpr uint32_t kBytes = kBar + 8 * (4 * kStages + 1);
+  // Barriers: full_k, full_v, empty_k, empty_v [kStages], then q_empty [2] (one a consumer warpgroup, each
+  // reading only its own 64 rows of Q) and q_full [2] (Q by TMA).
+  static constexpr uint32_t kBar = kV + kStages * kTile;
+  static constexpr uint32_t kBytes = kBar + 8 * (4 * kStages + 4);
   static constexpr size_t kLaunchBytes = kBytes + 1024;
   static_assert(kLaunchBytes <= 227 * 1024, "shared memory");
 };
@@ -230,6 +239,21 @@ struct WsProducer {
       cp_async16_s(base + (ch / 8) * L::kQPanel + swz128(r, ch % 8), q + off, ok);
     }
   }
+
+  // Warpgroup h's 64 rows of Q by TMA, one box a 64-column panel, counted on `full` (the 4 producer warps
+  // arrive at once: the phase completes when the bytes land). Rows past the item's own are another
+  // sequence's tokens or zeros past the tensor; the consumers mask every key for them.
+  __device__ __forceinline__ void q_half_tma(const WsItem& it, int h, const CUtensorMap* map, uint32_t full) {
+    if (pt == 0) {
+      ws_bar_expect_tx(full, kWgRows * D * sizeof(T));
+      const int tok0 = it.q0 + (it.row0 + h * kWgRows) / a.group;
+#pragma unroll
+      for (int panel = 0; panel < D / 64; ++panel)
+        tma_load_3d(base + panel * L::kQPanel + h * kWgRows * 128, map, panel * 64, it.hk * a.group, tok0, full);
+    }
+    __syncwarp();
+    if (pt % 32 == 0) ws_bar_arrive(full);
+  }
 };
 
 template <typename T, int D, int BN>
@@ -242,8 +266,14 @@ __device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, c
   const T* vc = static_cast<const T*>(a.v_cache);
   const uint32_t bar = base + L::kBar;
   const uint32_t full_k = bar, full_v = bar + 8 * S, empty_k = bar + 16 * S, empty_v = bar + 24 * S;
-  const uint32_t q_empty = bar + 32 * S;
+  const uint32_t q_empty = bar + 32 * S, q_full = q_empty + 16;  // [2] each, one a consumer warpgroup
+  const bool qt = maps.q_on;
   uint32_t kv = 0, nq = 0;  // tiles and items loaded so far (stage / phase of every barrier)
+  // Q by TMA: warpgroup h's rows once its own last S of the previous item read them.
+  auto load_q = [&](const WsItem& it, int h) {
+    if (nq > 0) ws_bar_wait(q_empty + 8 * h, (nq - 1) & 1);
+    p.q_half_tma(it, h, &maps.q, q_full + 8 * h);
+  };
   const int total = gr.x * gr.y * gr.z;
   for (int k = 0;; ++k) {
     const int r = ws_rank(gr, k);
@@ -251,27 +281,34 @@ __device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, c
     const WsItem it = ws_item<BN>(a, gr, r);
     if (!it.valid || it.ntiles == 0) continue;
     const int* table = a.block_tables + static_cast<int64_t>(it.s) * a.max_blocks_per_seq;
-    // Order K_0 (+ Q), V_0, K_1, V_1, ...: group g is signalled after group g + 1 is issued. K_t's
-    // signal waits for V_t's buffer (released at consumer step t - S + 1) and V_t's for K_{t+1}'s
-    // (step t + 1 - S): both before the step t, t + 1 that need them when S >= 2; S >= 3 leaves a step
-    // of slack so a warpgroup never waits for the other's softmax.
-    if (nq > 0) ws_bar_wait(q_empty, (nq - 1) & 1);  // the consumers' last S of the previous item read Q
-    ++nq;
+    // Order K_0 (+ Q by cp.async), V_0, K_1, V_1, ... (by TMA: K_0, Q rows of warpgroup 0, V_0, Q rows
+    // of warpgroup 1, K_1, ...): group g is signalled after group g + 1 is issued. K_t's signal waits for
+    // V_t's buffer (released at consumer step t - S + 1) and V_t's for K_{t+1}'s (step t + 1 - S): both
+    // before the step t, t + 1 that need them when S >= 2; S >= 3 leaves a step of slack so a warpgroup
+    // never waits for the other's softmax. Q by cp.async waits for both warpgroups' last S of the
+    // previous item; by TMA each half waits for its own.
+    if (!qt && nq > 0) {
+      ws_bar_wait(q_empty, (nq - 1) & 1);
+      ws_bar_wait(q_empty + 8, (nq - 1) & 1);
+    }
     for (int t = 0; t < it.ntiles; ++t, ++kv) {
       const uint32_t st = kv % S, use = kv / S;
       const int kt0 = it.kstart + t * BN;
       if (use > 0) ws_bar_wait(empty_k + 8 * st, (use - 1) & 1);
-      if (t == 0) p.q_tile(it);
+      if (t == 0 && !qt) p.q_tile(it);
       p.tile(kc, &maps.k, maps.on, table, it.hk, kt0, it.kend, base + L::kK + st * L::kTile, full_k + 8 * st);
       cp_async_commit();
       p.finish_prev(false);
       p.pend = full_k + 8 * st;
+      if (t == 0 && qt) load_q(it, 0);
       if (use > 0) ws_bar_wait(empty_v + 8 * st, (use - 1) & 1);
       p.tile(vc, &maps.v, maps.on, table, it.hk, kt0, it.kend, base + L::kV + st * L::kTile, full_v + 8 * st);
       cp_async_commit();
       p.finish_prev(false);
       p.pend = full_v + 8 * st;
+      if (t == 0 && qt) load_q(it, 1);
     }
+    ++nq;
     if (gr.flags & kWsFlushItemEnd) {  // the item's last V now, not after the next item's Q (see the flag)
       p.finish_prev(true);
       p.pend = 0;
@@ -282,7 +319,7 @@ __device__ __forceinline__ void ws_produce(const MmaArgs& a, const WsGrid& gr, c
 
 // Consumers: warpgroup cw (0, 1) of the math warpgroups, 64 rows each.
 template <typename T, int D, int BN>
-__device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, uint32_t base) {
+__device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, uint32_t base, bool q_tma) {
   using L = WsSmem<D, BN>;
   constexpr int S = L::kStages;
   constexpr int kNT = BN / 8;  // S accumulator groups of 8 keys
@@ -292,7 +329,7 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
   const int g = lane / 4, tq = lane % 4;
   const uint32_t bar = base + L::kBar;
   const uint32_t full_k = bar, full_v = bar + 8 * S, empty_k = bar + 16 * S, empty_v = bar + 24 * S;
-  const uint32_t q_empty = bar + 32 * S;
+  const uint32_t q_empty = bar + 32 * S + 8 * cw, q_full = bar + 32 * S + 16 + 8 * cw;  // this warpgroup's
   const uint32_t q_addr = base + cw * kWgRows * 128;  // this warpgroup's 64 rows of Q panel 0
   const bool pp = gr.flags & kWsPingPong;
   // Ping-pong: warpgroup cw issues after the other one's arrive on barrier 1 + cw (256 threads: 128
@@ -309,7 +346,7 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
   };
   if (pp && cw == 1) ws_named_arrive(1, 256);
 
-  uint32_t kv = 0;
+  uint32_t kv = 0, nq = 0;  // tiles and items consumed (phases of the barriers)
   const int total = gr.x * gr.y * gr.z;
   for (int k = 0;; ++k) {
     const int r = ws_rank(gr, k);
@@ -357,6 +394,8 @@ __device__ __forceinline__ void ws_consume(const MmaArgs& a, const WsGrid& gr, u
       float corr[2];
       // Step 0: S_0 alone.
       uint32_t st = kv % S;
+      if (q_tma) ws_bar_wait(q_full, nq & 1);  // by cp.async, Q came with K_0
+      ++nq;
       ws_bar_wait(full_k + 8 * st, (kv / S) & 1);
       issue_begin();
       wgmma_fence();
@@ -428,7 +467,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(Mma
   if (threadIdx.x == 0) {
     const uint32_t bar = base + L::kBar;
     for (int i = 0; i < 2 * L::kStages; ++i) ws_bar_init(bar + 8 * i, 4);  // full: the producer's 4 warps
-    for (int i = 2 * L::kStages; i < 4 * L::kStages + 1; ++i) ws_bar_init(bar + 8 * i, 8);  // empty, q: 8 warps
+    for (int i = 2 * L::kStages; i < 4 * L::kStages; ++i) ws_bar_init(bar + 8 * i, 8);  // empty: 8 warps
+    for (int i = 4 * L::kStages; i < 4 * L::kStages + 4; ++i) ws_bar_init(bar + 8 * i, 4);  // q_empty: a warpgroup; q_full
+
   }
   __syncthreads();
   pdl_enter();  // before any read of q / the cache
@@ -437,15 +478,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(Mma
     ws_produce<T, D, BN>(a, gr, maps, base);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsMathRegs));
-    ws_consume<T, D, BN>(a, gr, base);
+    ws_consume<T, D, BN>(a, gr, base, maps.q_on != 0);
   }
 }
 
 // Host side. Variants for same-process A/B (read once): VIREO_ATTN_WS=0 selects attention_wgmma.cuh's
 // kernel; VIREO_ATTN_WS_BN=64|128 the key tile (default 128); VIREO_ATTN_WS_FLAGS the WsGrid flags
-// (default 7: ping-pong, persistent, flush at item end).
+// (default 7: ping-pong, persistent, flush at item end); VIREO_ATTN_WS_QTMA=0 loads Q by cp.async.
 struct WsConfig {
   bool on = true;
+  bool q_tma = true;
   int bn = 128;
   int flags = kWsPingPong | kWsPersistent | kWsFlushItemEnd;
 };
@@ -455,6 +497,7 @@ inline const WsConfig& ws_config() {
     if (const char* e = std::getenv("VIREO_ATTN_WS")) w.on = e[0] != '0';
     if (const char* e = std::getenv("VIREO_ATTN_WS_BN")) w.bn = std::atoi(e) == 64 ? 64 : 128;
     if (const char* e = std::getenv("VIREO_ATTN_WS_FLAGS")) w.flags = std::atoi(e) & 7;
+    if (const char* e = std::getenv("VIREO_ATTN_WS_QTMA")) w.q_tma = e[0] != '0';
     return w;
   }();
   return c;
@@ -478,9 +521,10 @@ void launch_ws(const MmaArgs& a, dim3 grid, int num_sms, int flags, const WsMaps
 }
 
 // grid: (row tiles of 128 rows, seqs * kv heads, prefill splits), as launch_prefill_wgmma;
-// num_slots: the cache's num_blocks * block_size.
+// num_slots: the cache's num_blocks * block_size; num_tokens: q's rows ([num_tokens, num_heads, D]).
 template <typename T, int D>
-void launch_prefill_ws(const MmaArgs& a, dim3 grid, int num_sms, int64_t num_slots, cudaStream_t stream) {
+void launch_prefill_ws(const MmaArgs& a, dim3 grid, int num_sms, int64_t num_slots, int64_t num_tokens,
+                       cudaStream_t stream) {
   const WsConfig& c = ws_config();
   WsMaps maps{};
   const DType dt = std::is_same_v<T, __half> ? DType::kF16 : DType::kBF16;
@@ -488,6 +532,7 @@ void launch_prefill_ws(const MmaArgs& a, dim3 grid, int num_sms, int64_t num_slo
   KvMapShape v = k;
   v.base = a.v_cache;
   maps.on = a.block_size == kWsPageRows && kv_tensor_map(k, &maps.k) && kv_tensor_map(v, &maps.v);
+  maps.q_on = c.q_tma && q_tensor_map(QMapShape{a.q, dt, num_tokens, a.num_heads, D, a.group}, &maps.q);
   if (c.bn == 64) launch_ws<T, D, 64>(a, grid, num_sms, c.flags, maps, stream);
   else launch_ws<T, D, 128>(a, grid, num_sms, c.flags, maps, stream);
 }

@@ -79,4 +79,37 @@ bool kv_tensor_map(const KvMapShape& s, CUtensorMap* out) {
   return true;
 }
 
+bool q_tensor_map(const QMapShape& s, CUtensorMap* out) {
+  if (!enabled() || (s.dtype != DType::kBF16 && s.dtype != DType::kF16) || s.head_dim % 64 != 0 || s.group <= 0 ||
+      64 % s.group != 0 || s.num_heads % s.group != 0 || s.num_tokens <= 0 ||
+      reinterpret_cast<uintptr_t>(s.base) % 16 != 0)
+    return false;
+  static std::mutex mu;
+  static QMapShape last;
+  static CUtensorMap last_map;
+  std::lock_guard<std::mutex> lock(mu);
+  if (last.base == s.base && last.dtype == s.dtype && last.num_tokens == s.num_tokens && last.num_heads == s.num_heads &&
+      last.head_dim == s.head_dim && last.group == s.group) {
+    *out = last_map;
+    return true;
+  }
+  const EncodeTiledFn encode = encode_fn();
+  if (!encode) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(s.head_dim), static_cast<cuuint64_t>(s.num_heads),
+                              static_cast<cuuint64_t>(s.num_tokens)};
+  const cuuint64_t row = static_cast<cuuint64_t>(s.head_dim) * 2;  // bytes of one head's row
+  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(s.num_heads)};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(s.group), static_cast<cuuint32_t>(64 / s.group)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  CUtensorMap m;
+  const CUresult r = encode(&m, s.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            3, const_cast<void*>(s.base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  last = s;
+  last_map = m;
+  *out = m;
+  return true;
+}
+
 }  // namespace vireo::cuda

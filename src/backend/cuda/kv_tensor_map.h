@@ -26,4 +26,17 @@ struct KvMapShape {
 // encoded on the host (no GPU work) and cached per shape; VIREO_ATTN_TMA=0 turns this off.
 bool kv_tensor_map(const KvMapShape& shape, CUtensorMap* out);
 
+// Queries q [num_tokens, num_heads, D] as a 3-D tensor (D, num_heads, num_tokens) whose box is one 64-column
+// panel of 64 GQA-packed rows: (64, group, 64 / group), 128-byte swizzle, i.e. row r = token * group + head
+// of the box in swz128's layout. Rows past num_tokens are zero-filled. Needs group | 64.
+struct QMapShape {
+  const void* base = nullptr;
+  DType dtype = DType::kBF16;
+  int64_t num_tokens = 0;
+  int num_heads = 0, head_dim = 0, group = 0;
+};
+// As kv_tensor_map (same conditions on dtype, D and alignment, and VIREO_ATTN_TMA); the last map is reused
+// while the shape and base stay (every layer of a step).
+bool q_tensor_map(const QMapShape& shape, CUtensorMap* out);
+
 }  // namespace vireo::cuda
