@@ -44,6 +44,22 @@ struct Entry {
   CUtensorMap map;
 };
 
+// A 16-bit tensor (dims[0] contiguous elements, then dims[1], then dims[2]) whose box is one 64-element
+// (128-byte) panel of box1 x box2 rows, 128-byte swizzled; false when the driver refuses it.
+bool encode_3d(const void* base, DType dtype, const cuuint64_t (&dims)[3], cuuint32_t box1, cuuint32_t box2,
+               CUtensorMap* out) {
+  const EncodeTiledFn encode = encode_fn();
+  if (!encode) return false;
+  const cuuint64_t row = dims[0] * 2;  // bytes of one innermost row
+  const cuuint64_t strides[2] = {row, row * dims[1]};
+  const cuuint32_t box[3] = {64, box1, box2};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  return encode(out, dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+                const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace
 
 bool kv_tensor_map(const KvMapShape& s, CUtensorMap* out) {
@@ -61,19 +77,10 @@ bool kv_tensor_map(const KvMapShape& s, CUtensorMap* out) {
       *out = e.map;
       return true;
     }
-  const EncodeTiledFn encode = encode_fn();
-  if (!encode) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(s.head_dim), static_cast<cuuint64_t>(s.num_kv_heads),
                               static_cast<cuuint64_t>(s.num_slots)};
-  const cuuint64_t row = static_cast<cuuint64_t>(s.head_dim) * 2;  // bytes of one head's row
-  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(s.num_kv_heads)};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(s.block_size)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
   Entry e{s, {}};
-  const CUresult r = encode(&e.map, s.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            3, const_cast<void*>(s.base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return false;
+  if (!encode_3d(s.base, s.dtype, dims, 1, static_cast<cuuint32_t>(s.block_size), &e.map)) return false;
   cache.push_back(e);
   *out = e.map;
   return true;
@@ -93,19 +100,11 @@ bool q_tensor_map(const QMapShape& s, CUtensorMap* out) {
     *out = last_map;
     return true;
   }
-  const EncodeTiledFn encode = encode_fn();
-  if (!encode) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(s.head_dim), static_cast<cuuint64_t>(s.num_heads),
                               static_cast<cuuint64_t>(s.num_tokens)};
-  const cuuint64_t row = static_cast<cuuint64_t>(s.head_dim) * 2;  // bytes of one head's row
-  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(s.num_heads)};
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(s.group), static_cast<cuuint32_t>(64 / s.group)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
   CUtensorMap m;
-  const CUresult r = encode(&m, s.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                            3, const_cast<void*>(s.base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return false;
+  if (!encode_3d(s.base, s.dtype, dims, static_cast<cuuint32_t>(s.group), static_cast<cuuint32_t>(64 / s.group), &m))
+    return false;
   last = s;
   last_map = m;
   *out = m;
