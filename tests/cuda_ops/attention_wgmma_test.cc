@@ -2,10 +2,10 @@
 // (attention_wgmma_ws.cuh; its variants by environment, one process each: VIREO_ATTN_WS_BN=64|128,
 // VIREO_ATTN_WS_FLAGS=0..3, VIREO_ATTN_WS_QTMA=0) or, with VIREO_ATTN_WS=0, attention_wgmma.cuh's, vs the
 // CPU backend: bf16 and f16, head dims 64 and 128, GQA 1/2/4/8/16/32 (Q by TMA) and 3/6/7 (Q by cp.async),
-// one sequence of 17..8192 tokens (lengths on and off the 16- and 64-token grids), several sequences in one batch (decode rows beside
-// them go to the mma.sync decode kernel), chunked prefill over a cached prefix (with key splits and the
-// merge kernel), scattered and contiguous block tables, 16- and 32-token pages. Outputs NaN-poisoned;
-// a second launch must agree bit for bit.
+// one sequence of 17..8192 tokens (lengths on and off the 16- and 64-token grids), several sequences in
+// one batch (decode rows beside them go to the mma.sync decode kernel), chunked prefill over a cached
+// prefix (with key splits and the merge kernel), scattered and contiguous block tables, 16- and 32-token
+// pages. Outputs NaN-poisoned; a second launch must agree bit for bit.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "cuda_test_util.h"

@@ -468,8 +468,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(Mma
     const uint32_t bar = base + L::kBar;
     for (int i = 0; i < 2 * L::kStages; ++i) ws_bar_init(bar + 8 * i, 4);  // full: the producer's 4 warps
     for (int i = 2 * L::kStages; i < 4 * L::kStages; ++i) ws_bar_init(bar + 8 * i, 8);  // empty: 8 warps
-    for (int i = 4 * L::kStages; i < 4 * L::kStages + 4; ++i) ws_bar_init(bar + 8 * i, 4);  // q_empty: a warpgroup; q_full
-
+    // q_empty [2]: one consumer warpgroup's 4 warps; q_full [2]: the producer's 4 warps (+ TMA bytes).
+    for (int i = 4 * L::kStages; i < 4 * L::kStages + 4; ++i) ws_bar_init(bar + 8 * i, 4);
   }
   __syncthreads();
   pdl_enter();  // before any read of q / the cache
