@@ -24,6 +24,9 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     // Qwen3-VL's text models (convert_hf_to_gguf.py's Qwen3VLTextModel: Qwen3's tensors; the vision tower and
     // its deepstack mergers go to the mmproj file; M-RoPE sections reduce to plain RoPE for text).
     {"qwen3vl", "Qwen3ForCausalLM"},
+    // Qwen2-VL / Qwen2.5-VL / Qwen2.5-Omni's thinker (convert_hf_to_gguf.py's Qwen2VLModel): Qwen2's tensors,
+    // the vision tower in the mmproj file; rope.dimension_sections (M-RoPE) is plain RoPE for text.
+    {"qwen2vl", "Qwen2ForCausalLM"},
     {"qwen3vlmoe", "Qwen3MoeForCausalLM"},
     {"qwen2moe", "Qwen2MoeForCausalLM"},
     {"gemma3", "Gemma3ForCausalLM"},

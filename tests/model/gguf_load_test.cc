@@ -540,10 +540,11 @@ TEST(GgufModel, Olmo3SlidingLayersAsOlmo2Files) {
   fs::remove_all(dir);
 }
 
-// Qwen3-VL's text GGUFs (arch qwen3vl / qwen3vlmoe): Qwen3's and Qwen3-MoE's tensors and keys under
-// another name; the same logits as the qwen3 / qwen3moe files.
-TEST(GgufModel, Qwen3VlTextFilesAreQwen3) {
-  for (auto [fixture, arch] : {std::pair{"qwen3", "qwen3vl"}, std::pair{"qwen3_moe", "qwen3vlmoe"}}) {
+// Qwen3-VL's text GGUFs (arch qwen3vl / qwen3vlmoe) and Qwen2-VL / Qwen2.5-VL's (qwen2vl): Qwen3's,
+// Qwen3-MoE's and Qwen2's tensors and keys under another name; the same logits as the plain files.
+TEST(GgufModel, VlTextFilesAreTheirTextModels) {
+  for (auto [fixture, arch] : {std::pair{"qwen3", "qwen3vl"}, std::pair{"qwen3_moe", "qwen3vlmoe"},
+                               std::pair{"qwen2", "qwen2vl"}}) {
     SCOPED_TRACE(arch);
     const std::string plain = (temp_dir() / "plain.gguf").string(), vl = (temp_dir() / "vl.gguf").string();
     testing::convert_model_fixture(fixture_dir(fixture), plain);
