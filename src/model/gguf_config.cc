@@ -20,6 +20,9 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM"},
     {"qwen3", "Qwen3ForCausalLM"},
     {"olmo2", "Olmo2ForCausalLM"},
+    // OLMoE (convert_hf_to_gguf.py's OlmoeModel): full-width q/k norms as OLMo-2, pre-norm layers, every layer
+    // sparse with the experts feed_forward_length wide (no expert_feed_forward_length), weights not renormalised.
+    {"olmoe", "OlmoeForCausalLM"},
     {"qwen3moe", "Qwen3MoeForCausalLM"},
     // Qwen3-VL's text models (convert_hf_to_gguf.py's Qwen3VLTextModel: Qwen3's tensors; the vision tower and
     // its deepstack mergers go to the mmproj file; M-RoPE sections reduce to plain RoPE for text).
@@ -312,16 +315,18 @@ ModelConfig gguf_model_config(const GgufShards& m) {
     j["intermediate_size"] = gguf_required_int(f, a + ".feed_forward_length");
   } else if (f.get_int(a + ".expert_count").value_or(0) > 0) {
     if (a != "qwen3moe" && a != "qwen2moe" && a != "gpt-oss" && a != "qwen3next" && a != "qwen35moe" && a != "lfm2moe" &&
-        a != "glm4moe" && a != "qwen3vlmoe" && a != "hunyuan-moe" && a != "ernie4_5-moe")
+        a != "glm4moe" && a != "qwen3vlmoe" && a != "hunyuan-moe" && a != "ernie4_5-moe" && a != "olmoe")
       throw Error(f.path() + ": mixture-of-experts models (" + a + ".expert_count) are supported for qwen3moe, "
-                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, hunyuan-moe, ernie4_5-moe, deepseek2 "
-                  "and llama (Mixtral) only");
+                  "qwen2moe, qwen3next, qwen35moe, qwen3vlmoe, gpt-oss, lfm2moe, glm4moe, granitemoe, hunyuan-moe, "
+                  "ernie4_5-moe, olmoe, deepseek2 and llama (Mixtral) only");
     // llama.cpp's qwen3moe graph: every layer sparse, softmax router, top-k weights renormalised
     // (expert_weights_norm, where a newer converter writes it); qwen2moe's: not renormalised, plus the
     // shared expert (ffn_*_shexp, expert_shared_feed_forward_length wide, gated by ffn_gate_inp_shexp).
     j["num_experts"] = gguf_required_int(f, a + ".expert_count");
     j["num_experts_per_tok"] = gguf_required_int(f, a + ".expert_used_count");
-    j["moe_intermediate_size"] = gguf_required_int(f, a + ".expert_feed_forward_length");
+    j["moe_intermediate_size"] = a == "olmoe" && !f.find(a + ".expert_feed_forward_length")
+                                     ? gguf_required_int(f, a + ".feed_forward_length")
+                                     : gguf_required_int(f, a + ".expert_feed_forward_length");
     // (qwen3next / qwen35moe / lfm2moe: llama.cpp renormalises whatever the file says)
     j["norm_topk_prob"] = hybrid || a == "lfm2moe" || a == "hunyuan-moe" || f.get_bool(a + ".expert_weights_norm").value_or(a == "qwen3moe" || a == "qwen3vlmoe");
     // hunyuan-moe: ffn_*_shexp, feed_forward_length * expert_shared_count wide (model_config_hunyuan.cc).

@@ -199,7 +199,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"SmolLM3ForCausalLM", "smollm3"},
                                                            {"Qwen3_5MoeForCausalLM", "qwen35moe"},
                                                            {"Ernie4_5ForCausalLM", "ernie4_5"},
-                                                           {"Ernie4_5_MoeForCausalLM", "ernie4_5-moe"}};
+                                                           {"Ernie4_5_MoeForCausalLM", "ernie4_5-moe"},
+                                                           {"OlmoeForCausalLM", "olmoe"}};
   const std::string a = o.arch.empty() ? archs.at(c["architectures"][0].get<std::string>()) : o.arch;
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);

@@ -121,6 +121,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"hunyuan_dense", testing::kGgmlF32, 1e-4}, Case{"hunyuan_dense", testing::kGgmlQ8_0, 5e-2},
                       Case{"hunyuan_moe", testing::kGgmlF32, 1e-4}, Case{"ernie4_5", testing::kGgmlF32, 0},
                       Case{"ernie4_5", testing::kGgmlQ8_0, 5e-2}, Case{"ernie4_5_moe", testing::kGgmlF32, 0},
+                      // olmoe: OLMo-2's full-width q/k norms in pre-norm layers, experts feed_forward_length wide
+                      Case{"olmoe", testing::kGgmlF32, 0}, Case{"olmoe", testing::kGgmlQ8_0, 5e-2},
                       Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2},
                       // lfm2moe (the sigmoid router's exp_probs_b, leading dense layer), glm4moe (q/k/v biases,
                       // half rotary, DeepSeek router keys), seed_oss (q/k/v biases without o_proj's)
