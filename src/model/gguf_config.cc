@@ -23,6 +23,10 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     // OLMoE (convert_hf_to_gguf.py's OlmoeModel): full-width q/k norms as OLMo-2, pre-norm layers, every layer
     // sparse with the experts feed_forward_length wide (no expert_feed_forward_length), weights not renormalised.
     {"olmoe", "OlmoeForCausalLM"},
+    // EXAONE 4.0 (convert_hf_to_gguf.py's Exaone4Model): OLMo-2's post-norms (post_attention_norm,
+    // post_ffw_norm) and per-head q/k norms, NeoX RoPE (llama3 scaling as rope_freqs), the sliding layers
+    // in attention.sliding_window_pattern; the global layers take no RoPE when a window is set.
+    {"exaone4", "Exaone4ForCausalLM"},
     {"qwen3moe", "Qwen3MoeForCausalLM"},
     // Qwen3-VL's text models (convert_hf_to_gguf.py's Qwen3VLTextModel: Qwen3's tensors; the vision tower and
     // its deepstack mergers go to the mmproj file; M-RoPE sections reduce to plain RoPE for text).
@@ -169,22 +173,26 @@ void lfm2_fields(const GgufShards& m, const std::string& a, json& j) {
   j.erase("mlp_only_layers");  // the same layers, said by num_dense_layers
 }
 
-// OLMo 3 converts as "olmo2" (convert_hf_to_gguf.py's Olmo2Model): its window in attention.sliding_window
-// and which layers use it in attention.sliding_window_pattern (one flag per layer); without the flags the
-// window would apply to every layer, so none is taken (OLMo-2 files have neither key).
-void olmo2_fields(const GgufFile& f, const std::string& a, json& j) {
+// attention.sliding_window_pattern (one flag per layer, true = sliding) as config.json's layer_types;
+// false where the file has no such array.
+bool sliding_layer_types(const GgufFile& f, const std::string& a, json& j) {
   const GgufValue* pv = f.find(a + ".attention.sliding_window_pattern");
-  if (!pv || pv->type != GgufType::kArray) {
-    j.erase("sliding_window");
-    return;
-  }
+  if (!pv || pv->type != GgufType::kArray) return false;
   const int64_t n = j["num_hidden_layers"].get<int64_t>();
   if (!pv->value.is_array() || static_cast<int64_t>(pv->value.size()) != n)
     throw Error(f.path() + ": metadata '" + a + ".attention.sliding_window_pattern' must hold one flag per layer");
   json types = json::array();
   for (const auto& v : pv->value) types.push_back((v.is_boolean() ? v.get<bool>() : v != 0) ? "sliding_attention" : "full_attention");
   j["layer_types"] = types;
-  j["architectures"] = {"Olmo3ForCausalLM"};
+  return true;
+}
+
+// OLMo 3 converts as "olmo2" (convert_hf_to_gguf.py's Olmo2Model): its window in attention.sliding_window
+// and which layers use it in attention.sliding_window_pattern; without the flags the window would apply
+// to every layer, so none is taken (OLMo-2 files have neither key).
+void olmo2_fields(const GgufFile& f, const std::string& a, json& j) {
+  if (sliding_layer_types(f, a, j)) j["architectures"] = {"Olmo3ForCausalLM"};
+  else j.erase("sliding_window");
 }
 
 // GLM-4.5 as convert_hf_to_gguf.py's Glm4MoeModel writes it: leading_dense_block_count dense layers, the
@@ -396,6 +404,8 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   if (a == "lfm2" || a == "lfm2moe") lfm2_fields(m, a, j);
   if (a == "glm4moe") glm4moe_fields(m, a, j);
   if (a == "olmo2") olmo2_fields(f, a, j);
+  // EXAONE 4.0: the flags where written; else Exaone4Config's sliding_window_pattern default (model_config_exaone4.cc).
+  if (a == "exaone4") sliding_layer_types(f, a, j);
   if (a == "ernie4_5" || a == "ernie4_5-moe") ernie_fields(f, m, a, j);
   if (a == "seed_oss") {  // q/k/v biases without o_proj's (attention_out_bias), told by the tensors present
     j["attention_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;

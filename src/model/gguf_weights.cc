@@ -116,7 +116,7 @@ GgufWeights::GgufWeights(std::unique_ptr<GgufShards> files, const ModelConfig& c
       post_attention_norm_(c.architecture == "Olmo2ForCausalLM" || c.architecture == "Olmo3ForCausalLM" ||
                            c.architecture == "Gemma3ForCausalLM" ||
                            c.architecture == "Gemma2ForCausalLM" || c.architecture == "GptOssForCausalLM" ||
-                           c.linear_attn.num_k_heads > 0),
+                           c.architecture == "Exaone4ForCausalLM" || c.linear_attn.num_k_heads > 0),
       // convert_hf_to_gguf.py's LlamaModel interleaves the two rotary halves of each Q/K head so
       // that ggml's GPT-J-style RoPE matches HF's rotate_half; Qwen, OLMo-2 and Gemma files use NeoX RoPE.
       llama_(c.architecture == "LlamaForCausalLM" || c.architecture == "MixtralForCausalLM" ||  // "llama" in the file

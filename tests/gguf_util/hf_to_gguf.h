@@ -57,7 +57,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
   std::string module = hf.substr(dot + 1, last - dot - 1);
   std::string name = layer.at(module);
   if ((arch == "olmo2" || arch == "gemma3" || arch == "gemma2" || arch == "gpt-oss" || arch == "qwen3next" ||
-       arch == "qwen35" || arch == "qwen35moe") &&
+       arch == "qwen35" || arch == "qwen35moe" || arch == "exaone4") &&
       module == "post_attention_layernorm")
     name = "post_attention_norm";
   return "blk." + hf.substr(a, dot - a) + "." + name + hf.substr(last);
@@ -200,7 +200,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Qwen3_5MoeForCausalLM", "qwen35moe"},
                                                            {"Ernie4_5ForCausalLM", "ernie4_5"},
                                                            {"Ernie4_5_MoeForCausalLM", "ernie4_5-moe"},
-                                                           {"OlmoeForCausalLM", "olmoe"}};
+                                                           {"OlmoeForCausalLM", "olmoe"},
+                                                           {"Exaone4ForCausalLM", "exaone4"}};
   const std::string a = o.arch.empty() ? archs.at(c["architectures"][0].get<std::string>()) : o.arch;
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -266,7 +267,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", c.value("rms_norm_eps", c.value("norm_eps", 1e-6f)));
   if (c.contains("sliding_window") && c["sliding_window"].is_number_integer())
     w.add_u32(a + ".attention.sliding_window", c["sliding_window"]);
-  if (a == "olmo2" && c.contains("layer_types")) {  // Olmo2Model (OLMo 3): which layers slide
+  if ((a == "olmo2" || a == "exaone4") && c.contains("layer_types")) {  // Olmo2Model (OLMo 3), Exaone4Model
     std::vector<bool> pattern;
     for (const auto& t : c["layer_types"]) pattern.push_back(t == "sliding_attention");
     w.add_bool_array(a + ".attention.sliding_window_pattern", pattern);

@@ -123,6 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ernie4_5", testing::kGgmlQ8_0, 5e-2}, Case{"ernie4_5_moe", testing::kGgmlF32, 0},
                       // olmoe: OLMo-2's full-width q/k norms in pre-norm layers, experts feed_forward_length wide
                       Case{"olmoe", testing::kGgmlF32, 0}, Case{"olmoe", testing::kGgmlQ8_0, 5e-2},
+                      // exaone4: post-norms, sliding layers by the pattern flags, the global layer without RoPE,
+                      // llama3 RoPE scaling as rope_freqs (an ulp off transformers' formula, as llama3's)
+                      Case{"exaone4", testing::kGgmlF32, 1e-5}, Case{"exaone4", testing::kGgmlQ8_0, 5e-2},
                       Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2},
                       // lfm2moe (the sigmoid router's exp_probs_b, leading dense layer), glm4moe (q/k/v biases,
                       // half rotary, DeepSeek router keys), seed_oss (q/k/v biases without o_proj's)
@@ -538,6 +541,30 @@ TEST(GgufModel, Olmo3SlidingLayersAsOlmo2Files) {
   testing::convert_model_fixture(dir.string(), gguf);
   EXPECT_EQ(run_model(gguf).logits, want.logits);
   EXPECT_EQ(run_model(gguf).greedy, want.greedy);
+  fs::remove(gguf);
+  fs::remove_all(dir);
+}
+
+// EXAONE 4.0 with sliding layers other than Exaone4Config's default pattern (every 4th layer global): the
+// exaone4 fixture's weights with layer_types [full, sliding, sliding, full] and no sliding_window_pattern.
+// Its GGUF (attention.sliding_window_pattern flags, as convert_hf_to_gguf.py's Exaone4Model writes them)
+// gives the safetensors model's logits; the fixture's own layout (3 sliding, 1 global) does not.
+TEST(GgufModel, Exaone4SlidingLayersFromTheFlags) {
+  const fs::path dir = temp_dir() / "exaone4_flags";
+  fs::create_directories(dir);
+  nlohmann::json cfg = testing::read_json(fixture_dir("exaone4") + "/config.json");
+  cfg.erase("sliding_window_pattern");
+  cfg["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  std::ofstream(dir / "config.json") << cfg.dump();
+  fs::copy_file(fixture_dir("exaone4") + "/model.safetensors", dir / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  const std::string gguf = (temp_dir() / "exaone4_flags.gguf").string();
+  testing::convert_model_fixture(dir.string(), gguf);
+  const ModelRun want = run_model(dir.string()), got = run_model(gguf);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  EXPECT_LT(testing::rel_max_err(got.logits.data(), want.logits.data(), want.logits.size()), 1e-5);
+  const ModelRun fixture = run_model(fixture_dir("exaone4"));
+  EXPECT_GT(testing::rel_max_err(fixture.logits.data(), want.logits.data(), want.logits.size()), 1e-3);
   fs::remove(gguf);
   fs::remove_all(dir);
 }
