@@ -48,6 +48,10 @@ const std::pair<const char*, const char*> kArchitectures[] = {
     {"lfm2", "Lfm2ForCausalLM"},
     {"lfm2moe", "Lfm2MoeForCausalLM"},
     {"glm4moe", "Glm4MoeForCausalLM"},
+    // GLM-4-0414 (convert_hf_to_gguf.py's Glm4Model): the HF tensors unpermuted (GPT-J RoPE over
+    // rope.dimension_count of each head), q/k/v biases, [gate; up] fused in ffn_up, sandwich norms
+    // post_attention_norm / post_ffw_norm.
+    {"glm4", "Glm4ForCausalLM"},
     {"seed_oss", "SeedOssForCausalLM"},  // Llama's tensors (no Q/K permutation), q/k/v biases
     {"deepseek2", "DeepseekV3ForCausalLM"},  // or V2: by expert_gating_func (gguf_config_deepseek2.cc)
     {"qwen3next", "Qwen3NextForCausalLM"},
@@ -407,6 +411,7 @@ ModelConfig gguf_model_config(const GgufShards& m) {
   // EXAONE 4.0: the flags where written; else Exaone4Config's sliding_window_pattern default (model_config_exaone4.cc).
   if (a == "exaone4") sliding_layer_types(f, a, j);
   if (a == "ernie4_5" || a == "ernie4_5-moe") ernie_fields(f, m, a, j);
+  if (a == "glm4") j["attention_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;  // none on o_proj
   if (a == "seed_oss") {  // q/k/v biases without o_proj's (attention_out_bias), told by the tensors present
     j["attention_bias"] = m.find_tensor("blk.0.attn_q.bias").info != nullptr;
     j["attention_out_bias"] = m.find_tensor("blk.0.attn_output.bias").info != nullptr;

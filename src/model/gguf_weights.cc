@@ -21,6 +21,7 @@ const std::pair<const char*, const char*> kLayerNames[] = {
     {"self_attn.o_proj", "attn_output"},       {"self_attn.q_norm", "attn_q_norm"},
     {"self_attn.k_norm", "attn_k_norm"},       {"post_attention_layernorm", "ffn_norm"},
     {"post_feedforward_layernorm", "post_ffw_norm"}, {"pre_feedforward_layernorm", "ffn_norm"},
+    {"post_self_attn_layernorm", "post_attention_norm"}, {"post_mlp_layernorm", "post_ffw_norm"},  // GLM-4
     {"mlp.gate_proj", "ffn_gate"},
     {"mlp.up_proj", "ffn_up"},                 {"mlp.down_proj", "ffn_down"},
     {"mlp.gate", "ffn_gate_inp"},  // the MoE router

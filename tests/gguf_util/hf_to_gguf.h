@@ -36,6 +36,7 @@ inline std::string converter_tensor_name(const std::string& hf, const std::strin
       {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"}, {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
       {"mlp.shared_expert.down_proj", "ffn_down_shexp"}, {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
       {"pre_feedforward_layernorm", "ffn_norm"}, {"self_attn.qkv_proj", "attn_qkv"}, {"mlp.gate_up_proj", "ffn_up"},
+      {"post_self_attn_layernorm", "post_attention_norm"}, {"post_mlp_layernorm", "post_ffw_norm"},  // glm4
       {"mlp.router", "ffn_gate_inp"}, {"block_sparse_moe.router.layer", "ffn_gate_inp"},
       {"self_attn.query_layernorm", "attn_q_norm"}, {"self_attn.key_layernorm", "attn_k_norm"},  // hunyuan
       {"mlp.gate.wg", "ffn_gate_inp"}, {"mlp.shared_mlp.gate_proj", "ffn_gate_shexp"},            // hunyuan-moe
@@ -201,7 +202,8 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
                                                            {"Ernie4_5ForCausalLM", "ernie4_5"},
                                                            {"Ernie4_5_MoeForCausalLM", "ernie4_5-moe"},
                                                            {"OlmoeForCausalLM", "olmoe"},
-                                                           {"Exaone4ForCausalLM", "exaone4"}};
+                                                           {"Exaone4ForCausalLM", "exaone4"},
+                                                           {"Glm4ForCausalLM", "glm4"}};
   const std::string a = o.arch.empty() ? archs.at(c["architectures"][0].get<std::string>()) : o.arch;
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kv_heads = c["num_key_value_heads"];
   const int64_t head_dim = c.value("head_dim", hidden / heads);
@@ -249,7 +251,7 @@ inline void convert_model_fixture(const std::string& dir, const std::string& out
     w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
   }
   // Phi-3's converter writes the rotary width (partial_rotary_factor); the others the head width.
-  const int64_t rope_dims = a == "phi3" || a == "glm4moe" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
+  const int64_t rope_dims = a == "phi3" || a == "glm4moe" || a == "glm4" ? static_cast<int64_t>(rope.value("partial_rotary_factor", c.value("partial_rotary_factor", 1.0)) *
                                                                 head_dim)
                                         : head_dim;
   const bool hybrid = a == "qwen3next" || a == "qwen35" || a == "qwen35moe";

@@ -126,6 +126,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // exaone4: post-norms, sliding layers by the pattern flags, the global layer without RoPE,
                       // llama3 RoPE scaling as rope_freqs (an ulp off transformers' formula, as llama3's)
                       Case{"exaone4", testing::kGgmlF32, 1e-5}, Case{"exaone4", testing::kGgmlQ8_0, 5e-2},
+                      // glm4: GPT-J RoPE over half of each head, q/k/v biases, fused [gate; up], sandwich norms
+                      Case{"glm4", testing::kGgmlF32, 0}, Case{"glm4", testing::kGgmlQ8_0, 5e-2},
                       Case{"lfm2", testing::kGgmlF32, 0}, Case{"lfm2", testing::kGgmlQ8_0, 5e-2},
                       // lfm2moe (the sigmoid router's exp_probs_b, leading dense layer), glm4moe (q/k/v biases,
                       // half rotary, DeepSeek router keys), seed_oss (q/k/v biases without o_proj's)
