@@ -187,6 +187,36 @@ TEST(GgufTokenizerPre, HunyuanIsQwen2WithoutNfc) {
   EXPECT_NE(q2->encode(all.back(), false), gg->encode(all.back(), false)) << "qwen2's NFC should compose the accents";
 }
 
+// GLM-4's pre "glm4" (llama.cpp's CHATGLM4: Llama-3's split, no normaliser) and OLMo's "olmo" (GPT-2's
+// byte-level split): the Qwen3 vocabulary under each pre against the Qwen3 tokenizer.json with that
+// pipeline spelled out.
+TEST(GgufTokenizerPre, Glm4IsLlama3SplitAndOlmoIsGpt2) {
+  const std::string llama3 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  bool swapped = false;
+  const EditedQwen3 glm("glm4", [&](nlohmann::json& tj) {
+    tj["normalizer"] = nullptr;
+    for (auto& p : tj["pre_tokenizer"]["pretokenizers"])
+      if (p["type"] == "Split") p["pattern"]["Regex"] = llama3, swapped = true;
+  });
+  ASSERT_TRUE(swapped);
+  std::vector<std::string> all = texts();
+  all.push_back("12345678 digits, cafe\u0301");
+  for (const char* pre : {"glm4", "chatglm-bpe"}) expect_same_encodings(*glm.gguf("glm4", pre), *glm.hf(), all);
+  const EditedQwen3 olmo("olmo", [&](nlohmann::json& tj) {
+    tj["normalizer"] = nullptr;
+    tj["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
+  });
+  expect_same_encodings(*olmo.gguf("olmoe", "olmo"), *olmo.hf(), all);
+  // Where the two splits part: Llama-3's takes one non-letter before a word and upper-case contractions.
+  auto g2 = olmo.gguf("olmoe", "olmo"), l3 = glm.gguf("glm4", "glm4");
+  int differ = 0;
+  for (const char* t : {"x!hello", "IT'S", "(hello)", ".Hello", "\"Hello\"", "#include"})
+    differ += g2->encode(t, false) != l3->encode(t, false);
+  EXPECT_GT(differ, 0) << "the GPT-2 and Llama-3 splits should differ somewhere";
+}
+
 TEST(GgufTokenizerErrors, ClearMessages) {
   const std::string p = gguf_path("bad");
   auto expect = [&](const std::function<void(testing::GgufWriter&)>& fill, const std::string& what) {
