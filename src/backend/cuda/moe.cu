@@ -90,7 +90,7 @@ struct RouteArgs {
   bool renorm, sigmoid, fp32;  // fp32: fp32 logits and scaled fp32 weights (kSigmoid, kSoftmaxFp32)
   const float* bias;  // [E] or null: the choice bias (score_bias)
   int n_group, topk_group;
-  float scale;       // routed_scaling_factor (kSigmoid only)
+  float scale;       // routed_scaling_factor (the fp32 modes: kSigmoid, kSoftmaxFp32)
   float renorm_eps;  // added to the top-k sum in the fp32 modes (DeepSeek 1e-20, LFM2-MoE 1e-6)
 };
 
