@@ -17,6 +17,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -226,6 +228,184 @@ TEST_F(CublasLtFp8Probe, DecodeShapes) {
         const bool fp8 = f.in == CUDA_R_8F_E4M3;
         probe(f, n, s.m, s.k, fp8 ? w8 : wb, fp8 ? x8 : xb, out, sa, sb);
       }
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+
+// Beyond the heuristic: every configuration cuBLASLt's algorithms accept for Vireo's FP8 form (outer-vector
+// scales, FAST_ACCUM, D bf16; beta = 1 with the residual as C for o_proj and down, as run_fp8 runs them) at
+// the 8B serving step's shapes, each timed on random codes (constant codes draw less power and clock higher).
+// The heuristic offers one outer-vector candidate a shape; this asks whether another tile / stages / cluster /
+// swizzle of the same kernels is faster. Prints the heuristic's config and time, then the five fastest found.
+// Run: VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench --gtest_filter='CublasLtFp8Probe.Search'
+// (VIREO_PROBE_ROWS=2048,2304 picks the row counts.)
+TEST_F(CublasLtFp8Probe, Search) {
+  struct Shape {
+    int64_t m, k;
+    bool residual;
+    const char* name;
+  };
+  std::vector<int64_t> rows = {2048};
+  if (const char* e = std::getenv("VIREO_PROBE_ROWS")) {
+    rows.clear();
+    for (std::string s = e; !s.empty();) {
+      const size_t c = s.find(',');
+      rows.push_back(std::stoll(s.substr(0, c)));
+      s = c == std::string::npos ? "" : s.substr(c + 1);
+    }
+  }
+  auto random_codes = [&](int64_t count) {
+    std::vector<uint8_t> h(static_cast<size_t>(count));
+    uint32_t x = 12345u;
+    for (auto& b : h) {
+      x = x * 1664525u + 1013904223u;
+      b = static_cast<uint8_t>(x >> 24);
+      if ((b & 0x7F) == 0x7F) b ^= 1;  // no NaN codes
+      if ((b & 0x78) == 0x78) b &= 0xB7;  // magnitudes below 256: sums stay in range
+    }
+    Tensor t = dev({count}, DType::kU8);
+    cudaMemcpy(t.data, h.data(), h.size(), cudaMemcpyHostToDevice);
+    return t;
+  };
+  const cudaDataType_t in = CUDA_R_8F_E4M3, ot = CUDA_R_16BF;
+  for (int64_t n : rows) {
+    for (const Shape& s : std::vector<Shape>{{6144, 4096, false, "qkv"},
+                                             {4096, 4096, true, "o_proj"},
+                                             {24576, 4096, false, "gate_up"},
+                                             {4096, 12288, true, "down"}}) {
+      Tensor w8 = random_codes(s.m * s.k), x8 = random_codes(n * s.k);
+      Tensor out = rand_t({n, s.m}, -1.f, 1.f, DType::kBF16);
+      Tensor sa = rand_t({s.m}, 1e-4f, 2e-4f, DType::kF32), sb = rand_t({n}, 1e-3f, 2e-3f, DType::kF32);
+      cublasLtMatmulDesc_t op;
+      cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+      const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn));
+      const int8_t one = 1;
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &one, sizeof(one));
+      const auto outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer));
+      const void* pa = sa.data;
+      const void* pb = sb.data;
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof(pa));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof(pb));
+      cublasLtMatrixLayout_t la, lb, lc;
+      cublasLtMatrixLayoutCreate(&la, in, s.k, s.m, s.k);
+      cublasLtMatrixLayoutCreate(&lb, in, s.k, n, s.k);
+      cublasLtMatrixLayoutCreate(&lc, ot, s.m, n, s.m);
+      const float alpha = 1.f, beta = s.residual ? 1.f : 0.f;
+      auto time_algo = [&](const cublasLtMatmulAlgo_t& algo, bool quick) {
+        cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+        auto call = [&](int) {
+          st = cublasLtMatmul(lt_, op, &alpha, w8.data, la, x8.data, lb, &beta, out.data, lc, out.data, lc, &algo, ws_.data,
+                              ws_bytes_, stream_);
+        };
+        call(0);
+        if (cudaStreamSynchronize(stream_) != cudaSuccess || st != CUBLAS_STATUS_SUCCESS) {
+          cudaGetLastError();
+          return -1.0;
+        }
+        return quick ? bench::median_us(stream_, call, 1, 2, 0) / 2 : bench::median_us(stream_, call, 5, 4, 2) / 4;
+      };
+      auto describe = [](const cublasLtMatmulAlgo_t& a) {
+        int32_t id = -1, splitk = -1;
+        uint32_t tile = 0, stages = 0, swz = 0, custom = 0;
+        uint16_t cluster = 0;
+        size_t wr = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom), &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &wr);
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "algo %d tile %u stages %u splitk %d swizzle %u custom %u cluster %u", id, tile,
+                      stages, splitk, swz, custom, unsigned(cluster));
+        return std::string(buf);
+      };
+      auto tf = [&](double us) { return us > 0 ? 2.0 * n * s.m * s.k / us / 1e6 : 0.0; };
+      // The heuristic's pick (what CublasLtGemm::plan_fp8 takes).
+      cublasLtMatmulPreference_t pref;
+      cublasLtMatmulPreferenceCreate(&pref);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_, sizeof(ws_bytes_));
+      cublasLtMatmulHeuristicResult_t hr[kMaxAlgos] = {};
+      int found = 0;
+      cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, kMaxAlgos, hr, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      for (int i = 0; i < found; ++i) {
+        const double us = time_algo(hr[i].algo, false);
+        std::printf("%-8s N=%-5lld heuristic #%d  %8.1f us %7.1f TFLOP/s  %s\n", s.name, (long long)n, i, us, tf(us),
+                    describe(hr[i].algo).c_str());
+      }
+      // Every algorithm id, and every (tile, stages, swizzle, cluster, custom option) it lists.
+      int ids[256], num_ids = 0;
+      cublasLtMatmulAlgoGetIds(lt_, CUBLAS_COMPUTE_32F, CUDA_R_32F, in, in, ot, ot, 256, ids, &num_ids);
+      struct Hit {
+        double us;
+        cublasLtMatmulAlgo_t algo;
+      };
+      std::vector<Hit> hits;
+      int tried = 0, checked = 0;
+      for (int ii = 0; ii < num_ids; ++ii) {
+        cublasLtMatmulAlgo_t algo;
+        if (cublasLtMatmulAlgoInit(lt_, CUBLAS_COMPUTE_32F, CUDA_R_32F, in, in, ot, ot, ids[ii], &algo) !=
+            CUBLAS_STATUS_SUCCESS)
+          continue;
+        size_t wr = 0;
+        uint32_t tiles[CUBLASLT_MATMUL_TILE_END], stages[CUBLASLT_MATMUL_STAGES_END];
+        int num_tiles = 0, num_stages = 0;
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, sizeof(tiles), &wr) ==
+            CUBLAS_STATUS_SUCCESS)
+          num_tiles = static_cast<int>(wr / sizeof(uint32_t));
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages, sizeof(stages), &wr) ==
+            CUBLAS_STATUS_SUCCESS)
+          num_stages = static_cast<int>(wr / sizeof(uint32_t));
+        if (num_tiles == 0) tiles[num_tiles++] = CUBLASLT_MATMUL_TILE_UNDEFINED;
+        if (num_stages == 0) stages[num_stages++] = CUBLASLT_MATMUL_STAGES_UNDEFINED;
+        int32_t swz_ok = 0, custom_max = 0;
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz_ok, sizeof(swz_ok), &wr);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof(custom_max), &wr);
+        custom_max = std::min(custom_max, 3);
+        const uint16_t clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                     CUBLASLT_CLUSTER_SHAPE_1x2x1, CUBLASLT_CLUSTER_SHAPE_2x2x1};
+        for (int ti = 0; ti < num_tiles; ++ti)
+          for (int si = 0; si < num_stages; ++si)
+            for (uint32_t swz = 0; swz <= (swz_ok ? 1u : 0u); ++swz)
+              for (uint16_t cl : clusters)
+                for (uint32_t custom = 0; custom <= static_cast<uint32_t>(custom_max); ++custom) {
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[ti], sizeof(uint32_t));
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[si], sizeof(uint32_t));
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz));
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
+                  cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom));
+                  ++tried;
+                  cublasLtMatmulHeuristicResult_t r{};
+                  if (cublasLtMatmulAlgoCheck(lt_, op, la, lb, lc, lc, &algo, &r) != CUBLAS_STATUS_SUCCESS) continue;
+                  if (r.workspaceSize > ws_bytes_) continue;
+                  ++checked;
+                  const double us = time_algo(algo, true);  // a first pass; the best are timed again below
+                  if (us > 0) hits.push_back({us, algo});
+                }
+      }
+      auto by_time = [](const Hit& a, const Hit& b) { return a.us < b.us; };
+      std::sort(hits.begin(), hits.end(), by_time);
+      if (hits.size() > 10) hits.resize(10);
+      for (Hit& h : hits) h.us = time_algo(h.algo, false);
+      std::sort(hits.begin(), hits.end(), by_time);
+      std::printf("%-8s N=%-5lld %d algorithm ids, %d configurations tried, %d accepted\n", s.name, (long long)n, num_ids,
+                  tried, checked);
+      for (size_t i = 0; i < std::min<size_t>(5, hits.size()); ++i)
+        std::printf("%-8s N=%-5lld search #%zu  %8.1f us %7.1f TFLOP/s  %s\n", s.name, (long long)n, i, hits[i].us,
+                    tf(hits[i].us), describe(hits[i].algo).c_str());
+      std::fflush(stdout);
+      cublasLtMatrixLayoutDestroy(la);
+      cublasLtMatrixLayoutDestroy(lb);
+      cublasLtMatrixLayoutDestroy(lc);
+      cublasLtMatmulDescDestroy(op);
     }
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
