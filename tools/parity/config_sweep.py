@@ -314,6 +314,76 @@ def case_granitemoe(rng):
     return "GraniteMoeConfig", kw
 
 
+def case_gemma(rng):
+    kw = common(rng) | attn_shape(rng, head_dims=(32, 64, 128, 256)) | dict(rope=rope_choice(rng))
+    kw["hidden_activation"] = "gelu_pytorch_tanh"
+    return "GemmaConfig", kw
+
+
+def case_olmo3(rng):
+    _, kw = case_olmo2(rng)
+    n = rng.randrange(2, 6)
+    kw["num_hidden_layers"] = n
+    if rng.random() < 0.5:  # else Olmo3Config's default: every fourth layer global
+        kw["layer_types"] = [pick(rng, ["sliding_attention", "full_attention"]) for _ in range(n)]
+    kw["sliding_window"] = pick(rng, [8, 32, 4096])
+    full = dict(rope_type="default", rope_theta=kw.pop("rope_theta")) | (rope_choice(rng) or {})
+    kw["rope_parameters"] = {"full_attention": full,
+                             "sliding_attention": dict(rope_type="default", rope_theta=pick(rng, [10000.0, 50000.0]))}
+    return "Olmo3Config", kw
+
+
+def case_olmoe(rng):
+    _, kw = case_olmo2(rng)
+    experts = pick(rng, [4, 8, 16])
+    kw |= dict(num_experts=experts, num_experts_per_tok=min(pick(rng, [1, 2, 4]), experts),
+               intermediate_size=8 * rng.randrange(2, 10), norm_topk_prob=rng.random() < 0.5, rope=rope_choice(rng))
+    return "OlmoeConfig", kw
+
+
+def case_exaone4(rng):
+    kw = common(rng) | attn_shape(rng) | dict(rope=rope_choice(rng))
+    kw["num_hidden_layers"] = rng.randrange(2, 6)
+    if rng.random() < 0.7:  # else every layer global (no window)
+        kw |= dict(sliding_window=pick(rng, [8, 32]), sliding_window_pattern=pick(rng, [2, 3, 4]))
+    return "Exaone4Config", kw
+
+
+def case_seed_oss(rng):
+    kw = common(rng) | attn_shape(rng) | dict(rope=rope_choice(rng))
+    kw |= dict(attention_bias=rng.random() < 0.7, attention_out_bias=rng.random() < 0.3, mlp_bias=rng.random() < 0.2)
+    return "SeedOssConfig", kw
+
+
+def case_glm4_moe(rng):
+    kw = common(rng) | attn_shape(rng) | dict(rope=rope_choice(rng))
+    experts = pick(rng, [4, 8, 16])
+    groups = pick(rng, [1, 2])
+    kw |= dict(partial_rotary_factor=pick(rng, [0.5, 1.0]), attention_bias=rng.random() < 0.7,
+               use_qk_norm=rng.random() < 0.5, moe_intermediate_size=8 * rng.randrange(2, 10), n_routed_experts=experts,
+               num_experts_per_tok=min(pick(rng, [1, 2, 4]), experts // groups), n_shared_experts=pick(rng, [1, 2]),
+               first_k_dense_replace=pick(rng, [0, 1]), n_group=groups, topk_group=1,
+               routed_scaling_factor=pick(rng, [1.0, 2.5]), norm_topk_prob=rng.random() < 0.5)
+    return "Glm4MoeConfig", kw
+
+
+def case_lfm2_moe(rng):
+    n = rng.randrange(3, 6)
+    types = [pick(rng, ["conv", "full_attention"]) for _ in range(n)]
+    if "full_attention" not in types:
+        types[-1] = "full_attention"
+    kw = common(rng) | attn_shape(rng)
+    kw.pop("head_dim")
+    kw["hidden_size"] = kw["num_attention_heads"] * pick(rng, [16, 32])
+    experts = pick(rng, [4, 8])
+    kw |= dict(num_hidden_layers=n, layer_types=types, norm_eps=1e-5, conv_L_cache=3, conv_bias=rng.random() < 0.5,
+               num_dense_layers=pick(rng, [0, 1, 2]), num_experts=experts,
+               num_experts_per_tok=min(pick(rng, [1, 2, 3]), experts), moe_intermediate_size=8 * rng.randrange(2, 8),
+               use_expert_bias=rng.random() < 0.5, norm_topk_prob=rng.random() < 0.5,
+               routed_scaling_factor=pick(rng, [1.0, 1.5]))
+    return "Lfm2MoeConfig", kw
+
+
 FAMILIES = {
     "llama": case_llama, "mistral": case_mistral, "mixtral": case_mixtral, "qwen2": case_qwen2, "qwen2_moe": case_qwen2_moe, "qwen3": case_qwen3,
     "olmo2": case_olmo2, "hunyuan": case_hunyuan, "hunyuan_moe": case_hunyuan_moe, "ernie4_5": case_ernie4_5, "ernie4_5_moe": case_ernie4_5_moe, "qwen3_moe": case_qwen3_moe, "lfm2": case_lfm2,
@@ -322,6 +392,8 @@ FAMILIES = {
     "gemma2": case_gemma2, "phi3": case_phi3, "smollm3": case_smollm3,
     "glm4": case_glm4, "glm": lambda r: case_glm4(r, v4=False), "gpt_oss": case_gpt_oss,
     "granite": case_granite, "granitemoe": case_granitemoe,
+    "gemma": case_gemma, "olmo3": case_olmo3, "olmoe": case_olmoe, "exaone4": case_exaone4, "seed_oss": case_seed_oss,
+    "glm4_moe": case_glm4_moe, "lfm2_moe": case_lfm2_moe,
 }
 
 
