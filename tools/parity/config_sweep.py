@@ -227,9 +227,10 @@ def case_deepseek(rng, v3=True):
     kw = common(rng)
     kw |= dict(hidden_size=pick(rng, [64, 128]), num_attention_heads=heads, num_key_value_heads=heads,
                num_hidden_layers=3, kv_lora_rank=pick(rng, [16, 32]), qk_nope_head_dim=pick(rng, [16, 32]),
-               qk_rope_head_dim=pick(rng, [8, 16]), v_head_dim=pick(rng, [16, 24, 32]),
+               qk_rope_head_dim=pick(rng, [8, 16]),
                n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=pick(rng, [1, 2]),
                moe_intermediate_size=32, first_k_dense_replace=pick(rng, [0, 1]))
+    kw["v_head_dim"] = pick(rng, [v for v in (16, 24, 32) if v <= kw["qk_nope_head_dim"] + kw["qk_rope_head_dim"]])
     if v3:
         kw |= dict(q_lora_rank=pick(rng, [None, 48]), n_group=pick(rng, [1, 2]), topk_group=1,
                    routed_scaling_factor=pick(rng, [1.0, 2.5]), norm_topk_prob=rng.random() < 0.5,
