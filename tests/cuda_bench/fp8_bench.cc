@@ -12,10 +12,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/fp8_gemm_small.h"
+#include "backend/cuda/fp8_gemm_ws.h"
 #include "backend/cuda/fp8_linear.h"
 #include "bench_fixture.h"
 #include "core/fp8.h"
@@ -171,6 +173,60 @@ TEST_F(Fp8Bench, E_SmallGemm) {
                   "scratch %zu KB)\n",
                   (long long)n, name, lt, lt > 0 ? bytes / lt / 1e3 : 0, sm, sm > 0 ? bytes / sm / 1e3 : 0,
                   sm > 0 ? 100 * bytes / sm / 1e3 / g_hbm_gbs : 0, part >> 10);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// Prefill-sized W8A8 GEMMs alone (the activations already quantized; o_proj and down with the residual in
+// place, as the serving step runs them): cuBLASLt's outer-vector FP8 GEMM vs the warp-specialised wgmma
+// kernel (fp8_gemm_ws.h), alternated, 4 weight copies. VIREO_WS_ROWS=2048,8192 picks the row counts.
+TEST_F(Fp8Bench, F_WsGemm) {
+  cuda::CublasLtGemm gemm;
+  std::vector<int64_t> rows = {2048, 8192};
+  if (const char* e = std::getenv("VIREO_WS_ROWS")) {
+    rows.clear();
+    for (std::string v = e; !v.empty();) {
+      const size_t c = v.find(',');
+      rows.push_back(std::stoll(v.substr(0, c)));
+      v = c == std::string::npos ? "" : v.substr(c + 1);
+    }
+  }
+  struct Shape {
+    const char* name;
+    int64_t k, m;
+    bool residual;
+  };
+  for (const Shape& sh : std::vector<Shape>{{"qkv", 4096, 6144, false},
+                                            {"o_proj", 4096, 4096, true},
+                                            {"gate_up", 4096, 24576, false},
+                                            {"down", 12288, 4096, true}}) {
+    constexpr int kCopies = 4;
+    std::vector<Tensor> w8;
+    for (int i = 0; i < kCopies; ++i) w8.push_back(fp8_weight(sh.m, sh.k));
+    for (int64_t n : rows) {
+      Tensor x = rand_t({n, sh.k}), o = rand_t({n, sh.m}, -1.f, 1.f);
+      Tensor xq = dev({n, sh.k}, DType::kU8), xs = dev({n}, DType::kF32);
+      cuda::launch_fp8_quantize_rows(x.data, DType::kBF16, n, sh.k, xq.ptr<uint8_t>(), xs.ptr<float>(), stream_);
+      auto args = [&](int i) {
+        const Tensor& w = w8[i % kCopies];
+        cuda::CublasLtGemm::Fp8Args g{static_cast<const uint8_t*>(w.data), w.row_scale, xq.ptr<uint8_t>(),
+                                      xs.ptr<float>(), nullptr, o.data, n, sh.m, sh.k, DType::kBF16, nullptr};
+        g.residual = sh.residual ? o.data : nullptr;
+        return g;
+      };
+      const double flops = 2.0 * n * sh.m * sh.k;
+      double lt[2] = {0, 0}, ws[2] = {0, 0};
+      for (int r = 0; r < 2; ++r) {
+        lt[r] = time_us([&](int i) { gemm.run_fp8(args(i), stream_); }, 7, 8);
+        ws[r] = cuda::fp8_gemm_ws_ok(n, sh.m, sh.k) ? time_us([&](int i) { cuda::launch_fp8_gemm_ws(args(i), stream_); }, 7, 8)
+                                                    : 0;
+      }
+      std::printf("ws gemm N=%-5lld %-8s cuBLASLt %8.1f / %8.1f us (%6.0f TFLOP/s)   ws %8.1f / %8.1f us (%6.0f TFLOP/s)  "
+                  "%+.1f%%\n",
+                  (long long)n, sh.name, lt[0], lt[1], flops / lt[1] / 1e6, ws[0], ws[1], ws[1] > 0 ? flops / ws[1] / 1e6 : 0,
+                  ws[1] > 0 ? 100.0 * (ws[1] - lt[1]) / lt[1] : 0.0);
+      std::fflush(stdout);
     }
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

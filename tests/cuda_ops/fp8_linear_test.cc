@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/fp8_gemm_small.h"
+#include "backend/cuda/fp8_gemm_ws.h"
 #include "backend/cuda/fp8_linear.h"
 #include "cuda_test_util.h"
 #include "core/fp8.h"
@@ -175,6 +176,59 @@ TEST_F(Fp8LinearTest, SmallGemmRowsAndSplits) {
       std::vector<float> mag2;
       product(x, n, k, w, m, nullptr, &mag2);
       expect_close_accumulated(to_host(res), want, mag2, "small gemm + residual in place");
+    }
+  }
+}
+
+// The warp-specialised W8A8 GEMM (fp8_gemm_ws.h; opt-in in the linear, so called directly here) against
+// sum(code x x_scale x w') in double: activation row tiles of 128 (zero-filled rows past N, N = 1 included),
+// weight column tiles of 256, K stages of 128 bytes through its 4-deep ring (fewer stages a tile than the ring,
+// and more), more tiles than SMs (the persistent walk), bias and an in-place residual, bf16 and f16 out.
+TEST_F(Fp8LinearTest, WsGemmTilesStagesAndEpilogue) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    use_dtype(t);
+    struct Case {
+      int n, m, k;
+      bool bias, residual;
+    };
+    for (const Case& c : std::vector<Case>{{1, 256, 128, false, false}, {77, 768, 1536, true, false},
+                                           {128, 256, 512, false, true}, {129, 512, 384, true, true},
+                                           {700, 768, 256, false, false}, {1100, 4096, 256, true, true}}) {
+      SCOPED_TRACE("N " + std::to_string(c.n) + " M " + std::to_string(c.m) + " K " + std::to_string(c.k));
+      ASSERT_TRUE(cuda::fp8_gemm_ws_ok(c.n, c.m, c.k));
+      Fp8Weight w = weight(c.m, c.k);
+      const auto x = rand_vec(size_t(c.n) * c.k, -2.f, 2.f, DType::kF32);
+      std::vector<uint8_t> q(x.size());
+      std::vector<float> xs(c.n);
+      fp8_quantize_rows(x.data(), c.n, c.k, q.data(), xs.data());
+      Tensor qd = gpu_own(gpu_->alloc({c.n, c.k}, DType::kU8)), sd = gpu_own(gpu_->alloc({c.n}, DType::kF32));
+      gpu_->copy_from_host(q.data(), qd);
+      gpu_->copy_from_host(xs.data(), sd);
+      const auto bias = rand_vec(c.m, -1.f, 1.f, t);
+      const auto r = rand_vec(size_t(c.n) * c.m, -1.f, 1.f, t);
+      std::vector<float> want(size_t(c.n) * c.m), mag(want.size());
+      for (int i = 0; i < c.n; ++i)
+        for (int j = 0; j < c.m; ++j) {
+          double acc = 0, abs_sum = 0;
+          for (int kk = 0; kk < c.k; ++kk) {
+            const double v = double(fp8_e4m3_to_f32(q[size_t(i) * c.k + kk])) * xs[i] * w.deq[size_t(j) * c.k + kk];
+            acc += v;
+            abs_sum += std::fabs(v);
+          }
+          const size_t e = size_t(i) * c.m + j;
+          if (c.bias) acc += bias[j];
+          if (c.residual) acc += r[e];
+          want[e] = round_to(t, static_cast<float>(acc));
+          mag[e] = static_cast<float>(abs_sum);
+        }
+      Tensor out = c.residual ? gpu_from(r, {c.n, c.m}, t) : gpu_poisoned({c.n, c.m}, t);
+      Tensor bd = c.bias ? gpu_from(bias, {c.m}, t) : Tensor();
+      cuda::CublasLtGemm::Fp8Args g{w.dev.ptr<uint8_t>(), w.dev.row_scale, qd.ptr<uint8_t>(), sd.ptr<float>(),
+                                    c.bias ? bd.data : nullptr, out.data, c.n, c.m, c.k, t, nullptr};
+      g.residual = c.residual ? out.data : nullptr;  // in place
+      cuda::launch_fp8_gemm_ws(g, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the default stream, not the backend's
+      expect_close_accumulated(to_host(out), want, mag, "ws gemm");
     }
   }
 }

@@ -35,6 +35,7 @@
 
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/kv_tensor_map.h"
+#include "backend/cuda/tma_barrier.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -85,40 +86,6 @@ struct WsSmem {
   static constexpr size_t kLaunchBytes = kBytes + 1024;
   static_assert(kLaunchBytes <= 227 * 1024, "shared memory");
 };
-
-__device__ __forceinline__ void ws_bar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ws_bar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-// Adds `bytes` to the barrier's expected transaction count (no arrival): the phase completes once
-// the arrivals are in and that many bytes of TMA copies have landed.
-__device__ __forceinline__ void ws_bar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-// One TMA box of a 3-D map at coordinates (c0, c1, c2) into shared memory, counted on `bar`.
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ void ws_bar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n WS_WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WS_WAIT_%=;\n}" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-// Named barriers 1.. (0 is __syncthreads): `count` threads, some syncing, the rest arriving.
-__device__ __forceinline__ void ws_named_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ws_named_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
 
 // One work item, decoded identically by producer and consumers.
 struct WsItem {

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/fp8_gemm_small.h"
+#include "backend/cuda/fp8_gemm_ws.h"
 #include "backend/cuda/fp8_linear.h"
 
 namespace vireo::cuda {
@@ -92,6 +93,7 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     CublasLtGemm::Fp8Args g{w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc};
     g.residual = res ? p.residual.data : nullptr;
     if (small) launch_fp8_small_gemm(g, acc, stream);
+    else if (fp8_gemm_ws_preferred(n, m, k)) launch_fp8_gemm_ws(g, stream);
     else gemm.run_fp8(g, stream);
     if (silu_out) launch_silu_and_mul({Tensor(y, t, {n, m}, DeviceKind::kCUDA), p.out, p.act}, stream);
     return;

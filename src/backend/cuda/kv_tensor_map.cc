@@ -111,4 +111,21 @@ bool q_tensor_map(const QMapShape& s, CUtensorMap* out) {
   return true;
 }
 
+// A [rows, cols] byte matrix (row-major, cols contiguous) whose box is 128 bytes of box_rows rows, 128-byte
+// swizzled. Not cached: encoding is a few hundred nanoseconds of host work, and the callers' activation
+// buffers move between steps.
+bool u8_rows_tensor_map(const void* base, int64_t rows, int64_t cols, int box_rows, CUtensorMap* out) {
+  const EncodeTiledFn encode = encode_fn();
+  if (!encode || rows <= 0 || cols <= 0 || cols % 16 != 0 || box_rows < 1 || box_rows > 256 ||
+      reinterpret_cast<uintptr_t>(base) % 16 != 0)
+    return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols)};
+  const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return encode(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace vireo::cuda

@@ -39,4 +39,9 @@ struct QMapShape {
 // while the shape and base stay (every layer of a step).
 bool q_tensor_map(const QMapShape& shape, CUtensorMap* out);
 
+// A [rows, cols] byte matrix (FP8 codes: weights, quantized activations) as a 2-D map whose box is one
+// 128-byte panel of box_rows rows (128-byte swizzle, swz128's layout); rows past `rows` are zero-filled.
+// Needs cols % 16 == 0, a 16-byte aligned base and box_rows <= 256; false when the driver refuses it.
+bool u8_rows_tensor_map(const void* base, int64_t rows, int64_t cols, int box_rows, CUtensorMap* out);
+
 }  // namespace vireo::cuda
