@@ -21,6 +21,19 @@
 
 namespace vireo::bench {
 
+// The comma-separated integers of environment variable `name` (e.g. row counts to bench), else `fallback`.
+inline std::vector<int64_t> env_int_list(const char* name, std::vector<int64_t> fallback) {
+  const char* e = std::getenv(name);
+  if (!e) return fallback;
+  std::vector<int64_t> out;
+  for (std::string v = e; !v.empty();) {
+    const size_t c = v.find(',');
+    out.push_back(std::stoll(v.substr(0, c)));
+    v = c == std::string::npos ? "" : v.substr(c + 1);
+  }
+  return out;
+}
+
 // Median over `reps` timings of `inner` back-to-back calls of f on `stream` (after `warmup` calls), per
 // call, in microseconds. Several calls per event pair keep the host's launch latency out of short
 // kernels. f gets the call's index: 0 .. warmup - 1 for the warm-up, then i * inner + j.

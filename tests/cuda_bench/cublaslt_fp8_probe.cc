@@ -247,15 +247,7 @@ TEST_F(CublasLtFp8Probe, Search) {
     bool residual;
     const char* name;
   };
-  std::vector<int64_t> rows = {2048};
-  if (const char* e = std::getenv("VIREO_PROBE_ROWS")) {
-    rows.clear();
-    for (std::string s = e; !s.empty();) {
-      const size_t c = s.find(',');
-      rows.push_back(std::stoll(s.substr(0, c)));
-      s = c == std::string::npos ? "" : s.substr(c + 1);
-    }
-  }
+  const std::vector<int64_t> rows = bench::env_int_list("VIREO_PROBE_ROWS", {2048});
   auto random_codes = [&](int64_t count) {
     std::vector<uint8_t> h(static_cast<size_t>(count));
     uint32_t x = 12345u;

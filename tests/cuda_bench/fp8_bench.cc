@@ -183,15 +183,7 @@ TEST_F(Fp8Bench, E_SmallGemm) {
 // kernel (fp8_gemm_ws.h), alternated, 4 weight copies. VIREO_WS_ROWS=2048,8192 picks the row counts.
 TEST_F(Fp8Bench, F_WsGemm) {
   cuda::CublasLtGemm gemm;
-  std::vector<int64_t> rows = {2048, 8192};
-  if (const char* e = std::getenv("VIREO_WS_ROWS")) {
-    rows.clear();
-    for (std::string v = e; !v.empty();) {
-      const size_t c = v.find(',');
-      rows.push_back(std::stoll(v.substr(0, c)));
-      v = c == std::string::npos ? "" : v.substr(c + 1);
-    }
-  }
+  const std::vector<int64_t> rows = bench::env_int_list("VIREO_WS_ROWS", {2048, 8192});
   struct Shape {
     const char* name;
     int64_t k, m;

@@ -168,7 +168,8 @@ def case_qwen3_moe(rng):
     return "Qwen3MoeConfig", kw
 
 
-def case_lfm2(rng):
+def lfm2_layers(rng):
+    """LFM2's shared knobs: 3-5 layers of conv / full attention (at least one attention), head_dim = hidden / heads."""
     n = rng.randrange(3, 6)
     types = [pick(rng, ["conv", "full_attention"]) for _ in range(n)]
     if "full_attention" not in types:
@@ -176,8 +177,12 @@ def case_lfm2(rng):
     kw = common(rng) | attn_shape(rng)
     kw.pop("head_dim")
     kw["hidden_size"] = kw["num_attention_heads"] * pick(rng, [16, 32])
-    kw |= dict(num_hidden_layers=n, layer_types=types, norm_eps=1e-5, conv_L_cache=3,
-               conv_bias=rng.random() < 0.5, block_auto_adjust_ff_dim=rng.random() < 0.5,
+    return kw | dict(num_hidden_layers=n, layer_types=types, norm_eps=1e-5, conv_L_cache=3)
+
+
+def case_lfm2(rng):
+    kw = lfm2_layers(rng)
+    kw |= dict(conv_bias=rng.random() < 0.5, block_auto_adjust_ff_dim=rng.random() < 0.5,
                block_ffn_dim_multiplier=1.0, block_multiple_of=32)
     return "Lfm2Config", kw
 
@@ -369,15 +374,9 @@ def case_glm4_moe(rng):
 
 
 def case_lfm2_moe(rng):
-    n = rng.randrange(3, 6)
-    types = [pick(rng, ["conv", "full_attention"]) for _ in range(n)]
-    if "full_attention" not in types:
-        types[-1] = "full_attention"
-    kw = common(rng) | attn_shape(rng)
-    kw.pop("head_dim")
-    kw["hidden_size"] = kw["num_attention_heads"] * pick(rng, [16, 32])
+    kw = lfm2_layers(rng)
     experts = pick(rng, [4, 8])
-    kw |= dict(num_hidden_layers=n, layer_types=types, norm_eps=1e-5, conv_L_cache=3, conv_bias=rng.random() < 0.5,
+    kw |= dict(conv_bias=rng.random() < 0.5,
                num_dense_layers=pick(rng, [0, 1, 2]), num_experts=experts,
                num_experts_per_tok=min(pick(rng, [1, 2, 3]), experts), moe_intermediate_size=8 * rng.randrange(2, 8),
                use_expert_bias=rng.random() < 0.5, norm_topk_prob=rng.random() < 0.5,
