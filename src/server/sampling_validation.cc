@@ -94,7 +94,10 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
       throw bad_request(fmt::format("repetition_penalty must be in (0, 1e6], got {}", *v), "repetition_penalty");
     p.repetition_penalty = to_float(*v, "repetition_penalty", true);
   }
-  if (auto v = get_int(body, "seed")) p.seed = static_cast<uint64_t>(*v);
+  // Any 64-bit seed, as torch.Generator.manual_seed takes in vLLM: [-2^63, 2^64 - 1], negatives as their
+  // two's complement.
+  if (const auto it = body.find("seed"); it != body.end() && it->is_number_unsigned()) p.seed = it->get<uint64_t>();
+  else if (auto v = get_int(body, "seed")) p.seed = static_cast<uint64_t>(*v);
 
   if (auto stops = get_string_or_list(body, "stop")) {
     if (static_cast<int>(stops->size()) > limits.max_stop_strings)

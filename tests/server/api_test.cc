@@ -111,6 +111,18 @@ TEST(Api, BatchPromptsTimesNWithSeedsPerChoice) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 16);
 }
 
+// Seeds span 64 bits as in vLLM (torch's manual_seed): 2^64 - 1 is accepted, and -1 is the same seed.
+TEST(Api, SeedsSpanSixtyFourBits) {
+  LiveServer srv;
+  auto cli = srv.client();
+  for (const json& seed : {json(18446744073709551615ull), json(-1)}) {
+    auto r = post_json(cli, "/v1/completions", {{"prompt", {65, 66}}, {"max_tokens", 4}, {"seed", seed}});
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["text"],
+              FakeEngine::expected_text({65, 66}, 4, 18446744073709551615ull)) << seed.dump();
+  }
+}
+
 TEST(Api, StopStringAndStopTokenReasons) {
   LiveServer srv;
   auto cli = srv.client();
