@@ -98,14 +98,14 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "gpt-4o" || pre == "gpt-oss") {
     s.pre_tokenizer = split_then_bytes(kGpt4oRegex);
     s.model["ignore_merges"] = true;  // o200k's tokenizer.json
-  } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre == "olmo") {
-    // GPT-2's own byte-level split (HF GPT-2; llama.cpp's OLMO type, OLMo / OLMoE, shares its regex);
-    // llama.cpp's "default" is a legacy approximation of it.
+  } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre == "olmo" || pre == "exaone4") {
+    // GPT-2's own byte-level split (HF GPT-2; llama.cpp's OLMO type, OLMo / OLMoE, shares its regex, and it
+    // maps EXAONE 4's "exaone4" to its GPT2 type); llama.cpp's "default" is a legacy approximation of it.
     s.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
                 "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, glm4, chatglm-bpe, qwen2, qwen35, deepseek-r1-qwen, "
-                "deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, gpt-2, olmo, default); pass "
+                "deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, gpt-2, olmo, exaone4, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }
   return s;

@@ -187,8 +187,8 @@ TEST(GgufTokenizerPre, HunyuanIsQwen2WithoutNfc) {
   EXPECT_NE(q2->encode(all.back(), false), gg->encode(all.back(), false)) << "qwen2's NFC should compose the accents";
 }
 
-// GLM-4's pre "glm4" (llama.cpp's CHATGLM4: Llama-3's split, no normaliser) and OLMo's "olmo" (GPT-2's
-// byte-level split): the Qwen3 vocabulary under each pre against the Qwen3 tokenizer.json with that
+// GLM-4's pre "glm4" (llama.cpp's CHATGLM4: Llama-3's split, no normaliser), OLMo's "olmo" and EXAONE 4's
+// "exaone4" (GPT-2's byte-level split): the Qwen3 vocabulary under each pre against the Qwen3 tokenizer.json with that
 // pipeline spelled out.
 TEST(GgufTokenizerPre, Glm4IsLlama3SplitAndOlmoIsGpt2) {
   const std::string llama3 =
@@ -209,6 +209,7 @@ TEST(GgufTokenizerPre, Glm4IsLlama3SplitAndOlmoIsGpt2) {
     tj["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   });
   expect_same_encodings(*olmo.gguf("olmoe", "olmo"), *olmo.hf(), all);
+  expect_same_encodings(*olmo.gguf("exaone4", "exaone4"), *olmo.hf(), all);  // llama.cpp: EXAONE 4 -> GPT2
   // Where the two splits part: Llama-3's takes one non-letter before a word and upper-case contractions.
   auto g2 = olmo.gguf("olmoe", "olmo"), l3 = glm.gguf("glm4", "glm4");
   int differ = 0;
