@@ -37,6 +37,13 @@ const char* const kQwen2Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
 
+// Tekken (Mistral NeMo, Mistral Small 3.x, Pixtral; llama.cpp's pre "tekken"): o200k's cased words without the
+// contractions, single digits, as their tokenizer.json has it.
+const char* const kTekkenRegex =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // Qwen3.5 / 3.6 (llama.cpp's pre "qwen35"): Qwen2's split with combining marks (\p{M}) kept in words and
 // out of punctuation runs, as their tokenizer.json has it.
 const char* const kQwen35Regex =
@@ -98,6 +105,17 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "gpt-4o" || pre == "gpt-oss") {
     s.pre_tokenizer = split_then_bytes(kGpt4oRegex);
     s.model["ignore_merges"] = true;  // o200k's tokenizer.json
+  } else if (pre == "tekken") {
+    s.pre_tokenizer = split_then_bytes(kTekkenRegex);
+    s.model["ignore_merges"] = true;  // llama.cpp sets both for tekken
+    s.add_bos = true;
+  } else if (pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "smollm" || pre == "codeshell" ||
+             pre == "exaone" || pre == "minerva-7b") {
+    // Every digit apart, then GPT-2's split (HF: Digits(individual_digits) + ByteLevel with its regex), as
+    // llama.cpp runs these pres (StarCoder, Granite, Command-R, SmolLM, EXAONE 3).
+    json digits = split("\\p{N}");
+    json bytes = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
+    s.pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {digits, bytes}}};
   } else if (pre == "default" || pre == "gpt-2" || pre == "gpt2" || pre == "olmo" || pre == "exaone4") {
     // GPT-2's own byte-level split (HF GPT-2; llama.cpp's OLMO type, OLMo / OLMoE, shares its regex, and it
     // maps EXAONE 4's "exaone4" to its GPT2 type); llama.cpp's "default" is a legacy approximation of it.
@@ -105,7 +123,8 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
                 "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, glm4, chatglm-bpe, qwen2, qwen35, deepseek-r1-qwen, "
-                "deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, gpt-2, olmo, exaone4, default); pass "
+                "deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, tekken, starcoder, refact, command-r, smollm, codeshell, exaone, "
+                "minerva-7b, gpt-2, olmo, exaone4, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }
   return s;

@@ -186,6 +186,13 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const 
     r->invert = j.value("invert", false);
     return r;
   }
+  if (type == "Digits") {  // StarCoder / Granite: digits isolated, one by one or in runs (as a Split of \p{N})
+    auto r = std::make_unique<Split>();
+    const nlohmann::json pattern = {{"Regex", j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+"}};
+    read_pattern(pattern, what, r->literal, r->re);
+    r->behavior = Behavior::kIsolated;
+    return r;
+  }
   if (type == "ByteLevel") {
     auto r = std::make_unique<ByteLevel>();
     r->add_prefix_space = j.value("add_prefix_space", false);

@@ -53,6 +53,18 @@ TEST(PreTokenizer, ByteLevelMapsBytes) {
   EXPECT_EQ(pre_tokenize(r, "hi there"), (V{"\xC4\xA0hi", "\xC4\xA0there"}));
 }
 
+// HF's Digits (StarCoder / Granite tokenizer.json): digits isolated one by one, or in runs; Unicode digits too.
+TEST(PreTokenizer, Digits) {
+  json one = {{"type", "Digits"}, {"individual_digits", true}};
+  EXPECT_EQ(pre_tokenize(one, "abc123 x4\u0664"), (V{"abc", "1", "2", "3", " x", "4", "\u0664"}));
+  json runs = {{"type", "Digits"}, {"individual_digits", false}};
+  EXPECT_EQ(pre_tokenize(runs, "abc123 x4\u0664"), (V{"abc", "123", " x", "4\u0664"}));
+  // StarCoder's pipeline: the digits first, then GPT-2's byte-level split of what is left.
+  json seq = {{"type", "Sequence"},
+              {"pretokenizers", {one, {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}}}};
+  EXPECT_EQ(pre_tokenize(seq, "x=12"), (V{"x", "=", "1", "2"}));
+}
+
 TEST(PreTokenizer, Metaspace) {
   json j = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
   EXPECT_EQ(pre_tokenize(j, "Hey friend"), (V{"\xE2\x96\x81Hey", "\xE2\x96\x81" "friend"}));

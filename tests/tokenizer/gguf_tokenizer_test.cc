@@ -218,6 +218,49 @@ TEST(GgufTokenizerPre, Glm4IsLlama3SplitAndOlmoIsGpt2) {
   EXPECT_GT(differ, 0) << "the GPT-2 and Llama-3 splits should differ somewhere";
 }
 
+// Mistral's pre "tekken" (o200k-style cased words without contractions, single digits, whole words before
+// merges) and the digit-split family llama.cpp runs for "starcoder", "refact" (Granite), "command-r", "smollm",
+// "codeshell", "exaone" (EXAONE 3) and "minerva-7b": the Qwen3 vocabulary under each against a Qwen3
+// tokenizer.json spelling that pipeline (HF's Digits pre-tokenizer for the second; Qwen3's vocabulary has only
+// single-digit tokens, so PreTokenizer.Digits is what shows the digits' split).
+TEST(GgufTokenizerPre, TekkenAndDigitSplits) {
+  const std::string tekken =
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  bool swapped = false;
+  const EditedQwen3 tk("tekken", [&](nlohmann::json& tj) {
+    tj["normalizer"] = nullptr;
+    tj["model"]["ignore_merges"] = true;
+    for (auto& p : tj["pre_tokenizer"]["pretokenizers"])
+      if (p["type"] == "Split") p["pattern"]["Regex"] = tekken, swapped = true;
+  });
+  ASSERT_TRUE(swapped);
+  std::vector<std::string> all = texts();
+  all.push_back("HelloWorld camelCaseName IT'S 2024/12/07 a/b\n");
+  auto gg = tk.gguf("llama", "tekken");
+  expect_same_encodings(*gg, *tk.hf(), all);
+  // Tekken parts words at case changes ("i" "Phone") where Qwen2's split keeps one word for the vocabulary's
+  // whole-word tokens.
+  const EditedQwen3 plain("tekken_q2", [](nlohmann::json& tj) { tj["normalizer"] = nullptr; });
+  auto q2 = plain.gguf("qwen2", "hunyuan");
+  int differ = 0;
+  for (const char* t : {"iPhone", "macOS", "McDonald", "JavaScript", "YouTube"})
+    differ += gg->encode(t, false) != q2->encode(t, false);
+  EXPECT_GT(differ, 0) << "tekken's case boundaries should change some encodings";
+
+  const EditedQwen3 dg("digits", [](nlohmann::json& tj) {
+    tj["normalizer"] = nullptr;
+    tj["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers",
+                            {{{"type", "Digits"}, {"individual_digits", true}},
+                             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}}}};
+  });
+  all.push_back("x = 12345; y=6.78e9 \u0661\u0662");
+  for (const char* pre : {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"})
+    expect_same_encodings(*dg.gguf("llama", pre), *dg.hf(), all);
+}
+
 TEST(GgufTokenizerErrors, ClearMessages) {
   const std::string p = gguf_path("bad");
   auto expect = [&](const std::function<void(testing::GgufWriter&)>& fill, const std::string& what) {
