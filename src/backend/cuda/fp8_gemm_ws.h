@@ -3,7 +3,9 @@
 // runs ~10% under the same library's unscaled kernels at the 8B serving shapes (docs/cuda_kernels.md).
 //
 // out[n, m] = round(xq[n, :] . w[m, :] * x_scale[n] * w_scale[m] (+ bias[m]) (+ residual[n, m])), one rounding
-// as cuBLASLt's epilogue. Opt-in while it is measured: VIREO_FP8_GEMM_WS=1.
+// as cuBLASLt's epilogue. Opt-in (VIREO_FP8_GEMM_WS=1): its first version ran 30-50% slower than cuBLASLt on an
+// H100, its epilogue waiting on global loads of the column scales (session 54); the version here stages them
+// in shared memory and has not been measured yet (benchmarks/fp8_gemm_ws.sh).
 #pragma once
 #include <cuda_runtime.h>
 
