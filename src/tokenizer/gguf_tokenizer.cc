@@ -44,6 +44,12 @@ const char* const kTekkenRegex =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// Seed-Coder / Seed-OSS (llama.cpp's pre "seed-coder"): Llama-3's split with single digits, and punctuation runs
+// that stop at line breaks, as their tokenizer.json has it.
+const char* const kSeedCoderRegex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
+
 // Qwen3.5 / 3.6 (llama.cpp's pre "qwen35"): Qwen2's split with combining marks (\p{M}) kept in words and
 // out of punctuation runs, as their tokenizer.json has it.
 const char* const kQwen35Regex =
@@ -105,6 +111,8 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else if (pre == "gpt-4o" || pre == "gpt-oss") {
     s.pre_tokenizer = split_then_bytes(kGpt4oRegex);
     s.model["ignore_merges"] = true;  // o200k's tokenizer.json
+  } else if (pre == "seed-coder") {
+    s.pre_tokenizer = split_then_bytes(kSeedCoderRegex);
   } else if (pre == "tekken") {
     s.pre_tokenizer = split_then_bytes(kTekkenRegex);
     s.model["ignore_merges"] = true;  // llama.cpp sets both for tekken
@@ -123,7 +131,7 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
                 "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, glm4, chatglm-bpe, qwen2, qwen35, deepseek-r1-qwen, "
-                "deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, tekken, starcoder, refact, command-r, smollm, codeshell, exaone, "
+                "deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, tekken, seed-coder, starcoder, refact, command-r, smollm, codeshell, exaone, "
                 "minerva-7b, gpt-2, olmo, exaone4, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }

@@ -219,11 +219,11 @@ TEST(GgufTokenizerPre, Glm4IsLlama3SplitAndOlmoIsGpt2) {
 }
 
 // Mistral's pre "tekken" (o200k-style cased words without contractions, single digits, whole words before
-// merges) and the digit-split family llama.cpp runs for "starcoder", "refact" (Granite), "command-r", "smollm",
+// merges), Seed-Coder's "seed-coder" and the digit-split family llama.cpp runs for "starcoder", "refact" (Granite), "command-r", "smollm",
 // "codeshell", "exaone" (EXAONE 3) and "minerva-7b": the Qwen3 vocabulary under each against a Qwen3
 // tokenizer.json spelling that pipeline (HF's Digits pre-tokenizer for the second; Qwen3's vocabulary has only
 // single-digit tokens, so PreTokenizer.Digits is what shows the digits' split).
-TEST(GgufTokenizerPre, TekkenAndDigitSplits) {
+TEST(GgufTokenizerPre, TekkenSeedCoderAndDigitSplits) {
   const std::string tekken =
       "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
       "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
@@ -248,6 +248,17 @@ TEST(GgufTokenizerPre, TekkenAndDigitSplits) {
   for (const char* t : {"iPhone", "macOS", "McDonald", "JavaScript", "YouTube"})
     differ += gg->encode(t, false) != q2->encode(t, false);
   EXPECT_GT(differ, 0) << "tekken's case boundaries should change some encodings";
+
+  // Seed-Coder / Seed-OSS: Llama-3's split with single digits and punctuation runs that stop at line breaks.
+  const std::string seed =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|"
+      "\\s+(?!\\S)|\\s+";
+  const EditedQwen3 sc("seed_coder", [&](nlohmann::json& tj) {
+    tj["normalizer"] = nullptr;
+    for (auto& p : tj["pre_tokenizer"]["pretokenizers"])
+      if (p["type"] == "Split") p["pattern"]["Regex"] = seed;
+  });
+  expect_same_encodings(*sc.gguf("seed_oss", "seed-coder"), *sc.hf(), all);
 
   const EditedQwen3 dg("digits", [](nlohmann::json& tj) {
     tj["normalizer"] = nullptr;
