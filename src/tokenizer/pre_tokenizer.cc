@@ -176,6 +176,22 @@ std::unique_ptr<PreTokenizer> make_metaspace(const std::string& replacement, con
   return r;
 }
 
+namespace {
+
+// One punctuation character as tokenizers' is_punctuation has it: Unicode P* or ASCII punctuation (which also
+// counts $ + < = > ^ ` | ~, Unicode symbols).
+constexpr const char* kPunctuationChar = R"([\p{P}!-/:-@\[-`{-~])";
+
+std::unique_ptr<PreTokenizer> make_split(const char* regex, Behavior behavior, bool invert, const std::string& what) {
+  auto r = std::make_unique<Split>();
+  r->re = std::make_unique<Regex>(regex, what);
+  r->behavior = behavior;
+  r->invert = invert;
+  return r;
+}
+
+}  // namespace
+
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const std::string& what) {
   if (j.is_null()) return nullptr;
   std::string type = j.at("type").get<std::string>();
@@ -186,11 +202,24 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const 
     r->invert = j.value("invert", false);
     return r;
   }
-  if (type == "Digits") {  // StarCoder / Granite: digits isolated, one by one or in runs (as a Split of \p{N})
+  // HF's fixed splitters, each a Split of a pattern:
+  if (type == "Digits")  // StarCoder / Granite: digits isolated, one by one or in runs
+    return make_split(j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+", Behavior::kIsolated, false, what);
+  if (type == "WhitespaceSplit") return make_split("\\s+", Behavior::kRemoved, false, what);
+  if (type == "Whitespace") return make_split("\\w+|[^\\w\\s]+", Behavior::kRemoved, true, what);  // keeps the matches
+  if (type == "Punctuation")
+    return make_split(kPunctuationChar, parse_behavior(j.value("behavior", "Isolated"), what), false, what);
+  if (type == "CharDelimiterSplit") {
     auto r = std::make_unique<Split>();
-    const nlohmann::json pattern = {{"Regex", j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+"}};
-    read_pattern(pattern, what, r->literal, r->re);
-    r->behavior = Behavior::kIsolated;
+    r->literal = j.at("delimiter").get<std::string>();
+    if (r->literal.empty()) throw Error(what + ": CharDelimiterSplit needs a delimiter");
+    r->behavior = Behavior::kRemoved;
+    return r;
+  }
+  if (type == "BertPreTokenizer") {  // whitespace removed, then every punctuation character apart
+    auto r = std::make_unique<SequencePre>();
+    r->items.push_back(make_split("\\s+", Behavior::kRemoved, false, what));
+    r->items.push_back(make_split(kPunctuationChar, Behavior::kIsolated, false, what));
     return r;
   }
   if (type == "ByteLevel") {

@@ -1,5 +1,6 @@
-// tokenizer.json "pre_tokenizer": Split, ByteLevel, Metaspace, Sequence. Each refines the list of
-// pieces (pre-token words) that the BPE model then tokenizes one by one.
+// tokenizer.json "pre_tokenizer": Split, ByteLevel, Metaspace, Sequence, and the fixed splitters Digits,
+// Whitespace, WhitespaceSplit, Punctuation, CharDelimiterSplit, BertPreTokenizer (each a Split of a pattern).
+// Each refines the list of pieces (pre-token words) that the BPE model then tokenizes one by one.
 #pragma once
 #include <memory>
 #include <string>

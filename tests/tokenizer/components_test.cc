@@ -65,6 +65,20 @@ TEST(PreTokenizer, Digits) {
   EXPECT_EQ(pre_tokenize(seq, "x=12"), (V{"x", "=", "1", "2"}));
 }
 
+// HF's fixed splitters, on the sentence tokenizers' own tests use.
+TEST(PreTokenizer, WhitespacePunctuationAndBert) {
+  const std::string s = "Hey friend!     How are you?!?";
+  EXPECT_EQ(pre_tokenize({{"type", "WhitespaceSplit"}}, s), (V{"Hey", "friend!", "How", "are", "you?!?"}));
+  EXPECT_EQ(pre_tokenize({{"type", "Whitespace"}}, s), (V{"Hey", "friend", "!", "How", "are", "you", "?!?"}));
+  EXPECT_EQ(pre_tokenize({{"type", "Punctuation"}}, s), (V{"Hey friend", "!", "     How are you", "?", "!", "?"}));
+  EXPECT_EQ(pre_tokenize({{"type", "Punctuation"}, {"behavior", "Contiguous"}}, s),
+            (V{"Hey friend", "!", "     How are you", "?!?"}));
+  EXPECT_EQ(pre_tokenize({{"type", "BertPreTokenizer"}}, s), (V{"Hey", "friend", "!", "How", "are", "you", "?", "!", "?"}));
+  // ASCII symbols count as punctuation (is_ascii_punctuation), as do Unicode P* characters.
+  EXPECT_EQ(pre_tokenize({{"type", "BertPreTokenizer"}}, "a$b \u00bfc"), (V{"a", "$", "b", "\u00bf", "c"}));
+  EXPECT_EQ(pre_tokenize({{"type", "CharDelimiterSplit"}, {"delimiter", "x"}}, "Helloxthere"), (V{"Hello", "there"}));
+}
+
 TEST(PreTokenizer, Metaspace) {
   json j = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
   EXPECT_EQ(pre_tokenize(j, "Hey friend"), (V{"\xE2\x96\x81Hey", "\xE2\x96\x81" "friend"}));
