@@ -1,8 +1,7 @@
 // fp8_gemm_ws.h: the warp-specialised W8A8 GEMM.
 //
-// Persistent: one block an SM walks output tiles of 128 activation rows x 256 weight rows (tile t: rows
-// 128 (t % tiles_m), columns 256 (t / tiles_m), so the blocks running at once share a few weight tiles
-// through L2 while the activations, [n, k] codes, stay L2-resident). Block: 384 threads.
+// The cooperative schedule. Persistent: one block an SM walks output tiles of 128 activation rows x 256 weight
+// rows in fp8_gemm_tile's grouped order. Block: 384 threads.
 //   WG 0, the producer (one thread): per K stage of 128 bytes, one TMA box of the activation rows
 //     (128 x 128 B) and one of the weight rows (256 x 128 B) into a 4-deep ring of 48 KiB stages,
 //     128B-swizzled (swz128's layout), counted on the stage's "full" barrier; it waits on the stage's
@@ -15,16 +14,11 @@
 //     stores straight from registers.
 // Bytes a tile reads (L2): 384 x K (activations re-read by every column tile, weights by every row tile);
 // FLOPs 2 x 128 x 256 x K: 170 FLOP a byte, ~48 bytes a clock an SM at the FP8 peak.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
-#include <cstdlib>
-#include <mutex>
-#include <vector>
 
 #include "backend/cuda/cuda_common.h"
-#include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/fp8_gemm_plan.h"
+#include "backend/cuda/fp8_gemm_tile.cuh"
 #include "backend/cuda/fp8_gemm_ws.h"
 #include "backend/cuda/kv_tensor_map.h"
 #include "backend/cuda/pdl.cuh"
@@ -50,65 +44,15 @@ constexpr uint32_t kColBytes = 2 * kBN * 4;                           // scales,
 constexpr size_t kSmemBytes = kColOffset + 2 * kColBytes + 1024;      // + alignment slack
 constexpr int kProdRegs = 40, kMathRegs = 232;                    // 128 x 40 + 256 x 232 <= 65536
 
-struct GemmArgs {
-  const float* w_scale;  // [m]
-  const float* x_scale;  // [n]
-  const void* bias;      // [m] T or null
-  const void* residual;  // [n, m] T or null (may alias out)
-  void* out;             // [n, m] T
-  int n, m, k;
-  int tiles_m, num_tiles;
-};
-
-struct GemmMaps {
-  CUtensorMap x, w;  // xq [n, k], box 128 B x 128 rows; w [m, k], box 128 B x 256 rows
-};
-
-// Two adjacent outputs in one 4-byte store (col is even and m a multiple of 256).
-__device__ __forceinline__ void store2(__nv_bfloat16* p, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
-}
-__device__ __forceinline__ void store2(__half* p, float a, float b) {
-  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
-}
-
-// cols: this warpgroup's staged [scales | biases] of the tile's 256 columns; c0: the lane's first column in
-// them; xs[h]: the x_scale of row row0 + 8 h.
-template <typename T>
-__device__ __forceinline__ void store_tile(const GemmArgs& a, float (&d)[16][4], int row0, int col0, const float* cols,
-                                           int c0, const float (&xs)[2]) {
-  // d[i][e]: row row0 + 8 (e >> 1), column col0 + 8 i + (e & 1) (row0, col0 carry the lane's offsets).
-  T* out = static_cast<T*>(a.out);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 8 * h;
-    if (row >= a.n) continue;
-    const int64_t base = int64_t{row} * a.m;
-    uint32_t res[16];  // the residual's pairs, all loads issued before the first use
-    if (a.residual) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) res[i] = *reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.residual) + base + col0 + 8 * i);
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int col = col0 + 8 * i, c = c0 + 8 * i;
-      const float2 ws = *reinterpret_cast<const float2*>(cols + c);
-      const float2 b = *reinterpret_cast<const float2*>(cols + kBN + c);
-      float v0 = d[i][2 * h] * xs[h] * ws.x + b.x, v1 = d[i][2 * h + 1] * xs[h] * ws.y + b.y;
-      if (a.residual) {
-        const T* r = reinterpret_cast<const T*>(&res[i]);
-        v0 += to_f(r[0]), v1 += to_f(r[1]);
-      }
-      store2(out + base + col, v0, v1);
-    }
-  }
-}
+using GemmArgs = Fp8GemmArgs;
+using GemmMaps = Fp8GemmMaps;
 
 __device__ __forceinline__ void produce(const GemmArgs& a, const GemmMaps& maps, uint32_t base) {
   const int k_iters = a.k / kBK;
   int it = 0;
   for (int t = blockIdx.x; t < a.num_tiles; t += gridDim.x) {
-    const int tm = t % a.tiles_m, tn = t / a.tiles_m;
+    int tm, tn;
+    fp8_gemm_tile(a, t, tm, tn);
     for (int kk = 0; kk < k_iters; ++kk, ++it) {
       const int s = it % kStages;
       const uint32_t full = base + kBarOffset + 8 * s, empty = full + 8 * kStages;
@@ -127,7 +71,8 @@ __device__ __forceinline__ void consume(const GemmArgs& a, uint32_t base, float*
   const int wt = threadIdx.x & 127, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   int it = 0;
   for (int t = blockIdx.x; t < a.num_tiles; t += gridDim.x) {
-    const int tm = t % a.tiles_m, tn = t / a.tiles_m;
+    int tm, tn;
+    fp8_gemm_tile(a, t, tm, tn);
     const int row0 = tm * kBM + cw * 64 + warp * 16 + (lane >> 2);
     // Stage the tile's column scales and biases (2 a thread) once the last tile's epilogue has read them,
     // and fetch this thread's two row scales; both land during the mainloop.
@@ -176,8 +121,8 @@ __device__ __forceinline__ void consume(const GemmArgs& a, uint32_t base, float*
     reg_fence(d1);
     ws_named_sync(1 + cw, 128);  // the staged columns are written
     const int c0 = 2 * (lane & 3), col0 = tn * kBN + c0;
-    store_tile<T>(a, d0, row0, col0, cols, c0, xs);
-    store_tile<T>(a, d1, row0, col0 + 128, cols, c0 + 128, xs);
+    fp8_store_block<T, kBN>(a, d0, row0, col0, cols, c0, xs);
+    fp8_store_block<T, kBN>(a, d1, row0, col0 + 128, cols, c0 + 128, xs);
   }
 }
 
@@ -205,38 +150,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_gemm_ws_kernel(const GemmArgs
   }
 }
 
-int num_sms() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    VIREO_CUDA_CHECK(cudaGetDevice(&dev));
-    VIREO_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
-// The weights' maps, one per weight matrix (weights never move once loaded).
-bool weight_map(const uint8_t* w, int64_t m, int64_t k, CUtensorMap* out) {
-  struct Entry {
-    const uint8_t* w;
-    int64_t m, k;
-    CUtensorMap map;
-  };
-  static std::mutex mu;
-  static std::vector<Entry> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const Entry& e : cache)
-    if (e.w == w && e.m == m && e.k == k) {
-      *out = e.map;
-      return true;
-    }
-  Entry e{w, m, k, {}};
-  if (!u8_rows_tensor_map(w, m, k, kBN, &e.map)) return false;
-  cache.push_back(e);
-  *out = e.map;
-  return true;
-}
-
 template <typename T>
 void launch_typed(const GemmArgs& a, const GemmMaps& maps, cudaStream_t stream) {
   static const bool attr = [] {
@@ -245,7 +158,7 @@ void launch_typed(const GemmArgs& a, const GemmMaps& maps, cudaStream_t stream) 
     return true;
   }();
   (void)attr;
-  const int blocks = std::min(a.num_tiles, num_sms());
+  const int blocks = std::min(a.num_tiles, fp8_gemm_sm_count());
   launch_pdl(fp8_gemm_ws_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes, stream, a, maps);
   check_launch("fp8 gemm (warp-specialised)");
 }
@@ -257,25 +170,17 @@ bool fp8_gemm_ws_ok(int64_t n, int64_t m, int64_t k) {
          k < (int64_t{1} << 30) && n * m < (int64_t{1} << 40);
 }
 
-bool fp8_gemm_ws_preferred(int64_t n, int64_t m, int64_t k) {
-  static const int64_t min_rows = [] {
-    const char* on = std::getenv("VIREO_FP8_GEMM_WS");
-    if (!(on && on[0] == '1')) return int64_t{-1};
-    const char* e = std::getenv("VIREO_FP8_GEMM_WS_MIN_ROWS");
-    return e ? std::max<int64_t>(1, std::atoll(e)) : int64_t{512};
-  }();
-  return min_rows > 0 && n >= min_rows && fp8_gemm_ws_ok(n, m, k);
-}
-
 void launch_fp8_gemm_ws(const CublasLtGemm::Fp8Args& g, cudaStream_t stream) {
   if (!fp8_gemm_ws_ok(g.n, g.m, g.k)) throw Error("fp8 gemm (ws): shape not taken");
   GemmMaps maps{};
-  if (!u8_rows_tensor_map(g.xq, g.n, g.k, kBM, &maps.x) || !weight_map(g.w, g.m, g.k, &maps.w))
+  if (!u8_rows_tensor_map(g.xq, g.n, g.k, kBM, &maps.x) || !fp8_weight_tensor_map(g.w, g.m, g.k, kBN, &maps.w))
     throw Error("fp8 gemm (ws): the driver refused a tensor map");
   GemmArgs a{g.w_scale, g.x_scale, g.bias, g.residual, g.out, static_cast<int>(g.n), static_cast<int>(g.m),
-             static_cast<int>(g.k), 0, 0};
+             static_cast<int>(g.k), 0, 0, 0, 0};
   a.tiles_m = static_cast<int>((g.n + kBM - 1) / kBM);
-  a.num_tiles = a.tiles_m * static_cast<int>(g.m / kBN);
+  a.tiles_n = static_cast<int>(g.m / kBN);
+  a.num_tiles = a.tiles_m * a.tiles_n;
+  a.group_m = fp8_gemm_group_rows(a.tiles_m, kBM, g.k);
   if (g.out_dtype == DType::kBF16) launch_typed<__nv_bfloat16>(a, maps, stream);
   else if (g.out_dtype == DType::kF16) launch_typed<__half>(a, maps, stream);
   else throw Error("fp8 gemm (ws): out must be bf16 or f16");

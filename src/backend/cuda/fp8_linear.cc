@@ -92,8 +92,10 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     auto* acc = a_bytes ? reinterpret_cast<float*>(s + x_bytes + y_bytes + q_bytes + s_bytes) : nullptr;
     CublasLtGemm::Fp8Args g{w, p.w.row_scale, xq, xs, bias, y, n, m, k, t, acc};
     g.residual = res ? p.residual.data : nullptr;
+    const Fp8GemmSchedule own = small ? Fp8GemmSchedule::kCublasLt : fp8_gemm_schedule(n, m, k);
     if (small) launch_fp8_small_gemm(g, acc, stream);
-    else if (fp8_gemm_ws_preferred(n, m, k)) launch_fp8_gemm_ws(g, stream);
+    else if (own == Fp8GemmSchedule::kCooperative) launch_fp8_gemm_ws(g, stream);
+    else if (own == Fp8GemmSchedule::kPingpong) launch_fp8_gemm_pingpong(g, stream);
     else gemm.run_fp8(g, stream);
     if (silu_out) launch_silu_and_mul({Tensor(y, t, {n, m}, DeviceKind::kCUDA), p.out, p.act}, stream);
     return;

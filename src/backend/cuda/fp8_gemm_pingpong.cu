@@ -1,0 +1,194 @@
+// fp8_gemm_ws.h: the ping-pong schedule of the warp-specialised W8A8 GEMM.
+//
+// Persistent: one block an SM walks output tiles of 128 activation rows x 128 weight rows in fp8_gemm_tile's
+// grouped order; the block's j-th tile belongs to consumer warpgroup j % 2. Block: 384 threads.
+//   WG 0, the producer (one thread): per tile, per K stage of 128 bytes, one TMA box of the activation rows
+//     and one of the weight rows (128 x 128 B each) into a 6-deep ring of 32 KiB stages (128B-swizzled),
+//     counted on the stage's "full" barrier, tiles in the block's order; it refills a stage once its
+//     "empty" barrier says the consumer is done with it.
+//   WG 1, 2, the consumers, taking turns: a warpgroup's mainloop (per stage 4 k32 steps of two m64n128k32
+//     E4M3 wgmma, rows 0-63 and 64-127 against the same weight rows; 128 F32 accumulators a thread) starts
+//     once the other's has issued its last wgmma (named barriers 3 and 4), so one mainloop at a time keeps
+//     the tensor cores busy while the other warpgroup scales, rounds and stores its finished tile.
+//     The turn-taking also keeps each warpgroup's "full" waits at most one phase ahead of the barrier (a
+//     warpgroup skips the other's tiles in the ring; parity waits alias two phases ahead).
+// Bytes a tile reads (L2): 256 x K; FLOPs 2 x 128 x 128 x K: 128 FLOP a byte.
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/fp8_gemm_plan.h"
+#include "backend/cuda/fp8_gemm_tile.cuh"
+#include "backend/cuda/fp8_gemm_ws.h"
+#include "backend/cuda/kv_tensor_map.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/tma_barrier.cuh"
+#include "backend/cuda/wgmma_common.cuh"
+#include "backend/cuda/wgmma_fp8.cuh"
+
+namespace vireo::cuda {
+namespace {
+
+constexpr int kThreads = 384;
+constexpr int kBM = 128;  // activation rows a tile (two m64 wgmma)
+constexpr int kBN = 128;  // weight rows (output columns) a tile (wgmma's N)
+constexpr int kBK = 128;  // K bytes a stage
+constexpr int kStages = 6;
+constexpr uint32_t kABytes = kBM * kBK, kBBytes = kBN * kBK, kStageBytes = kABytes + kBBytes;
+constexpr uint32_t kBarOffset = kStages * kStageBytes;  // full [kStages], empty [kStages]
+// Per consumer warpgroup: its tile's 128 column scales and 128 biases (F32), staged at the tile's start.
+constexpr uint32_t kColOffset = kBarOffset + 16 * kStages;
+constexpr uint32_t kColBytes = 2 * kBN * 4;
+constexpr size_t kSmemBytes = kColOffset + 2 * kColBytes + 1024;  // + alignment slack
+constexpr int kProdRegs = 40, kMathRegs = 232;                    // 128 x 40 + 256 x 232 <= 65536
+// Named barriers: 1 + cw, a warpgroup's staged columns; 3 + cw, "warpgroup cw has issued its mainloop".
+constexpr int kColsBar = 1, kTurnBar = 3;
+
+__device__ __forceinline__ void produce(const Fp8GemmArgs& a, const Fp8GemmMaps& maps, uint32_t base) {
+  const int k_iters = a.k / kBK;
+  int it = 0;
+  for (int t = blockIdx.x; t < a.num_tiles; t += gridDim.x) {
+    int tm, tn;
+    fp8_gemm_tile(a, t, tm, tn);
+    for (int kk = 0; kk < k_iters; ++kk, ++it) {
+      const int s = it % kStages;
+      const uint32_t full = base + kBarOffset + 8 * s, empty = full + 8 * kStages;
+      if (it >= kStages) ws_bar_wait(empty, ((it / kStages) & 1) ^ 1);
+      const uint32_t stage = base + s * kStageBytes;
+      ws_bar_arrive_expect_tx(full, kStageBytes);
+      tma_load_2d(stage, &maps.x, kk * kBK, tm * kBM, full);
+      tma_load_2d(stage + kABytes, &maps.w, kk * kBK, tn * kBN, full);
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void consume(const Fp8GemmArgs& a, uint32_t base, float* cols, int cw) {
+  const int k_iters = a.k / kBK;
+  const int wt = threadIdx.x & 127, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  int j = cw;  // the block's tile index (this warpgroup's: every other one)
+  for (int t = blockIdx.x + cw * gridDim.x; t < a.num_tiles; t += 2 * gridDim.x, j += 2) {
+    int tm, tn;
+    fp8_gemm_tile(a, t, tm, tn);
+    const int row0 = tm * kBM + warp * 16 + (lane >> 2);
+    // Stage the tile's column scale and bias (one a thread) once this warpgroup's last epilogue has read
+    // them; fetch the thread's four row scales. Both land during the mainloop.
+    ws_named_sync(kColsBar + cw, 128);
+    {
+      const int col = tn * kBN + wt;
+      cols[wt] = a.w_scale[col];
+      cols[kBN + wt] = a.bias ? to_f(static_cast<const T*>(a.bias)[col]) : 0.f;
+    }
+    float xs[2][2];
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 64 * q + 8 * h;
+        xs[q][h] = row < a.n ? a.x_scale[row] : 0.f;
+      }
+    float d0[16][4], d1[16][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d0[i][e] = d1[i][e] = 0.f;
+    // The other warpgroup's previous tile (j - 1) has issued its mainloop: its stages are all in.
+    if (j > 0) ws_named_sync(kTurnBar + (cw ^ 1), 256);
+    int it = j * k_iters;
+    uint32_t prev_empty = 0;
+    for (int kk = 0; kk < k_iters; ++kk, ++it) {
+      const int s = it % kStages;
+      const uint32_t full = base + kBarOffset + 8 * s;
+      ws_bar_wait(full, (it / kStages) & 1);
+      const uint32_t stage = base + s * kStageBytes;
+      const uint64_t da0 = wgmma_desc(stage, 16, 1024);
+      const uint64_t da1 = wgmma_desc(stage + 64 * kBK, 16, 1024);
+      const uint64_t db = wgmma_desc(stage + kABytes, 16, 1024);
+      wgmma_fence();
+#pragma unroll
+      for (int k32 = 0; k32 < kBK / 32; ++k32) {
+        wgmma_fp8_ss<128>(d0, wgmma_desc_add(da0, 32 * k32), wgmma_desc_add(db, 32 * k32), 1);
+        wgmma_fp8_ss<128>(d1, wgmma_desc_add(da1, 32 * k32), wgmma_desc_add(db, 32 * k32), 1);
+      }
+      wgmma_commit();
+      if (kk > 0) {
+        wgmma_wait<1>();  // the previous stage's wgmma are done: its buffers may be refilled
+        ws_bar_arrive(prev_empty);
+      }
+      prev_empty = full + 8 * kStages;
+    }
+    // Hand the tensor cores over (only if the other warpgroup has a next tile: no arrival left unmatched).
+    if (t + gridDim.x < a.num_tiles) ws_named_arrive(kTurnBar + cw, 256);
+    wgmma_wait<0>();
+    ws_bar_arrive(prev_empty);
+    reg_fence(d0);
+    reg_fence(d1);
+    ws_named_sync(kColsBar + cw, 128);  // the staged columns are written
+    const int c0 = 2 * (lane & 3), col0 = tn * kBN + c0;
+    fp8_store_block<T, kBN>(a, d0, row0, col0, cols, c0, xs[0]);
+    fp8_store_block<T, kBN>(a, d1, row0 + 64, col0, cols, c0, xs[1]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1)
+    fp8_gemm_pingpong_kernel(const Fp8GemmArgs a, const __grid_constant__ Fp8GemmMaps maps) {
+  extern __shared__ __align__(1024) unsigned char gemm_smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gemm_smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ws_bar_init(base + kBarOffset + 8 * s, 1);                // full: the producer's arrival + TMA bytes
+      ws_bar_init(base + kBarOffset + 8 * (kStages + s), 128);  // empty: the consuming warpgroup's threads
+    }
+  }
+  __syncthreads();
+  pdl_enter();  // before the first read of xq / the scales and the first write of out
+  if (threadIdx.x < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
+    if (threadIdx.x == 0) produce(a, maps, base);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kMathRegs));
+    const int cw = (threadIdx.x >> 7) - 1;
+    float* cols = reinterpret_cast<float*>(gemm_smem_raw + (base - raw) + kColOffset + cw * kColBytes);
+    consume<T>(a, base, cols, cw);
+  }
+}
+
+template <typename T>
+void launch_typed(const Fp8GemmArgs& a, const Fp8GemmMaps& maps, cudaStream_t stream) {
+  static const bool attr = [] {
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(fp8_gemm_pingpong_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kSmemBytes)));
+    return true;
+  }();
+  (void)attr;
+  const int blocks = std::min(a.num_tiles, fp8_gemm_sm_count());
+  launch_pdl(fp8_gemm_pingpong_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes, stream, a,
+             maps);
+  check_launch("fp8 gemm (ping-pong)");
+}
+
+}  // namespace
+
+bool fp8_gemm_pingpong_ok(int64_t n, int64_t m, int64_t k) {
+  return n >= 1 && m > 0 && k > 0 && m % kBN == 0 && k % kBK == 0 && n < (int64_t{1} << 30) && m < (int64_t{1} << 30) &&
+         k < (int64_t{1} << 30) && n * m < (int64_t{1} << 40);
+}
+
+void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& g, cudaStream_t stream) {
+  if (!fp8_gemm_pingpong_ok(g.n, g.m, g.k)) throw Error("fp8 gemm (ping-pong): shape not taken");
+  Fp8GemmMaps maps{};
+  if (!u8_rows_tensor_map(g.xq, g.n, g.k, kBM, &maps.x) || !fp8_weight_tensor_map(g.w, g.m, g.k, kBN, &maps.w))
+    throw Error("fp8 gemm (ping-pong): the driver refused a tensor map");
+  Fp8GemmArgs a{g.w_scale, g.x_scale, g.bias, g.residual, g.out, static_cast<int>(g.n), static_cast<int>(g.m),
+                static_cast<int>(g.k), 0, 0, 0, 0};
+  a.tiles_m = static_cast<int>((g.n + kBM - 1) / kBM);
+  a.tiles_n = static_cast<int>(g.m / kBN);
+  a.num_tiles = a.tiles_m * a.tiles_n;
+  a.group_m = fp8_gemm_group_rows(a.tiles_m, kBM, g.k);
+  if (g.out_dtype == DType::kBF16) launch_typed<__nv_bfloat16>(a, maps, stream);
+  else if (g.out_dtype == DType::kF16) launch_typed<__half>(a, maps, stream);
+  else throw Error("fp8 gemm (ping-pong): out must be bf16 or f16");
+}
+
+}  // namespace vireo::cuda
