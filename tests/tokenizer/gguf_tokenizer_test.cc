@@ -12,12 +12,15 @@
 
 #include "../gguf_util/hf_to_gguf.h"
 #include "core/error.h"
+#include "gguf_test_util.h"
 #include "test_util.h"
 
 namespace vireo {
 namespace {
 
 namespace fs = std::filesystem;
+using test::EditedQwen3;
+using test::expect_same_encodings;
 
 std::string gguf_path(const std::string& name) {
   return (fs::path(::testing::TempDir()) / ("vireo_gguf_tok_" + std::to_string(::getpid()) + "_" + name + ".gguf")).string();
@@ -39,20 +42,6 @@ const std::string& converted(const std::string& name, const std::string& pre) {
     w.write(p);
   }
   return p;
-}
-
-std::vector<std::string> texts() {
-  std::vector<std::string> out = {
-      "Hello world", "  leading and trailing  ", "tabs\tand\nnewlines\r\n\n\nend", "1234567890 3.14159 -42 1e10",
-      "héllo wörld ñandú", "日本語のテキストと中文", "emoji 😀👍🏽 and ZWJ 👨‍👩‍👧", "Cafe\xCC\x81 (e + combining acute)",
-      "don't I'll we've THEY'RE", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
-      "<think>\nreasoning\n</think>answer", "<s>[INST] hi <unk> [/INST]</s>", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
-      "code: for (int i = 0; i < n; ++i) { x[i] = 0; }", "     \n      \t\t  ", "a", "", "ﬁ ligature Ⅷ ＡＢＣ"};
-  std::ifstream f(test::source_path("tests/fixtures/tokenizer/corpus.jsonl"));
-  int n = 0;
-  for (std::string line; std::getline(f, line) && n < 300; ++n)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line).get<std::string>());
-  return out;
 }
 
 struct Case {
@@ -78,7 +67,7 @@ TEST_P(GgufTokenizer, MatchesTokenizerJson) {
     return ids;
   };
   int bad = 0;
-  for (const std::string& t : texts()) {
+  for (const std::string& t : test::gguf_texts()) {
     for (bool add_special : {false, true}) {
       const auto want = expected(t, add_special), got = gg->encode(t, add_special);
       if (got != want && bad++ < 10) ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
@@ -111,41 +100,6 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufTokenizer,
                                            Case{"deepseek_v3", "deepseek-v3", true}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
-// The Qwen3 tokenizer.json changed by `edit` (with its tokenizer_config.json) in a temporary folder, and
-// GGUF files of the Qwen3 vocabulary under a given pre-tokenizer beside it: a pre's pipeline against the
-// tokenizer.json that spells the same pipeline.
-struct EditedQwen3 {
-  fs::path dir;
-  EditedQwen3(const std::string& tag, const std::function<void(nlohmann::json&)>& edit)
-      : dir(fs::path(::testing::TempDir()) / ("vireo_" + tag + "_tok_" + std::to_string(::getpid()))) {
-    fs::create_directories(dir);
-    nlohmann::json tj = nlohmann::json::parse(std::ifstream(test::source_path("models/qwen3/tokenizer.json")));
-    edit(tj);
-    std::ofstream(dir / "tokenizer.json") << tj.dump();
-    fs::copy_file(test::source_path("models/qwen3/tokenizer_config.json"), dir / "tokenizer_config.json",
-                  fs::copy_options::overwrite_existing);
-  }
-  ~EditedQwen3() { fs::remove_all(dir); }
-  std::unique_ptr<Tokenizer> hf() const { return Tokenizer::from_dir(dir.string()); }
-  std::unique_ptr<Tokenizer> gguf(const std::string& arch, const std::string& pre) const {
-    testing::GgufWriter w;
-    w.add_string("general.architecture", arch);
-    testing::add_tokenizer_metadata(w, test::source_path("models/qwen3"), pre);
-    const std::string p = (dir / (pre + ".gguf")).string();
-    w.write(p);
-    return Tokenizer::from_dir(p);
-  }
-};
-
-// Fails for each text (the first 10 named) that `got` encodes differently from `want`.
-void expect_same_encodings(const Tokenizer& got, const Tokenizer& want, const std::vector<std::string>& all) {
-  int bad = 0;
-  for (const std::string& t : all)
-    if (got.encode(t, false) != want.encode(t, false) && bad++ < 10)
-      ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
-  EXPECT_EQ(bad, 0);
-}
-
 // Qwen3.5's pre "qwen35" (Qwen2's split with combining marks kept in words): the Qwen3 vocabulary under
 // that pre against the Qwen3 tokenizer.json with its Split regex swapped for Qwen3.5's (the one difference
 // between the two pipelines), on the corpus plus scripts whose vowel signs are marks (Devanagari, Thai,
@@ -161,7 +115,7 @@ TEST(GgufTokenizerPre, Qwen35KeepsMarksInWords) {
   });
   ASSERT_TRUE(swapped);
   auto gg = q.gguf("qwen35", "qwen35"), q2 = q.gguf("qwen35", "qwen2");
-  std::vector<std::string> all = texts();
+  std::vector<std::string> all = test::gguf_texts();
   const std::vector<std::string> marked = {"नमस्ते दुनिया", "สวัสดีครับ ผมชื่อ", "வணக்கம் உலகம்", "a\u0301b\u0327 x\u20dd!"};
   all.insert(all.end(), marked.begin(), marked.end());
   expect_same_encodings(*gg, *q.hf(), all);
@@ -181,7 +135,7 @@ TEST(GgufTokenizerPre, HunyuanIsQwen2WithoutNfc) {
   });
   ASSERT_TRUE(had_nfc);
   auto gg = q.gguf("hunyuan-moe", "hunyuan"), q2 = q.gguf("hunyuan-moe", "qwen2");
-  std::vector<std::string> all = texts();
+  std::vector<std::string> all = test::gguf_texts();
   all.push_back("cafe\u0301 re\u0301sume\u0301");  // decomposed accents
   expect_same_encodings(*gg, *q.hf(), all);
   EXPECT_NE(q2->encode(all.back(), false), gg->encode(all.back(), false)) << "qwen2's NFC should compose the accents";
@@ -201,7 +155,7 @@ TEST(GgufTokenizerPre, Glm4IsLlama3SplitAndOlmoIsGpt2) {
       if (p["type"] == "Split") p["pattern"]["Regex"] = llama3, swapped = true;
   });
   ASSERT_TRUE(swapped);
-  std::vector<std::string> all = texts();
+  std::vector<std::string> all = test::gguf_texts();
   all.push_back("12345678 digits, cafe\u0301");
   for (const char* pre : {"glm4", "chatglm-bpe"}) expect_same_encodings(*glm.gguf("glm4", pre), *glm.hf(), all);
   const EditedQwen3 olmo("olmo", [&](nlohmann::json& tj) {
@@ -236,7 +190,7 @@ TEST(GgufTokenizerPre, TekkenSeedCoderAndDigitSplits) {
       if (p["type"] == "Split") p["pattern"]["Regex"] = tekken, swapped = true;
   });
   ASSERT_TRUE(swapped);
-  std::vector<std::string> all = texts();
+  std::vector<std::string> all = test::gguf_texts();
   all.push_back("HelloWorld camelCaseName IT'S 2024/12/07 a/b\n");
   auto gg = tk.gguf("llama", "tekken");
   expect_same_encodings(*gg, *tk.hf(), all);
