@@ -208,20 +208,21 @@ TEST_F(Fp8Bench, F_WsGemm) {
         return g;
       };
       const double flops = 2.0 * n * sh.m * sh.k;
-      // Three kernels interleaved, twice (the second round reported: clocks settle under the FP8 load).
-      double lt[2] = {0, 0}, ws[2] = {0, 0}, pp[2] = {0, 0};
+      // Four kernels interleaved, twice (the second round reported: clocks settle under the FP8 load).
+      double lt[2] = {0, 0}, ws[2] = {0, 0}, pp[2] = {0, 0}, p2[2] = {0, 0};
       for (int r = 0; r < 2; ++r) {
         lt[r] = time_us([&](int i) { gemm.run_fp8(args(i), stream_); }, 7, 8);
         ws[r] = cuda::fp8_gemm_ws_ok(n, sh.m, sh.k) ? time_us([&](int i) { cuda::launch_fp8_gemm_ws(args(i), stream_); }, 7, 8)
                                                     : 0;
         pp[r] = time_us([&](int i) { cuda::launch_fp8_gemm_pingpong(args(i), stream_); }, 7, 8);
+        p2[r] = time_us([&](int i) { cuda::launch_fp8_gemm_pingpong(args(i), stream_, 2); }, 7, 8);
       }
       auto rate = [&](double us) { return us > 0 ? flops / us / 1e6 : 0.0; };
       auto vs = [&](double us) { return us > 0 ? 100.0 * (us - lt[1]) / lt[1] : 0.0; };
       std::printf("ws gemm N=%-5lld %-8s cuBLASLt %7.1f / %7.1f us (%5.0f TFLOP/s)  cooperative %7.1f / %7.1f us (%5.0f, "
-                  "%+.1f%%)  ping-pong %7.1f / %7.1f us (%5.0f, %+.1f%%)\n",
+                  "%+.1f%%)  ping-pong %7.1f / %7.1f us (%5.0f, %+.1f%%)  pairs %7.1f / %7.1f us (%5.0f, %+.1f%%)\n",
                   (long long)n, sh.name, lt[0], lt[1], rate(lt[1]), ws[0], ws[1], rate(ws[1]), vs(ws[1]), pp[0], pp[1],
-                  rate(pp[1]), vs(pp[1]));
+                  rate(pp[1]), vs(pp[1]), p2[0], p2[1], rate(p2[1]), vs(p2[1]));
       std::fflush(stdout);
     }
   }

@@ -184,7 +184,8 @@ TEST_F(Fp8LinearTest, SmallGemmRowsAndSplits) {
 // directly here) against sum(code x x_scale x w') in double: activation row tiles of 128 (zero-filled rows past
 // N, N = 1 included), weight column tiles of 256 / 128, K stages of 128 bytes through the ring (fewer stages a
 // tile than the ring, and more), more tiles than SMs (the persistent walk; odd and even tile counts a block for
-// the ping-pong turns), two row-tile groups (K 8192), bias and an in-place residual, bf16 and f16 out.
+// the ping-pong turns; odd row tiles for the block pairs), two row-tile groups (K 8192), bias and an in-place
+// residual, bf16 and f16 out.
 TEST_F(Fp8LinearTest, WsGemmTilesStagesAndEpilogue) {
   for (DType t : {DType::kBF16, DType::kF16}) {
     use_dtype(t);
@@ -223,9 +224,10 @@ TEST_F(Fp8LinearTest, WsGemmTilesStagesAndEpilogue) {
           want[e] = round_to(t, static_cast<float>(acc));
           mag[e] = static_cast<float>(abs_sum);
         }
-      for (const bool pingpong : {false, true}) {
+      for (const int kernel : {0, 1, 2}) {  // cooperative, ping-pong, ping-pong in block pairs
+        const bool pingpong = kernel > 0;
         if (!pingpong && !cuda::fp8_gemm_ws_ok(c.n, c.m, c.k)) continue;
-        SCOPED_TRACE(pingpong ? "ping-pong" : "cooperative");
+        SCOPED_TRACE(kernel == 0 ? "cooperative" : kernel == 1 ? "ping-pong" : "ping-pong pairs");
         Tensor out = c.residual ? gpu_from(r, {c.n, c.m}, t) : gpu_poisoned({c.n, c.m}, t);
         Tensor bd = c.bias ? gpu_from(bias, {c.m}, t) : Tensor();
         cuda::CublasLtGemm::Fp8Args g{w.dev.ptr<uint8_t>(), w.dev.row_scale, qd.ptr<uint8_t>(), sd.ptr<float>(),
@@ -234,7 +236,7 @@ TEST_F(Fp8LinearTest, WsGemmTilesStagesAndEpilogue) {
         // The backend uploads on its own non-blocking stream (up to 4 MiB asynchronously): let them land before
         // the kernel runs on the default stream.
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        if (pingpong) cuda::launch_fp8_gemm_pingpong(g, nullptr);
+        if (pingpong) cuda::launch_fp8_gemm_pingpong(g, nullptr, kernel);
         else cuda::launch_fp8_gemm_ws(g, nullptr);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the default stream, not the backend's
         expect_close_accumulated(to_host(out), want, mag, pingpong ? "ping-pong gemm" : "ws gemm");

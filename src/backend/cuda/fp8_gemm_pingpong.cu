@@ -13,6 +13,13 @@
 //     The turn-taking also keeps each warpgroup's "full" waits at most one phase ahead of the barrier (a
 //     warpgroup skips the other's tiles in the ring; parity waits alias two phases ahead).
 // Bytes a tile reads (L2): 256 x K; FLOPs 2 x 128 x 128 x K: 128 FLOP a byte.
+// With kCluster = 2 (VIREO_FP8_GEMM_WS=3) two blocks of a cluster take row tiles 2p and 2p + 1 of the same
+// column tile at once: each producer loads its own activation box and half of the weight box, multicast to
+// both blocks (192 bytes of L2 reads per 32 KiB of FLOPs instead of 256, as cuBLASLt's 1 x 2 clusters); a
+// stage is refilled once the consumers of both blocks released it (their "empty" arrivals go to both).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.h"
@@ -43,32 +50,69 @@ constexpr int kProdRegs = 40, kMathRegs = 232;                    // 128 x 40 + 
 // Named barriers: 1 + cw, a warpgroup's staged columns; 3 + cw, "warpgroup cw has issued its mainloop".
 constexpr int kColsBar = 1, kTurnBar = 3;
 
+// This block's tile sequence: tile t of the walk (cluster tiles: pairs of row tiles, rank picks the row tile).
+template <int kCluster>
+struct Walk {
+  int first, step;
+  __device__ Walk() {
+    if constexpr (kCluster == 1) first = blockIdx.x, step = gridDim.x;
+    else first = static_cast<int>(cluster_id_x()), step = static_cast<int>(num_clusters_x());
+  }
+  __device__ void tile(const Fp8GemmArgs& a, int t, int& tm, int& tn) const {
+    fp8_gemm_tile(a, t, tm, tn);
+    if constexpr (kCluster > 1) tm = tm * kCluster + static_cast<int>(cluster_rank());
+  }
+};
+
+template <int kCluster>
 __device__ __forceinline__ void produce(const Fp8GemmArgs& a, const Fp8GemmMaps& maps, uint32_t base) {
   const int k_iters = a.k / kBK;
+  const Walk<kCluster> walk;
+  const uint32_t rank = kCluster > 1 ? cluster_rank() : 0;
+  const int last_tm = (a.n - 1) / kBM;
   int it = 0;
-  for (int t = blockIdx.x; t < a.num_tiles; t += gridDim.x) {
+  for (int t = walk.first; t < a.num_tiles; t += walk.step) {
     int tm, tn;
-    fp8_gemm_tile(a, t, tm, tn);
+    walk.tile(a, t, tm, tn);
     for (int kk = 0; kk < k_iters; ++kk, ++it) {
       const int s = it % kStages;
       const uint32_t full = base + kBarOffset + 8 * s, empty = full + 8 * kStages;
       if (it >= kStages) ws_bar_wait(empty, ((it / kStages) & 1) ^ 1);
       const uint32_t stage = base + s * kStageBytes;
       ws_bar_arrive_expect_tx(full, kStageBytes);
-      tma_load_2d(stage, &maps.x, kk * kBK, tm * kBM, full);
-      tma_load_2d(stage + kABytes, &maps.w, kk * kBK, tn * kBN, full);
+      // A row tile past n (the second of a pair) loads the last real one instead: counted bytes all the same,
+      // its rows never stored.
+      tma_load_2d(stage, &maps.x, kk * kBK, min(tm, last_tm) * kBM, full);
+      if constexpr (kCluster == 1) {
+        tma_load_2d(stage + kABytes, &maps.w, kk * kBK, tn * kBN, full);
+      } else {  // this block's share of the weight rows, into every block of the cluster
+        constexpr uint32_t kShare = kBN / kCluster;
+        tma_load_2d_multicast(stage + kABytes + rank * kShare * kBK, &maps.w, kk * kBK, tn * kBN + rank * kShare, full,
+                              (1u << kCluster) - 1);
+      }
     }
   }
 }
 
-template <typename T>
+// A stage's release: lane 0 of each consumer warp arrives on the stage's "empty" barrier in every block of
+// the cluster (each warp's wgmma are done reading it).
+template <int kCluster>
+__device__ __forceinline__ void release(uint32_t empty, int lane) {
+  if (lane != 0) return;
+  if constexpr (kCluster == 1) ws_bar_arrive(empty);
+  else
+    for (uint32_t c = 0; c < kCluster; ++c) ws_bar_arrive_cluster(empty, c);
+}
+
+template <typename T, int kCluster>
 __device__ __forceinline__ void consume(const Fp8GemmArgs& a, uint32_t base, float* cols, int cw) {
   const int k_iters = a.k / kBK;
   const int wt = threadIdx.x & 127, lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  const Walk<kCluster> walk;
   int j = cw;  // the block's tile index (this warpgroup's: every other one)
-  for (int t = blockIdx.x + cw * gridDim.x; t < a.num_tiles; t += 2 * gridDim.x, j += 2) {
+  for (int t = walk.first + cw * walk.step; t < a.num_tiles; t += 2 * walk.step, j += 2) {
     int tm, tn;
-    fp8_gemm_tile(a, t, tm, tn);
+    walk.tile(a, t, tm, tn);
     const int row0 = tm * kBM + warp * 16 + (lane >> 2);
     // Stage the tile's column scale and bias (one a thread) once this warpgroup's last epilogue has read
     // them; fetch the thread's four row scales. Both land during the mainloop.
@@ -112,14 +156,14 @@ __device__ __forceinline__ void consume(const Fp8GemmArgs& a, uint32_t base, flo
       wgmma_commit();
       if (kk > 0) {
         wgmma_wait<1>();  // the previous stage's wgmma are done: its buffers may be refilled
-        ws_bar_arrive(prev_empty);
+        release<kCluster>(prev_empty, lane);
       }
       prev_empty = full + 8 * kStages;
     }
     // Hand the tensor cores over (only if the other warpgroup has a next tile: no arrival left unmatched).
-    if (t + gridDim.x < a.num_tiles) ws_named_arrive(kTurnBar + cw, 256);
+    if (t + walk.step < a.num_tiles) ws_named_arrive(kTurnBar + cw, 256);
     wgmma_wait<0>();
-    ws_bar_arrive(prev_empty);
+    release<kCluster>(prev_empty, lane);
     reg_fence(d0);
     reg_fence(d1);
     ws_named_sync(kColsBar + cw, 128);  // the staged columns are written
@@ -129,7 +173,7 @@ __device__ __forceinline__ void consume(const Fp8GemmArgs& a, uint32_t base, flo
   }
 }
 
-template <typename T>
+template <typename T, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_gemm_pingpong_kernel(const Fp8GemmArgs a, const __grid_constant__ Fp8GemmMaps maps) {
   extern __shared__ __align__(1024) unsigned char gemm_smem_raw[];
@@ -137,34 +181,79 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t base = (raw + 1023u) & ~1023u;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      ws_bar_init(base + kBarOffset + 8 * s, 1);                // full: the producer's arrival + TMA bytes
-      ws_bar_init(base + kBarOffset + 8 * (kStages + s), 128);  // empty: the consuming warpgroup's threads
+      ws_bar_init(base + kBarOffset + 8 * s, 1);                          // full: the producer's arrival + TMA bytes
+      ws_bar_init(base + kBarOffset + 8 * (kStages + s), 4 * kCluster);  // empty: each consumer warp of the cluster
     }
+    if constexpr (kCluster > 1) fence_barrier_init();
   }
-  __syncthreads();
+  // Every block's barriers are initialised before any block multicasts into it or arrives on it.
+  if constexpr (kCluster > 1) cluster_sync_all();
+  else __syncthreads();
   pdl_enter();  // before the first read of xq / the scales and the first write of out
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
-    if (threadIdx.x == 0) produce(a, maps, base);
+    if (threadIdx.x == 0) produce<kCluster>(a, maps, base);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kMathRegs));
     const int cw = (threadIdx.x >> 7) - 1;
     float* cols = reinterpret_cast<float*>(gemm_smem_raw + (base - raw) + kColOffset + cw * kColBytes);
-    consume<T>(a, base, cols, cw);
+    consume<T, kCluster>(a, base, cols, cw);
   }
+  // No block leaves while the other may still arrive on its barriers (its multicasts all landed: consumed).
+  if constexpr (kCluster > 1) cluster_sync_all();
 }
 
-template <typename T>
+int max_active_pairs() {
+  static const int pairs = [] {
+    auto kernel = fp8_gemm_pingpong_kernel<__nv_bfloat16, 2>;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(2 * 66);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
+    int n = 0;
+    VIREO_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+    return std::max(n, 1);
+  }();
+  return pairs;
+}
+
+template <typename T, int kCluster>
 void launch_typed(const Fp8GemmArgs& a, const Fp8GemmMaps& maps, cudaStream_t stream) {
-  static const bool attr = [] {
-    VIREO_CUDA_CHECK(cudaFuncSetAttribute(fp8_gemm_pingpong_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kSmemBytes)));
+  auto kernel = fp8_gemm_pingpong_kernel<T, kCluster>;
+  static const bool attr_set = [&] {
+    VIREO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
     return true;
   }();
-  (void)attr;
-  const int blocks = std::min(a.num_tiles, fp8_gemm_sm_count());
-  launch_pdl(fp8_gemm_pingpong_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes, stream, a,
-             maps);
+  (void)attr_set;
+  if constexpr (kCluster == 1) {
+    const int blocks = std::min(a.num_tiles, fp8_gemm_sm_count());
+    launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes, stream, a, maps);
+  } else {
+    const int clusters = std::min(a.num_tiles, max_active_pairs());
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(kCluster * clusters));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() ? 2 : 1;
+    check(cudaLaunchKernelEx(&cfg, kernel, a, maps), "cudaLaunchKernelEx(fp8 gemm, clusters)");
+  }
   check_launch("fp8 gemm (ping-pong)");
 }
 
@@ -175,20 +264,25 @@ bool fp8_gemm_pingpong_ok(int64_t n, int64_t m, int64_t k) {
          k < (int64_t{1} << 30) && n * m < (int64_t{1} << 40);
 }
 
-void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& g, cudaStream_t stream) {
+void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& g, cudaStream_t stream, int cluster) {
   if (!fp8_gemm_pingpong_ok(g.n, g.m, g.k)) throw Error("fp8 gemm (ping-pong): shape not taken");
+  if (cluster != 1 && cluster != 2) throw Error("fp8 gemm (ping-pong): clusters of 1 or 2 blocks");
   Fp8GemmMaps maps{};
-  if (!u8_rows_tensor_map(g.xq, g.n, g.k, kBM, &maps.x) || !fp8_weight_tensor_map(g.w, g.m, g.k, kBN, &maps.w))
+  if (!u8_rows_tensor_map(g.xq, g.n, g.k, kBM, &maps.x) ||
+      !fp8_weight_tensor_map(g.w, g.m, g.k, kBN / cluster, &maps.w))
     throw Error("fp8 gemm (ping-pong): the driver refused a tensor map");
   Fp8GemmArgs a{g.w_scale, g.x_scale, g.bias, g.residual, g.out, static_cast<int>(g.n), static_cast<int>(g.m),
                 static_cast<int>(g.k), 0, 0, 0, 0};
-  a.tiles_m = static_cast<int>((g.n + kBM - 1) / kBM);
+  // With clusters, the walk's "row tiles" are pairs of them (a pair past n is zero-filled, never stored).
+  const int row_tiles = static_cast<int>((g.n + kBM - 1) / kBM);
+  a.tiles_m = (row_tiles + cluster - 1) / cluster;
   a.tiles_n = static_cast<int>(g.m / kBN);
   a.num_tiles = a.tiles_m * a.tiles_n;
-  a.group_m = fp8_gemm_group_rows(a.tiles_m, kBM, g.k);
-  if (g.out_dtype == DType::kBF16) launch_typed<__nv_bfloat16>(a, maps, stream);
-  else if (g.out_dtype == DType::kF16) launch_typed<__half>(a, maps, stream);
-  else throw Error("fp8 gemm (ping-pong): out must be bf16 or f16");
+  a.group_m = fp8_gemm_group_rows(a.tiles_m, kBM * cluster, g.k);
+  const bool bf16 = g.out_dtype == DType::kBF16;
+  if (!bf16 && g.out_dtype != DType::kF16) throw Error("fp8 gemm (ping-pong): out must be bf16 or f16");
+  if (cluster == 1) bf16 ? launch_typed<__nv_bfloat16, 1>(a, maps, stream) : launch_typed<__half, 1>(a, maps, stream);
+  else bf16 ? launch_typed<__nv_bfloat16, 2>(a, maps, stream) : launch_typed<__half, 2>(a, maps, stream);
 }
 
 }  // namespace vireo::cuda

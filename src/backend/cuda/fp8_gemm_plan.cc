@@ -57,7 +57,7 @@ namespace vireo::cuda {
 
 Fp8GemmSchedule fp8_gemm_schedule(int64_t n, int64_t m, int64_t k) {
   struct Choice {
-    int kernel;  // VIREO_FP8_GEMM_WS: 1 cooperative, 2 ping-pong, else none
+    int kernel;  // VIREO_FP8_GEMM_WS: 1 cooperative, 2 ping-pong, 3 ping-pong in block pairs, else none
     int64_t min_rows;
   };
   static const Choice choice = [] {
@@ -68,6 +68,7 @@ Fp8GemmSchedule fp8_gemm_schedule(int64_t n, int64_t m, int64_t k) {
   if (n < choice.min_rows) return Fp8GemmSchedule::kCublasLt;
   if (choice.kernel == 1 && fp8_gemm_ws_ok(n, m, k)) return Fp8GemmSchedule::kCooperative;
   if (choice.kernel == 2 && fp8_gemm_pingpong_ok(n, m, k)) return Fp8GemmSchedule::kPingpong;
+  if (choice.kernel == 3 && fp8_gemm_pingpong_ok(n, m, k)) return Fp8GemmSchedule::kPingpongPairs;
   return Fp8GemmSchedule::kCublasLt;
 }
 

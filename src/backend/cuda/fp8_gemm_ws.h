@@ -8,7 +8,8 @@
 //   one writing its tile out while the other's mainloop runs.
 //
 // out[n, m] = round(xq[n, :] . w[m, :] * x_scale[n] * w_scale[m] (+ bias[m]) (+ residual[n, m])), one rounding
-// as cuBLASLt's epilogue. Opt-in: VIREO_FP8_GEMM_WS=1 (cooperative) or 2 (ping-pong); measurements in
+// as cuBLASLt's epilogue. Opt-in: VIREO_FP8_GEMM_WS=1 (cooperative), 2 (ping-pong) or 3 (ping-pong, block
+// pairs sharing the weight tile); measurements in
 // docs/cuda_kernels.md (sessions 54-55).
 #pragma once
 #include <cuda_runtime.h>
@@ -19,7 +20,7 @@
 
 namespace vireo::cuda {
 
-enum class Fp8GemmSchedule { kCublasLt, kCooperative, kPingpong };
+enum class Fp8GemmSchedule { kCublasLt, kCooperative, kPingpong, kPingpongPairs };
 
 // Whether each kernel takes the shape: m a multiple of its tile width (256 cooperative, 128 ping-pong), k of
 // 128, n >= 1 (rows past n are zero-filled), 16-byte aligned operands.
@@ -30,6 +31,7 @@ bool fp8_gemm_pingpong_ok(int64_t n, int64_t m, int64_t k);
 Fp8GemmSchedule fp8_gemm_schedule(int64_t n, int64_t m, int64_t k);
 // a: as CublasLtGemm::run_fp8 takes it (acc unused).
 void launch_fp8_gemm_ws(const CublasLtGemm::Fp8Args& a, cudaStream_t stream);
-void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& a, cudaStream_t stream);
+// cluster 2: pairs of blocks share each weight tile through TMA multicast.
+void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& a, cudaStream_t stream, int cluster = 1);
 
 }  // namespace vireo::cuda

@@ -96,6 +96,7 @@ void run_linear_fp8(CublasLtGemm& gemm, const LinearParams& p, const WorkspaceFn
     if (small) launch_fp8_small_gemm(g, acc, stream);
     else if (own == Fp8GemmSchedule::kCooperative) launch_fp8_gemm_ws(g, stream);
     else if (own == Fp8GemmSchedule::kPingpong) launch_fp8_gemm_pingpong(g, stream);
+    else if (own == Fp8GemmSchedule::kPingpongPairs) launch_fp8_gemm_pingpong(g, stream, 2);
     else gemm.run_fp8(g, stream);
     if (silu_out) launch_silu_and_mul({Tensor(y, t, {n, m}, DeviceKind::kCUDA), p.out, p.act}, stream);
     return;
