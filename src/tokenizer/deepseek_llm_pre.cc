@@ -27,9 +27,15 @@ const char* const kLetters =
 // U+3000-U+3002 (ideographic space, comma, full stop).
 const char* const kPunctuation = "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+";
 const char* const kTrailingSpace = "\\s+$";
+
+}  // namespace
+
 // CJK unified ideographs, U+0800-U+4E00 (the source's own range: everything from Samaritan up, kana included),
-// and Hangul syllables through U+D7FF.
-const char* const kCjk = "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+";
+// and Hangul syllables through U+D7FF. DeepSeek-Coder's tokenizer.json (GGUF pre "deepseek-coder") has the same
+// class, and llama.cpp lists it byte for byte the same for both pres.
+const char* const kDeepseekCjkRegex = "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+";
+
+namespace {
 
 nlohmann::json split(const char* regex) {
   return {{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
@@ -45,7 +51,7 @@ nlohmann::json split(const char* regex) {
 // not in tokenizers).
 nlohmann::json deepseek_llm_pre_tokenizer() {
   nlohmann::json seq = nlohmann::json::array();
-  for (const char* r : {kLineBreak, kLetters, kPunctuation, kTrailingSpace, kCjk}) seq.push_back(split(r));
+  for (const char* r : {kLineBreak, kLetters, kPunctuation, kTrailingSpace, kDeepseekCjkRegex}) seq.push_back(split(r));
   seq.push_back({{"type", "Digits"}, {"individual_digits", true}});
   seq.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}});
   return {{"type", "Sequence"}, {"pretokenizers", seq}};

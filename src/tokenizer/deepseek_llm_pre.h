@@ -9,4 +9,7 @@ namespace vireo {
 // ByteLevel without its regex.
 nlohmann::json deepseek_llm_pre_tokenizer();
 
+// The CJK / Hangul Split regex of that Sequence, shared with DeepSeek-Coder's ("deepseek-coder").
+extern const char* const kDeepseekCjkRegex;
+
 }  // namespace vireo

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "tokenizer/deepseek_coder_pre.h"
 #include "tokenizer/deepseek_llm_pre.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/spm_merges.h"
@@ -111,6 +112,8 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
     s.pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", seq}};
   } else if (pre == "deepseek-llm") {  // DeepSeek-LLM 7B / 67B, DeepSeek-V2 / V2-Lite, as their tokenizer.json
     s.pre_tokenizer = deepseek_llm_pre_tokenizer();
+  } else if (pre == "deepseek-coder") {  // DeepSeek-Coder 1.3B / 6.7B / 33B, as their tokenizer.json
+    s.pre_tokenizer = deepseek_coder_pre_tokenizer();
   } else if (pre == "gpt-4o" || pre == "gpt-oss") {
     s.pre_tokenizer = split_then_bytes(kGpt4oRegex);
     s.model["ignore_merges"] = true;  // o200k's tokenizer.json
@@ -134,7 +137,7 @@ Pipeline byte_level_pipeline(const GgufFile& f) {
   } else {
     throw Error(f.path() + ": tokenizer.ggml.pre '" + pre +
                 "' is not supported (llama-bpe, lfm2, dbrx, smaug-bpe, glm4, chatglm-bpe, qwen2, qwen35, deepseek-r1-qwen, "
-                "deepseek-llm, deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, tekken, seed-coder, starcoder, refact, command-r, smollm, codeshell, exaone, "
+                "deepseek-llm, deepseek-coder, deepseek-v3, hunyuan-dense, hunyuan, gpt-4o, tekken, seed-coder, starcoder, refact, command-r, smollm, codeshell, exaone, "
                 "minerva-7b, gpt-2, olmo, exaone4, default); pass "
                 "--tokenizer with the model's Hugging Face tokenizer directory");
   }
