@@ -33,6 +33,6 @@ nlohmann::ordered_json error_json(int status, const std::string& type, const std
   return {{"error", err}};
 }
 
-nlohmann::ordered_json error_json(const ApiError& e) { return error_json(e.status, e.type, e.what(), e.param); }
+nlohmann::ordered_json error_json(const ApiError& e) { return error_json(e.status, e.type, e.message, e.param); }
 
 }  // namespace vireo::server

@@ -13,8 +13,9 @@ struct ApiError : std::runtime_error {
   int status;
   std::string type;
   std::optional<std::string> param;
+  std::string message;  // whole, where what() stops at a NUL (a model name sent as "a\u0000b")
   ApiError(int status, std::string type, const std::string& message, std::optional<std::string> param = std::nullopt)
-      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)) {}
+      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)), message(message) {}
 };
 
 // The type name for a status: 400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, ...

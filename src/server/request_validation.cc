@@ -225,6 +225,10 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
   r.model = check_model_name(body, model);
   if (model.pooling) throw bad_request("The model does not support Completions API (it runs --runner pooling: /v1/embeddings)");
   reject_unsupported(body);
+  // vLLM's prompt_embeds needs --enable-prompt-embeds, which Vireo does not have: refused rather than
+  // dropped (the completion would be of `prompt` alone, or "'prompt' is required" without it).
+  if (auto it = body.find("prompt_embeds"); it != body.end() && !it->is_null())
+    throw bad_request("prompt_embeds is not supported (vLLM's --enable-prompt-embeds)", "prompt_embeds");
   r.params = parse_sampling_params(body, model, limits);
   r.params.lora_id = lora_of(body, model);
   r.prompts = parse_prompt(body, model, limits);

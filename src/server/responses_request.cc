@@ -168,7 +168,7 @@ Json responses_to_chat_body(const Json& body) {
   return chat;
 }
 
-ApiError as_responses_error(const ApiError& e) { return ApiError(e.status, e.type, e.what(), responses_param(e.param)); }
+ApiError as_responses_error(const ApiError& e) { return ApiError(e.status, e.type, e.message, responses_param(e.param)); }
 
 ResponsesRequest parse_responses_request(const Json& body, const ModelInfo& model, const ValidationLimits& limits) {
   ResponsesRequest r;

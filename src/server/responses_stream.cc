@@ -26,7 +26,7 @@ std::string ResponsesStreamFormatter::sse(const Json& e) const {
 }
 
 std::vector<Json> ResponsesStreamFormatter::on_error(const ApiError& err) {
-  return {event("error", {{"code", std::to_string(err.status)}, {"message", err.what()},
+  return {event("error", {{"code", std::to_string(err.status)}, {"message", err.message},
                           {"param", err.param ? Json(*err.param) : Json(nullptr)}})};
 }
 
