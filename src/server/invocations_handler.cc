@@ -17,11 +17,13 @@ void handle_invocations(ServerContext& ctx, const httplib::Request& req, httplib
   const Json body = parse_json_body(req);
   const bool pooling = ctx.engine() && ctx.engine()->config().pooling.enabled;
   if (body.is_object()) {
-    if (!pooling && body.contains("messages")) return handle_chat_completions(ctx, req, res);
-    if (!pooling && body.contains("prompt")) return handle_completions(ctx, req, res);
-    if (pooling && (body.contains("input") || body.contains("messages"))) return handle_embeddings(ctx, req, res);
-    if (pooling && body.contains("query") && body.contains("documents")) return handle_rerank(ctx, req, res);
-    if (pooling && body.contains("text_1") && body.contains("text_2")) return handle_score(ctx, req, res);
+    // A field sent as null is absent (a chat body could not validate with "messages": null).
+    auto has = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
+    if (!pooling && has("messages")) return handle_chat_completions(ctx, req, res);
+    if (!pooling && has("prompt")) return handle_completions(ctx, req, res);
+    if (pooling && (has("input") || has("messages"))) return handle_embeddings(ctx, req, res);
+    if (pooling && has("query") && has("documents")) return handle_rerank(ctx, req, res);
+    if (pooling && has("text_1") && has("text_2")) return handle_score(ctx, req, res);
   }
   const std::string expected = pooling ? "EmbeddingRequest (input or messages), RerankRequest (query, documents), ScoreRequest (text_1, text_2)"
                                        : "ChatCompletionRequest (messages), CompletionRequest (prompt)";

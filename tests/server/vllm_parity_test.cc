@@ -227,10 +227,14 @@ TEST(VllmParity, InvocationsRouteByTheBodysShape) {
   r = post_json(cli, "/invocations", {{"prompt", "hi"}, {"max_tokens", 2}});
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["object"], "text_completion");
+  // A null field is an absent one: this body is a completion request, not a chat without messages.
+  r = post_json(cli, "/invocations", {{"messages", nullptr}, {"prompt", "hi"}, {"max_tokens", 2}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["object"], "text_completion");
   r = post_json(cli, "/invocations", {{"prompt", "hi"}, {"max_tokens", 2}, {"stream", true}});
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos);
-  for (const json& bad : {json{{"input", "hi"}}, json::array({1, 2}), json{{"messages", "hi"}}}) {
+  for (const json& bad : {json{{"input", "hi"}}, json::array({1, 2}), json{{"messages", "hi"}}, json{{"prompt", nullptr}}}) {
     SCOPED_TRACE(bad.dump());
     r = post_json(cli, "/invocations", bad);
     ASSERT_EQ(r->status, 400) << r->body;
