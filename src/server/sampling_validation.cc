@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "server/bad_words.h"
@@ -37,6 +38,32 @@ std::vector<int32_t> vocab_ids(const std::vector<int64_t>& ids, int64_t vocab_si
     out.push_back(static_cast<int32_t>(id));
   }
   return out;
+}
+
+// A logit_bias key as vLLM reads it, with Python's int(): surrounding whitespace, a sign, and single
+// underscores between digits are allowed (" 7", "+7", "0007", "1_000"). Values past int64 saturate
+// (outside any vocabulary); nullopt when the key is not an integer.
+std::optional<int64_t> python_int(const std::string& key) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = key.find_first_not_of(ws);
+  if (b == std::string::npos) return std::nullopt;
+  const std::string t = key.substr(b, key.find_last_not_of(ws) - b + 1);
+  size_t i = 0;
+  bool negative = false;
+  if (t[0] == '+' || t[0] == '-') negative = t[i++] == '-';
+  if (i == t.size()) return std::nullopt;
+  int64_t v = 0;
+  for (bool digit_before = false; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '_' && digit_before && i + 1 < t.size() && t[i + 1] >= '0' && t[i + 1] <= '9') {
+      digit_before = false;
+      continue;
+    }
+    if (c < '0' || c > '9') return std::nullopt;
+    digit_before = true;
+    v = v > (std::numeric_limits<int64_t>::max() - 9) / 10 ? std::numeric_limits<int64_t>::max() : v * 10 + (c - '0');
+  }
+  return negative ? -v : v;
 }
 
 }  // namespace
@@ -115,15 +142,13 @@ SamplingParams parse_sampling_params(const Json& body, const ModelInfo& model, c
       throw bad_request(fmt::format("at most {} logit_bias entries are allowed", limits.max_logit_bias), "logit_bias");
     std::map<int32_t, float> bias;  // "7" and "007" name one id: the last one given wins
     for (const auto& [key, value] : it->items()) {
-      int64_t id = -1;
-      const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
-      if (digits) id = std::stoll(key);
-      if (!digits || id >= model.vocab_size)
+      const std::optional<int64_t> id = python_int(key);
+      if (!id || *id < 0 || *id >= model.vocab_size)
         throw bad_request(fmt::format("logit_bias: '{}' is not a token id of the vocabulary (size {})", key, model.vocab_size), "logit_bias");
       if (!value.is_number()) throw bad_request(fmt::format("logit_bias['{}'] must be a number", key), "logit_bias");
       const double b = value.get<double>();
       if (!std::isfinite(b)) throw bad_request(fmt::format("logit_bias['{}'] must be finite", key), "logit_bias");
-      bias[static_cast<int32_t>(id)] = to_float(std::clamp(b, -100.0, 100.0), "logit_bias");
+      bias[static_cast<int32_t>(*id)] = to_float(std::clamp(b, -100.0, 100.0), "logit_bias");
     }
     p.logit_bias.assign(bias.begin(), bias.end());
   }

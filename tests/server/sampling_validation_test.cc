@@ -97,3 +97,23 @@ TEST(SamplingValidation, ChatGrammarsWaitForTheEndOfReasoning) {
   r = parse_chat_request({{"messages", messages}, {"guided_choice", {"a"}}}, kModel, {});
   EXPECT_FALSE(r.params.grammar_start_token.has_value());
 }
+
+// logit_bias keys are read as vLLM reads them, with Python's int(): what it accepts names the id, what
+// it refuses (or an id outside the vocabulary) is a 400 naming logit_bias.
+TEST(SamplingValidation, LogitBiasKeysAreReadAsPythonsInt) {
+  for (const char* key : {"7", "007", " 7", "7\n", "+7", "0_7", "00000000000007"}) {
+    SCOPED_TRACE(std::string("'") + key + "'");
+    auto bias = parse({{"logit_bias", {{key, 1.5}}}}).logit_bias;
+    ASSERT_EQ(bias.size(), 1u);
+    EXPECT_EQ(bias[0].first, 7);
+    EXPECT_FLOAT_EQ(bias[0].second, 1.5f);
+  }
+  EXPECT_EQ(parse({{"logit_bias", {{"1_0_0", 1}}}}).logit_bias.at(0).first, 100);
+  for (const char* key : {"", " ", "+", "-", "7a", "1.5", "1e2", "0x7", "_7", "7_", "7__0", "- 7", "-1", "-0_1", "260",
+                          "99999999999999999999999"}) {
+    SCOPED_TRACE(std::string("'") + key + "'");
+    ApiError e = error_for({{"logit_bias", {{key, 1}}}});
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "logit_bias");
+  }
+}
