@@ -152,7 +152,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   r.params.bad_words_token_ids = tokenize_bad_words(r.params.bad_words, tok, info.vocab_size);
   for (auto& p : r.prompts) {
     if (p.text) {
-      p.token_ids = tok.encode(*p.text, true);  // vLLM: add_special_tokens defaults to true here
+      p.token_ids = tok.encode(*p.text, r.add_special_tokens);  // vLLM: add_special_tokens defaults to true here
       if (p.token_ids.empty()) throw bad_request("The prompt must not be empty", "prompt");
     }
     // The echo then shows the prompt the model saw: the kept tokens, decoded.

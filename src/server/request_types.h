@@ -80,6 +80,7 @@ struct CompletionRequest {
   bool tokens_as_ids = false;  // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:<id>"
   bool tokens_details = false;  // usage.prompt_tokens_details.cached_tokens (--enable-prompt-tokens-details)
   std::optional<int> truncate_prompt_tokens;  // keep the last N prompt tokens (prompt_truncation.h)
+  bool add_special_tokens = true;  // vLLM's: text prompts are tokenized with BOS etc. unless false
 };
 
 struct ChatRequest {

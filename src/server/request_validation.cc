@@ -256,6 +256,7 @@ CompletionRequest parse_completion_request(const Json& body, const ModelInfo& mo
     r.params.logprobs = static_cast<int>(*lp);
   }
   if (auto v = get_bool(body, "return_tokens_as_token_ids")) r.tokens_as_ids = *v;
+  if (auto v = get_bool(body, "add_special_tokens")) r.add_special_tokens = *v;
   r.truncate_prompt_tokens = parse_truncate_prompt_tokens(body, model.max_model_len);
   StreamFlags f = parse_stream_flags(body);
   r.stream = f.stream;

@@ -168,6 +168,31 @@ TEST(VllmParity, DefaultValuedFieldsAreAccepted) {
   EXPECT_FALSE(json::parse(r->body)["choices"][0]["message"].contains("tool_calls")) << r->body;
 }
 
+// Completions' add_special_tokens (vLLM's, default true): false tokenizes a text prompt without BOS
+// (it was ignored). Token-id prompts are taken as sent either way; a non-boolean is a 400.
+TEST(VllmParity, CompletionsAddSpecialTokens) {
+  LiveServer srv;
+  auto cli = srv.client();
+  auto prompt_tokens = [&](json body) {
+    body["max_tokens"] = 1;
+    auto r = post_json(cli, "/v1/completions", body);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return r->status == 200 ? json::parse(r->body)["usage"]["prompt_tokens"].get<int>() : -1;
+  };
+  EXPECT_EQ(prompt_tokens({{"prompt", "hi"}}), 3);  // <bos> h i
+  EXPECT_EQ(prompt_tokens({{"prompt", "hi"}, {"add_special_tokens", true}}), 3);
+  EXPECT_EQ(prompt_tokens({{"prompt", "hi"}, {"add_special_tokens", false}}), 2);
+  EXPECT_EQ(prompt_tokens({{"prompt", {"hi", "abc"}}, {"add_special_tokens", false}}), 5);
+  EXPECT_EQ(prompt_tokens({{"prompt", {104, 105}}, {"add_special_tokens", true}}), 2);
+  auto r = post_json(cli, "/v1/completions",
+                     {{"prompt", "hi"}, {"max_tokens", 1}, {"add_special_tokens", false}, {"echo", true}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"].get<std::string>().rfind("hi", 0), 0u) << r->body;
+  r = post_json(cli, "/v1/completions", {{"prompt", "hi"}, {"add_special_tokens", "no"}});
+  ASSERT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "add_special_tokens");
+}
+
 // reasoning_effort reaches the template, and "none" turns thinking off unless chat_template_kwargs
 // says otherwise (vLLM's build_chat_params); other values are a 400.
 TEST(VllmParity, ReasoningEffortSetsEnableThinking) {
