@@ -352,6 +352,19 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     r.chat_template_kwargs = *kwargs;
   }
   apply_reasoning_effort(body, r.chat_template_kwargs);
+  // vLLM's documents (RAG templates): a list of string-valued objects, passed to the template as
+  // `documents` unless chat_template_kwargs sets it (vLLM updates its template arguments with those).
+  if (auto d = body.find("documents"); d != body.end() && !d->is_null()) {
+    bool ok = d->is_array();
+    if (ok)
+      for (const auto& doc : *d) {
+        ok = ok && doc.is_object();
+        if (ok)
+          for (const auto& v : doc) ok = ok && v.is_string();
+      }
+    if (!ok) throw bad_request("'documents' must be a list of objects of strings", "documents");
+    if (!r.chat_template_kwargs.contains("documents")) r.chat_template_kwargs["documents"] = *d;
+  }
   for (const auto& [key, value] : limits.default_chat_template_kwargs.items())  // the request's own keys win
     if (!r.chat_template_kwargs.contains(key)) r.chat_template_kwargs[key] = value;
   if (auto t = get_string(body, "chat_template")) {

@@ -224,6 +224,44 @@ TEST(VllmParity, ReasoningEffortSetsEnableThinking) {
   EXPECT_EQ(json::parse(r->body)["error"]["param"], "reasoning_effort");
 }
 
+// vLLM's chat `documents` reach the template as `documents` (they were dropped); chat_template_kwargs'
+// own documents win, as vLLM updates the template's arguments with them.
+TEST(VllmParity, DocumentsReachTheTemplate) {
+  FakeEngineOptions eopts;
+  eopts.chat_template =
+      "{% if documents %}{% for d in documents %}<{{ d.title }}:{{ d.text }}>{% endfor %}{% endif %}"
+      "{% for m in messages %}{{ m.content }}{% endfor %}";
+  LiveServer srv({}, eopts);
+  auto cli = srv.client();
+  auto rendered = [&](const std::string& path, json extra) {
+    json body = {{"messages", user_msg("hi")}};
+    if (path != "/tokenize") body["max_tokens"] = 1;
+    body.update(extra);
+    auto r = post_json(cli, path, body);
+    EXPECT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    std::string s;
+    if (path == "/tokenize")
+      for (int t : j["tokens"]) s += static_cast<char>(t);
+    else
+      s = std::to_string(j["usage"]["prompt_tokens"].get<int>());
+    return s;
+  };
+  const json docs = json::array({{{"title", "a"}, {"text", "x"}}, {{"title", "b"}, {"text", "y"}}});
+  EXPECT_EQ(rendered("/tokenize", json::object()), "hi");
+  EXPECT_EQ(rendered("/tokenize", {{"documents", docs}}), "<a:x><b:y>hi");
+  EXPECT_EQ(rendered("/tokenize", {{"documents", nullptr}}), "hi");
+  EXPECT_EQ(rendered("/tokenize", {{"documents", docs}, {"chat_template_kwargs", {{"documents", {{{"title", "c"}, {"text", "z"}}}}}}}),
+            "<c:z>hi");
+  EXPECT_EQ(rendered("/v1/chat/completions", {{"documents", docs}}), std::to_string(std::string("<a:x><b:y>hi").size()));
+  for (const json& bad : {json("x"), json::array({1}), json::array({{{"title", 5}}})}) {
+    SCOPED_TRACE(bad.dump());
+    auto r = post_json(cli, "/v1/chat/completions", {{"messages", user_msg("hi")}, {"documents", bad}});
+    ASSERT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "documents");
+  }
+}
+
 // vLLM takes any message role (CustomChatCompletionMessageParam) and leaves it to the template:
 // Llama 3's tool results come back as "ipython".
 TEST(VllmParity, CustomRolesReachTheTemplate) {
