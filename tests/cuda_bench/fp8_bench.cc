@@ -184,6 +184,7 @@ TEST_F(Fp8Bench, E_SmallGemm) {
 TEST_F(Fp8Bench, F_WsGemm) {
   cuda::CublasLtGemm gemm;
   const std::vector<int64_t> rows = bench::env_int_list("VIREO_WS_ROWS", {2048, 8192});
+  const bool pairs = bench::env_int_list("VIREO_WS_PAIRS", {1})[0] != 0;  // 0: skip the block-pair kernel
   struct Shape {
     const char* name;
     int64_t k, m;
@@ -215,7 +216,7 @@ TEST_F(Fp8Bench, F_WsGemm) {
         ws[r] = cuda::fp8_gemm_ws_ok(n, sh.m, sh.k) ? time_us([&](int i) { cuda::launch_fp8_gemm_ws(args(i), stream_); }, 7, 8)
                                                     : 0;
         pp[r] = time_us([&](int i) { cuda::launch_fp8_gemm_pingpong(args(i), stream_); }, 7, 8);
-        p2[r] = time_us([&](int i) { cuda::launch_fp8_gemm_pingpong(args(i), stream_, 2); }, 7, 8);
+        if (pairs) p2[r] = time_us([&](int i) { cuda::launch_fp8_gemm_pingpong(args(i), stream_, 2); }, 7, 8);
       }
       auto rate = [&](double us) { return us > 0 ? flops / us / 1e6 : 0.0; };
       auto vs = [&](double us) { return us > 0 ? 100.0 * (us - lt[1]) / lt[1] : 0.0; };
