@@ -232,21 +232,8 @@ void launch_typed(const MmaArgs& a, int num_pairs, int cluster, cudaStream_t str
     return true;
   }();
   (void)attrs_set;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(num_pairs), 1);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 2 : 1;
-  check(cudaLaunchKernelEx(&cfg, kernel, a), "cudaLaunchKernelEx(attention_decode_cluster)");
+  launch_pdl_clusters(kernel, dim3(static_cast<unsigned>(cluster), static_cast<unsigned>(num_pairs), 1), dim3(kThreads), smem,
+                      stream, static_cast<unsigned>(cluster), "cudaLaunchKernelEx(attention_decode_cluster)", a);
 }
 
 }  // namespace

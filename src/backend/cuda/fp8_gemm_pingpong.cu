@@ -38,7 +38,7 @@ namespace {
 constexpr int kThreads = 384;
 constexpr int kBM = 128;  // activation rows a tile (two m64 wgmma)
 constexpr int kBN = 128;  // weight rows (output columns) a tile (wgmma's N)
-constexpr int kBK = 128;  // K bytes a stage
+constexpr int kBK = 128;  // K bytes a stage (fp8_stage_mma's 4 k32 steps)
 constexpr int kStages = 6;
 constexpr uint32_t kABytes = kBM * kBK, kBBytes = kBN * kBK, kStageBytes = kABytes + kBBytes;
 constexpr uint32_t kBarOffset = kStages * kStageBytes;  // full [kStages], empty [kStages]
@@ -144,16 +144,8 @@ __device__ __forceinline__ void consume(const Fp8GemmArgs& a, uint32_t base, flo
       const uint32_t full = base + kBarOffset + 8 * s;
       ws_bar_wait(full, (it / kStages) & 1);
       const uint32_t stage = base + s * kStageBytes;
-      const uint64_t da0 = wgmma_desc(stage, 16, 1024);
-      const uint64_t da1 = wgmma_desc(stage + 64 * kBK, 16, 1024);
       const uint64_t db = wgmma_desc(stage + kABytes, 16, 1024);
-      wgmma_fence();
-#pragma unroll
-      for (int k32 = 0; k32 < kBK / 32; ++k32) {
-        wgmma_fp8_ss<128>(d0, wgmma_desc_add(da0, 32 * k32), wgmma_desc_add(db, 32 * k32), 1);
-        wgmma_fp8_ss<128>(d1, wgmma_desc_add(da1, 32 * k32), wgmma_desc_add(db, 32 * k32), 1);
-      }
-      wgmma_commit();
+      fp8_stage_mma(d0, d1, wgmma_desc(stage, 16, 1024), db, wgmma_desc(stage + 64 * kBK, 16, 1024), db);
       if (kk > 0) {
         wgmma_wait<1>();  // the previous stage's wgmma are done: its buffers may be refilled
         release<kCluster>(prev_empty, lane);
@@ -238,21 +230,8 @@ void launch_typed(const Fp8GemmArgs& a, const Fp8GemmMaps& maps, cudaStream_t st
     launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmemBytes, stream, a, maps);
   } else {
     const int clusters = std::min(a.num_tiles, max_active_pairs());
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(kCluster * clusters));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 2 : 1;
-    check(cudaLaunchKernelEx(&cfg, kernel, a, maps), "cudaLaunchKernelEx(fp8 gemm, clusters)");
+    launch_pdl_clusters(kernel, dim3(static_cast<unsigned>(kCluster * clusters)), dim3(kThreads), kSmemBytes, stream, kCluster,
+                        "cudaLaunchKernelEx(fp8 gemm, clusters)", a, maps);
   }
   check_launch("fp8 gemm (ping-pong)");
 }

@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_types.cuh"
+#include "backend/cuda/wgmma_common.cuh"
+#include "backend/cuda/wgmma_fp8.cuh"
 
 namespace vireo::cuda {
 namespace {
@@ -38,6 +40,19 @@ __device__ __forceinline__ void fp8_gemm_tile(const Fp8GemmArgs& a, int t, int& 
   const int r = t - g * per_group;
   tm = first + r % rows;
   tn = r / rows;
+}
+
+// One 128-byte K stage into two m64n128 accumulator blocks: d0 += A0 B0^T, d1 += A1 B1^T, 4 k32 steps of E4M3
+// wgmma each (descriptors of 128B-swizzled [rows, 128 B] tiles), issued and committed as one group.
+__device__ __forceinline__ void fp8_stage_mma(float (&d0)[16][4], float (&d1)[16][4], uint64_t a0, uint64_t b0,
+                                              uint64_t a1, uint64_t b1) {
+  wgmma_fence();
+#pragma unroll
+  for (int k32 = 0; k32 < 4; ++k32) {
+    wgmma_fp8_ss<128>(d0, wgmma_desc_add(a0, 32 * k32), wgmma_desc_add(b0, 32 * k32), 1);
+    wgmma_fp8_ss<128>(d1, wgmma_desc_add(a1, 32 * k32), wgmma_desc_add(b1, 32 * k32), 1);
+  }
+  wgmma_commit();
 }
 
 // Two adjacent outputs in one 4-byte store (col is even and m a multiple of the tile width).

@@ -32,7 +32,7 @@ namespace {
 constexpr int kThreads = 384;
 constexpr int kBM = 128;  // activation rows a tile (2 consumer warpgroups x 64: wgmma's M)
 constexpr int kBN = 256;  // weight rows (output columns) a tile (2 x 128: wgmma's N)
-constexpr int kBK = 128;  // K bytes a stage
+constexpr int kBK = 128;  // K bytes a stage (fp8_stage_mma's 4 k32 steps)
 constexpr int kStages = 4;
 constexpr uint32_t kABytes = kBM * kBK, kBBytes = kBN * kBK, kStageBytes = kABytes + kBBytes;
 constexpr uint32_t kBarOffset = kStages * kStageBytes;  // full [kStages], empty [kStages]
@@ -100,15 +100,7 @@ __device__ __forceinline__ void consume(const GemmArgs& a, uint32_t base, float*
       ws_bar_wait(full, (it / kStages) & 1);
       const uint32_t stage = base + s * kStageBytes;
       const uint64_t da = wgmma_desc(stage + cw * 64 * kBK, 16, 1024);
-      const uint64_t db0 = wgmma_desc(stage + kABytes, 16, 1024);
-      const uint64_t db1 = wgmma_desc(stage + kABytes + 128 * kBK, 16, 1024);
-      wgmma_fence();
-#pragma unroll
-      for (int k32 = 0; k32 < kBK / 32; ++k32) {
-        wgmma_fp8_ss<128>(d0, wgmma_desc_add(da, 32 * k32), wgmma_desc_add(db0, 32 * k32), 1);
-        wgmma_fp8_ss<128>(d1, wgmma_desc_add(da, 32 * k32), wgmma_desc_add(db1, 32 * k32), 1);
-      }
-      wgmma_commit();
+      fp8_stage_mma(d0, d1, da, wgmma_desc(stage + kABytes, 16, 1024), da, wgmma_desc(stage + kABytes + 128 * kBK, 16, 1024));
       if (kk > 0) {
         wgmma_wait<1>();  // the previous stage's wgmma are done: its buffers may be refilled
         ws_bar_arrive(prev_empty);

@@ -30,27 +30,53 @@ __device__ __forceinline__ void pdl_enter() {
 // Hint: bring the 128-byte line holding p into L2 (no data returned; safe before pdl_wait()).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when
-// `allow` and pdl_enabled(). Arguments are converted to the kernel's parameter types.
+// cudaLaunchKernelEx of kernel(args...) with programmatic stream serialization when `pdl`, in clusters of
+// cluster_x x 1 x 1 blocks when cluster_x > 0 (grid.x a multiple of it). `what` names it in a launch error.
 template <typename... KArgs, typename... Args>
-void launch_maybe_pdl(bool allow, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      Args&&... args) {
+void launch_ex(bool pdl, unsigned cluster_x, const char* what, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+               cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster_x > 0) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster_x;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = allow && pdl_enabled() ? 1 : 0;
-  check(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...), "cudaLaunchKernelEx");
+  cfg.numAttrs = n;
+  check(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...), what);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when
+// `allow` and pdl_enabled(). Arguments are converted to the kernel's parameter types.
+template <typename... KArgs, typename... Args>
+void launch_maybe_pdl(bool allow, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+  launch_ex(allow && pdl_enabled(), 0, "cudaLaunchKernelEx", kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 template <typename... KArgs, typename... Args>
 void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   launch_maybe_pdl(true, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+}
+
+// launch_pdl in thread-block clusters of cluster_x x 1 x 1 blocks (grid.x a multiple of cluster_x).
+template <typename... KArgs, typename... Args>
+void launch_pdl_clusters(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                         unsigned cluster_x, const char* what, Args&&... args) {
+  launch_ex(pdl_enabled(), cluster_x, what, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace vireo::cuda
