@@ -106,6 +106,7 @@ TEST_F(Fp8LinearTest, QuantizeRowsMatchesTheHostBitForBit) {
       Tensor q = gpu_own(gpu_->alloc({n, k}, DType::kU8)), s = gpu_own(gpu_->alloc({n}, DType::kF32));
       std::vector<uint8_t> junk(q.nbytes(), 0x55);
       gpu_->copy_from_host(junk.data(), q);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the backend's asynchronous uploads land first
       cuda::launch_fp8_quantize_rows(xd.data, t, n, k, q.ptr<uint8_t>(), s.ptr<float>(), nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the default stream, not the backend's
       std::vector<uint8_t> got_q(q.nbytes());
