@@ -14,7 +14,12 @@ namespace {
 std::vector<std::string> expand_vllm_short_options(int argc, char** argv) {
   static const std::map<std::string, std::string> kLong = {
       {"-tp", "--tensor-parallel-size"}, {"-pp", "--pipeline-parallel-size"}, {"-dp", "--data-parallel-size"},
-      {"-ep", "--enable-expert-parallel"}};
+      {"-ep", "--enable-expert-parallel"}, {"-asc", "--api-server-count"}, {"-dpn", "--data-parallel-rank"},
+      {"-dpr", "--data-parallel-start-rank"}, {"-dpl", "--data-parallel-size-local"},
+      {"-dpa", "--data-parallel-address"}, {"-dpp", "--data-parallel-rpc-port"}, {"-dpb", "--data-parallel-backend"},
+      {"-dph", "--data-parallel-hybrid-lb"}, {"-dpe", "--data-parallel-external-lb"},
+      {"-dcp", "--decode-context-parallel-size"}, {"-pcp", "--prefill-context-parallel-size"},
+      {"-cc", "--compilation-config"}, {"-ac", "--attention-config"}};
   std::vector<std::string> args(argv, argv + argc);
   for (auto& a : args) {
     const std::string head = a.substr(0, a.find('='));
@@ -32,6 +37,26 @@ void dash_long_flag_names(std::vector<std::string>& args) {
     if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
     const size_t end = std::min(a.find('.'), a.find('='));
     std::replace(a.begin() + 2, end == std::string::npos ? a.end() : a.begin() + static_cast<std::ptrdiff_t>(end), '_', '-');
+  }
+}
+
+// vLLM's boolean flags are argparse BooleanOptionalActions: each --X has a --no-X. A --no-X that no command
+// defines, where --X is a flag, becomes --X=false (CLI11 flags take an explicit value).
+void negate_boolean_flags(std::vector<std::string>& args, const CLI::App& app) {
+  std::vector<const CLI::App*> apps = {&app};
+  for (size_t i = 0; i < apps.size(); ++i)
+    for (const CLI::App* sub : apps[i]->get_subcommands([](const CLI::App*) { return true; })) apps.push_back(sub);
+  auto find = [&](const std::string& name, bool flag_only) {
+    for (const CLI::App* a : apps)
+      if (const CLI::Option* o = a->get_option_no_throw(name); o && (!flag_only || o->get_expected_max() == 0))
+        return true;
+    return false;
+  };
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.rfind("--no-", 0) != 0 || a.find('=') != std::string::npos || find(a, false)) continue;
+    if (const std::string positive = "--" + a.substr(5); find(positive, true)) a = positive + "=false";
   }
 }
 
@@ -79,6 +104,7 @@ int main(int argc, char** argv) {
     // Names dashed first, so a --config file's flags (dashed too) yield to the same flag however spelt.
     std::vector<std::string> args = expand_vllm_short_options(argc, argv);
     dash_long_flag_names(args);
+    negate_boolean_flags(args, app);
     args = vireo::server::expand_flag_files(args, read_text_file);
     std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse, program name last
     args.pop_back();

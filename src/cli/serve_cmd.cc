@@ -95,7 +95,17 @@ std::vector<std::string> parse_string_list(const std::vector<std::string>& args)
         out.push_back(e.get<std::string>());
       }
     } else {
-      out.push_back(v);
+      // CLI11 itself splits a bracketed value ('["http://a", "http://b"]') into its comma-separated items,
+      // each still in its JSON quotes: those items are JSON strings.
+      std::string item = v;
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (item.size() >= 2 && item.front() == '"' && item.back() == '"') {
+        const auto j = nlohmann::json::parse(item, nullptr, false);
+        if (!j.is_string()) throw Error("'" + v + "' is not a JSON string");
+        item = j.get<std::string>();
+      }
+      out.push_back(item);
     }
   }
   return out;
@@ -171,7 +181,8 @@ int run_serve(ServeArgs& a) {
   server::ApiServer srv(a.server);
   int port = srv.bind();
   std::thread listener([&] { srv.run(); });
-  log_info("Listening on {}:{}; loading the model (/health answers 503 until it is ready)", a.server.host, port);
+  const std::string where = a.server.uds.empty() ? a.server.host + ":" + std::to_string(port) : "unix:" + a.server.uds;
+  log_info("Listening on {}; loading the model (/health answers 503 until it is ready)", where);
 
   std::shared_ptr<AsyncEngine> engine;
   std::atomic<bool> load_done{false};
@@ -179,7 +190,7 @@ int run_serve(ServeArgs& a) {
     try {
       engine = AsyncEngine::create(a.engine);
       srv.set_engine(engine);
-      log_info("Started server on {}://{}:{}", a.server.tls.enabled() ? "https" : "http", a.server.host, port);
+      log_info("Started server on {}://{}", a.server.tls.enabled() ? "https" : "http", where);
     } catch (const std::exception& e) {
       log_error("Model loading failed: {}", e.what());
       srv.set_load_error(e.what());
@@ -216,6 +227,7 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--port", s.port, "Port to listen on (0 = any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  app.add_option("--uds", s.uds, "Listen on this Unix domain socket path instead (--host and --port are then ignored)");
   app.add_option("--ssl-certfile", s.tls.certfile, "Serve HTTPS with this PEM certificate (chain)");
   app.add_option("--ssl-keyfile", s.tls.keyfile, "Its PEM private key (default: in --ssl-certfile)");
   app.add_option("--ssl-ca-certs", s.tls.ca_certs, "PEM CA certificates for client certificates");
@@ -284,7 +296,8 @@ CommandRunner setup_serve(CLI::App& app) {
   app.add_option("--allowed-origins", s.cors.allowed_origins, "CORS origins (JSON list or values; default [\"*\"])");
   app.add_option("--allowed-methods", s.cors.allowed_methods, "CORS methods (default [\"*\"])");
   app.add_option("--allowed-headers", s.cors.allowed_headers, "CORS headers (default [\"*\"])");
-  app.add_flag("--allowed-credentials", s.cors.allow_credentials, "CORS: allow credentials");
+  app.add_flag("--allow-credentials,--allowed-credentials", s.cors.allow_credentials,
+               "CORS: allow credentials (vLLM's name; --allowed-credentials is the older spelling)");
   app.add_option("--max-logprobs", s.limits.max_logprobs,
                  "Most logprobs / top_logprobs / prompt_logprobs a request may ask for (0 to 20; vLLM's -1, the "
                  "whole vocabulary, is not offered)")

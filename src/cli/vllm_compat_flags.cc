@@ -119,7 +119,8 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
       ->group(g);
   app.add_option("--max-log-len", f.max_log_len, "No effect: requests are not logged (see --enable-log-requests)")->group(g);
   app.add_option("--api-server-count", f.api_server_count,
-                 "No effect: one HTTP server, in the engine's process, serves every connection")
+                 "No effect: one HTTP server, in the engine's process, serves every connection (also -asc; 0, "
+                 "vLLM's headless mode, is refused)")
       ->group(g);
   app.add_option("--h11-max-incomplete-event-size", f.h11_max_incomplete_event_size,
                  "No effect: no h11 (request bodies are limited by --max-request-body-bytes)")
@@ -167,9 +168,13 @@ void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--mm-encoder-tp-mode", f.mm_encoder_tp_mode, "No effect: one device, text-only serving")
       ->check(CLI::IsMember({"weights", "data"}))
       ->group(g);
+  add_vllm_extra_flags(app, f.extra);
 }
 
 void check_vllm_compat_flags(const VllmCompatFlags& f) {
+  if (f.api_server_count < 1)
+    throw Error("--api-server-count " + std::to_string(f.api_server_count) +
+                ": vireo always runs its HTTP server (0, vLLM's headless mode, is not supported)");
   if (f.tensor_parallel_size != 1 || f.pipeline_parallel_size != 1 || f.data_parallel_size != 1)
     throw Error("--tensor-parallel-size / --pipeline-parallel-size / --data-parallel-size: vireo runs on one "
                 "device; only 1 is supported");
@@ -225,6 +230,7 @@ void check_vllm_compat_flags(const VllmCompatFlags& f) {
     throw Error("--kv-transfer-config: not supported (no disaggregated prefill; KV caches stay in this process)");
   if (!f.otlp_traces_endpoint.empty() || !f.collect_detailed_traces.empty())
     log_warn("--otlp-traces-endpoint / --collect-detailed-traces: no traces are exported (no OpenTelemetry here)");
+  check_vllm_extra_flags(f.extra);
 }
 
 }  // namespace vireo

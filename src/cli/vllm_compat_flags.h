@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/vllm_compat_extra.h"
+
 namespace vireo {
 
 struct VllmCompatFlags {
@@ -37,6 +39,7 @@ struct VllmCompatFlags {
   double mm_processor_cache_gb = 4;
   std::string safetensors_load_strategy = "lazy", mm_encoder_tp_mode = "weights";
   bool skip_mm_profiling = false, enable_ssl_refresh = false;
+  VllmExtraFlags extra;  // vllm_compat_extra.h: deployment, plugin, observability and multimodal flags
 };
 
 void add_vllm_compat_flags(CLI::App& app, VllmCompatFlags& f);

@@ -5,6 +5,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <iterator>
@@ -278,6 +281,7 @@ void ApiServer::install_routes() {
 
 int ApiServer::bind() {
   const auto& o = ctx_->options();
+  if (!o.uds.empty()) return bind_uds(o.uds);
   int port = o.port == 0 ? svr_->bind_to_any_port(o.host) : (svr_->bind_to_port(o.host, o.port) ? o.port : -1);
   if (port < 0) throw Error("server: cannot listen on " + o.host + ":" + std::to_string(o.port));
   // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's shared
@@ -288,6 +292,27 @@ int ApiServer::bind() {
   if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
   port_ = port;
   return port;
+}
+
+// vLLM's --uds: uvicorn's bind to a Unix socket path. A socket file left there by an earlier server is
+// replaced; any other file is not touched.
+int ApiServer::bind_uds(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path))
+    throw Error("server: --uds " + path + ": longer than a Unix socket path may be (" +
+                std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes)");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) throw Error("server: --uds " + path + ": the path exists and is not a socket");
+    ::unlink(path.c_str());
+  }
+  svr_->set_address_family(AF_UNIX);
+  svr_->set_tcp_nodelay(false);  // no TCP here (the socket-options hook's TCP_NODELAY fails harmlessly)
+  // A non-zero port: with 0 cpp-httplib asks the socket for its TCP port, which a Unix socket has not.
+  if (!svr_->bind_to_port(path, 1)) throw Error("server: cannot listen on the Unix socket " + path);
+  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
+  bound_uds_ = true;
+  port_ = 0;
+  return 0;
 }
 
 void ApiServer::run() { svr_->listen_after_bind(); }
@@ -327,6 +352,9 @@ void ApiServer::shutdown() {
 
 void ApiServer::stop() {
   if (svr_) svr_->stop();
+  if (bound_uds_.exchange(false)) {
+    ::unlink(ctx_->options().uds.c_str());
+  }
 }
 
 }  // namespace vireo::server

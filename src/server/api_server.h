@@ -8,6 +8,7 @@
 // get up to options.shutdown_timeout_s to finish; the rest are aborted (a stream ends with an
 // error event and [DONE], a plain request with 503).
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,7 +29,8 @@ class ApiServer {
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
 
-  // Binds host:port (port 0 = any free one) and returns the port; throws vireo::Error on failure.
+  // Binds host:port (port 0 = any free one) and returns the port, or options.uds (returns 0); throws
+  // vireo::Error on failure.
   int bind();
   // Accepts connections until shutdown(); call after bind(), from its own thread if needed.
   void run();
@@ -45,10 +47,12 @@ class ApiServer {
 
  private:
   void install_routes();
+  int bind_uds(const std::string& path);
   std::unique_ptr<ServerContext> ctx_;
   std::unique_ptr<httplib::Server> svr_;
   int port_ = -1;
   int listen_fd_ = -1;  // the socket cpp-httplib listens on (seen by its socket-options hook)
+  std::atomic<bool> bound_uds_{false};  // bind() created options.uds: stop() removes it
   std::once_flag shutdown_once_;
 };
 

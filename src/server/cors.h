@@ -1,5 +1,5 @@
 // CORS as vLLM's server does it (Starlette's CORSMiddleware with --allowed-origins / -methods /
-// -headers / --allowed-credentials, all origins allowed by default), so browser clients can call the
+// -headers / --allow-credentials (also spelt --allowed-credentials), all origins allowed by default), so browser clients can call the
 // API: a preflight OPTIONS is answered before routing, and responses to a request with an allowed
 // Origin carry Access-Control-Allow-Origin.
 #pragma once

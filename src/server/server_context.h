@@ -24,6 +24,9 @@ namespace vireo::server {
 struct ServerOptions {
   std::string host = "0.0.0.0";  // vLLM/uvicorn listen on all interfaces by default
   int port = 8000;               // 0 = any free port
+  // vLLM's --uds: listen on this Unix domain socket path instead of host:port (a stale socket file there
+  // is replaced; the file is removed when the server stops).
+  std::string uds;
   std::optional<std::string> api_key;
   std::vector<std::string> more_api_keys;  // vLLM's `--api-key a b`: any one of them is accepted
   std::string served_model_name;  // "" = the engine config's served_model_name, else its model path
@@ -42,7 +45,7 @@ struct ServerOptions {
   std::string reasoning_parser;
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
-  CorsOptions cors;  // --allowed-origins / --allowed-methods / --allowed-headers / --allowed-credentials
+  CorsOptions cors;  // --allowed-origins / --allowed-methods / --allowed-headers / --allow-credentials
   size_t responses_store_bytes = 64u << 20;  // stored /v1/responses for previous_response_id; 0 = none
   // vLLM's --enable-prompt-tokens-details: usage.prompt_tokens_details = {"cached_tokens": N} (prefix cache hits).
   bool enable_prompt_tokens_details = false;

@@ -343,6 +343,37 @@ TEST(ServerE2E, VllmFlagsWithoutCounterpart) {
   }
 }
 
+// vLLM's CORS flag is --allow-credentials (--allowed-credentials, vireo's first spelling, still works); a JSON
+// list of origins as vLLM takes it; and a vLLM v0.18 deployment command line (data-parallel rank 0 of 1 by its
+// short names, plugins and observability flags without effect, --no-X forms of boolean flags) starts the
+// server, while the values vireo cannot honour stop it at start-up.
+TEST(ServerE2E, VllmCorsAndDeploymentFlags) {
+  for (const char* credentials : {"--allow-credentials", "--allowed-credentials"}) {
+    ServeProcess srv({credentials, "--allowed-origins", R"(["http://a.example", "http://b.example"])", "-asc", "1",
+                      "-dp", "1", "-dpn", "0", "-dpr", "0", "-dpl", "1", "-dpa", "127.0.0.1", "-dpp", "13345",
+                      "--nnodes", "1", "--node-rank", "0", "--disable-access-log-for-endpoints", "/health,/metrics",
+                      "--log-config-file", "/nonexistent.json", "--tool-parser-plugin", "plugin.py",
+                      "--show-hidden-metrics-for-version", "0.17", "--additional-config", "{}", "-ac",
+                      R"({"backend": "FLASH_ATTN"})", "--kv-events-config", R"({"enable_kv_cache_events": false})",
+                      "--enable-eplb", "--stream-interval", "1", "--no-enable-log-requests",
+                      "--no-trust-remote-code", "--no-enable-auto-tool-choice", "--max-model-len", "512"});
+    ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve refused a vLLM deployment command line with " << credentials;
+    httplib::Client cli(srv.url());
+    auto r = cli.Get("/v1/models", {{"Origin", "http://b.example"}});
+    ASSERT_TRUE(r && r->status == 200);
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://b.example");
+    EXPECT_EQ(r->get_header_value("Access-Control-Allow-Credentials"), "true") << credentials;
+    EXPECT_EQ(srv.terminate(60s), 0);
+  }
+  for (const std::vector<std::string>& refused :
+       {std::vector<std::string>{"--headless"}, {"-dpr", "1"}, {"--nnodes", "2"}, {"-asc", "0"},
+        {"--middleware", "my.module.auth"}, {"--tool-server", "demo"}, {"--enable-prompt-embeds"},
+        {"--kv-events-config", R"({"enable_kv_cache_events": true})"}, {"--grpc"}, {"-dcp", "2"}}) {
+    ServeProcess p(refused);
+    EXPECT_FALSE(p.wait_healthy(60s)) << refused[0] << " must stop the server at start-up";
+  }
+}
+
 // A flag given twice takes its last value, as with vLLM's argparse (wrapper scripts append overrides), also
 // -O next to --compilation-config; list flags keep all their values; a long flag's name may use underscores
 // (vLLM's FlexibleArgumentParser), a dotted sub-key keeps its own.
