@@ -27,17 +27,8 @@ const char* const kTokenizerJsonPre =
     R"(      {"type": "Digits", "individual_digits": true},)"
     R"(      {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})";
 
-// The pieces before ByteLevel (the last step, which only maps bytes to characters).
 std::vector<std::string> pieces(const std::string& text) {
-  nlohmann::json seq = deepseek_coder_pre_tokenizer();
-  nlohmann::json& items = seq.at("pretokenizers");
-  EXPECT_EQ(items.back().at("type"), "ByteLevel");
-  items.erase(items.size() - 1);
-  std::vector<PreToken> p = {{text, true}};
-  make_pre_tokenizer(seq, "deepseek-coder")->apply(p);
-  std::vector<std::string> out;
-  for (const PreToken& x : p) out.push_back(x.text);
-  return out;
+  return test::pieces_before_byte_level(deepseek_coder_pre_tokenizer(), "deepseek-coder", text);
 }
 
 struct Case {

@@ -13,6 +13,7 @@
 
 #include "../gguf_util/hf_to_gguf.h"
 #include "test_util.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace vireo::test {
 
@@ -71,6 +72,20 @@ inline void expect_same_encodings(const Tokenizer& got, const Tokenizer& want, c
     if (got.encode(t, false) != want.encode(t, false) && bad++ < 10)
       ADD_FAILURE() << "encode differs for " << nlohmann::json(t).dump();
   EXPECT_EQ(bad, 0);
+}
+
+// The pieces a pre-tokenizer Sequence ending in ByteLevel makes of `text` before ByteLevel (the last step, which
+// only maps bytes to characters). `name`: the GGUF pre it spells (for make_pre_tokenizer's messages).
+inline std::vector<std::string> pieces_before_byte_level(nlohmann::json seq, const std::string& name,
+                                                         const std::string& text) {
+  nlohmann::json& items = seq.at("pretokenizers");
+  EXPECT_EQ(items.back().at("type"), "ByteLevel");
+  items.erase(items.size() - 1);
+  std::vector<PreToken> p = {{text, true}};
+  make_pre_tokenizer(seq, name)->apply(p);
+  std::vector<std::string> out;
+  for (const PreToken& x : p) out.push_back(x.text);
+  return out;
 }
 
 }  // namespace vireo::test
