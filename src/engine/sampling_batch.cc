@@ -25,18 +25,21 @@ bool has_penalties(const SamplingParams& p) {
 // them over threads: matchers are independent (their shared vocabulary caches take a lock). On the H200
 // host at 128 constrained requests the serial fill was ~40 ms a step.
 // A row's allowed_token_ids (vLLM; sorted, distinct) on top of what `row` allows: ANDed with a
-// grammar's mask. Should nothing be left (the grammar wants only tokens outside the list), the list
-// alone decides. In place, one pass over the row's words: this runs for every such row on every step.
+// grammar's mask. Should nothing be left (the grammar wants only tokens outside the list), the request's
+// two constraints contradict: it fails as its own fault (the caller's catch, a 400 at the server), since
+// any token sampled then would be one the grammar refuses. In place, one pass over the row's words: this
+// runs for every such row on every step.
 void apply_allowed_ids(const std::vector<int32_t>& ids, std::span<uint32_t> row, bool grammar) {
   const size_t bits = row.size() * 32;
   auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < bits; };
   auto row_allows = [&](int32_t id) { return in_range(id) && ((row[id >> 5] >> (id & 31)) & 1u); };
-  const bool keep_row = grammar && std::any_of(ids.begin(), ids.end(), row_allows);
+  if (grammar && !std::any_of(ids.begin(), ids.end(), row_allows))
+    throw Error("allowed_token_ids and the structured output constraint leave no token in common");
   auto k = std::lower_bound(ids.begin(), ids.end(), 0);
   for (size_t w = 0; w < row.size(); ++w) {
     uint32_t allowed = 0;
     for (; k != ids.end() && static_cast<size_t>(*k >> 5) == w; ++k) allowed |= uint32_t{1} << (*k & 31);
-    row[w] = keep_row ? row[w] & allowed : allowed;
+    row[w] = grammar ? row[w] & allowed : allowed;
   }
 }
 
@@ -81,8 +84,9 @@ void fill_bitmasks(const std::vector<MaskedRow>& reqs, uint32_t* words, size_t r
           apply_bad_words(req.params.bad_words_token_ids, req.output_token_ids, row,
                           grammar || !req.params.allowed_token_ids.empty());
       } catch (const std::exception& e) {
-        // This request alone fails (its grammar's mask cannot be made): its row allows the stop tokens,
-        // and the scheduler finishes it with the error after the step. The other rows are unaffected.
+        // This request alone fails (its grammar's mask cannot be made, or its allowed_token_ids leave the
+        // grammar nothing): its row allows the stop tokens, and the scheduler finishes it with the error after
+        // the step. The other rows are unaffected.
         req.grammar_error = e.what();
         std::fill(row.begin(), row.end(), 0u);
         for (int32_t id : eos_token_ids)

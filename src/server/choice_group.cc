@@ -18,7 +18,6 @@ void ChoiceGroup::add_prompt(int prompt_index, const std::vector<int32_t>& promp
     c.prompt_index = prompt_index;
     c.request_id = base_id_ + "-" + std::to_string(c.index);
     c.num_prompt_tokens = static_cast<int>(prompt_ids.size());
-    c.allowed_ids_with_grammar = p.grammar && !p.allowed_token_ids.empty();
     ctx_.register_request(c.request_id);
     try {
       c.stream = engine_->add_request(c.request_id, prompt_ids, p);

@@ -32,9 +32,6 @@ struct ChoiceState {
   int num_cached_tokens = 0;  // prompt tokens served from the prefix cache
   std::string error;
   bool error_from_request = false;  // RequestOutput::error_from_request
-  // allowed_token_ids beside a grammar: where the two leave no token, the engine samples from the list
-  // alone and the grammar then refuses the token, an error of the request's own constraints.
-  bool allowed_ids_with_grammar = false;
 };
 
 class ChoiceGroup {

@@ -13,12 +13,6 @@ std::optional<ApiError> choice_failure(const ServerContext& ctx, const ChoiceSta
     // The request's own input (a grammar whose masks the engine could not make): answered as a grammar
     // refused at compile time.
     if (c.error_from_request) return ApiError(400, "BadRequestError", c.error);
-    // A grammar that refused a sampled token: with allowed_token_ids the request's two constraints
-    // left nothing in common (sampling_batch.cc lets the list alone decide then), not an engine fault.
-    if (c.allowed_ids_with_grammar && c.error.rfind("structured output:", 0) == 0)
-      return ApiError(400, "BadRequestError",
-                      "allowed_token_ids and the structured output constraint leave no token in common (" + c.error + ")",
-                      "allowed_token_ids");
     return ApiError(500, "InternalServerError", c.error.empty() ? "the engine failed on this request" : c.error);
   }
   if (c.finish_reason == "abort") {

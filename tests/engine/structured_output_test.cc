@@ -108,7 +108,8 @@ struct MaskedBatch {
 };
 
 // vLLM's allowed_token_ids: a bitmask row of exactly the listed ids; with a grammar, the two masks
-// ANDed, or the list alone when they share no token.
+// ANDed; when they share no token the request fails as its own fault (its row allows only EOS, and the
+// scheduler finishes it with the error: a 400 at the server).
 TEST(StructuredOutput, AllowedTokenIdsMaskAloneAndWithAGrammar) {
   SamplingParams listed;
   listed.allowed_token_ids = {1, 33, 70};
@@ -125,8 +126,12 @@ TEST(StructuredOutput, AllowedTokenIdsMaskAloneAndWithAGrammar) {
   EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin(), batch.token_bitmask.begin() + 4), listed_row);
   EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin() + 4, batch.token_bitmask.begin() + 8),
             (std::vector<uint32_t>{0b10u, 0u, 0u, 0u}));  // grammar {0, 1} AND {1, 40}
-  EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin() + 8, batch.token_bitmask.end()),
-            (std::vector<uint32_t>{0u, 1u << 8, 0u, 0u}));  // nothing shared: {40}
+  std::vector<uint32_t> eos_row(4, 0u);
+  eos_row[kFakeEos >> 5] = 1u << (kFakeEos & 31);
+  EXPECT_EQ(std::vector<uint32_t>(batch.token_bitmask.begin() + 8, batch.token_bitmask.end()), eos_row);
+  EXPECT_NE(mb.reqs[2]->grammar_error.find("allowed_token_ids"), std::string::npos) << mb.reqs[2]->grammar_error;
+  EXPECT_TRUE(mb.reqs[0]->grammar_error.empty());
+  EXPECT_TRUE(mb.reqs[1]->grammar_error.empty());
 }
 
 // vLLM's bad words: a word's last token is masked where the output ends with the word's other tokens

@@ -126,7 +126,7 @@ std::shared_ptr<RequestStream> FakeEngine::add_request(const std::string& reques
 void FakeEngine::run_job(std::shared_ptr<Job> job) {
   const SamplingParams& p = job->params;
   std::string prompt_text = tok_.decode(job->prompt, true);
-  bool fail = prompt_text.find("FAIL") != std::string::npos || prompt_text.find("GRAMMAR_REJECT") != std::string::npos;
+  bool fail = prompt_text.find("FAIL") != std::string::npos;
   bool holdable = prompt_text.find("HOLD") != std::string::npos;
   const bool quiet = prompt_text.find("QUIET") != std::string::npos;
   std::string held;  // QUIET: text of the first tokens, released with the 4th
@@ -224,10 +224,6 @@ void FakeEngine::run_job(std::shared_ptr<Job> job) {
       out.error = out.error_from_request
                       ? "structured output: the grammar needs too much work for one token mask (it is too ambiguous)"
                       : "fake engine: injected failure";
-      // "GRAMMAR_REJECT": as the engine reports a sampled token its grammar refused (not flagged as the
-      // request's fault: without a mask overridden by allowed_token_ids it is an engine bug).
-      if (prompt_text.find("GRAMMAR_REJECT") != std::string::npos)
-        out.error = "structured output: token " + std::to_string(tok) + " is not allowed by the grammar";
     }
     if (scripted && !out.finished && k + 1 == static_cast<int>(expected.size()) && k + 1 < p.max_tokens) {
       out.finished = true;

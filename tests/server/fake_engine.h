@@ -3,8 +3,7 @@
 //   tokens: ids 0..255 are bytes; 256 = "<eos>", 257 = "<bos>" (added when add_special_tokens).
 //   output token k of a request = 'a' + (base + k) % 26, base = last prompt id + seed (if any).
 //   a prompt containing the text "FAIL" finishes with "error" after one token ("GRAMMAR_FAIL": with
-//   the engine's error for a grammar it could not match; "GRAMMAR_REJECT": with the engine's error for a
-//   sampled token the grammar refused, not flagged as the request's fault).
+//   the engine's error for a grammar it could not match, flagged as the request's fault).
 //   a prompt containing "QUIET" has its first 3 tokens' text held back (empty) and released with the
 //   4th token's, as a detokenizer holds the bytes of an unfinished UTF-8 character.
 //   scripts: a prompt containing a script's key produces the script's text instead (one byte per

@@ -172,6 +172,9 @@ test('refusals are OpenAI 400s and the server stays healthy', async () => {
   await expect400({ guided_regex: '(a)\\1' }, 'guided_regex');
   await expect400({ structured_outputs: { grammar: 'root ::= "a"' } }, 'structured_outputs');
   await expect400({ tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice');
+  // allowed_token_ids that leave the grammar no token ('&' cannot start "yes" or "no"): the engine fails the
+  // request as its own fault at its first mask (sampling_batch.cc), as vLLM users would want, not a 500.
+  await expect400({ allowed_token_ids: [5], structured_outputs: { choice: ['yes', 'no'] } }, null);
   const ok = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 3, temperature: 0 });
   assertEq(ok.choices.length, 1, 'still serving');
 });
