@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <span>
 
@@ -33,6 +34,8 @@ namespace {
 // The scheduler's settings the model decides: recurrent-state slots (and with them no prefix caching).
 SchedulerConfig scheduler_config_for(const Model& model, SchedulerConfig sc) {
   sc.num_state_slots = model.num_state_slots();
+  // Experiment (step_align.h): steps trimmed to whole GEMM row tiles; 0 (off) until measured.
+  if (const char* v = std::getenv("VIREO_STEP_ALIGN")) sc.step_align_tokens = std::max(0, std::atoi(v));
   if (sc.num_state_slots > 0) {
     if (sc.num_state_slots < sc.max_num_seqs)
       throw Error("the model holds " + std::to_string(sc.num_state_slots) + " recurrent-state slots for max_num_seqs " +

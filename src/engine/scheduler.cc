@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "engine/step_align.h"
 
 namespace vireo {
 
@@ -147,6 +148,7 @@ SchedulerOutput Scheduler::schedule() {
 
   // 2. Waiting requests (not in a step that had to preempt: memory is tight).
   if (out.preempted.empty()) admit_waiting(out, budget, /*may_preempt=*/true);
+  budget += align_step_tokens(out, cfg_.step_align_tokens);
   out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
   return out;
 }
@@ -244,6 +246,7 @@ std::optional<SchedulerOutput> Scheduler::schedule_continuation(const SchedulerO
   // 3. Waiting requests.
   admit_waiting(out, budget, /*may_preempt=*/false, num_leaving);
   if (out.scheduled.empty()) return std::nullopt;
+  budget += align_step_tokens(out, cfg_.step_align_tokens);
   out.total_num_scheduled_tokens = cfg_.max_num_batched_tokens - budget;
   return out;
 }

@@ -33,6 +33,8 @@ struct SchedulerConfig {
   // vLLM's --max-loras: at most this many distinct LoRA adapters among the running requests (a waiting
   // request of another adapter waits, and the ones behind it may go first); 0: no limit.
   int max_loras = 0;
+  // Steps of at least 4 x this many tokens are trimmed to a multiple of it (step_align.h); 0: off.
+  int step_align_tokens = 0;
 };
 
 struct ScheduledRequest {

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -226,6 +227,58 @@ TEST_F(Fp8Bench, F_WsGemm) {
                   rate(pp[1]), vs(pp[1]), p2[0], p2[1], rate(p2[1]), vs(p2[1]));
       std::fflush(stdout);
     }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// The serving steps' GEMMs as a mixed step runs them (cuBLASLt: qkv / o_proj / down with outer-vector scales,
+// gate_up unscaled, run_mlp_fp8), at step sizes around the serving workload's ~2,100 rows: whether the time a
+// row is flat or steps with the tile waves (a 128-row tile of 32 / 48 / 192 column tiles over 132 SMs).
+// VIREO_SWEEP_ROWS overrides the rows.
+TEST_F(Fp8Bench, H_RowSweep) {
+  cuda::CublasLtGemm gemm;
+  std::vector<int64_t> rows = bench::env_int_list("VIREO_SWEEP_ROWS", {});
+  if (rows.empty())
+    for (int64_t n = 1792; n <= 2816; n += 64) rows.push_back(n);
+  struct Shape {
+    int64_t k, m;
+    bool residual, unscaled;
+  };
+  const std::vector<Shape> shapes{{4096, 6144, false, false}, {4096, 4096, true, false}, {4096, 24576, false, true},
+                                  {12288, 4096, true, false}};
+  constexpr int kCopies = 4;
+  std::vector<std::vector<Tensor>> w8(shapes.size());
+  for (size_t s = 0; s < shapes.size(); ++s)
+    for (int i = 0; i < kCopies; ++i) w8[s].push_back(fp8_weight(shapes[s].m, shapes[s].k));
+  const int64_t max_n = *std::max_element(rows.begin(), rows.end());
+  Tensor xq = dev({max_n, 12288}, DType::kU8), xs = dev({max_n}, DType::kF32);
+  Tensor x = rand_t({max_n, 12288});
+  cuda::launch_fp8_quantize_rows(x.data, DType::kBF16, max_n, 12288, xq.ptr<uint8_t>(), xs.ptr<float>(), stream_);
+  Tensor o = rand_t({max_n, 24576}, -1.f, 1.f);
+  for (int64_t n : rows) {
+    double us[4], total = 0;
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const Shape& sh = shapes[s];
+      auto run = [&](int i) {
+        const Tensor& w = w8[s][i % kCopies];
+        if (sh.unscaled) {
+          gemm.run_fp8_unscaled(static_cast<const uint8_t*>(w.data), xq.ptr<uint8_t>(), o.data, n, sh.m, sh.k, DType::kBF16,
+                                stream_);
+          return;
+        }
+        cuda::CublasLtGemm::Fp8Args g{static_cast<const uint8_t*>(w.data), w.row_scale, xq.ptr<uint8_t>(),
+                                      xs.ptr<float>(), nullptr, o.data, n, sh.m, sh.k, DType::kBF16, nullptr};
+        g.residual = sh.residual ? o.data : nullptr;
+        gemm.run_fp8(g, stream_);
+      };
+      time_us(run, 3, 8);  // clocks settle under the FP8 load
+      us[s] = time_us(run, 7, 8);
+      total += us[s];
+    }
+    const double flops = 2.0 * n * 4096 * (6144 + 4096 + 24576 + 12288);
+    std::printf("sweep N=%-5lld qkv %6.1f  o_proj %6.1f  gate_up %6.1f  down %6.1f  layer %7.1f us  %6.2f us / 16 rows  %5.0f TFLOP/s\n",
+                (long long)n, us[0], us[1], us[2], us[3], total, 16.0 * total / n, flops / total / 1e6);
+    std::fflush(stdout);
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
