@@ -186,6 +186,7 @@ TEST_F(Fp8Bench, F_WsGemm) {
   cuda::CublasLtGemm gemm;
   const std::vector<int64_t> rows = bench::env_int_list("VIREO_WS_ROWS", {2048, 8192});
   const bool pairs = bench::env_int_list("VIREO_WS_PAIRS", {1})[0] != 0;  // 0: skip the block-pair kernel
+  if (pairs) std::printf("block pairs: %d clusters of 2 at once\n", cuda::fp8_gemm_pair_clusters());
   struct Shape {
     const char* name;
     int64_t k, m;
@@ -246,10 +247,20 @@ TEST_F(Fp8Bench, H_RowSweep) {
   };
   const std::vector<Shape> shapes{{4096, 6144, false, false}, {4096, 4096, true, false}, {4096, 24576, false, true},
                                   {12288, 4096, true, false}};
+  // VIREO_SWEEP_BF16=1: the BF16 weights' GEMMs instead (the backend's linear: cuBLASLt, residual epilogue).
+  const bool bf16 = bench::env_int_list("VIREO_SWEEP_BF16", {0})[0] != 0;
   constexpr int kCopies = 4;
   std::vector<std::vector<Tensor>> w8(shapes.size());
   for (size_t s = 0; s < shapes.size(); ++s)
-    for (int i = 0; i < kCopies; ++i) w8[s].push_back(fp8_weight(shapes[s].m, shapes[s].k));
+    for (int i = 0; i < kCopies; ++i)
+      w8[s].push_back(bf16 ? rand_t({shapes[s].m, shapes[s].k}, -0.02f, 0.02f) : fp8_weight(shapes[s].m, shapes[s].k));
+  // BF16 activations and outputs per shape ([max N, K], [max N, M]; a step's rows are their first N rows).
+  std::vector<Tensor> xb(shapes.size()), ob(shapes.size());
+  for (size_t s = 0; bf16 && s < shapes.size(); ++s) {
+    const int64_t max_rows = *std::max_element(rows.begin(), rows.end());
+    xb[s] = rand_t({max_rows, shapes[s].k});
+    ob[s] = rand_t({max_rows, shapes[s].m}, -1.f, 1.f);
+  }
   const int64_t max_n = *std::max_element(rows.begin(), rows.end());
   Tensor xq = dev({max_n, 12288}, DType::kU8), xs = dev({max_n}, DType::kF32);
   Tensor x = rand_t({max_n, 12288});
@@ -261,6 +272,15 @@ TEST_F(Fp8Bench, H_RowSweep) {
       const Shape& sh = shapes[s];
       auto run = [&](int i) {
         const Tensor& w = w8[s][i % kCopies];
+        if (bf16) {
+          LinearParams p;
+          p.x = xb[s].slice_rows(0, n);
+          p.w = w;
+          p.out = ob[s].slice_rows(0, n);
+          if (sh.residual) p.residual = p.out;
+          be_->linear(p);
+          return;
+        }
         if (sh.unscaled) {
           gemm.run_fp8_unscaled(static_cast<const uint8_t*>(w.data), xq.ptr<uint8_t>(), o.data, n, sh.m, sh.k, DType::kBF16,
                                 stream_);
@@ -276,8 +296,8 @@ TEST_F(Fp8Bench, H_RowSweep) {
       total += us[s];
     }
     const double flops = 2.0 * n * 4096 * (6144 + 4096 + 24576 + 12288);
-    std::printf("sweep N=%-5lld qkv %6.1f  o_proj %6.1f  gate_up %6.1f  down %6.1f  layer %7.1f us  %6.2f us / 16 rows  %5.0f TFLOP/s\n",
-                (long long)n, us[0], us[1], us[2], us[3], total, 16.0 * total / n, flops / total / 1e6);
+    std::printf("sweep%s N=%-5lld qkv %6.1f  o_proj %6.1f  gate_up %6.1f  down %6.1f  layer %7.1f us  %6.2f us / 16 rows  %5.0f TFLOP/s\n",
+                bf16 ? " bf16" : "", (long long)n, us[0], us[1], us[2], us[3], total, 16.0 * total / n, flops / total / 1e6);
     std::fflush(stdout);
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);

@@ -243,6 +243,8 @@ bool fp8_gemm_pingpong_ok(int64_t n, int64_t m, int64_t k) {
          k < (int64_t{1} << 30) && n * m < (int64_t{1} << 40);
 }
 
+int fp8_gemm_pair_clusters() { return max_active_pairs(); }
+
 void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& g, cudaStream_t stream, int cluster) {
   if (!fp8_gemm_pingpong_ok(g.n, g.m, g.k)) throw Error("fp8 gemm (ping-pong): shape not taken");
   if (cluster != 1 && cluster != 2) throw Error("fp8 gemm (ping-pong): clusters of 1 or 2 blocks");

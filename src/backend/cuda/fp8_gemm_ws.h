@@ -33,5 +33,7 @@ Fp8GemmSchedule fp8_gemm_schedule(int64_t n, int64_t m, int64_t k);
 void launch_fp8_gemm_ws(const CublasLtGemm::Fp8Args& a, cudaStream_t stream);
 // cluster 2: pairs of blocks share each weight tile through TMA multicast.
 void launch_fp8_gemm_pingpong(const CublasLtGemm::Fp8Args& a, cudaStream_t stream, int cluster = 1);
+// How many clusters of two blocks of the block-pair kernel fit on the device at once (its grid's size).
+int fp8_gemm_pair_clusters();
 
 }  // namespace vireo::cuda
