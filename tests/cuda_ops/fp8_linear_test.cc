@@ -24,6 +24,7 @@ class Fp8LinearTest : public CudaOpsTest {
   struct Fp8Weight {
     Tensor dev;                 // F8_E4M3 [m, k] with row_scale
     std::vector<float> deq;     // fp8 x scale, [m, k]
+    std::vector<float> dev_scale;  // the row scales, [m]
   };
   Fp8Weight weight(int m, int k) {
     const std::vector<float> w = rand_vec(size_t(m) * k, -0.1f, 0.1f, DType::kF32);
@@ -33,6 +34,7 @@ class Fp8LinearTest : public CudaOpsTest {
     Fp8Weight out;
     out.deq.resize(w.size());
     for (size_t i = 0; i < w.size(); ++i) out.deq[i] = fp8_e4m3_to_f32(q[i]) * s[i / k];
+    out.dev_scale = s;
     Tensor scale = gpu_own(gpu_->alloc({m}, DType::kF32));
     gpu_->copy_from_host(s.data(), scale);
     out.dev = gpu_own(gpu_->alloc({m, k}, DType::kF8E4M3));
@@ -249,6 +251,67 @@ TEST_F(Fp8LinearTest, WsGemmTilesStagesAndEpilogue) {
         expect_close_accumulated(to_host(out), want, mag, pingpong ? "ping-pong gemm" : "ws gemm");
       }
     }
+  }
+}
+
+// CublasLtGemm with tuning on (VIREO_GEMM_TUNE's path, cublaslt_tune.h): plans of >= 1,024 rows take the
+// fastest configuration timed for their 64-row bucket, another N of the bucket reuses it. Every element against
+// the host, scaled (bias, residual in place) and unscaled (gate_up's form) GEMMs.
+TEST_F(Fp8LinearTest, TunedConfigurationsMatchTheHost) {
+  use_dtype(DType::kBF16);
+  cuda::CublasLtGemm gemm;
+  gemm.set_tune(true);
+  struct Case {
+    int n, m, k;
+    bool bias, residual;
+  };
+  for (const Case& c : std::vector<Case>{{1024, 256, 512, true, true}, {1100, 384, 256, true, false},
+                                         {1090, 384, 256, false, false}, {2112, 512, 256, false, true}}) {
+    SCOPED_TRACE("N " + std::to_string(c.n) + " M " + std::to_string(c.m) + " K " + std::to_string(c.k));
+    Fp8Weight w = weight(c.m, c.k);
+    const auto x = rand_vec(size_t(c.n) * c.k, -2.f, 2.f, DType::kF32);
+    std::vector<uint8_t> q(x.size());
+    std::vector<float> xs(c.n);
+    fp8_quantize_rows(x.data(), c.n, c.k, q.data(), xs.data());
+    Tensor qd = gpu_own(gpu_->alloc({c.n, c.k}, DType::kU8)), sd = gpu_own(gpu_->alloc({c.n}, DType::kF32));
+    gpu_->copy_from_host(q.data(), qd);
+    gpu_->copy_from_host(xs.data(), sd);
+    const auto bias = rand_vec(c.m, -1.f, 1.f, DType::kBF16);
+    const auto r = rand_vec(size_t(c.n) * c.m, -1.f, 1.f, DType::kBF16);
+    std::vector<float> want(size_t(c.n) * c.m), raw(want.size()), mag(want.size()), raw_mag(want.size());
+    for (int i = 0; i < c.n; ++i)
+      for (int j = 0; j < c.m; ++j) {
+        double acc = 0, abs_sum = 0, codes = 0, codes_abs = 0;
+        for (int kk = 0; kk < c.k; ++kk) {
+          const double wq = w.deq[size_t(j) * c.k + kk] / w.dev_scale[j];
+          const double v = double(fp8_e4m3_to_f32(q[size_t(i) * c.k + kk])) * wq;
+          codes += v;
+          codes_abs += std::fabs(v);
+          acc += v * xs[i] * w.dev_scale[j];
+          abs_sum += std::fabs(v * xs[i] * w.dev_scale[j]);
+        }
+        const size_t e = size_t(i) * c.m + j;
+        if (c.bias) acc += bias[j];
+        if (c.residual) acc += r[e];
+        want[e] = round_to(DType::kBF16, static_cast<float>(acc));
+        raw[e] = round_to(DType::kBF16, static_cast<float>(codes));
+        mag[e] = static_cast<float>(abs_sum);
+        raw_mag[e] = static_cast<float>(codes_abs);
+      }
+    Tensor out = c.residual ? gpu_from(r, {c.n, c.m}, DType::kBF16) : gpu_poisoned({c.n, c.m}, DType::kBF16);
+    Tensor bd = c.bias ? gpu_from(bias, {c.m}, DType::kBF16) : Tensor();
+    cuda::CublasLtGemm::Fp8Args g{w.dev.ptr<uint8_t>(), w.dev.row_scale, qd.ptr<uint8_t>(), sd.ptr<float>(),
+                                  c.bias ? bd.data : nullptr, out.data, c.n, c.m, c.k, DType::kBF16, nullptr};
+    g.residual = c.residual ? out.data : nullptr;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the backend's async uploads first
+    gemm.run_fp8(g, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_close_accumulated(to_host(out), want, mag, "tuned scaled gemm");
+    Tensor un = gpu_poisoned({c.n, c.m}, DType::kBF16);
+    ASSERT_TRUE(gemm.fp8_unscaled_ok(c.n, c.m, c.k, DType::kBF16));
+    gemm.run_fp8_unscaled(w.dev.ptr<uint8_t>(), qd.ptr<uint8_t>(), un.data, c.n, c.m, c.k, DType::kBF16, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_close_accumulated(to_host(un), raw, raw_mag, "tuned unscaled gemm");
   }
 }
 

@@ -13,9 +13,11 @@
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cublaslt_tune.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/fp8_linear.h"
+#include "core/log.h"
 
 namespace vireo::cuda {
 namespace {
@@ -53,6 +55,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm with per-row scales for N=" + std::to_string(n) +
                 " M=" + std::to_string(m) + " K=" + std::to_string(k) + (bias ? " with the bias epilogue" : "") +
                 " (needs CUDA 12.9+ and sm_90)");
+  tune_fp8(p, key, 2);
   return fp8_plans_.emplace(key, p).first->second;
 }
 
@@ -79,6 +82,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_
   if (!pick_algo(p))
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
                 " K=" + std::to_string(k));
+  tune_fp8(p, key, out_dtype == DType::kF32 ? 4 : 2);
   return fp8_plans_.emplace(key, p).first->second;
 }
 
@@ -99,7 +103,9 @@ void CublasLtGemm::run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* o
                                     DType out_dtype, cudaStream_t stream) {
   if (k % 16 != 0 || m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (n == 0 || m == 0) return;
+  tune_now_ = tune_ && n >= 1024 && !capturing(stream);
   Plan& pl = plan_fp8_unscaled(n, m, k, out_dtype);
+  tune_now_ = false;
   const float alpha = 1.f, beta = 0.f;
   lt_check(cublasLtMatmul(handle_, pl.op, &alpha, w, pl.a, xq, pl.b, &beta, out, pl.c, out, pl.c, &pl.algo, workspace_,
                           workspace_bytes_, stream),
@@ -110,7 +116,11 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   if (a.k % 16 != 0 || a.m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (a.n == 0 || a.m == 0) return;
   const float alpha = 1.f, beta = a.residual ? 1.f : 0.f;
-  if (!fp8_outer_vec(a.n, a.m, a.k, a.out_dtype)) {
+  tune_now_ = tune_ && a.n >= 1024 && !capturing(stream);
+  const bool outer_vec = fp8_outer_vec(a.n, a.m, a.k, a.out_dtype);
+  const bool fused_bias = a.bias != nullptr && outer_vec && fp8_outer_vec(a.n, a.m, a.k, a.out_dtype, true);
+  tune_now_ = false;
+  if (!outer_vec) {
     // Unscaled fp32 sums, then out = sum x x_scale[n] x w_scale[m] + bias in a kernel of ours.
     if (!a.acc) throw Error("linear (fp8): no F32 scratch for the unscaled GEMM");
     Plan& pl = plan_fp8_unscaled(a.n, a.m, a.k);
@@ -121,8 +131,7 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
     launch_fp8_rescale(a.acc, a.x_scale, a.w_scale, a.bias, a.out, a.out_dtype, a.n, a.m, stream, a.residual);
     return;
   }
-  // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it, else a pass of its own.
-  const bool fused_bias = a.bias != nullptr && fp8_outer_vec(a.n, a.m, a.k, a.out_dtype, true);
+  // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it (fused_bias), else a pass of its own.
   Plan* pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, fused_bias);
   const void* ws = a.w_scale;
   const void* xs = a.x_scale;
@@ -137,6 +146,47 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
                           workspace_, workspace_bytes_, stream),
            "Matmul");
   if (a.bias && !fused_bias) launch_bias_add(a.out, a.out_dtype, a.bias, a.out_dtype, a.n, a.m, stream);
+}
+
+}  // namespace vireo::cuda
+
+namespace vireo::cuda {
+
+bool CublasLtGemm::capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
+}
+
+void CublasLtGemm::tune_fp8(Plan& p, const Key& key, size_t out_bytes) {
+  if (!tune_) return;
+  auto [n, m, k, dt, bias, sm] = key;
+  const Key bucket{(n + 32) / 64 * 64, m, k, dt, bias, sm};
+  auto it = tuned_.find(bucket);
+  if (it != tuned_.end()) {  // the bucket's choice, where it runs at this N
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &r) == CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= workspace_bytes_)
+      p.algo = it->second;
+    return;
+  }
+  if (!tune_now_) return;
+  VIREO_CUDA_CHECK(cudaDeviceSynchronize());  // time the candidates alone on the GPU
+  LtTuneProblem tp;
+  tp.handle = handle_;
+  tp.op = p.op;
+  tp.a = p.a;
+  tp.b = p.b;
+  tp.c = p.c;
+  tp.a_bytes = static_cast<size_t>(m * k);
+  tp.b_bytes = static_cast<size_t>(n * k);
+  tp.c_bytes = static_cast<size_t>(n * m) * out_bytes;
+  tp.beta = 0.f;
+  tp.bias = bias;
+  tp.workspace = workspace_;
+  tp.workspace_bytes = workspace_bytes_;
+  const double gain = tune_lt_algo(tp, p.algo);
+  tuned_[bucket] = p.algo;
+  log_debug("gemm tune (fp8): N={} M={} K={}: {:.1f}% faster than the heuristic's pick", n, m, k, 100.0 * (gain - 1.0));
 }
 
 }  // namespace vireo::cuda

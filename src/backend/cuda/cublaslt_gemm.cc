@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "backend/cuda/cublaslt_tune.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -24,7 +25,7 @@ cudaDataType_t cuda_type(DType t) {
 }  // namespace
 
 CublasLtGemm::CublasLtGemm(size_t workspace_bytes, bool use_gemv)
-    : workspace_bytes_(workspace_bytes), use_gemv_(use_gemv) {
+    : workspace_bytes_(workspace_bytes), use_gemv_(use_gemv), tune_(gemm_tune_enabled()) {
   lt_check(cublasLtCreate(&handle_), "cublasLtCreate");
   VIREO_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
 }

@@ -53,6 +53,9 @@ class CublasLtGemm {
   // for while another stream holds the rest (SmPartition): their persistent grids then fit the free SMs
   // instead of waiting for busy ones. A plan per shape and target.
   void set_sm_count_target(int n) { sm_target_ = n; }
+  // FP8 GEMMs of >= 1,024 rows take the fastest of cuBLASLt's configurations timed for their 64-row bucket
+  // (cublaslt_tune.h) instead of the heuristic's pick. Default: VIREO_GEMM_TUNE (off).
+  void set_tune(bool on) { tune_ = on; }
 
  private:
   struct Plan {
@@ -72,6 +75,13 @@ class CublasLtGemm {
   Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype = DType::kF32);
   // Whether each FP8 plan (scaled by key, unscaled by the negated dtype) could be built: asked once.
   std::map<Key, bool> fp8_plan_ok_;
+  // VIREO_GEMM_TUNE (cublaslt_tune.h): the FP8 plan of key's shape takes the configuration tuned for its
+  // 64-row bucket (Key with N the bucket), timed on first use where tune_now_ (eager steps of >= 1,024 rows).
+  void tune_fp8(Plan& p, const Key& key, size_t out_bytes);
+  static bool capturing(cudaStream_t stream);
+  std::map<Key, cublasLtMatmulAlgo_t> tuned_;
+  bool tune_now_ = false;
+  bool tune_;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
