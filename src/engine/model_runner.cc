@@ -60,7 +60,10 @@ int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_l
   if (cfg.kv_cache_memory_bytes) {
     budget = *cfg.kv_cache_memory_bytes;
   } else {
-    if (model.backend().kind() != DeviceKind::kCPU) profile_largest_step(cfg, model, max_model_len);
+    if (model.backend().kind() != DeviceKind::kCPU) {
+      profile_largest_step(cfg, model, max_model_len);
+      model.backend().tune_gemms(cfg.max_num_batched_tokens);  // the profile step's linear shapes
+    }
     // Headroom past the profiled step: attention split workspaces grow with context length.
     const size_t reserve = model.backend().kind() == DeviceKind::kCPU ? 0 : (size_t{2} << 30);
     const size_t free_b = model.backend().free_memory_bytes();

@@ -10,6 +10,7 @@
 // - Where cuBLASLt has no such algorithm, an unscaled E4M3 GEMM into F32 scratch and launch_fp8_rescale
 //   apply the scales and the bias instead.
 // - A residual (Fp8Args::residual) joins in the epilogue as C with beta = 1, in place when out aliases it.
+#include <set>
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -151,6 +152,31 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
 }  // namespace vireo::cuda
 
 namespace vireo::cuda {
+
+int CublasLtGemm::pretune_fp8(int64_t max_rows) {
+  if (!tune_ || sm_target_ != 0) return 0;
+  std::set<Key> shapes;  // N 0: one per (M, K, form, bias)
+  for (const auto& [key, plan] : fp8_plans_) {
+    auto [n, m, k, dt, bias, sm] = key;
+    if (sm == 0) shapes.insert(Key{0, m, k, dt, bias, 0});
+  }
+  int tuned = 0;
+  for (const Key& s : shapes) {
+    auto [zero, m, k, dt, bias, sm] = s;
+    for (int64_t b = 1024; b <= std::min<int64_t>(max_rows, 4096); b += 64) {
+      if (tuned_.count(Key{b, m, k, dt, bias, 0})) continue;
+      tune_now_ = true;
+      try {  // scaled plans keep the output dtype in the key, unscaled ones -1 - it
+        if (dt >= 0) plan_fp8(b, m, k, static_cast<DType>(dt), bias);
+        else plan_fp8_unscaled(b, m, k, static_cast<DType>(-1 - dt));
+        ++tuned;
+      } catch (const Error&) {
+      }
+      tune_now_ = false;
+    }
+  }
+  return tuned;
+}
 
 bool CublasLtGemm::capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;

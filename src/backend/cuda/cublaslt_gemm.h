@@ -56,6 +56,10 @@ class CublasLtGemm {
   // FP8 GEMMs of >= 1,024 rows take the fastest of cuBLASLt's configurations timed for their 64-row bucket
   // (cublaslt_tune.h) instead of the heuristic's pick. Default: VIREO_GEMM_TUNE (off).
   void set_tune(bool on) { tune_ = on; }
+  // With tuning on: every FP8 shape planned so far (the start-up profile step's linears) timed for each 64-row
+  // bucket from 1,024 rows to min(max_rows, 4,096) (more rows make more waves: their last one matters less).
+  // Returns the buckets tuned.
+  int pretune_fp8(int64_t max_rows);
 
  private:
   struct Plan {

@@ -2,6 +2,7 @@
 #include "backend/cuda/fp8_linear.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include "backend/cuda/cuda_backend_factory.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/fused_linear.h"
+#include "core/log.h"
 
 namespace vireo::cuda {
 namespace {
@@ -229,6 +231,14 @@ size_t CudaBackend::free_memory_bytes() const {
   VIREO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
   return free_b + alloc_.cached_bytes();
 }
+void CudaBackend::tune_gemms(int max_rows) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = gemm_->pretune_fp8(max_rows);
+  if (n > 0)
+    log_info("gemm tune: {} FP8 GEMM configurations timed in {:.1f} s (VIREO_GEMM_TUNE)", n,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 size_t CudaBackend::total_memory_bytes() const {
   size_t free_b = 0, total = 0;
   VIREO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
