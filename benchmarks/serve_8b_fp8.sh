@@ -8,6 +8,7 @@
 # BUDGETS ("2048 1536"; "" skips serving), OFFLINE (1), ENVS ("-"), PORT (8101), OUT (./device-out), DEVICE (cuda),
 # INPUT_LEN (1024), OUTPUT_LEN (128), V (./build/vireo: the binary; an older build gives a same-call baseline),
 # QUANT (fp8; "" serves the model's BF16 weights), KV (fp8; auto: the model's dtype).
+# Several variables in one entry are joined by "+": ENVS="VIREO_GEMM_TUNE=1+VIREO_STEP_ALIGN=64 -".
 # The split mixed steps' A/B: ENVS="VIREO_SPLIT_MIXED=1 -" OFFLINE=0 BUDGETS=2048 (and with QUANT= KV=auto for BF16).
 # A smoke run on the CPU: MODEL=builtin:default DEVICE=cpu SEQS=2 INPUT_LEN=32 OUTPUT_LEN=4 BUDGETS=256 bash
 # benchmarks/serve_8b_fp8.sh
@@ -31,9 +32,9 @@ V=${V:-./build/vireo}
 QUANT=${QUANT-fp8}
 FLAGS=(--model "$MODEL" --load-format dummy --device "$DEVICE" ${QUANT:+--quantization "$QUANT"} --kv-cache-dtype "${KV:-fp8}" --max-model-len 4096
        --max-num-seqs "$SEQS")
-with_env() {  # with_env "A=1 B=2" cmd...  ("-": no variables); exec: in a background subshell, $! is the server
+with_env() {  # with_env "A=1+B=2" cmd...  ("-": no variables; "+" joins several); exec: in a background subshell, $! is the server
   local e=$1; shift
-  if [ "$e" = - ]; then exec "$@"; else exec env $e "$@"; fi
+  if [ "$e" = - ]; then exec "$@"; else exec env ${e//+/ } "$@"; fi
 }
 for e in $ENVS; do
   tag=$(echo "$e" | tr -c 'A-Za-z0-9\n' '_')
