@@ -1,4 +1,8 @@
-// linear (cuBLASLt) vs the CPU backend (OpenBLAS): decode and prefill shapes, odd sizes, bias.
+// linear (cuBLASLt) vs the CPU backend (OpenBLAS): decode and prefill shapes, odd sizes, bias; the tuned
+// configurations (VIREO_GEMM_TUNE's path) the same way.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cublaslt_gemm.h"
 #include "cuda_test_util.h"
 
 namespace vireo::testing {
@@ -30,6 +34,33 @@ TEST_F(CudaOpsTest, Linear) {
       if (act == DType::kF32) tol = {2e-4f, 2e-4f};  // summation order over K differs
       expect_close(to_host(out), want, tol, "linear");
       expect_close(to_host(out2), want, tol, "linear (cached plan)");
+    }
+  }
+}
+
+// CublasLtGemm with tuning on: BF16 / F16 plans of >= 1,024 rows take the configuration timed fastest for
+// their 64-row bucket (cublaslt_tune.h); a second N of the bucket reuses it.
+TEST_F(CudaOpsTest, LinearTunedConfigurations) {
+  cuda::CublasLtGemm gemm;
+  gemm.set_tune(true);
+  for (DType act : {DType::kBF16, DType::kF16}) {
+    use_dtype(act);
+    for (auto [n, k, m, bias] : std::vector<std::tuple<int, int, int, bool>>{
+             {1024, 256, 384, true}, {1040, 256, 384, true}, {2112, 512, 256, false}}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " K " + std::to_string(k) + " M " +
+                   std::to_string(m) + (bias ? " bias" : ""));
+      const float ws = 1.f / std::sqrt(float(k));
+      auto x = rand_vec(size_t(n) * k, -1, 1, act);
+      auto w = rand_vec(size_t(m) * k, -ws, ws, act);
+      auto b = rand_vec(m, -1, 1, act);
+      Tensor out = gpu_poisoned({n, m}, act);
+      LinearParams p{gpu_from(x, {n, k}, act), gpu_from(w, {m, k}, act), bias ? gpu_from(b, {m}, act) : Tensor(), out};
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the backend's async uploads first (default stream below)
+      gemm.run(p, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      Tensor ref = cpu_poisoned({n, m});
+      cpu_->linear({cpu_f32(x, {n, k}), cpu_f32(w, {m, k}), bias ? cpu_f32(b, {m}) : Tensor(), ref});
+      expect_close(to_host(out), to_host(ref), tol_for(act), "tuned linear");
     }
   }
 }

@@ -10,7 +10,6 @@
 // - Where cuBLASLt has no such algorithm, an unscaled E4M3 GEMM into F32 scratch and launch_fp8_rescale
 //   apply the scales and the bias instead.
 // - A residual (Fp8Args::residual) joins in the epilogue as C with beta = 1, in place when out aliases it.
-#include <set>
 #include <string>
 
 #include "backend/cuda/cublaslt_gemm.h"
@@ -18,7 +17,6 @@
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/fp8_linear.h"
-#include "core/log.h"
 
 namespace vireo::cuda {
 namespace {
@@ -56,7 +54,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8(int64_t n, int64_t m, int64_t k, DTyp
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm with per-row scales for N=" + std::to_string(n) +
                 " M=" + std::to_string(m) + " K=" + std::to_string(k) + (bias ? " with the bias epilogue" : "") +
                 " (needs CUDA 12.9+ and sm_90)");
-  tune_fp8(p, key, 2);
+  tune_plan(p, key, 1, 2);
   return fp8_plans_.emplace(key, p).first->second;
 }
 
@@ -83,7 +81,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan_fp8_unscaled(int64_t n, int64_t m, int64_
   if (!pick_algo(p))
     throw Error("linear (fp8): cuBLASLt has no FP8 algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
                 " K=" + std::to_string(k));
-  tune_fp8(p, key, out_dtype == DType::kF32 ? 4 : 2);
+  tune_plan(p, key, 1, out_dtype == DType::kF32 ? 4 : 2);
   return fp8_plans_.emplace(key, p).first->second;
 }
 
@@ -151,68 +149,3 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
 
 }  // namespace vireo::cuda
 
-namespace vireo::cuda {
-
-int CublasLtGemm::pretune_fp8(int64_t max_rows) {
-  if (!tune_ || sm_target_ != 0) return 0;
-  std::set<Key> shapes;  // N 0: one per (M, K, form, bias)
-  for (const auto& [key, plan] : fp8_plans_) {
-    auto [n, m, k, dt, bias, sm] = key;
-    if (sm == 0) shapes.insert(Key{0, m, k, dt, bias, 0});
-  }
-  int tuned = 0;
-  for (const Key& s : shapes) {
-    auto [zero, m, k, dt, bias, sm] = s;
-    for (int64_t b = 1024; b <= std::min<int64_t>(max_rows, 4096); b += 64) {
-      if (tuned_.count(Key{b, m, k, dt, bias, 0})) continue;
-      tune_now_ = true;
-      try {  // scaled plans keep the output dtype in the key, unscaled ones -1 - it
-        if (dt >= 0) plan_fp8(b, m, k, static_cast<DType>(dt), bias);
-        else plan_fp8_unscaled(b, m, k, static_cast<DType>(-1 - dt));
-        ++tuned;
-      } catch (const Error&) {
-      }
-      tune_now_ = false;
-    }
-  }
-  return tuned;
-}
-
-bool CublasLtGemm::capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
-}
-
-void CublasLtGemm::tune_fp8(Plan& p, const Key& key, size_t out_bytes) {
-  if (!tune_) return;
-  auto [n, m, k, dt, bias, sm] = key;
-  const Key bucket{(n + 32) / 64 * 64, m, k, dt, bias, sm};
-  auto it = tuned_.find(bucket);
-  if (it != tuned_.end()) {  // the bucket's choice, where it runs at this N
-    cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &r) == CUBLAS_STATUS_SUCCESS &&
-        r.workspaceSize <= workspace_bytes_)
-      p.algo = it->second;
-    return;
-  }
-  if (!tune_now_) return;
-  VIREO_CUDA_CHECK(cudaDeviceSynchronize());  // time the candidates alone on the GPU
-  LtTuneProblem tp;
-  tp.handle = handle_;
-  tp.op = p.op;
-  tp.a = p.a;
-  tp.b = p.b;
-  tp.c = p.c;
-  tp.a_bytes = static_cast<size_t>(m * k);
-  tp.b_bytes = static_cast<size_t>(n * k);
-  tp.c_bytes = static_cast<size_t>(n * m) * out_bytes;
-  tp.beta = 0.f;
-  tp.bias = bias;
-  tp.workspace = workspace_;
-  tp.workspace_bytes = workspace_bytes_;
-  const double gain = tune_lt_algo(tp, p.algo);
-  tuned_[bucket] = p.algo;
-  log_debug("gemm tune (fp8): N={} M={} K={}: {:.1f}% faster than the heuristic's pick", n, m, k, 100.0 * (gain - 1.0));
-}
-
-}  // namespace vireo::cuda

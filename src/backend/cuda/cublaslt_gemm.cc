@@ -96,6 +96,7 @@ CublasLtGemm::Plan& CublasLtGemm::plan(int64_t n, int64_t m, int64_t k, DType dt
   if (!pick_algo(p))
     throw Error("linear: cuBLASLt has no algorithm for N=" + std::to_string(n) + " M=" + std::to_string(m) +
                 " K=" + std::to_string(k));
+  if (dt == DType::kBF16 || dt == DType::kF16) tune_plan(p, Key{n, m, k, kPlainForm + static_cast<int>(dt), bias, sm_target_}, 2, 2);
   return plans_.emplace(key, p).first->second;
 }
 
@@ -113,7 +114,9 @@ void CublasLtGemm::run(const LinearParams& p, cudaStream_t stream) {
   if (n == 0 || m == 0) return;
   if (use_gemv_ && launch_gemv_small_n(p, stream)) return;  // decode shapes: a streaming GEMV beats the library
   const bool fused_bias = !p.bias.empty() && p.bias.dtype == p.out.dtype;
+  tune_now_ = tune_ && n >= 1024 && !capturing(stream);
   Plan& pl = plan(n, m, k, p.x.dtype, fused_bias);
+  tune_now_ = false;
   if (fused_bias) {
     const void* bp = p.bias.data;
     lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");

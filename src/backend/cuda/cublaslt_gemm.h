@@ -56,10 +56,10 @@ class CublasLtGemm {
   // FP8 GEMMs of >= 1,024 rows take the fastest of cuBLASLt's configurations timed for their 64-row bucket
   // (cublaslt_tune.h) instead of the heuristic's pick. Default: VIREO_GEMM_TUNE (off).
   void set_tune(bool on) { tune_ = on; }
-  // With tuning on: every FP8 shape planned so far (the start-up profile step's linears) timed for each 64-row
-  // bucket from 1,024 rows to min(max_rows, 4,096) (more rows make more waves: their last one matters less).
-  // Returns the buckets tuned.
-  int pretune_fp8(int64_t max_rows);
+  // With tuning on: every shape planned so far (the start-up profile step's linears; FP8, BF16, F16) timed
+  // for each 64-row bucket from 1,024 rows to min(max_rows, 4,096) (more rows make more waves: the last one
+  // matters less). Returns the buckets tuned.
+  int pretune(int64_t max_rows);
 
  private:
   struct Plan {
@@ -79,9 +79,11 @@ class CublasLtGemm {
   Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype = DType::kF32);
   // Whether each FP8 plan (scaled by key, unscaled by the negated dtype) could be built: asked once.
   std::map<Key, bool> fp8_plan_ok_;
-  // VIREO_GEMM_TUNE (cublaslt_tune.h): the FP8 plan of key's shape takes the configuration tuned for its
-  // 64-row bucket (Key with N the bucket), timed on first use where tune_now_ (eager steps of >= 1,024 rows).
-  void tune_fp8(Plan& p, const Key& key, size_t out_bytes);
+  // VIREO_GEMM_TUNE (cublaslt_gemm_tune.cc): the plan of key's shape takes the configuration tuned for its
+  // 64-row bucket, timed on first use where tune_now_ (eager steps of >= 1,024 rows). key's dtype field is
+  // the plan's form: FP8 scaled the output dtype, FP8 unscaled -1 - it, plain GEMMs kPlainForm + the dtype.
+  static constexpr int kPlainForm = 1000;
+  void tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t out_bytes);
   static bool capturing(cudaStream_t stream);
   std::map<Key, cublasLtMatmulAlgo_t> tuned_;
   bool tune_now_ = false;

@@ -3,7 +3,8 @@
 // the 8B's FP8 projections it is 5-20% slower than the best configuration the library has (192 x 88,
 // 96 x 192, 128 x 96 tiles; docs/cuda_kernels.md, session 56). The tuner times the heuristic's pick against
 // configurations of the same kernel (other tiles, cluster shapes and custom options) on scratch operands of
-// the shape and keeps the fastest; CublasLtGemm caches the choice per shape and 64-row bucket.
+// the shape and keeps the fastest; CublasLtGemm caches the choice per shape, form (FP8 scaled / unscaled,
+// BF16, F16) and 64-row bucket.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>

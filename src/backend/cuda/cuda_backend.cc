@@ -233,9 +233,9 @@ size_t CudaBackend::free_memory_bytes() const {
 }
 void CudaBackend::tune_gemms(int max_rows) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int n = gemm_->pretune_fp8(max_rows);
+  const int n = gemm_->pretune(max_rows);
   if (n > 0)
-    log_info("gemm tune: {} FP8 GEMM configurations timed in {:.1f} s (VIREO_GEMM_TUNE)", n,
+    log_info("gemm tune: {} GEMM shapes x row buckets timed in {:.1f} s (VIREO_GEMM_TUNE)", n,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 

@@ -1,0 +1,81 @@
+// CublasLtGemm's configuration tuning (VIREO_GEMM_TUNE=1; cublaslt_tune.h has the why): a choice per shape,
+// form and 64-row bucket, timed on first use in an eager step or for every bucket after the start-up profile.
+#include <algorithm>
+#include <set>
+
+#include "backend/cuda/cublaslt_gemm.h"
+#include "backend/cuda/cublaslt_tune.h"
+#include "backend/cuda/cuda_common.h"
+#include "core/log.h"
+
+namespace vireo::cuda {
+
+bool CublasLtGemm::capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
+}
+
+void CublasLtGemm::tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t out_bytes) {
+  if (!tune_) return;
+  auto [n, m, k, form, bias, sm] = key;
+  const Key bucket{(n + 32) / 64 * 64, m, k, form, bias, sm};
+  auto it = tuned_.find(bucket);
+  if (it != tuned_.end()) {  // the bucket's choice, where it runs at this N
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &r) == CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= workspace_bytes_)
+      p.algo = it->second;
+    return;
+  }
+  if (!tune_now_) return;
+  VIREO_CUDA_CHECK(cudaDeviceSynchronize());  // time the candidates alone on the GPU
+  LtTuneProblem tp;
+  tp.handle = handle_;
+  tp.op = p.op;
+  tp.a = p.a;
+  tp.b = p.b;
+  tp.c = p.c;
+  tp.a_bytes = static_cast<size_t>(m * k) * in_bytes;
+  tp.b_bytes = static_cast<size_t>(n * k) * in_bytes;
+  tp.c_bytes = static_cast<size_t>(n * m) * out_bytes;
+  tp.bias = bias;
+  tp.workspace = workspace_;
+  tp.workspace_bytes = workspace_bytes_;
+  const double gain = tune_lt_algo(tp, p.algo);
+  tuned_[bucket] = p.algo;
+  log_debug("gemm tune: N={} M={} K={} form {}: {:.1f}% faster than the heuristic's pick", n, m, k, form,
+            100.0 * (gain - 1.0));
+}
+
+int CublasLtGemm::pretune(int64_t max_rows) {
+  if (!tune_ || sm_target_ != 0) return 0;
+  std::set<Key> shapes;  // N 0: one per (M, K, form, bias)
+  for (const auto& [key, plan] : fp8_plans_) {
+    auto [n, m, k, form, bias, sm] = key;
+    if (sm == 0) shapes.insert(Key{0, m, k, form, bias, 0});
+  }
+  for (const auto& [key, plan] : plans_) {
+    auto [n, m, k, dt, bias, sm] = key;
+    if (sm == 0 && (dt == static_cast<int>(DType::kBF16) || dt == static_cast<int>(DType::kF16)))
+      shapes.insert(Key{0, m, k, kPlainForm + dt, bias, 0});
+  }
+  int tuned = 0;
+  for (const Key& s : shapes) {
+    auto [zero, m, k, form, bias, sm] = s;
+    for (int64_t b = 1024; b <= std::min<int64_t>(max_rows, 4096); b += 64) {
+      if (tuned_.count(Key{b, m, k, form, bias, 0})) continue;
+      tune_now_ = true;
+      try {  // each form's own plan call: it times the bucket on the way
+        if (form >= kPlainForm) plan(b, m, k, static_cast<DType>(form - kPlainForm), bias);
+        else if (form >= 0) plan_fp8(b, m, k, static_cast<DType>(form), bias);
+        else plan_fp8_unscaled(b, m, k, static_cast<DType>(-1 - form));
+        ++tuned;
+      } catch (const Error&) {
+      }
+      tune_now_ = false;
+    }
+  }
+  return tuned;
+}
+
+}  // namespace vireo::cuda
