@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out/tune}
 BUDGET=${BUDGET:-8192}
 mkdir -p "$OUT"
-timeout 60 build/tests/test_cuda_ops --gtest_filter='Fp8LinearTest.Tuned*:CudaOpsTest.LinearTuned*' --gtest_brief=1 > "$OUT/tests.log" 2>&1
+timeout 60 build/tests/test_cuda_ops --gtest_filter='Fp8LinearTest.Tuned*:LinearTest.Tuned*' --gtest_brief=1 > "$OUT/tests.log" 2>&1
 rc=$?
 echo "tuned GEMM test: rc=$rc"; grep -E "^\[  (PASSED|FAILED)|elements off" "$OUT/tests.log" | head -4
 rows=$(seq -s, 1536 64 3072)

@@ -89,6 +89,24 @@ class Fp8LinearTest : public CudaOpsTest {
     }
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off (seed " << seed_ << "):" << first;
   }
+  // x [n, k] drawn in [-2, 2], quantized per row on the host (fp8.h) and uploaded: a W8A8 GEMM's activation.
+  struct QuantizedRows {
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+    Tensor codes_dev, scales_dev;  // U8 [n, k], F32 [n]
+  };
+  QuantizedRows quantized_rows(int n, int k) {
+    const auto x = rand_vec(size_t(n) * k, -2.f, 2.f, DType::kF32);
+    QuantizedRows r;
+    r.codes.resize(x.size());
+    r.scales.resize(n);
+    fp8_quantize_rows(x.data(), n, k, r.codes.data(), r.scales.data());
+    r.codes_dev = gpu_own(gpu_->alloc({n, k}, DType::kU8));
+    r.scales_dev = gpu_own(gpu_->alloc({n}, DType::kF32));
+    gpu_->copy_from_host(r.codes.data(), r.codes_dev);
+    gpu_->copy_from_host(r.scales.data(), r.scales_dev);
+    return r;
+  }
   std::vector<float> rounded(std::vector<float> v) {
     for (auto& x : v) x = round_to(act_, x);
     return v;
@@ -206,13 +224,10 @@ TEST_F(Fp8LinearTest, WsGemmTilesStagesAndEpilogue) {
       SCOPED_TRACE("N " + std::to_string(c.n) + " M " + std::to_string(c.m) + " K " + std::to_string(c.k));
       ASSERT_TRUE(cuda::fp8_gemm_pingpong_ok(c.n, c.m, c.k));
       Fp8Weight w = weight(c.m, c.k);
-      const auto x = rand_vec(size_t(c.n) * c.k, -2.f, 2.f, DType::kF32);
-      std::vector<uint8_t> q(x.size());
-      std::vector<float> xs(c.n);
-      fp8_quantize_rows(x.data(), c.n, c.k, q.data(), xs.data());
-      Tensor qd = gpu_own(gpu_->alloc({c.n, c.k}, DType::kU8)), sd = gpu_own(gpu_->alloc({c.n}, DType::kF32));
-      gpu_->copy_from_host(q.data(), qd);
-      gpu_->copy_from_host(xs.data(), sd);
+      const QuantizedRows xq = quantized_rows(c.n, c.k);
+      const std::vector<uint8_t>& q = xq.codes;
+      const std::vector<float>& xs = xq.scales;
+      const Tensor &qd = xq.codes_dev, &sd = xq.scales_dev;
       const auto bias = rand_vec(c.m, -1.f, 1.f, t);
       const auto r = rand_vec(size_t(c.n) * c.m, -1.f, 1.f, t);
       std::vector<float> want(size_t(c.n) * c.m), mag(want.size());
@@ -269,13 +284,10 @@ TEST_F(Fp8LinearTest, TunedConfigurationsMatchTheHost) {
                                          {1090, 384, 256, false, false}, {2112, 512, 256, false, true}}) {
     SCOPED_TRACE("N " + std::to_string(c.n) + " M " + std::to_string(c.m) + " K " + std::to_string(c.k));
     Fp8Weight w = weight(c.m, c.k);
-    const auto x = rand_vec(size_t(c.n) * c.k, -2.f, 2.f, DType::kF32);
-    std::vector<uint8_t> q(x.size());
-    std::vector<float> xs(c.n);
-    fp8_quantize_rows(x.data(), c.n, c.k, q.data(), xs.data());
-    Tensor qd = gpu_own(gpu_->alloc({c.n, c.k}, DType::kU8)), sd = gpu_own(gpu_->alloc({c.n}, DType::kF32));
-    gpu_->copy_from_host(q.data(), qd);
-    gpu_->copy_from_host(xs.data(), sd);
+    const QuantizedRows xq = quantized_rows(c.n, c.k);
+    const std::vector<uint8_t>& q = xq.codes;
+    const std::vector<float>& xs = xq.scales;
+    const Tensor &qd = xq.codes_dev, &sd = xq.scales_dev;
     const auto bias = rand_vec(c.m, -1.f, 1.f, DType::kBF16);
     const auto r = rand_vec(size_t(c.n) * c.m, -1.f, 1.f, DType::kBF16);
     std::vector<float> want(size_t(c.n) * c.m), raw(want.size()), mag(want.size()), raw_mag(want.size());

@@ -8,7 +8,29 @@
 namespace vireo::testing {
 namespace {
 
-TEST_F(CudaOpsTest, Linear) {
+class LinearTest : public CudaOpsTest {
+ protected:
+  // One linear's inputs in the activation dtype (w scaled by 1 / sqrt(k)) and the CPU's F32 result.
+  struct LinearCase {
+    std::vector<float> x, w, b;
+    std::vector<float> want;
+  };
+  LinearCase linear_case(int n, int k, int m, bool bias, DType act) {
+    const float ws = 1.f / std::sqrt(float(k));
+    LinearCase c{rand_vec(size_t(n) * k, -1, 1, act), rand_vec(size_t(m) * k, -ws, ws, act), rand_vec(m, -1, 1, act), {}};
+    Tensor ref = cpu_poisoned({n, m});
+    cpu_->linear({cpu_f32(c.x, {n, k}), cpu_f32(c.w, {m, k}), bias ? cpu_f32(c.b, {m}) : Tensor(), ref});
+    c.want = to_host(ref);
+    return c;
+  }
+};
+
+std::string linear_trace(DType act, int n, int k, int m, bool bias) {
+  return std::string(dtype_name(act)) + " N " + std::to_string(n) + " K " + std::to_string(k) + " M " + std::to_string(m) +
+         (bias ? " bias" : "");
+}
+
+TEST_F(LinearTest, Linear) {
   for (DType act : {DType::kBF16, DType::kF16, DType::kF32}) {
     use_dtype(act);
     for (auto [n, k, m, bias] : std::vector<std::tuple<int, int, int, bool>>{
@@ -16,20 +38,14 @@ TEST_F(CudaOpsTest, Linear) {
              {130, 128, 77, true}, {257, 1024, 1024, false},
              // N <= 4: the GEMV path (K % 8 == 0), and one K it does not take
              {3, 12288, 40, true}, {4, 200, 64, false}, {2, 4104, 33, true}, {1, 12288, 4096, false}, {2, 100, 16, true}}) {
-      SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " K " + std::to_string(k) + " M " +
-                   std::to_string(m) + (bias ? " bias" : ""));
-      const float ws = 1.f / std::sqrt(float(k));
-      auto x = rand_vec(size_t(n) * k, -1, 1, act);
-      auto w = rand_vec(size_t(m) * k, -ws, ws, act);
-      auto b = rand_vec(m, -1, 1, act);
+      SCOPED_TRACE(linear_trace(act, n, k, m, bias));
+      const LinearCase c = linear_case(n, k, m, bias, act);
       Tensor out = gpu_poisoned({n, m}, act);
-      gpu_->linear({gpu_from(x, {n, k}, act), gpu_from(w, {m, k}, act), bias ? gpu_from(b, {m}, act) : Tensor(), out});
+      gpu_->linear({gpu_from(c.x, {n, k}, act), gpu_from(c.w, {m, k}, act), bias ? gpu_from(c.b, {m}, act) : Tensor(), out});
       // Same shape again: the cached plan is reused.
       Tensor out2 = gpu_poisoned({n, m}, act);
-      gpu_->linear({gpu_from(x, {n, k}, act), gpu_from(w, {m, k}, act), bias ? gpu_from(b, {m}, act) : Tensor(), out2});
-      Tensor ref = cpu_poisoned({n, m});
-      cpu_->linear({cpu_f32(x, {n, k}), cpu_f32(w, {m, k}), bias ? cpu_f32(b, {m}) : Tensor(), ref});
-      const auto want = to_host(ref);
+      gpu_->linear({gpu_from(c.x, {n, k}, act), gpu_from(c.w, {m, k}, act), bias ? gpu_from(c.b, {m}, act) : Tensor(), out2});
+      const auto& want = c.want;
       Tolerance tol = tol_for(act);
       if (act == DType::kF32) tol = {2e-4f, 2e-4f};  // summation order over K differs
       expect_close(to_host(out), want, tol, "linear");
@@ -40,27 +56,21 @@ TEST_F(CudaOpsTest, Linear) {
 
 // CublasLtGemm with tuning on: BF16 / F16 plans of >= 1,024 rows take the configuration timed fastest for
 // their 64-row bucket (cublaslt_tune.h); a second N of the bucket reuses it.
-TEST_F(CudaOpsTest, LinearTunedConfigurations) {
+TEST_F(LinearTest, TunedConfigurations) {
   cuda::CublasLtGemm gemm;
   gemm.set_tune(true);
   for (DType act : {DType::kBF16, DType::kF16}) {
     use_dtype(act);
     for (auto [n, k, m, bias] : std::vector<std::tuple<int, int, int, bool>>{
              {1024, 256, 384, true}, {1040, 256, 384, true}, {2112, 512, 256, false}}) {
-      SCOPED_TRACE(std::string(dtype_name(act)) + " N " + std::to_string(n) + " K " + std::to_string(k) + " M " +
-                   std::to_string(m) + (bias ? " bias" : ""));
-      const float ws = 1.f / std::sqrt(float(k));
-      auto x = rand_vec(size_t(n) * k, -1, 1, act);
-      auto w = rand_vec(size_t(m) * k, -ws, ws, act);
-      auto b = rand_vec(m, -1, 1, act);
+      SCOPED_TRACE(linear_trace(act, n, k, m, bias));
+      const LinearCase c = linear_case(n, k, m, bias, act);
       Tensor out = gpu_poisoned({n, m}, act);
-      LinearParams p{gpu_from(x, {n, k}, act), gpu_from(w, {m, k}, act), bias ? gpu_from(b, {m}, act) : Tensor(), out};
+      LinearParams p{gpu_from(c.x, {n, k}, act), gpu_from(c.w, {m, k}, act), bias ? gpu_from(c.b, {m}, act) : Tensor(), out};
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the backend's async uploads first (default stream below)
       gemm.run(p, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      Tensor ref = cpu_poisoned({n, m});
-      cpu_->linear({cpu_f32(x, {n, k}), cpu_f32(w, {m, k}), bias ? cpu_f32(b, {m}) : Tensor(), ref});
-      expect_close(to_host(out), to_host(ref), tol_for(act), "tuned linear");
+      expect_close(to_host(out), c.want, tol_for(act), "tuned linear");
     }
   }
 }

@@ -23,19 +23,7 @@ SchedulerConfig aligned_config(int align) {
   return c;
 }
 
-std::map<std::string, int> step(Scheduler& s, int* total = nullptr) {
-  auto out = s.schedule();
-  std::map<std::string, int> n;
-  std::vector<std::optional<int32_t>> sampled;
-  for (auto& r : out.scheduled) {
-    n[r.req->request_id] = r.num_new_tokens;
-    const bool done = r.req->num_computed_tokens + r.num_new_tokens == r.req->num_tokens();
-    sampled.push_back(done ? std::optional<int32_t>(7) : std::nullopt);
-  }
-  if (total) *total = out.total_num_scheduled_tokens;
-  s.update_from_output(out, sampled);
-  return n;
-}
+std::map<std::string, int> step(Scheduler& s, int* total = nullptr) { return testing::step_tokens(s, total); }
 
 TEST(StepAlign, TrimsTheNewestPrefillChunkToWholeTiles) {
   Scheduler s(aligned_config(4));
