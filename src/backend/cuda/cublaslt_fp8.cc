@@ -102,8 +102,9 @@ void CublasLtGemm::run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* o
                                     DType out_dtype, cudaStream_t stream) {
   if (k % 16 != 0 || m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (n == 0 || m == 0) return;
-  tune_now_ = tune_ && n >= 1024 && !capturing(stream);
+  set_tune_now(stream, n);
   Plan& pl = plan_fp8_unscaled(n, m, k, out_dtype);
+  finish_tune(pl);
   tune_now_ = false;
   const float alpha = 1.f, beta = 0.f;
   lt_check(cublasLtMatmul(handle_, pl.op, &alpha, w, pl.a, xq, pl.b, &beta, out, pl.c, out, pl.c, &pl.algo, workspace_,
@@ -115,10 +116,8 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   if (a.k % 16 != 0 || a.m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (a.n == 0 || a.m == 0) return;
   const float alpha = 1.f, beta = a.residual ? 1.f : 0.f;
-  tune_now_ = tune_ && a.n >= 1024 && !capturing(stream);
   const bool outer_vec = fp8_outer_vec(a.n, a.m, a.k, a.out_dtype);
   const bool fused_bias = a.bias != nullptr && outer_vec && fp8_outer_vec(a.n, a.m, a.k, a.out_dtype, true);
-  tune_now_ = false;
   if (!outer_vec) {
     // Unscaled fp32 sums, then out = sum x x_scale[n] x w_scale[m] + bias in a kernel of ours.
     if (!a.acc) throw Error("linear (fp8): no F32 scratch for the unscaled GEMM");
@@ -132,6 +131,9 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   }
   // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it (fused_bias), else a pass of its own.
   Plan* pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, fused_bias);
+  set_tune_now(stream, a.n);
+  finish_tune(*pl);
+  tune_now_ = false;
   const void* ws = a.w_scale;
   const void* xs = a.x_scale;
   lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)), "A_SCALE_POINTER");

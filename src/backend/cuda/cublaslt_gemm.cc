@@ -114,8 +114,9 @@ void CublasLtGemm::run(const LinearParams& p, cudaStream_t stream) {
   if (n == 0 || m == 0) return;
   if (use_gemv_ && launch_gemv_small_n(p, stream)) return;  // decode shapes: a streaming GEMV beats the library
   const bool fused_bias = !p.bias.empty() && p.bias.dtype == p.out.dtype;
-  tune_now_ = tune_ && n >= 1024 && !capturing(stream);
+  set_tune_now(stream, n);
   Plan& pl = plan(n, m, k, p.x.dtype, fused_bias);
+  finish_tune(pl);
   tune_now_ = false;
   if (fused_bias) {
     const void* bp = p.bias.data;

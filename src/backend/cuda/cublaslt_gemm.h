@@ -67,6 +67,11 @@ class CublasLtGemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool with_bias = false;
+    // Tuning (VIREO_GEMM_TUNE) deferred: the plan was made by a query (fp8_outer_vec, fp8_unscaled_ok) outside
+    // a run, where tuning may not synchronise; the next eager run tunes it (finish_tune).
+    bool tune_pending = false;
+    std::tuple<int64_t, int64_t, int64_t, int, bool, int> tune_key{};
+    size_t tune_in_bytes = 0, tune_out_bytes = 0;
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;  // N, M, K, dtype, fused bias, SM target
   // Layouts and descriptor of out[n, m] = x[n, k] w[m, k]^T (+ bias of the output type), no algorithm yet.
@@ -84,6 +89,9 @@ class CublasLtGemm {
   // the plan's form: FP8 scaled the output dtype, FP8 unscaled -1 - it, plain GEMMs kPlainForm + the dtype.
   static constexpr int kPlainForm = 1000;
   void tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t out_bytes);
+  // A run's plan: the deferred tuning done where tune_now_ (after set_tune_now(stream, n)).
+  void finish_tune(Plan& p);
+  void set_tune_now(cudaStream_t stream, int64_t n) { tune_now_ = tune_ && n >= 1024 && !capturing(stream); }
   static bool capturing(cudaStream_t stream);
   std::map<Key, cublasLtMatmulAlgo_t> tuned_;
   bool tune_now_ = false;

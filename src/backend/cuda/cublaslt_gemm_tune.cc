@@ -27,7 +27,14 @@ void CublasLtGemm::tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t ou
       p.algo = it->second;
     return;
   }
-  if (!tune_now_) return;
+  if (!tune_now_) {  // a query or a captured step: the next eager run's (finish_tune)
+    p.tune_pending = true;
+    p.tune_key = key;
+    p.tune_in_bytes = in_bytes;
+    p.tune_out_bytes = out_bytes;
+    return;
+  }
+  p.tune_pending = false;
   VIREO_CUDA_CHECK(cudaDeviceSynchronize());  // time the candidates alone on the GPU
   LtTuneProblem tp;
   tp.handle = handle_;
@@ -45,6 +52,10 @@ void CublasLtGemm::tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t ou
   tuned_[bucket] = p.algo;
   log_debug("gemm tune: N={} M={} K={} form {}: {:.1f}% faster than the heuristic's pick", n, m, k, form,
             100.0 * (gain - 1.0));
+}
+
+void CublasLtGemm::finish_tune(Plan& p) {
+  if (p.tune_pending && tune_now_) tune_plan(p, p.tune_key, p.tune_in_bytes, p.tune_out_bytes);
 }
 
 int CublasLtGemm::pretune(int64_t max_rows) {
@@ -65,10 +76,11 @@ int CublasLtGemm::pretune(int64_t max_rows) {
     for (int64_t b = 1024; b <= std::min<int64_t>(max_rows, 4096); b += 64) {
       if (tuned_.count(Key{b, m, k, form, bias, 0})) continue;
       tune_now_ = true;
-      try {  // each form's own plan call: it times the bucket on the way
-        if (form >= kPlainForm) plan(b, m, k, static_cast<DType>(form - kPlainForm), bias);
-        else if (form >= 0) plan_fp8(b, m, k, static_cast<DType>(form), bias);
-        else plan_fp8_unscaled(b, m, k, static_cast<DType>(-1 - form));
+      try {  // each form's own plan call: it times the bucket on the way (or finish_tune, for a plan made earlier)
+        Plan& pl = form >= kPlainForm ? plan(b, m, k, static_cast<DType>(form - kPlainForm), bias)
+                   : form >= 0        ? plan_fp8(b, m, k, static_cast<DType>(form), bias)
+                                      : plan_fp8_unscaled(b, m, k, static_cast<DType>(-1 - form));
+        finish_tune(pl);
         ++tuned;
       } catch (const Error&) {
       }
