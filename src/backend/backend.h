@@ -70,9 +70,10 @@ class Backend {
   // The device's whole memory, 0 where that has no meaning (the CPU); picks vLLM's size-dependent
   // defaults (--max-num-batched-tokens).
   virtual size_t total_memory_bytes() const { return 0; }
-  // After the start-up profile step: time the library GEMM configurations of the linears it ran, for steps
-  // of up to max_rows rows, so none is timed mid-serving (CUDA with VIREO_GEMM_TUNE=1; else nothing).
-  virtual void tune_gemms(int max_rows) { (void)max_rows; }
+  // After the start-up profile step: time the library GEMM configurations of the linears it ran, at each of
+  // these row counts (the chunked steps' 64-row buckets, the decode graphs' batch sizes), so none is timed
+  // mid-serving or baked into a graph untuned (CUDA with VIREO_GEMM_TUNE=1; else nothing).
+  virtual void tune_gemms(const std::vector<int>& rows) { (void)rows; }
 
   // ---- ops (shapes in op_params.h) ----
   virtual void embedding(const EmbeddingParams& p) = 0;

@@ -62,7 +62,11 @@ int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_l
   } else {
     if (model.backend().kind() != DeviceKind::kCPU) {
       profile_largest_step(cfg, model, max_model_len);
-      model.backend().tune_gemms(cfg.max_num_batched_tokens);  // the profile step's linear shapes
+      // The profile step's linear shapes, at the 64-row buckets of chunked steps from 1,024 rows to
+      // min(budget, 4,096) (past it a step has more waves and its last one matters less).
+      std::vector<int> rows;
+      for (int b = 1024; b <= std::min(cfg.max_num_batched_tokens, 4096); b += 64) rows.push_back(b);
+      model.backend().tune_gemms(rows);
     }
     // Headroom past the profiled step: attention split workspaces grow with context length.
     const size_t reserve = model.backend().kind() == DeviceKind::kCPU ? 0 : (size_t{2} << 30);

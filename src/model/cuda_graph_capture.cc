@@ -27,6 +27,12 @@ void DecoderModel::capture_graphs(KvCache& kv) {
     return;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> sizes = graph_capture_sizes(opts_.max_graph_batch_size);
+  // Batches of 128 rows and more run their linears on the library GEMM (smaller ones: Vireo's GEMV and small
+  // FP8 GEMM): their configurations are timed (VIREO_GEMM_TUNE) before the graphs fix them.
+  std::vector<int> tune_rows;
+  for (int n : sizes)
+    if (n >= 128) tune_rows.push_back(n);
+  be_->tune_gemms(tune_rows);
   try {
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
       const int n = *it;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "backend/op_params.h"
 
@@ -57,9 +58,11 @@ class CublasLtGemm {
   // (cublaslt_tune.h) instead of the heuristic's pick. Default: VIREO_GEMM_TUNE (off).
   void set_tune(bool on) { tune_ = on; }
   // With tuning on: every shape planned so far (the start-up profile step's linears; FP8, BF16, F16) timed
-  // for each 64-row bucket from 1,024 rows to min(max_rows, 4,096) (more rows make more waves: the last one
-  // matters less). Returns the buckets tuned.
-  int pretune(int64_t max_rows);
+  // at each row count (its bucket: tune_bucket). Returns the buckets tuned.
+  int pretune(const std::vector<int64_t>& rows);
+  // Tuned choices are kept per bucket of rows: 64-row buckets from 1,024 rows (a chunked step's row count
+  // varies), each row count below (the decode graphs' batch sizes: few, fixed).
+  static int64_t tune_bucket(int64_t n) { return n < 1024 ? n : (n + 32) / 64 * 64; }
 
  private:
   struct Plan {

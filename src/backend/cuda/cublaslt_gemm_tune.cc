@@ -18,7 +18,7 @@ bool CublasLtGemm::capturing(cudaStream_t stream) {
 void CublasLtGemm::tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t out_bytes) {
   if (!tune_) return;
   auto [n, m, k, form, bias, sm] = key;
-  const Key bucket{(n + 32) / 64 * 64, m, k, form, bias, sm};
+  const Key bucket{tune_bucket(n), m, k, form, bias, sm};
   auto it = tuned_.find(bucket);
   if (it != tuned_.end()) {  // the bucket's choice, where it runs at this N
     cublasLtMatmulHeuristicResult_t r{};
@@ -58,7 +58,7 @@ void CublasLtGemm::finish_tune(Plan& p) {
   if (p.tune_pending && tune_now_) tune_plan(p, p.tune_key, p.tune_in_bytes, p.tune_out_bytes);
 }
 
-int CublasLtGemm::pretune(int64_t max_rows) {
+int CublasLtGemm::pretune(const std::vector<int64_t>& rows) {
   if (!tune_ || sm_target_ != 0) return 0;
   std::set<Key> shapes;  // N 0: one per (M, K, form, bias)
   for (const auto& [key, plan] : fp8_plans_) {
@@ -73,8 +73,8 @@ int CublasLtGemm::pretune(int64_t max_rows) {
   int tuned = 0;
   for (const Key& s : shapes) {
     auto [zero, m, k, form, bias, sm] = s;
-    for (int64_t b = 1024; b <= std::min<int64_t>(max_rows, 4096); b += 64) {
-      if (tuned_.count(Key{b, m, k, form, bias, 0})) continue;
+    for (const int64_t b : rows) {
+      if (b < 1 || tuned_.count(Key{tune_bucket(b), m, k, form, bias, 0})) continue;
       tune_now_ = true;
       try {  // each form's own plan call: it times the bucket on the way (or finish_tune, for a plan made earlier)
         Plan& pl = form >= kPlainForm ? plan(b, m, k, static_cast<DType>(form - kPlainForm), bias)

@@ -231,9 +231,9 @@ size_t CudaBackend::free_memory_bytes() const {
   VIREO_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
   return free_b + alloc_.cached_bytes();
 }
-void CudaBackend::tune_gemms(int max_rows) {
+void CudaBackend::tune_gemms(const std::vector<int>& rows) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int n = gemm_->pretune(max_rows);
+  const int n = gemm_->pretune(std::vector<int64_t>(rows.begin(), rows.end()));
   if (n > 0)
     log_info("gemm tune: {} GEMM shapes x row buckets timed in {:.1f} s (VIREO_GEMM_TUNE)", n,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -44,7 +44,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t free_memory_bytes() const override;
   size_t total_memory_bytes() const override;
-  void tune_gemms(int max_rows) override;
+  void tune_gemms(const std::vector<int>& rows) override;
 
   void embedding(const EmbeddingParams& p) override;
   void rms_norm(const RmsNormParams& p) override;
