@@ -31,6 +31,11 @@ constexpr Candidate kCandidates[] = {
     // Wider tiles, for the BF16 kernels (not yet searched): the same waves question at half the FLOP rate.
     {CUBLASLT_MATMUL_TILE_128x256, CUBLASLT_CLUSTER_SHAPE_2x1x1, 0}, {CUBLASLT_MATMUL_TILE_256x128, CUBLASLT_CLUSTER_SHAPE_1x2x1, 0},
     {CUBLASLT_MATMUL_TILE_128x192, CUBLASLT_CLUSTER_SHAPE_2x1x1, 0}, {CUBLASLT_MATMUL_TILE_192x128, CUBLASLT_CLUSTER_SHAPE_1x2x1, 0},
+    // Narrower tiles, for the decode graphs' 128-256 rows (not yet searched): a 256-row step of 128 x 128 tiles
+    // is 2.9 waves for gate_up and 0.5 for o_proj, whose 64 tiles leave half the SMs idle.
+    {CUBLASLT_MATMUL_TILE_64x128, CUBLASLT_CLUSTER_SHAPE_1x1x1, 0},  {CUBLASLT_MATMUL_TILE_64x128, CUBLASLT_CLUSTER_SHAPE_2x1x1, 0},
+    {CUBLASLT_MATMUL_TILE_128x64, CUBLASLT_CLUSTER_SHAPE_1x1x1, 0},  {CUBLASLT_MATMUL_TILE_128x64, CUBLASLT_CLUSTER_SHAPE_1x2x1, 0},
+    {CUBLASLT_MATMUL_TILE_64x256, CUBLASLT_CLUSTER_SHAPE_2x1x1, 0},  {CUBLASLT_MATMUL_TILE_256x64, CUBLASLT_CLUSTER_SHAPE_1x2x1, 0},
 };
 
 // Median-free, cheap: one warm call, then the best of three timed pairs (clocks settle under the load).
