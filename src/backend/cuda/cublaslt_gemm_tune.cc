@@ -1,7 +1,7 @@
 // CublasLtGemm's configuration tuning (VIREO_GEMM_TUNE=1; cublaslt_tune.h has the why): a choice per shape,
 // form and 64-row bucket, timed on first use in an eager step or for every bucket after the start-up profile.
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include "backend/cuda/cublaslt_gemm.h"
 #include "backend/cuda/cublaslt_tune.h"
@@ -60,21 +60,28 @@ void CublasLtGemm::finish_tune(Plan& p) {
 
 int CublasLtGemm::pretune(const std::vector<int64_t>& rows) {
   if (!tune_ || sm_target_ != 0) return 0;
-  std::set<Key> shapes;  // N 0: one per (M, K, form, bias)
+  // N 0: one per (M, K, form, bias), with the most rows it was planned for. A shape is timed at a chunked
+  // step's bucket (>= 1,024 rows) only up to that: the lm_head runs on the sampled rows alone (at most
+  // --max-num-seqs), where timing its 150k-row weights at 4,096 rows would take a minute of start-up.
+  std::map<Key, int64_t> shapes;
+  auto add = [&](int64_t n, int64_t m, int64_t k, int form, bool bias) {
+    int64_t& most = shapes[Key{0, m, k, form, bias, 0}];
+    most = std::max(most, n);
+  };
   for (const auto& [key, plan] : fp8_plans_) {
     auto [n, m, k, form, bias, sm] = key;
-    if (sm == 0) shapes.insert(Key{0, m, k, form, bias, 0});
+    if (sm == 0) add(n, m, k, form, bias);
   }
   for (const auto& [key, plan] : plans_) {
     auto [n, m, k, dt, bias, sm] = key;
     if (sm == 0 && (dt == static_cast<int>(DType::kBF16) || dt == static_cast<int>(DType::kF16)))
-      shapes.insert(Key{0, m, k, kPlainForm + dt, bias, 0});
+      add(n, m, k, kPlainForm + dt, bias);
   }
   int tuned = 0;
-  for (const Key& s : shapes) {
+  for (const auto& [s, most] : shapes) {
     auto [zero, m, k, form, bias, sm] = s;
     for (const int64_t b : rows) {
-      if (b < 1 || tuned_.count(Key{tune_bucket(b), m, k, form, bias, 0})) continue;
+      if (b < 1 || (b >= 1024 && b > most) || tuned_.count(Key{tune_bucket(b), m, k, form, bias, 0})) continue;
       tune_now_ = true;
       try {  // each form's own plan call: it times the bucket on the way (or finish_tune, for a plan made earlier)
         Plan& pl = form >= kPlainForm ? plan(b, m, k, static_cast<DType>(form - kPlainForm), bias)
