@@ -72,6 +72,19 @@ TEST_F(LinearTest, TunedConfigurations) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       expect_close(to_host(out), c.want, tol_for(act), "tuned linear");
     }
+    // Pretuned at a decode graph's batch size (each row count below 1,024 its own bucket), then run there.
+    EXPECT_GT(gemm.pretune({256}), 0);
+    for (auto [k, m, bias] : std::vector<std::tuple<int, int, bool>>{{256, 384, true}, {512, 256, false}}) {
+      const int n = 256;
+      SCOPED_TRACE(linear_trace(act, n, k, m, bias));
+      const LinearCase c = linear_case(n, k, m, bias, act);
+      Tensor out = gpu_poisoned({n, m}, act);
+      LinearParams p{gpu_from(c.x, {n, k}, act), gpu_from(c.w, {m, k}, act), bias ? gpu_from(c.b, {m}, act) : Tensor(), out};
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      gemm.run(p, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_close(to_host(out), c.want, tol_for(act), "pretuned linear");
+    }
   }
 }
 
