@@ -8,7 +8,8 @@
 #   3. serving A/B at BUDGET (default 8192): tuning (with steps trimmed to whole 64-row buckets, which the
 #      tuned plans were timed at) against the default, unless SERVE=0.
 # Run on the device from the repository root with build/ (vireo, tests/test_cuda_ops, tests/test_cuda_bench);
-# OUT: where logs go (default ./device-out/tune). Figures: docs/performance.md (session 56 on).
+# OUT: where logs go (default ./device-out/tune); SWEEPS: the FP8 sweeps' tuning settings in turn ("0 1 0 1");
+# SERVE_ENVS: serve_8b_fp8.sh's ENVS. Figures: docs/performance.md (session 56 on).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out/tune}
@@ -18,7 +19,7 @@ timeout 60 build/tests/test_cuda_ops --gtest_filter='Fp8LinearTest.Tuned*:Linear
 rc=$?
 echo "tuned GEMM test: rc=$rc"; grep -E "^\[  (PASSED|FAILED)|elements off" "$OUT/tests.log" | head -4
 rows=$(seq -s, 1536 64 3072)
-for tune in 0 1 0 1; do
+for tune in ${SWEEPS:-0 1 0 1}; do
   VIREO_GEMM_TUNE=$tune VIREO_SWEEP_ROWS=$rows VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench \
     --gtest_filter='Fp8Bench.H_RowSweep' > "$OUT/sweep_$tune.log" 2>&1
   echo "== sweep, tune $tune: rows, layer us, us / 16 rows"
@@ -31,7 +32,7 @@ for tune in 0 1; do  # the BF16 weights' GEMMs (the default dtype)
   grep "sweep" "$OUT/sweep_bf16_$tune.log" | awk '{print $3, $13, $15}' | tr '\n' ';'; echo
 done
 if [ "${SERVE:-1}" = 1 ] && [ "$rc" = 0 ]; then
-  OUT=$OUT/serve OFFLINE=0 PROMPTS=1000 BUDGETS=$BUDGET ENVS="VIREO_GEMM_TUNE=1+VIREO_STEP_ALIGN=64 - VIREO_GEMM_TUNE=1" \
+  OUT=$OUT/serve OFFLINE=0 PROMPTS=1000 BUDGETS=$BUDGET ENVS=${SERVE_ENVS:-"VIREO_GEMM_TUNE=1+VIREO_STEP_ALIGN=64 - VIREO_GEMM_TUNE=1"} \
     bash benchmarks/serve_8b_fp8.sh
   grep -h "gemm tune" "$OUT"/serve/serve_*.log | head -3
 fi
