@@ -9,7 +9,7 @@
 #      tuned plans were timed at) against the default, unless SERVE=0.
 # Run on the device from the repository root with build/ (vireo, tests/test_cuda_ops, tests/test_cuda_bench);
 # OUT: where logs go (default ./device-out/tune); SWEEPS: the FP8 sweeps' tuning settings in turn ("0 1 0 1");
-# SERVE_ENVS: serve_8b_fp8.sh's ENVS. Figures: docs/performance.md (session 56 on).
+# BF16_SWEEPS ("0 1"; "": none); SERVE_ENVS: serve_8b_fp8.sh's ENVS. Figures: docs/performance.md (session 56 on).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out/tune}
@@ -25,7 +25,7 @@ for tune in ${SWEEPS:-0 1 0 1}; do
   echo "== sweep, tune $tune: rows, layer us, us / 16 rows"
   grep "sweep" "$OUT/sweep_$tune.log" | awk '{print $2, $12, $14}' | tr '\n' ';'; echo
 done
-for tune in 0 1; do  # the BF16 weights' GEMMs (the default dtype)
+for tune in ${BF16_SWEEPS-0 1}; do  # the BF16 weights' GEMMs (the default dtype)
   VIREO_GEMM_TUNE=$tune VIREO_SWEEP_BF16=1 VIREO_SWEEP_ROWS=$rows VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench \
     --gtest_filter='Fp8Bench.H_RowSweep' > "$OUT/sweep_bf16_$tune.log" 2>&1
   echo "== sweep BF16, tune $tune: rows, layer us, us / 16 rows"
