@@ -102,10 +102,8 @@ void CublasLtGemm::run_fp8_unscaled(const uint8_t* w, const uint8_t* xq, void* o
                                     DType out_dtype, cudaStream_t stream) {
   if (k % 16 != 0 || m % 16 != 0) throw Error("linear (fp8): M and K must be multiples of 16");
   if (n == 0 || m == 0) return;
-  set_tune_now(stream, n);
   Plan& pl = plan_fp8_unscaled(n, m, k, out_dtype);
-  finish_tune(pl);
-  tune_now_ = false;
+  finish_tune(pl, stream);
   const float alpha = 1.f, beta = 0.f;
   lt_check(cublasLtMatmul(handle_, pl.op, &alpha, w, pl.a, xq, pl.b, &beta, out, pl.c, out, pl.c, &pl.algo, workspace_,
                           workspace_bytes_, stream),
@@ -122,6 +120,7 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
     // Unscaled fp32 sums, then out = sum x x_scale[n] x w_scale[m] + bias in a kernel of ours.
     if (!a.acc) throw Error("linear (fp8): no F32 scratch for the unscaled GEMM");
     Plan& pl = plan_fp8_unscaled(a.n, a.m, a.k);
+    finish_tune(pl, stream);
     const float zero = 0.f;  // the residual joins in the rescale kernel
     lt_check(cublasLtMatmul(handle_, pl.op, &alpha, a.w, pl.a, a.xq, pl.b, &zero, a.acc, pl.c, a.acc, pl.c, &pl.algo,
                             workspace_, workspace_bytes_, stream),
@@ -131,9 +130,7 @@ void CublasLtGemm::run_fp8(const Fp8Args& a, cudaStream_t stream) {
   }
   // The bias in the epilogue where cuBLASLt has an FP8 algorithm for it (fused_bias), else a pass of its own.
   Plan* pl = &plan_fp8(a.n, a.m, a.k, a.out_dtype, fused_bias);
-  set_tune_now(stream, a.n);
-  finish_tune(*pl);
-  tune_now_ = false;
+  finish_tune(*pl, stream);
   const void* ws = a.w_scale;
   const void* xs = a.x_scale;
   lt_check(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)), "A_SCALE_POINTER");

@@ -114,10 +114,8 @@ void CublasLtGemm::run(const LinearParams& p, cudaStream_t stream) {
   if (n == 0 || m == 0) return;
   if (use_gemv_ && launch_gemv_small_n(p, stream)) return;  // decode shapes: a streaming GEMV beats the library
   const bool fused_bias = !p.bias.empty() && p.bias.dtype == p.out.dtype;
-  set_tune_now(stream, n);
   Plan& pl = plan(n, m, k, p.x.dtype, fused_bias);
-  finish_tune(pl);
-  tune_now_ = false;
+  finish_tune(pl, stream);
   if (fused_bias) {
     const void* bp = p.bias.data;
     lt_check(cublasLtMatmulDescSetAttribute(pl.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)), "BIAS_POINTER");

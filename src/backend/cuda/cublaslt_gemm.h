@@ -87,17 +87,18 @@ class CublasLtGemm {
   Plan& plan_fp8_unscaled(int64_t n, int64_t m, int64_t k, DType out_dtype = DType::kF32);
   // Whether each FP8 plan (scaled by key, unscaled by the negated dtype) could be built: asked once.
   std::map<Key, bool> fp8_plan_ok_;
-  // VIREO_GEMM_TUNE (cublaslt_gemm_tune.cc): the plan of key's shape takes the configuration tuned for its
-  // 64-row bucket, timed on first use where tune_now_ (eager steps of >= 1,024 rows). key's dtype field is
-  // the plan's form: FP8 scaled the output dtype, FP8 unscaled -1 - it, plain GEMMs kPlainForm + the dtype.
+  // VIREO_GEMM_TUNE (cublaslt_gemm_tune.cc): a new plan takes the configuration already timed for its bucket
+  // (tune_bucket), else waits (tune_pending) for its first eager run of >= 1,024 rows (finish_tune) or for
+  // pretune. key's dtype field is the plan's form: FP8 scaled the output dtype, FP8 unscaled -1 - it, plain
+  // GEMMs kPlainForm + the dtype.
   static constexpr int kPlainForm = 1000;
   void tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t out_bytes);
-  // A run's plan: the deferred tuning done where tune_now_ (after set_tune_now(stream, n)).
-  void finish_tune(Plan& p);
-  void set_tune_now(cudaStream_t stream, int64_t n) { tune_now_ = tune_ && n >= 1024 && !capturing(stream); }
+  // A run's plan: times it if pending, n >= 1,024 and `stream` is not capturing (a no-op for other plans).
+  void finish_tune(Plan& p, cudaStream_t stream);
+  bool use_tuned(Plan& p);  // the bucket's timed configuration, where one is and runs at this N
+  void time_plan(Plan& p);  // times the candidates now (synchronises the device)
   static bool capturing(cudaStream_t stream);
   std::map<Key, cublasLtMatmulAlgo_t> tuned_;
-  bool tune_now_ = false;
   bool tune_;
 
   cublasLtHandle_t handle_ = nullptr;

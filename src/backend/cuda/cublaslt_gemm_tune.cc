@@ -1,5 +1,5 @@
 // CublasLtGemm's configuration tuning (VIREO_GEMM_TUNE=1; cublaslt_tune.h has the why): a choice per shape,
-// form and 64-row bucket, timed on first use in an eager step or for every bucket after the start-up profile.
+// form and row bucket, timed on first use in an eager step or for the listed rows at start-up (pretune).
 #include <algorithm>
 #include <map>
 
@@ -17,24 +17,33 @@ bool CublasLtGemm::capturing(cudaStream_t stream) {
 
 void CublasLtGemm::tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t out_bytes) {
   if (!tune_) return;
-  auto [n, m, k, form, bias, sm] = key;
-  const Key bucket{tune_bucket(n), m, k, form, bias, sm};
-  auto it = tuned_.find(bucket);
-  if (it != tuned_.end()) {  // the bucket's choice, where it runs at this N
-    cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &r) == CUBLAS_STATUS_SUCCESS &&
-        r.workspaceSize <= workspace_bytes_)
-      p.algo = it->second;
-    return;
-  }
-  if (!tune_now_) {  // a query or a captured step: the next eager run's (finish_tune)
-    p.tune_pending = true;
-    p.tune_key = key;
-    p.tune_in_bytes = in_bytes;
-    p.tune_out_bytes = out_bytes;
-    return;
-  }
+  p.tune_pending = true;  // timed by the first eager run (finish_tune) or pretune, not here: a query may plan
+  p.tune_key = key;
+  p.tune_in_bytes = in_bytes;
+  p.tune_out_bytes = out_bytes;
+  use_tuned(p);
+}
+
+bool CublasLtGemm::use_tuned(Plan& p) {
+  auto [n, m, k, form, bias, sm] = p.tune_key;
+  auto it = tuned_.find(Key{tune_bucket(n), m, k, form, bias, sm});
+  if (it == tuned_.end()) return false;
+  cublasLtMatmulHeuristicResult_t r{};
+  if (cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &it->second, &r) == CUBLAS_STATUS_SUCCESS &&
+      r.workspaceSize <= workspace_bytes_)
+    p.algo = it->second;  // else the heuristic's pick stays: the bucket's choice does not run at this N
   p.tune_pending = false;
+  return true;
+}
+
+void CublasLtGemm::finish_tune(Plan& p, cudaStream_t stream) {
+  if (p.tune_pending && std::get<0>(p.tune_key) >= 1024 && !capturing(stream)) time_plan(p);
+}
+
+void CublasLtGemm::time_plan(Plan& p) {
+  if (use_tuned(p)) return;  // another plan of the bucket was timed since this one was made
+  p.tune_pending = false;
+  auto [n, m, k, form, bias, sm] = p.tune_key;
   VIREO_CUDA_CHECK(cudaDeviceSynchronize());  // time the candidates alone on the GPU
   LtTuneProblem tp;
   tp.handle = handle_;
@@ -42,20 +51,16 @@ void CublasLtGemm::tune_plan(Plan& p, const Key& key, size_t in_bytes, size_t ou
   tp.a = p.a;
   tp.b = p.b;
   tp.c = p.c;
-  tp.a_bytes = static_cast<size_t>(m * k) * in_bytes;
-  tp.b_bytes = static_cast<size_t>(n * k) * in_bytes;
-  tp.c_bytes = static_cast<size_t>(n * m) * out_bytes;
+  tp.a_bytes = static_cast<size_t>(m * k) * p.tune_in_bytes;
+  tp.b_bytes = static_cast<size_t>(n * k) * p.tune_in_bytes;
+  tp.c_bytes = static_cast<size_t>(n * m) * p.tune_out_bytes;
   tp.bias = bias;
   tp.workspace = workspace_;
   tp.workspace_bytes = workspace_bytes_;
   const double gain = tune_lt_algo(tp, p.algo);
-  tuned_[bucket] = p.algo;
+  tuned_[Key{tune_bucket(n), m, k, form, bias, sm}] = p.algo;
   log_debug("gemm tune: N={} M={} K={} form {}: {:.1f}% faster than the heuristic's pick", n, m, k, form,
             100.0 * (gain - 1.0));
-}
-
-void CublasLtGemm::finish_tune(Plan& p) {
-  if (p.tune_pending && tune_now_) tune_plan(p, p.tune_key, p.tune_in_bytes, p.tune_out_bytes);
 }
 
 int CublasLtGemm::pretune(const std::vector<int64_t>& rows) {
@@ -82,16 +87,14 @@ int CublasLtGemm::pretune(const std::vector<int64_t>& rows) {
     auto [zero, m, k, form, bias, sm] = s;
     for (const int64_t b : rows) {
       if (b < 1 || (b >= 1024 && b > most) || tuned_.count(Key{tune_bucket(b), m, k, form, bias, 0})) continue;
-      tune_now_ = true;
-      try {  // each form's own plan call: it times the bucket on the way (or finish_tune, for a plan made earlier)
+      try {  // each form's own plan, timed here whatever its rows (a graph's batch size too)
         Plan& pl = form >= kPlainForm ? plan(b, m, k, static_cast<DType>(form - kPlainForm), bias)
                    : form >= 0        ? plan_fp8(b, m, k, static_cast<DType>(form), bias)
                                       : plan_fp8_unscaled(b, m, k, static_cast<DType>(-1 - form));
-        finish_tune(pl);
+        if (pl.tune_pending) time_plan(pl);
         ++tuned;
       } catch (const Error&) {
       }
-      tune_now_ = false;
     }
   }
   return tuned;
