@@ -37,7 +37,7 @@ bool CublasLtGemm::use_tuned(Plan& p) {
 }
 
 void CublasLtGemm::finish_tune(Plan& p, cudaStream_t stream) {
-  if (p.tune_pending && std::get<0>(p.tune_key) >= 1024 && !capturing(stream)) time_plan(p);
+  if (p.tune_pending && !pretuned_ && std::get<0>(p.tune_key) >= 1024 && !capturing(stream)) time_plan(p);
 }
 
 void CublasLtGemm::time_plan(Plan& p) {
@@ -65,6 +65,7 @@ void CublasLtGemm::time_plan(Plan& p) {
 
 int CublasLtGemm::pretune(const std::vector<int64_t>& rows) {
   if (!tune_ || sm_target_ != 0) return 0;
+  pretuned_ = true;
   // N 0: one per (M, K, form, bias), with the most rows it was planned for. A shape is timed at a chunked
   // step's bucket (>= 1,024 rows) only up to that: the lm_head runs on the sampled rows alone (at most
   // --max-num-seqs), where timing its 150k-row weights at 4,096 rows would take a minute of start-up.
@@ -85,8 +86,11 @@ int CublasLtGemm::pretune(const std::vector<int64_t>& rows) {
   int tuned = 0;
   for (const auto& [s, most] : shapes) {
     auto [zero, m, k, form, bias, sm] = s;
-    for (const int64_t b : rows) {
-      if (b < 1 || (b >= 1024 && b > most) || tuned_.count(Key{tune_bucket(b), m, k, form, bias, 0})) continue;
+    for (const int64_t row : rows) {
+      const int64_t b = tune_bucket(row);  // timed at the bucket's own row count
+      if (b < 1 || (b < 1024 && gemm_tune_mode() == 2) || (b >= 1024 && b > tune_bucket(most)) ||
+          tuned_.count(Key{b, m, k, form, bias, 0}))
+        continue;
       try {  // each form's own plan, timed here whatever its rows (a graph's batch size too)
         Plan& pl = form >= kPlainForm ? plan(b, m, k, static_cast<DType>(form - kPlainForm), bias)
                    : form >= 0        ? plan_fp8(b, m, k, static_cast<DType>(form), bias)

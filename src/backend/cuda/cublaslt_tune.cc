@@ -63,12 +63,12 @@ float time_algo(const LtTuneProblem& p, const cublasLtMatmulAlgo_t& algo, const 
 
 }  // namespace
 
-bool gemm_tune_enabled() {
-  static const bool on = [] {
+int gemm_tune_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("VIREO_GEMM_TUNE");
-    return v && std::string(v) != "0";
+    return !v || std::string(v) == "0" ? 0 : std::string(v) == "2" ? 2 : 1;
   }();
-  return on;
+  return mode;
 }
 
 double tune_lt_algo(const LtTuneProblem& p, cublasLtMatmulAlgo_t& algo) {

@@ -31,7 +31,9 @@ struct LtTuneProblem {
 // much faster it is than the heuristic's (1.0: kept). Not while a stream is capturing (the caller checks).
 double tune_lt_algo(const LtTuneProblem& p, cublasLtMatmulAlgo_t& algo);
 
-// VIREO_GEMM_TUNE (default 0: the heuristic's pick), read once.
-bool gemm_tune_enabled();
+// VIREO_GEMM_TUNE (default 0: the heuristic's pick; 2: chunked steps' buckets of >= 1,024 rows only, not the
+// decode graphs' batch sizes), read once.
+int gemm_tune_mode();
+inline bool gemm_tune_enabled() { return gemm_tune_mode() != 0; }
 
 }  // namespace vireo::cuda
