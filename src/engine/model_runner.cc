@@ -7,18 +7,15 @@
 
 namespace vireo {
 
-namespace {
-
-// vLLM's memory profiling: one forward of the largest step the scheduler can make
-// (max_num_batched_tokens tokens over up to max_num_seqs sequences) on a scratch KV cache, so the
-// model's activation buffers, logits and attention workspace are allocated (and stay cached)
-// before the KV cache takes what is left.
-void profile_largest_step(const EngineConfig& cfg, Model& model, int max_model_len) {
+StepInput make_profile_step(const EngineConfig& cfg, int max_model_len, int num_state_slots, int& num_blocks) {
   const int bs = cfg.block_size;
-  const int num_tokens = std::max(1, std::min(cfg.max_num_batched_tokens, max_model_len));
+  // The largest step the scheduler can make: the budget, spread over up to max_num_seqs sequences of at most
+  // max_model_len tokens each (a budget past max_model_len is reached with several sequences).
+  const int64_t most = static_cast<int64_t>(std::max(1, cfg.max_num_seqs)) * std::max(1, max_model_len);
+  const int num_tokens = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(cfg.max_num_batched_tokens, most)));
   const int num_seqs = std::max(1, std::min(cfg.max_num_seqs, num_tokens));
   StepInput in;
-  int blocks_per_seq = (num_tokens / num_seqs + 1 + bs - 1) / bs + 1;
+  const int blocks_per_seq = (num_tokens / num_seqs + 1 + bs - 1) / bs + 1;
   in.max_blocks_per_seq = blocks_per_seq;
   in.query_start.push_back(0);
   int next_block = 1;  // block 0 is the null block
@@ -33,10 +30,22 @@ void profile_largest_step(const EngineConfig& cfg, Model& model, int max_model_l
     next_block += blocks_per_seq;
     in.query_start.push_back(in.query_start.back() + len);
     in.seq_lens.push_back(len);
-    if (model.num_state_slots() > 0) in.state_slots.push_back(s % model.num_state_slots());
+    if (num_state_slots > 0) in.state_slots.push_back(s % num_state_slots);
     in.logits_indices.push_back(in.query_start.back() - 1);
   }
-  KvCache kv = model.allocate_kv_cache(next_block, bs);
+  num_blocks = next_block;
+  return in;
+}
+
+namespace {
+
+// vLLM's memory profiling: one forward of the largest step the scheduler can make (make_profile_step) on a
+// scratch KV cache, so the model's activation buffers, logits and attention workspace are allocated (and
+// stay cached) before the KV cache takes what is left.
+void profile_largest_step(const EngineConfig& cfg, Model& model, int max_model_len) {
+  int num_blocks = 0;
+  const StepInput in = make_profile_step(cfg, max_model_len, model.num_state_slots(), num_blocks);
+  KvCache kv = model.allocate_kv_cache(num_blocks, cfg.block_size);
   std::vector<float> logits;
   try {
     model.forward(in, kv, logits);
@@ -62,10 +71,12 @@ int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_l
   } else {
     if (model.backend().kind() != DeviceKind::kCPU) {
       profile_largest_step(cfg, model, max_model_len);
-      // The profile step's linear shapes, at the 64-row buckets of chunked steps from 1,024 rows to
-      // min(budget, 4,096) (past it a step has more waves and its last one matters less).
+      // The profile step's linear shapes, at the row buckets of chunked steps from 1,024 rows to the
+      // budget (64 rows apart to 4,096, then 512: past it a step has more waves and its last one matters
+      // less). All of them now: the run path does not time once this ran.
       std::vector<int> rows;
-      for (int b = 1024; b <= std::min(cfg.max_num_batched_tokens, 4096); b += 64) rows.push_back(b);
+      for (int b = 1024; b <= cfg.max_num_batched_tokens; b += b < 4096 ? 64 : 512) rows.push_back(b);
+      if (!rows.empty() && rows.back() < cfg.max_num_batched_tokens) rows.push_back(cfg.max_num_batched_tokens);
       model.backend().tune_gemms(rows);
     }
     // Headroom past the profiled step: attention split workspaces grow with context length.

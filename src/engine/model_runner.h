@@ -14,6 +14,11 @@ namespace vireo {
 // (CPU: at most 4 GiB and at most max_num_seqs * max_model_len tokens' worth).
 int compute_num_kv_blocks(const EngineConfig& cfg, Model& model, int max_model_len);
 
+// The start-up profile step (vLLM's memory profiling): the largest step the scheduler can make,
+// min(max_num_batched_tokens, max_num_seqs * max_model_len) prompt tokens over up to max_num_seqs sequences,
+// each in its own blocks from block 1; num_blocks: the scratch cache it needs (the null block included).
+StepInput make_profile_step(const EngineConfig& cfg, int max_model_len, int num_state_slots, int& num_blocks);
+
 class ModelRunner {
  public:
   ModelRunner(std::unique_ptr<Model> model, int num_blocks, int block_size);
