@@ -8,7 +8,7 @@
 #   3. serving A/B at BUDGET (default 8192): tuning (with steps trimmed to whole 64-row buckets, which the
 #      tuned plans were timed at) against the default, unless SERVE=0.
 # Run on the device from the repository root with build/ (vireo, tests/test_cuda_ops, tests/test_cuda_bench);
-# OUT: where logs go (default ./device-out/tune); SWEEPS: the FP8 sweeps' tuning settings in turn ("0 1 0 1");
+# OUT: where logs go (default ./device-out/tune); SWEEPS: the FP8 sweeps' tuning settings in turn ("0 1 0 1"; "": none);
 # BF16_SWEEPS ("0 1"; "": none); SERVE_ENVS: serve_8b_fp8.sh's ENVS. Figures: docs/performance.md (session 56 on).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ timeout 60 build/tests/test_cuda_ops --gtest_filter='Fp8LinearTest.Tuned*:Linear
 rc=$?
 echo "tuned GEMM test: rc=$rc"; grep -E "^\[  (PASSED|FAILED)|elements off" "$OUT/tests.log" | head -4
 rows=$(seq -s, 1536 64 3072)
-for tune in ${SWEEPS:-0 1 0 1}; do
+for tune in ${SWEEPS-0 1 0 1}; do
   VIREO_GEMM_TUNE=$tune VIREO_SWEEP_ROWS=$rows VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench \
     --gtest_filter='Fp8Bench.H_RowSweep' > "$OUT/sweep_$tune.log" 2>&1
   echo "== sweep, tune $tune: rows, layer us, us / 16 rows"
