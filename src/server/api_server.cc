@@ -26,6 +26,7 @@
 #include "server/invocations_handler.h"
 #include "server/score_handlers.h"
 #include "server/lora_handlers.h"
+#include "server/messages_handler.h"
 #include "server/request_framing.h"
 #include "server/responses_handler.h"
 #include "server/tls_server.h"
@@ -51,6 +52,8 @@ const Route kRoutes[] = {
     {"POST", "/v1/completions", handle_completions, true, true},
     {"POST", "/v1/chat/completions", handle_chat_completions, true, true},
     {"POST", "/v1/responses", handle_responses, true, true},
+    {"POST", "/v1/messages", handle_messages, true, true},  // Anthropic's Messages API (vLLM serves it too)
+    {"POST", "/v1/messages/count_tokens", handle_count_tokens, true, false},
     {"POST", "/invocations", handle_invocations, true, true},  // SageMaker's: routed by the body's shape
     {"POST", "/v1/embeddings", handle_embeddings, true, true, true, true},
     {"POST", "/pooling", handle_pooling, true, true, true, true},
@@ -112,12 +115,12 @@ void run_guarded(ServerContext& ctx, Handler h, const httplib::Request& req, htt
                      "Request body too large (limit " + std::to_string(ctx.options().max_body_bytes) + " bytes)");
     h(ctx, req, res);
   } catch (const ApiError& e) {
-    send_error(res, e);
+    send_error(req, res, e);
   } catch (const Error& e) {
-    send_error(res, bad_request(e.what()));  // engine / tokenizer validation: the request's fault
+    send_error(req, res, bad_request(e.what()));  // engine / tokenizer validation: the request's fault
   } catch (const std::exception& e) {
     log_error("server: {} {} failed: {}", req.method, req.path, e.what());
-    send_error(res, 500, std::string("Internal server error: ") + e.what());
+    send_error(req, res, ApiError(500, error_type_for_status(500), std::string("Internal server error: ") + e.what()));
   }
 }
 
@@ -128,9 +131,17 @@ std::optional<ApiError> route_error(ServerContext& ctx, const httplib::Request& 
   const auto& key = ctx.options().api_key;
   if (key && route_needs_auth(req.path)) {
     const std::string header = req.get_header_value("Authorization");
-    bool ok = bearer_matches(header, *key);
-    for (const auto& more : ctx.options().more_api_keys) ok = bearer_matches(header, more) || ok;  // all compared
-    if (!ok) return error(401, "Unauthorized: a valid 'Authorization: Bearer <api key>' header is required");
+    // Anthropic's clients send the key as "x-api-key: <key>" instead.
+    const std::string x_api_key = req.get_header_value("x-api-key");
+    auto matches = [&](const std::string& k) {
+      const bool bearer = bearer_matches(header, k);
+      const bool x = !x_api_key.empty() && constant_time_equal(x_api_key, k);
+      return bearer || x;
+    };
+    bool ok = matches(*key);
+    for (const auto& more : ctx.options().more_api_keys) ok = matches(more) || ok;  // all compared
+    if (!ok)
+      return error(401, "Unauthorized: a valid 'Authorization: Bearer <api key>' (or 'x-api-key: <api key>') header is required");
   }
   std::string allow;
   const Route* route = find_route(req.method, req.path, allow);
@@ -178,7 +189,7 @@ bool answer_early(ServerContext& ctx, const httplib::Request& req, httplib::Resp
     return false;
   }
   if (declares_body(req) || req.has_header("Expect")) send_error_and_close(req, res, *err);
-  else send_error(res, *err);
+  else send_error(req, res, *err);
   return true;
 }
 
@@ -267,7 +278,7 @@ void ApiServer::install_routes() {
     send_error_and_close(req, res, ApiError(res.status, error_type_for_status(res.status), message));
     return httplib::Server::HandlerResponse::Handled;
   }));
-  svr_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  svr_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -275,7 +286,7 @@ void ApiServer::install_routes() {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, 500, "Internal server error: " + what);
+    send_error(req, res, ApiError(500, error_type_for_status(500), "Internal server error: " + what));
   });
 }
 

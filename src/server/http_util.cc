@@ -20,6 +20,10 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   send_json(res, status, error_json(status, error_type_for_status(status), message));
 }
 
+void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status, error_json_for(req.path, e));
+}
+
 
 Json parse_json_body(const httplib::Request& req) {
   if (!is_json_media_type(req.get_header_value("Content-Type")))

@@ -13,6 +13,8 @@ namespace vireo::server {
 void send_json(httplib::Response& res, int status, const Json& body);
 void send_error(httplib::Response& res, const ApiError& e);
 void send_error(httplib::Response& res, int status, const std::string& message);
+// In the envelope of the request path's API (error_json_for: Anthropic's for /v1/messages).
+void send_error(const httplib::Request& req, httplib::Response& res, const ApiError& e);
 
 // Checks Content-Type is application/json (415 otherwise, as vLLM) and parses the body
 // (400 on malformed JSON or invalid UTF-8; the body must be an object).

@@ -117,7 +117,7 @@ void send_error_and_close(const httplib::Request& req, httplib::Response& res, c
   headers.erase("Connection");
   headers.emplace("Connection", "close");
   res.status = e.status;
-  auto body = std::make_shared<std::string>(dump_json(error_json(e)));
+  auto body = std::make_shared<std::string>(dump_json(error_json_for(req.path, e)));
   auto probe = std::make_shared<ConnectionProbe>(req.local_port, req.remote_addr, req.remote_port);
   res.set_content_provider(body->size(), "application/json",
                            [body, probe](size_t offset, size_t length, httplib::DataSink& sink) {

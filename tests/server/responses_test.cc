@@ -50,35 +50,12 @@ server::ServerOptions with_parsers() {
 const json kWeatherTool = {{"type", "function"}, {"name", "get_weather"}, {"description", "Weather"},
                            {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}};
 
-struct Event {
-  std::string name;  // the SSE "event:" line
-  json data;
-};
-
-// "event: <type>\ndata: <json>\n\n" blocks; fails the test on a [DONE] (the Responses API sends none).
-std::vector<Event> parse_events(const std::string& body) {
-  std::vector<Event> out;
-  size_t pos = 0;
-  while (pos < body.size()) {
-    size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    std::string block = body.substr(pos, end - pos);
-    pos = end + 2;
-    EXPECT_EQ(block.rfind("event: ", 0), 0u) << block;
-    size_t nl = block.find('\n');
-    Event e{block.substr(7, nl - 7), json::parse(block.substr(nl + 7))};
-    EXPECT_EQ(e.data["type"], e.name);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-std::vector<Event> stream(httplib::Client& cli, json body) {
+std::vector<NamedEvent> stream(httplib::Client& cli, json body) {
   body["stream"] = true;
   auto r = post_json(cli, "/v1/responses", body);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
-  auto events = parse_events(r->body);
+  auto events = parse_named_events(r->body);
   for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].data["sequence_number"], i);
   return events;
 }

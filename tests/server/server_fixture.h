@@ -67,4 +67,28 @@ inline std::vector<nlohmann::json> parse_sse(const std::string& body, bool* done
   return out;
 }
 
+struct NamedEvent {
+  std::string name;  // the SSE "event:" line
+  nlohmann::json data;
+};
+
+// "event: <type>\ndata: <json>\n\n" blocks, as the Responses and Messages APIs stream (no [DONE]); each
+// event's data names its own type.
+inline std::vector<NamedEvent> parse_named_events(const std::string& body) {
+  std::vector<NamedEvent> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    std::string block = body.substr(pos, end - pos);
+    pos = end + 2;
+    EXPECT_EQ(block.rfind("event: ", 0), 0u) << block;
+    size_t nl = block.find('\n');
+    NamedEvent e{block.substr(7, nl - 7), nlohmann::json::parse(block.substr(nl + 7))};
+    EXPECT_EQ(e.data["type"], e.name);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 }  // namespace vireo::testing
