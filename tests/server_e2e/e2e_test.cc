@@ -246,6 +246,15 @@ TEST(ServerE2E, ResponsesApi) {
   EXPECT_EQ(srv.terminate(60s), 0);
 }
 
+TEST(ServerE2E, AnthropicMessagesApi) {
+  if (!have_node() || !std::filesystem::exists(source_dir() + "/tools/npm/node_modules/@anthropic-ai/sdk/package.json"))
+    GTEST_SKIP() << "node + tools/npm/node_modules/@anthropic-ai/sdk needed";
+  ServeProcess srv({"--max-model-len", "1024", "--max-num-seqs", "16"});
+  ASSERT_TRUE(srv.wait_healthy(300s)) << "vireo serve did not become healthy";
+  EXPECT_EQ(run_node("anthropic.js", srv.url()), 0);
+  EXPECT_EQ(srv.terminate(60s), 0);
+}
+
 TEST(ServerE2E, EmbeddingsWithThePoolingRunner) {
   if (!have_node()) GTEST_SKIP() << "node + tools/npm/node_modules/openai needed (no Python stand-in for these checks)";
   ServeProcess srv({"--max-model-len", "512", "--max-num-seqs", "16", "--runner", "pooling"});
