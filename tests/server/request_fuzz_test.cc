@@ -111,6 +111,24 @@ std::vector<Seed> seeds(const std::string& stored_response_id) {
         {"max_output_tokens", 6}, {"stream", true},
         {"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", schema}}}}}}},
       {"/v1/responses", {{"input", "next"}, {"previous_response_id", stored_response_id}, {"max_output_tokens", 4}}},
+      {"/v1/messages",
+       {{"model", "fake-model"}, {"max_tokens", 8}, {"system", {{{"type", "text"}, {"text", "sys"}}}},
+        {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}},
+                      {{"role", "assistant"}, {"content", {{{"type", "thinking"}, {"thinking", "t"}, {"signature", "s"}},
+                                                           {{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "get_weather"},
+                                                            {"input", {{"city", "Paris"}}}}}}},
+                      {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "sunny"}},
+                                                      {{"type", "text"}, {"text", "ok"}}}}}}},
+        {"tools", {{{"name", "get_weather"}, {"description", "d"}, {"input_schema", kTools[0]["function"]["parameters"]}}}},
+        {"tool_choice", {{"type", "auto"}}}, {"stop_sequences", {"zz"}}, {"temperature", 0.5}, {"top_p", 0.9},
+        {"top_k", 4}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}, {"metadata", {{"user_id", "u"}}},
+        {"stream", true}}},
+      {"/v1/messages",
+       {{"model", "fake-model"}, {"max_tokens", 6}, {"messages", {kUser}},
+        {"tools", {{{"name", "get_weather"}, {"input_schema", kTools[0]["function"]["parameters"]}}}},
+        {"tool_choice", {{"type", "tool"}, {"name", "get_weather"}, {"disable_parallel_tool_use", true}}},
+        {"output_config", {{"effort", "low"}}}}},
+      {"/v1/messages/count_tokens", {{"model", "fake-model"}, {"system", "sys"}, {"messages", {kUser}}}},
       {"/tokenize", {{"model", "fake-model"}, {"prompt", "hello"}, {"add_special_tokens", true}, {"return_token_strs", true}}},
       {"/tokenize",
        {{"messages", {kUser}}, {"add_generation_prompt", true}, {"tools", kTools}, {"chat_template_kwargs", {{"x", 1}}}}},
@@ -140,7 +158,8 @@ void mutate_request(Rng& rng, Sent& s) {
       static const std::vector<std::string> paths = {
           "/v1/completions/", "/v1//completions", "/V1/completions", "/v1/completions?x=1&y", "/v1/completions%00",
           "/v1/chat/completions/../completions", "/v1/responses/resp_x", "/tokenize/", "/detokenize?tokens=1",
-          "/v1/chat/completions?stream=true", "/", "/v1", "/v1/models/fake-model"};
+          "/v1/chat/completions?stream=true", "/", "/v1", "/v1/models/fake-model", "/v1/messages/", "/v1/messages/x",
+          "/v1/messages/count_tokens"};
       s.path = rng.pick(paths);
       break;
     }
@@ -170,6 +189,20 @@ httplib::Result send(httplib::Client& cli, const Sent& s) {
 std::string printable(const std::string& s, size_t limit = 300) {
   std::string cut = s.size() > limit ? s.substr(0, limit) + "...(" + std::to_string(s.size()) + " bytes)" : s;
   return json(cut).dump(-1, ' ', true, json::error_handler_t::replace);
+}
+
+// "" when the error body is Anthropic's envelope for this status (the /v1/messages paths), else what is wrong.
+std::string check_anthropic_error_body(int status, const httplib::Response& res) {
+  json body = json::parse(res.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || body.value("type", "") != "error" || !body.contains("error") ||
+      !body["error"].is_object())
+    return "error body is not {\"type\": \"error\", \"error\": {...}}";
+  const json& e = body["error"];
+  if (!e.contains("message") || !e["message"].is_string() || e["message"].get<std::string>().empty())
+    return "error.message is not a non-empty string";
+  if (e.value("type", "") != server::anthropic_error_type(status)) return "error.type does not match the status";
+  if (res.get_header_value("Content-Type") != "application/json") return "error Content-Type is not application/json";
+  return "";
 }
 
 // "" when the error body is OpenAI's envelope for this status, else what is wrong.
@@ -232,15 +265,42 @@ std::string check_responses_sse(const std::string& body) {
   return last == "response.completed" ? "" : "the stream does not end with response.completed (last: " + last + ")";
 }
 
+// /v1/messages: "event: <type>\ndata: {json}" events from message_start to message_stop.
+std::string check_messages_sse(const std::string& body) {
+  size_t pos = 0;
+  std::string first, last;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) return "an SSE event is not terminated by a blank line";
+    std::string event = body.substr(pos, end - pos);
+    pos = end + 2;
+    size_t nl = event.find('\n');
+    if (event.rfind("event: ", 0) != 0 || nl == std::string::npos || event.compare(nl + 1, 6, "data: ") != 0)
+      return "an event is not 'event: <type>\\ndata: <json>'";
+    json j = json::parse(event.substr(nl + 7), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return "event data is not a JSON object";
+    last = event.substr(7, nl - 7);
+    if (first.empty()) first = last;
+    if (j.value("type", "") != last) return "event type and data.type differ";
+  }
+  if (first != "message_start") return "the stream does not start with message_start (first: " + first + ")";
+  return last == "message_stop" ? "" : "the stream does not end with message_stop (last: " + last + ")";
+}
+
 std::string check_ok_body(const Sent& s, const httplib::Response& res) {
-  if (res.get_header_value("Content-Type").rfind("text/event-stream", 0) == 0)
+  if (res.get_header_value("Content-Type").rfind("text/event-stream", 0) == 0) {
+    if (s.path.rfind("/v1/messages", 0) == 0) return check_messages_sse(res.body);
     return s.path.rfind("/v1/responses", 0) == 0 ? check_responses_sse(res.body) : check_sse(res.body);
+  }
   json j = json::parse(res.body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "200 body is not a JSON object";
   const std::string path = s.path.substr(0, s.path.find('?'));
   if ((path == "/v1/completions" || path == "/v1/chat/completions") && !(j.contains("choices") && j["choices"].is_array()))
     return "200 body has no choices";
   if (path == "/v1/responses" && j.value("object", "") != "response") return "200 body is not a response object";
+  if (path == "/v1/messages" && j.value("type", "") != "message") return "200 body is not a message object";
+  if (path == "/v1/messages/count_tokens" && !(j.contains("input_tokens") && j["input_tokens"].is_number_integer()))
+    return "200 body has no input_tokens";
   if (path == "/tokenize" && !(j.contains("tokens") && j["tokens"].is_array())) return "200 body has no tokens";
   if (path == "/detokenize" && !(j.contains("prompt") && j["prompt"].is_string())) return "200 body has no prompt";
   return "";
@@ -252,6 +312,7 @@ std::string check(const Sent& s, const httplib::Result& r) {
   static const std::set<int> allowed = {200, 400, 404, 405, 413, 415};
   if (!allowed.count(r->status)) return "status " + std::to_string(r->status);
   if (r->status == 200) return check_ok_body(s, *r);
+  if (server::is_anthropic_path(s.path.substr(0, s.path.find('?')))) return check_anthropic_error_body(r->status, *r);
   return check_error_body(r->status, *r);
 }
 
