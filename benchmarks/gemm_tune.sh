@@ -9,7 +9,9 @@
 #      tuned plans were timed at) against the default, unless SERVE=0.
 # Run on the device from the repository root with build/ (vireo, tests/test_cuda_ops, tests/test_cuda_bench);
 # OUT: where logs go (default ./device-out/tune); SWEEPS: the FP8 sweeps' tuning settings in turn ("0 1 0 1"; "": none);
-# BF16_SWEEPS ("0 1"; "": none); SERVE_ENVS: serve_8b_fp8.sh's ENVS. Figures: docs/performance.md (session 56 on).
+# BF16_SWEEPS ("0 1"; "": none); ROWS: the sweeps' row counts (default 1,536 to 3,072 in 64-row steps; e.g.
+# "$(seq -s, 4096 512 8192)" for the 512-row buckets past 4,096); SERVE_ENVS: serve_8b_fp8.sh's ENVS.
+# Figures: docs/performance.md (session 56 on).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-device-out/tune}
@@ -18,7 +20,7 @@ mkdir -p "$OUT"
 timeout 60 build/tests/test_cuda_ops --gtest_filter='Fp8LinearTest.Tuned*:LinearTest.Tuned*' --gtest_brief=1 > "$OUT/tests.log" 2>&1
 rc=$?
 echo "tuned GEMM test: rc=$rc"; grep -E "^\[  (PASSED|FAILED)|elements off" "$OUT/tests.log" | head -4
-rows=$(seq -s, 1536 64 3072)
+rows=${ROWS:-$(seq -s, 1536 64 3072)}
 for tune in ${SWEEPS-0 1 0 1}; do
   VIREO_GEMM_TUNE=$tune VIREO_SWEEP_ROWS=$rows VIREO_KERNEL_BENCH=1 build/tests/test_cuda_bench \
     --gtest_filter='Fp8Bench.H_RowSweep' > "$OUT/sweep_$tune.log" 2>&1
