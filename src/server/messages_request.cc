@@ -136,6 +136,14 @@ Json messages_to_chat_body(const Json& body, bool count_tokens) {
       throw bad_request("'service_tier' must be a string", "service_tier");
   }
   chat["messages"] = anthropic_messages_to_chat(body.value("messages", Json()), body.value("system", Json()));
+  // A final assistant message is a prefill: the answer continues it (Anthropic's rule; the chat path's
+  // continue_final_message). Not when it holds tool calls or reasoning: a turn that cannot be continued.
+  const Json& last = chat["messages"].back();
+  if (last["role"] == "assistant" && last["content"].is_string() && !last.contains("tool_calls") &&
+      !last.contains("reasoning")) {
+    chat["continue_final_message"] = true;
+    chat["add_generation_prompt"] = false;
+  }
   if (present(body, "tools")) {
     chat["tools"] = chat_tools(body["tools"]);
     if (chat["tools"].empty()) chat.erase("tools");

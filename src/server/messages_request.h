@@ -7,6 +7,8 @@
 //   user text / image blocks                -> a user message (text joined by newlines)
 //   user tool_result blocks                 -> tool messages (tool_call_id = tool_use_id), before the text
 //   assistant text / thinking / tool_use    -> an assistant message with content, reasoning, tool_calls
+//   a final assistant text message          -> continue_final_message (Anthropic's prefill: the answer
+//                                              continues it; its text is not repeated in the response)
 //   max_tokens (required), stop_sequences   -> max_completion_tokens, stop
 //   tools [{name, description, input_schema}] -> function tools; tool_choice auto / any / tool / none
 //                                              -> auto / required / named / none

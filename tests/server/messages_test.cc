@@ -153,6 +153,30 @@ TEST(MessagesRequest, ContentBlocksBecomeChatMessages) {
               {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}, {"type": "text", "text": "What is it?"}]}])"));
 }
 
+TEST(MessagesRequest, FinalAssistantTextIsAPrefill) {
+  Json chat = server::messages_to_chat_body(message_body(json::array(
+      {{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", {{{"type", "text"}, {"text", "The answer is"}}}}}})));
+  EXPECT_EQ(chat["continue_final_message"], true);
+  EXPECT_EQ(chat["add_generation_prompt"], false);
+  chat = server::messages_to_chat_body(message_body(json::array(
+      {{{"role", "user"}, {"content", "hi"}},
+       {{"role", "assistant"}, {"content", {{{"type", "tool_use"}, {"id", "t"}, {"name", "f"}, {"input", json::object()}}}}}})));
+  EXPECT_FALSE(chat.contains("continue_final_message"));
+  chat = server::messages_to_chat_body(message_body(json::array({{{"role", "user"}, {"content", "hi"}}})));
+  EXPECT_FALSE(chat.contains("continue_final_message"));
+
+  // The prompt ends inside the assistant's text; the response holds only what follows it.
+  LiveServer srv;
+  auto cli = srv.client();
+  json count = {{"model", "fake-model"}, {"messages", {{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", "The answer is"}}}}};
+  auto r = post_json(cli, "/v1/messages/count_tokens", count);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["input_tokens"], std::string("<user>hi\n<assistant>The answer is").size());
+  count["max_tokens"] = 4;
+  json m = json::parse(post_json(cli, "/v1/messages", count)->body);
+  EXPECT_EQ(m["content"][0]["text"].get<std::string>().size(), 4u);
+}
+
 TEST(MessagesRequest, ToolsToolChoiceThinkingAndOutputConfig) {
   json body = message_body(json::array({{{"role", "user"}, {"content", "Hi"}}}));
   body["tools"] = json::array({kWeatherTool});

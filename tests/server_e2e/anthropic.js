@@ -3,7 +3,7 @@
 // grammar-constrained tool inputs are checked).
 'use strict';
 const path = require('path');
-const { BASE, test, run, assert, assertEq, modelName } = require('./common');
+const { BASE, client: openai, test, run, assert, assertEq, modelName } = require('./common');
 const Anthropic = require(path.join(__dirname, '../../tools/npm/node_modules/@anthropic-ai/sdk')).default;
 
 const client = new Anthropic({ baseURL: BASE, apiKey: 'none', maxRetries: 0, timeout: 120000 });
@@ -82,6 +82,15 @@ test('tool_choice tool / any: tool_use blocks with schema-valid input (plain and
     messages: [{ role: 'user', content: 'Weather?' }, { role: 'assistant', content: m.content },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'Sunny, 21 C' }] }] });
   assertEq(next.type, 'message', 'the tool_result turn is answered');
+});
+
+test('a final assistant message is a prefill: the answer continues it (chat\'s continue_final_message)', async () => {
+  const messages = [{ role: 'user', content: 'Name a city.' }, { role: 'assistant', content: 'The city is' }];
+  const m = await client.messages.create({ model: MODEL, max_tokens: 6, messages, temperature: 0, ignore_eos: true });
+  const chat = await openai.chat.completions.create({ model: MODEL, max_tokens: 6, messages, temperature: 0, ignore_eos: true,
+    continue_final_message: true, add_generation_prompt: false });
+  assertEq(text(m), chat.choices[0].message.content, 'continuation');
+  assertEq(m.usage.input_tokens, chat.usage.prompt_tokens, 'prompt tokens');
 });
 
 test('thinking disabled renders Qwen3\'s empty think block into the prompt', async () => {
