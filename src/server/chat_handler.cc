@@ -65,13 +65,7 @@ class ChatStreamFormatter : public StreamFormatter {
     }
     // Parsers hold back text that may be a tag, so a token can give an empty delta.
     ChoiceParse& p = parsers_[c.index];
-    ChatDelta d;
-    if (p.parser) {
-      d = p.parser->feed(out.text);
-      if (out.finished) d.append(p.parser->finish());
-    } else {
-      d.content = out.text;
-    }
+    ChatDelta d = parse_output_step(p.parser.get(), out.text, out.finished);
     Json delta = chat_delta_json(d, p.num_calls);
     // As vLLM: without a parser, every output that carries tokens gives a chunk, its content "" when the
     // text is held back or empty; a parser holding text back gives none (vLLM's None delta).

@@ -35,6 +35,17 @@ ChatDelta ChatOutputParser::finish() {
   return tool_stage(reasoning_->finish(), true);
 }
 
+ChatDelta parse_output_step(ChatOutputParser* parser, std::string_view text, bool finished) {
+  ChatDelta d;
+  if (!parser) {
+    d.content = std::string(text);
+    return d;
+  }
+  d = parser->feed(text);
+  if (finished) d.append(parser->finish());
+  return d;
+}
+
 ChatDelta ChatOutputParser::parse_all(std::string_view text) {
   ChatDelta out = feed(text);
   out.append(finish());

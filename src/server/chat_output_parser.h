@@ -37,6 +37,9 @@ class ChatOutputParser {
   std::unique_ptr<ToolParser> tools_;
 };
 
+// One engine output's text through `parser` (finish() too on the last one); all content without a parser.
+ChatDelta parse_output_step(ChatOutputParser* parser, std::string_view text, bool finished);
+
 struct ChatParsing {
   std::string reasoning_parser;  // "" = none
   std::string tool_parser;       // "" = no tool-call parsing for this request

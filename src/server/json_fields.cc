@@ -22,6 +22,8 @@ ApiError type_error(const char* key, const char* expected) {
 
 }  // namespace
 
+bool has_field(const Json& body, const char* key) { return find_field(body, key) != nullptr; }
+
 bool is_integral(const Json& v) {
   if (v.is_number_integer() || v.is_number_unsigned()) {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))

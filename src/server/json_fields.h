@@ -22,6 +22,9 @@ std::optional<std::string> get_string(const Json& body, const char* key);
 std::optional<std::vector<std::string>> get_string_or_list(const Json& body, const char* key);
 std::optional<std::vector<int64_t>> get_int_list(const Json& body, const char* key);
 
+// Whether the field is there and not null (pydantic's "set" for an Optional field).
+bool has_field(const Json& body, const char* key);
+
 bool is_integral(const Json& v);
 int64_t as_int64(const Json& v);  // requires is_integral(v)
 

@@ -8,11 +8,6 @@
 namespace vireo::server {
 namespace {
 
-bool present(const Json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && !it->is_null();
-}
-
 // Custom tools {name, description, input_schema} -> chat function tools. Anthropic's server tools
 // (a versioned type such as "web_search_20250305", "bash_20250124") run on Anthropic's side: refused.
 Json chat_tools(const Json& tools) {
@@ -22,7 +17,7 @@ Json chat_tools(const Json& tools) {
     const Json& t = tools[i];
     const std::string at = fmt::format("tools[{}]", i);
     if (!t.is_object()) throw bad_request(at + " must be an object", "tools");
-    if (present(t, "type") && t["type"] != "custom")
+    if (has_field(t, "type") && t["type"] != "custom")
       throw bad_request(fmt::format("{}: tool type {} is not supported (only custom tools, with an input_schema)", at,
                                     t["type"].dump()), "tools");
     if (!t.contains("name") || !t["name"].is_string() || t["name"].get_ref<const std::string&>().empty())
@@ -32,7 +27,7 @@ Json chat_tools(const Json& tools) {
     Json schema = t["input_schema"];
     if (!schema.contains("type")) schema["type"] = "object";  // as vLLM: a schema without a type is an object's
     Json f = {{"name", t["name"]}};
-    if (present(t, "description")) {
+    if (has_field(t, "description")) {
       if (!t["description"].is_string()) throw bad_request(at + ".description must be a string", "tools");
       f["description"] = t["description"];
     }
@@ -79,11 +74,11 @@ void convert_thinking(const Json& t, Json& chat) {
 // output_config {format: {type: json_schema, schema}, effort} -> response_format (effort: accepted).
 void convert_output_config(const Json& o, Json& chat) {
   if (!o.is_object()) throw bad_request("'output_config' must be an object", "output_config");
-  if (present(o, "effort") && !o["effort"].is_string())
+  if (has_field(o, "effort") && !o["effort"].is_string())
     throw bad_request("'output_config.effort' must be a string", "output_config");
-  if (!present(o, "format")) return;
+  if (!has_field(o, "format")) return;
   const Json& f = o["format"];
-  if (!f.is_object() || f.value("type", Json()) != "json_schema" || !present(f, "schema") || !f["schema"].is_object())
+  if (!f.is_object() || f.value("type", Json()) != "json_schema" || !has_field(f, "schema") || !f["schema"].is_object())
     throw bad_request("'output_config.format' must be {\"type\": \"json_schema\", \"schema\": {...}}", "output_config");
   chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "json_schema"}, {"schema", f["schema"]}}}};
 }
@@ -118,21 +113,21 @@ Json messages_to_chat_body(const Json& body, bool count_tokens) {
     for (const char* key : kPassThrough)
       if (body.contains(key)) chat[key] = body[key];
     // max_tokens is required by the Messages API (it has no "rest of the context" default).
-    if (!present(body, "max_tokens")) throw bad_request("max_tokens: Field required", "max_tokens");
+    if (!has_field(body, "max_tokens")) throw bad_request("max_tokens: Field required", "max_tokens");
     std::optional<int64_t> max_tokens = get_int(body, "max_tokens");
     if (*max_tokens < 1) throw bad_request(fmt::format("max_tokens must be at least 1, got {}", *max_tokens), "max_tokens");
     chat["max_completion_tokens"] = *max_tokens;
-    if (present(body, "stop_sequences")) {
+    if (has_field(body, "stop_sequences")) {
       const Json& s = body["stop_sequences"];
       if (!s.is_array()) throw bad_request("'stop_sequences' must be a list of strings", "stop_sequences");
       for (const auto& v : s)
         if (!v.is_string()) throw bad_request("'stop_sequences' must be a list of strings", "stop_sequences");
       chat["stop"] = s;
     }
-    if (present(body, "output_config")) convert_output_config(body["output_config"], chat);
-    if (present(body, "metadata") && !body["metadata"].is_object())
+    if (has_field(body, "output_config")) convert_output_config(body["output_config"], chat);
+    if (has_field(body, "metadata") && !body["metadata"].is_object())
       throw bad_request("'metadata' must be an object", "metadata");
-    if (present(body, "service_tier") && !body["service_tier"].is_string())
+    if (has_field(body, "service_tier") && !body["service_tier"].is_string())
       throw bad_request("'service_tier' must be a string", "service_tier");
   }
   chat["messages"] = anthropic_messages_to_chat(body.value("messages", Json()), body.value("system", Json()));
@@ -144,13 +139,13 @@ Json messages_to_chat_body(const Json& body, bool count_tokens) {
     chat["continue_final_message"] = true;
     chat["add_generation_prompt"] = false;
   }
-  if (present(body, "tools")) {
+  if (has_field(body, "tools")) {
     chat["tools"] = chat_tools(body["tools"]);
     if (chat["tools"].empty()) chat.erase("tools");
   }
-  if (present(body, "tool_choice")) convert_tool_choice(body["tool_choice"], chat);
+  if (has_field(body, "tool_choice")) convert_tool_choice(body["tool_choice"], chat);
   else if (chat.contains("tools")) chat["tool_choice"] = "auto";  // Anthropic's default with tools
-  if (present(body, "thinking")) convert_thinking(body["thinking"], chat);
+  if (has_field(body, "thinking")) convert_thinking(body["thinking"], chat);
   return chat;
 }
 

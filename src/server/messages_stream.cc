@@ -67,13 +67,7 @@ void MessagesStreamFormatter::add_call(const ToolCall& call, std::vector<Json>& 
 
 std::vector<Json> MessagesStreamFormatter::on_output(const ChoiceState& c, const RequestOutput& out) {
   std::vector<Json> events;
-  ChatDelta d;
-  if (parser_) {
-    d = parser_->feed(out.text);
-    if (out.finished) d.append(parser_->finish());
-  } else {
-    d.content = out.text;
-  }
+  ChatDelta d = parse_output_step(parser_.get(), out.text, out.finished);
   // Parsers release reasoning before content before the calls that follow it.
   if (!d.reasoning.empty()) {
     if (open_ != Block::kThinking) open_block(Block::kThinking, thinking_block("", ""), events);

@@ -9,25 +9,20 @@
 namespace vireo::server {
 namespace {
 
-bool present(const Json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && !it->is_null();
-}
-
 // Responses fields whose feature needs state this server does not keep, or is not implemented:
 // refused (400) rather than ignored, as the chat endpoint does.
 void refuse_unsupported(const Json& body) {
-  if (present(body, "previous_response_id"))
+  if (has_field(body, "previous_response_id"))
     throw bad_request("previous_response_id is resolved against the stored responses first (responses_store.h)",
                       "previous_response_id");
-  if (present(body, "conversation"))
+  if (has_field(body, "conversation"))
     throw bad_request("conversation is not supported: responses are not stored; send the earlier turns in 'input'", "conversation");
   if (get_bool(body, "background").value_or(false))
     throw bad_request("background is not supported (responses are not stored)", "background");
-  if (present(body, "prompt")) throw bad_request("prompt templates are not supported", "prompt");
+  if (has_field(body, "prompt")) throw bad_request("prompt templates are not supported", "prompt");
   if (auto t = get_string(body, "truncation"); t && *t != "disabled")
     throw bad_request("truncation '" + *t + "' is not supported (only 'disabled')", "truncation");
-  if (present(body, "max_tool_calls")) throw bad_request("max_tool_calls is not supported", "max_tool_calls");
+  if (has_field(body, "max_tool_calls")) throw bad_request("max_tool_calls is not supported", "max_tool_calls");
   get_bool(body, "store");  // accepted and type-checked; nothing is stored (vLLM's default)
   get_string(body, "service_tier");
 }
@@ -47,15 +42,15 @@ Json chat_tools(const Json& tools) {
     if (!t.contains("name") || !t["name"].is_string() || t["name"].get_ref<const std::string&>().empty())
       throw bad_request(at + ".name must be a non-empty string", "tools");
     Json f = {{"name", t["name"]}};
-    if (present(t, "description")) {
+    if (has_field(t, "description")) {
       if (!t["description"].is_string()) throw bad_request(at + ".description must be a string", "tools");
       f["description"] = t["description"];
     }
-    if (present(t, "parameters")) {
+    if (has_field(t, "parameters")) {
       if (!t["parameters"].is_object()) throw bad_request(at + ".parameters must be an object", "tools");
       f["parameters"] = t["parameters"];
     }
-    if (present(t, "strict") && !t["strict"].is_boolean()) throw bad_request(at + ".strict must be a boolean", "tools");
+    if (has_field(t, "strict") && !t["strict"].is_boolean()) throw bad_request(at + ".strict must be a boolean", "tools");
     out.push_back({{"type", "function"}, {"function", std::move(f)}});
   }
   return out;
@@ -81,9 +76,9 @@ Json chat_tool_choice(const Json& c) {
 // text.format -> chat's response_format (null: free text).
 Json response_format(const Json& text) {
   if (!text.is_object()) throw bad_request("'text' must be an object", "text");
-  if (present(text, "verbosity") && !text["verbosity"].is_string())
+  if (has_field(text, "verbosity") && !text["verbosity"].is_string())
     throw bad_request("'text.verbosity' must be a string", "text");
-  if (!present(text, "format")) return nullptr;
+  if (!has_field(text, "format")) return nullptr;
   const Json& f = text["format"];
   if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
     throw bad_request("'text.format' must be an object with a string 'type'", "text");
@@ -92,18 +87,18 @@ Json response_format(const Json& text) {
   if (type == "json_object") return {{"type", "json_object"}};
   if (type != "json_schema")
     throw bad_request("text.format type '" + type + "' is not one of 'text', 'json_object', 'json_schema'", "text");
-  if (!present(f, "schema") || !(f["schema"].is_object() || f["schema"].is_boolean()))
+  if (!has_field(f, "schema") || !(f["schema"].is_object() || f["schema"].is_boolean()))
     throw bad_request("text.format of type 'json_schema' needs a 'schema' object", "text");
-  if (present(f, "name") && !f["name"].is_string()) throw bad_request("'text.format.name' must be a string", "text");
-  if (present(f, "strict") && !f["strict"].is_boolean()) throw bad_request("'text.format.strict' must be a boolean", "text");
+  if (has_field(f, "name") && !f["name"].is_string()) throw bad_request("'text.format.name' must be a string", "text");
+  if (has_field(f, "strict") && !f["strict"].is_boolean()) throw bad_request("'text.format.strict' must be a boolean", "text");
   Json js = {{"name", f.value("name", Json("response"))}, {"schema", f["schema"]}};
-  if (present(f, "strict")) js["strict"] = f["strict"];
+  if (has_field(f, "strict")) js["strict"] = f["strict"];
   return {{"type", "json_schema"}, {"json_schema", std::move(js)}};
 }
 
 // include: only "message.output_text.logprobs" is produced here.
 bool wants_output_logprobs(const Json& body) {
-  if (!present(body, "include")) return false;
+  if (!has_field(body, "include")) return false;
   const Json& inc = body["include"];
   if (!inc.is_array()) throw bad_request("'include' must be a list of strings", "include");
   bool logprobs = false;
@@ -147,13 +142,13 @@ Json responses_to_chat_body(const Json& body) {
     if (*m < 1) throw bad_request(fmt::format("max_output_tokens must be at least 1, got {}", *m), "max_output_tokens");
     chat["max_completion_tokens"] = *m;
   }
-  if (present(body, "tools")) chat["tools"] = chat_tools(body["tools"]);
-  if (present(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(body["tool_choice"]);
-  if (present(body, "text"))
+  if (has_field(body, "tools")) chat["tools"] = chat_tools(body["tools"]);
+  if (has_field(body, "tool_choice")) chat["tool_choice"] = chat_tool_choice(body["tool_choice"]);
+  if (has_field(body, "text"))
     if (Json rf = response_format(body["text"]); !rf.is_null()) chat["response_format"] = std::move(rf);
-  if (present(body, "reasoning") && !body["reasoning"].is_object())
+  if (has_field(body, "reasoning") && !body["reasoning"].is_object())
     throw bad_request("'reasoning' must be an object", "reasoning");  // effort / summary: accepted, not used
-  if (present(body, "metadata")) {
+  if (has_field(body, "metadata")) {
     const Json& m = body["metadata"];
     if (!m.is_object()) throw bad_request("'metadata' must be an object of strings", "metadata");
     for (const auto& [k, v] : m.items())
@@ -181,7 +176,7 @@ ResponsesRequest parse_responses_request(const Json& body, const ModelInfo& mode
   }
   r.output_logprobs = r.chat.logprobs;
   auto echo = [&](const char* key, Json& into) {
-    if (present(body, key)) into = body[key];
+    if (has_field(body, key)) into = body[key];
   };
   echo("instructions", r.instructions);
   echo("max_output_tokens", r.max_output_tokens);
@@ -193,7 +188,7 @@ ResponsesRequest parse_responses_request(const Json& body, const ModelInfo& mode
   echo("tools", r.tools);
   echo("tool_choice", r.tool_choice);
   echo("service_tier", r.service_tier);
-  if (present(body, "text") && present(body["text"], "format")) r.text = body["text"];
+  if (has_field(body, "text") && has_field(body["text"], "format")) r.text = body["text"];
   if (auto p = get_bool(body, "parallel_tool_calls")) r.parallel_tool_calls = *p;
   return r;
 }

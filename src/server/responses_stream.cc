@@ -44,13 +44,7 @@ std::vector<Json> ResponsesStreamFormatter::on_output(const ChoiceState& c, cons
   std::vector<Json> events;
   if (req_.output_logprobs)
     for (const auto& lp : out.logprobs) held_logprobs_.push_back(chat_logprob_entry(tok_, lp, req_.top_logprobs));
-  ChatDelta d;
-  if (parser_) {
-    d = parser_->feed(out.text);
-    if (out.finished) d.append(parser_->finish());
-  } else {
-    d.content = out.text;
-  }
+  ChatDelta d = parse_output_step(parser_.get(), out.text, out.finished);
   // Parsers release reasoning before content before the calls that follow it.
   if (!d.reasoning.empty()) add_reasoning(d.reasoning, events);
   if (!d.content.empty()) add_content(d.content, events);

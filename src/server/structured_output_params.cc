@@ -20,11 +20,6 @@ struct Found {
   std::string param;
 };
 
-bool present(const Json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && !it->is_null();
-}
-
 // guided_json / structured_outputs.json: a schema object, or a JSON text holding one.
 StructuredOutputSpec schema_spec(const Json& v, const std::string& param) {
   StructuredOutputSpec s{Kind::kJsonSchema, {}, {}};
@@ -69,7 +64,7 @@ StructuredOutputSpec regex_spec(const Json& v, const std::string& param) {
 }
 
 std::optional<Found> from_response_format(const Json& body) {
-  if (!present(body, "response_format")) return std::nullopt;
+  if (!has_field(body, "response_format")) return std::nullopt;
   const Json& rf = body["response_format"];
   const std::string param = "response_format";
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
@@ -93,19 +88,19 @@ std::optional<Found> from_response_format(const Json& body) {
 }
 
 void add_structured_outputs(const Json& body, std::vector<Found>& found) {
-  if (!present(body, "structured_outputs")) return;
+  if (!has_field(body, "structured_outputs")) return;
   const Json& so = body["structured_outputs"];
   const std::string param = "structured_outputs";
   if (!so.is_object()) throw bad_request("'structured_outputs' must be an object", param);
-  if (present(so, "json")) found.push_back({schema_spec(so["json"], param), param});
-  if (present(so, "choice")) found.push_back({choice_spec(so["choice"], param), param});
-  if (present(so, "json_object")) {
+  if (has_field(so, "json")) found.push_back({schema_spec(so["json"], param), param});
+  if (has_field(so, "choice")) found.push_back({choice_spec(so["choice"], param), param});
+  if (has_field(so, "json_object")) {
     if (!so["json_object"].is_boolean()) throw bad_request("'structured_outputs.json_object' must be a boolean", param);
     if (so["json_object"].get<bool>()) found.push_back({{Kind::kJsonObject, {}, {}}, param});
   }
-  if (present(so, "regex")) found.push_back({regex_spec(so["regex"], param), param});
-  if (present(so, "grammar")) refuse("structured_outputs.grammar (EBNF)", param);
-  if (present(so, "structural_tag")) refuse("structured_outputs.structural_tag", param);
+  if (has_field(so, "regex")) found.push_back({regex_spec(so["regex"], param), param});
+  if (has_field(so, "grammar")) refuse("structured_outputs.grammar (EBNF)", param);
+  if (has_field(so, "structural_tag")) refuse("structured_outputs.structural_tag", param);
 }
 
 }  // namespace
@@ -126,11 +121,11 @@ std::shared_ptr<const structured::Grammar> parse_structured_outputs(const Json& 
   std::vector<Found> found;
   if (auto rf = from_response_format(body)) found.push_back(std::move(*rf));
   add_structured_outputs(body, found);
-  if (present(body, "guided_json")) found.push_back({schema_spec(body["guided_json"], "guided_json"), "guided_json"});
-  if (present(body, "guided_choice")) found.push_back({choice_spec(body["guided_choice"], "guided_choice"), "guided_choice"});
-  if (present(body, "guided_regex")) found.push_back({regex_spec(body["guided_regex"], "guided_regex"), "guided_regex"});
-  if (present(body, "guided_grammar")) refuse("guided_grammar (EBNF)", "guided_grammar");
-  if (present(body, "guided_json_object") && body["guided_json_object"] == true)
+  if (has_field(body, "guided_json")) found.push_back({schema_spec(body["guided_json"], "guided_json"), "guided_json"});
+  if (has_field(body, "guided_choice")) found.push_back({choice_spec(body["guided_choice"], "guided_choice"), "guided_choice"});
+  if (has_field(body, "guided_regex")) found.push_back({regex_spec(body["guided_regex"], "guided_regex"), "guided_regex"});
+  if (has_field(body, "guided_grammar")) refuse("guided_grammar (EBNF)", "guided_grammar");
+  if (has_field(body, "guided_json_object") && body["guided_json_object"] == true)
     found.push_back({{Kind::kJsonObject, {}, {}}, "guided_json_object"});
   get_string(body, "guided_decoding_backend");    // accepted, type-checked; there is one backend
   get_string(body, "guided_whitespace_pattern");  // accepted, type-checked; whitespace is bounded (json_prelude.h)

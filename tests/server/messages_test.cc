@@ -5,6 +5,7 @@
 
 #include "server/messages_request.h"
 #include "server/openai_errors.h"
+#include "chat_scripts.h"
 #include "server_fixture.h"
 
 using namespace vireo;
@@ -14,37 +15,10 @@ using server::Json;
 
 namespace {
 
-// The 400's param, or "" when the body translates.
 std::string refusal_param(const Json& body) {
-  try {
-    server::messages_to_chat_body(body);
-  } catch (const server::ApiError& e) {
-    EXPECT_EQ(e.status, 400) << e.what();
-    return e.param.value_or("<none>");
-  }
-  return "";
+  return refusal_param_of([](const Json& b) { return server::messages_to_chat_body(b); }, body);
 }
 
-const std::string kThink = "<think>Two and two.</think>\n\nThe answer is 4.";
-const std::string kTools = "<think>Need the weather.</think>\n\n<tool_call>\n"
-                           R"({"name": "get_weather", "arguments": {"city": "Paris"}})"
-                           "\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
-const std::string kRequired = R"([{"name": "get_weather", "parameters": {"city": "Paris"}}])";
-
-FakeEngineOptions scripted() {
-  FakeEngineOptions e;
-  e.token_delay = std::chrono::milliseconds(0);
-  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"REQUIRED", kRequired}, {"STOPPING", "abc.def"}};
-  return e;
-}
-
-server::ServerOptions with_parsers() {
-  server::ServerOptions o;
-  o.reasoning_parser = "qwen3";
-  o.enable_auto_tool_choice = true;
-  o.tool_call_parser = "hermes";
-  return o;
-}
 
 const json kWeatherTool = {{"name", "get_weather"}, {"description", "Weather"},
                            {"input_schema", {{"properties", {{"city", {{"type", "string"}}}}}}}};
@@ -253,7 +227,7 @@ TEST(MessagesRequest, Refusals) {
 }
 
 TEST(MessagesApi, PlainMessageShapeUsageAndErrors) {
-  LiveServer srv(server::ServerOptions{}, scripted());
+  LiveServer srv(server::ServerOptions{}, scripted_engine({{"STOPPING", "abc.def"}}));
   auto cli = srv.client();
   json body = message_body({{{"role", "user"}, {"content", "Hello"}}}, 6);
   body["system"] = "Hi.";
@@ -340,7 +314,7 @@ TEST(MessagesApi, StreamEventsBuildThePlainMessage) {
 }
 
 TEST(MessagesApi, ThinkingAndToolUseBlocks) {
-  LiveServer srv(with_parsers(), scripted());
+  LiveServer srv(with_chat_parsers(), scripted_engine({{"STOPPING", "abc.def"}}));
   auto cli = srv.client();
   json m = json::parse(post_json(cli, "/v1/messages", message_body({{{"role", "user"}, {"content", "THINK"}}}, 100))->body);
   ASSERT_EQ(m["content"].size(), 2u) << m.dump();
@@ -370,7 +344,7 @@ TEST(MessagesApi, ThinkingAndToolUseBlocks) {
 
   // tool_choice any works without the parser flags (structured outputs); the result goes back as a
   // tool_result block.
-  LiveServer plain_srv(server::ServerOptions{}, scripted());
+  LiveServer plain_srv(server::ServerOptions{}, scripted_engine({{"STOPPING", "abc.def"}}));
   auto cli2 = plain_srv.client();
   body = message_body({{{"role", "user"}, {"content", "REQUIRED"}}}, 200);
   body["tools"] = json::array({kWeatherTool});

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -243,11 +244,10 @@ std::string check_sse(const std::string& body) {
   return done ? "" : "the stream does not end with data: [DONE]";
 }
 
-// /v1/responses: "event: <type>\ndata: {json}" events numbered from 0, ending in response.completed.
-std::string check_responses_sse(const std::string& body) {
+// "event: <type>\ndata: {json}" events (the Responses and Messages APIs): each passed to `fn`, whose
+// non-empty answer stops the walk; "" when every event is well formed and `fn` accepted it.
+std::string walk_named_events(const std::string& body, const std::function<std::string(const std::string&, const json&)>& fn) {
   size_t pos = 0;
-  int64_t seq = 0;
-  std::string last;
   while (pos < body.size()) {
     size_t end = body.find("\n\n", pos);
     if (end == std::string::npos) return "an SSE event is not terminated by a blank line";
@@ -258,31 +258,34 @@ std::string check_responses_sse(const std::string& body) {
       return "an event is not 'event: <type>\\ndata: <json>'";
     json j = json::parse(event.substr(nl + 7), nullptr, false);
     if (j.is_discarded() || !j.is_object()) return "event data is not a JSON object";
-    last = event.substr(7, nl - 7);
-    if (j.value("type", "") != last) return "event type and data.type differ";
-    if (j.value("sequence_number", int64_t{-1}) != seq++) return "sequence numbers are not 0, 1, 2, ...";
+    const std::string type = event.substr(7, nl - 7);
+    if (j.value("type", "") != type) return "event type and data.type differ";
+    if (std::string problem = fn(type, j); !problem.empty()) return problem;
   }
+  return "";
+}
+
+// /v1/responses: events numbered from 0, ending in response.completed.
+std::string check_responses_sse(const std::string& body) {
+  int64_t seq = 0;
+  std::string last;
+  std::string problem = walk_named_events(body, [&](const std::string& type, const json& j) -> std::string {
+    last = type;
+    return j.value("sequence_number", int64_t{-1}) != seq++ ? "sequence numbers are not 0, 1, 2, ..." : "";
+  });
+  if (!problem.empty()) return problem;
   return last == "response.completed" ? "" : "the stream does not end with response.completed (last: " + last + ")";
 }
 
-// /v1/messages: "event: <type>\ndata: {json}" events from message_start to message_stop.
+// /v1/messages: events from message_start to message_stop.
 std::string check_messages_sse(const std::string& body) {
-  size_t pos = 0;
   std::string first, last;
-  while (pos < body.size()) {
-    size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) return "an SSE event is not terminated by a blank line";
-    std::string event = body.substr(pos, end - pos);
-    pos = end + 2;
-    size_t nl = event.find('\n');
-    if (event.rfind("event: ", 0) != 0 || nl == std::string::npos || event.compare(nl + 1, 6, "data: ") != 0)
-      return "an event is not 'event: <type>\\ndata: <json>'";
-    json j = json::parse(event.substr(nl + 7), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return "event data is not a JSON object";
-    last = event.substr(7, nl - 7);
-    if (first.empty()) first = last;
-    if (j.value("type", "") != last) return "event type and data.type differ";
-  }
+  std::string problem = walk_named_events(body, [&](const std::string& type, const json&) -> std::string {
+    if (first.empty()) first = type;
+    last = type;
+    return "";
+  });
+  if (!problem.empty()) return problem;
   if (first != "message_start") return "the stream does not start with message_start (first: " + first + ")";
   return last == "message_stop" ? "" : "the stream does not end with message_stop (last: " + last + ")";
 }

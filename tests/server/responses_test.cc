@@ -6,6 +6,7 @@
 #include "server/openai_errors.h"
 #include "server/responses_request.h"
 #include "server/responses_store.h"
+#include "chat_scripts.h"
 #include "server_fixture.h"
 
 using namespace vireo;
@@ -15,37 +16,10 @@ using server::Json;
 
 namespace {
 
-// The 400's param, or "" when the body translates.
 std::string refusal_param(const Json& body) {
-  try {
-    server::responses_to_chat_body(body);
-  } catch (const server::ApiError& e) {
-    EXPECT_EQ(e.status, 400) << e.what();
-    return e.param.value_or("<none>");
-  }
-  return "";
+  return refusal_param_of([](const Json& b) { return server::responses_to_chat_body(b); }, body);
 }
 
-const std::string kThink = "<think>Two and two.</think>\n\nThe answer is 4.";
-const std::string kTools = "<think>Need the weather.</think>\n\n<tool_call>\n"
-                           R"({"name": "get_weather", "arguments": {"city": "Paris"}})"
-                           "\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
-const std::string kRequired = R"([{"name": "get_weather", "parameters": {"city": "Paris"}}])";
-
-FakeEngineOptions scripted() {
-  FakeEngineOptions e;
-  e.token_delay = std::chrono::milliseconds(0);
-  e.scripts = {{"THINK", kThink}, {"WEATHER", kTools}, {"REQUIRED", kRequired}, {"JSON", R"({"a": 1})"}};
-  return e;
-}
-
-server::ServerOptions with_parsers() {
-  server::ServerOptions o;
-  o.reasoning_parser = "qwen3";
-  o.enable_auto_tool_choice = true;
-  o.tool_call_parser = "hermes";
-  return o;
-}
 
 const json kWeatherTool = {{"type", "function"}, {"name", "get_weather"}, {"description", "Weather"},
                            {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}};
@@ -262,7 +236,7 @@ TEST(ResponsesApi, StreamEventsMatchThePlainResponse) {
 }
 
 TEST(ResponsesApi, ReasoningAndToolCallItems) {
-  LiveServer srv(with_parsers(), scripted());
+  LiveServer srv(with_chat_parsers(), scripted_engine({{"JSON", R"({"a": 1})"}}));
   auto cli = srv.client();
   json r = json::parse(post_json(cli, "/v1/responses", {{"input", "THINK"}})->body);
   ASSERT_EQ(r["output"].size(), 2u) << r.dump();
@@ -294,7 +268,7 @@ TEST(ResponsesApi, ReasoningAndToolCallItems) {
 
   // tool_choice "required" works without the parser flags (structured outputs); the call's output
   // goes back in as function_call / function_call_output items.
-  LiveServer plain_srv(server::ServerOptions{}, scripted());
+  LiveServer plain_srv(server::ServerOptions{}, scripted_engine({{"JSON", R"({"a": 1})"}}));
   auto cli2 = plain_srv.client();
   r = json::parse(post_json(cli2, "/v1/responses", {{"input", "REQUIRED"}, {"tools", json::array({kWeatherTool})}, {"tool_choice", "required"}})->body);
   ASSERT_EQ(r["output"].size(), 1u) << r.dump();
