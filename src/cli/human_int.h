@@ -1,5 +1,6 @@
 // A CLI11 transform for --max-model-len written as vLLM takes it: core/human_int.h's counts (32k, 32K), and
-// "auto" or -1 for the model's own length (0 in EngineConfig).
+// "auto" or -1 (-1 in EngineConfig): the model's own length, or the longest the KV cache holds when that is
+// shorter (vLLM's auto-fit).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
@@ -13,7 +14,7 @@ inline CLI::Validator human_int_transform() {
   return CLI::Validator(
       [](std::string& v) {
         if (v == "auto" || v == "-1") {
-          v = "0";
+          v = "-1";
           return std::string();
         }
         try {

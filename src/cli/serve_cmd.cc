@@ -236,7 +236,8 @@ CommandRunner setup_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--ssl-ciphers", s.tls.ciphers, "OpenSSL cipher list for TLS 1.2");
   app.add_option("--max-model-len", c.max_model_len,
-                 "Context length (default: from the model config; 32k = 32,000, 32K = 32,768, auto or -1 as vLLM)")
+                 "Context length (default: from the model config; 32k = 32,000, 32K = 32,768; auto or -1: that, or the "
+                 "longest the KV cache holds, as vLLM)")
       ->transform(human_int_transform());
   app.add_option("--max-num-seqs", c.max_num_seqs,
                  "Most sequences per step (default 0 = auto: 1024 on a GPU with >= 70 GiB, else 256, as vLLM serve; "

@@ -83,7 +83,7 @@ std::unique_ptr<Model> load_engine_model(const EngineConfig& cfg, std::unique_pt
   opts.max_graph_batch_size = std::min(cfg.max_num_seqs, kMaxGraphBatchSize);
   if (cfg.max_cuda_graph_size > 0) opts.max_graph_batch_size = std::min(cfg.max_cuda_graph_size, kMaxGraphBatchSize);
   opts.max_num_seqs = state_slots;
-  opts.max_model_len = cfg.max_model_len;
+  opts.max_model_len = std::max(0, cfg.max_model_len);  // auto (-1): the model's, the widest it can be
   opts.dequantize_mxfp4 = dequantize_mxfp4(cfg);
   opts.dequantize_gguf = dequantize_gguf();
   opts.dummy_block_dtype = dummy_block_dtype();
@@ -260,14 +260,23 @@ std::unique_ptr<AsyncEngine> AsyncEngine::create(const EngineConfig& config) {
   const double gib = 1024.0 * 1024.0 * 1024.0;
   const size_t block_bytes = parts.model->kv_block_bytes(parts.config.block_size);
   if (kv_tokens < parts.max_model_len) {
-    throw Error(fmt::format(
-        "To serve at least one request with the model's max seq len ({}), {:.2f} GiB KV cache is needed, which is "
-        "larger than the available KV cache memory ({:.2f} GiB). Try increasing --gpu-memory-utilization or "
-        "--kv-cache-memory-bytes, or decreasing --max-model-len.",
-        parts.max_model_len,
-        static_cast<double>((parts.max_model_len + parts.config.block_size - 1) / parts.config.block_size) *
-            block_bytes / gib,
-        static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib));
+    // --max-model-len auto / -1 (vLLM): the longest context the KV cache holds, when that is shorter than the
+    // model's own.
+    if (config.max_model_len < 0 && kv_tokens > 0) {
+      log_warn("--max-model-len auto: the KV cache holds {} tokens, fewer than the model's {}; max_model_len is {}",
+               kv_tokens, parts.max_model_len, kv_tokens);
+      parts.max_model_len = static_cast<int>(kv_tokens);
+    } else {
+      throw Error(fmt::format(
+          "To serve at least one request with the model's max seq len ({}), {:.2f} GiB KV cache is needed, which is "
+          "larger than the available KV cache memory ({:.2f} GiB). Based on the available memory, the estimated "
+          "maximum model length is {}. Try increasing --gpu-memory-utilization or --kv-cache-memory-bytes, or "
+          "decreasing --max-model-len (auto: the longest that fits).",
+          parts.max_model_len,
+          static_cast<double>((parts.max_model_len + parts.config.block_size - 1) / parts.config.block_size) *
+              block_bytes / gib,
+          static_cast<double>(parts.num_kv_blocks - 1) * block_bytes / gib, std::max(0L, kv_tokens)));
+    }
   }
   log_info("KV cache: {} tokens ({} blocks of {}, {:.2f} GiB, {}); maximum concurrency for {} tokens per request: "
            "{:.2f}x",

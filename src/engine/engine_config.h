@@ -40,7 +40,7 @@ struct EngineConfig {
   std::string kv_cache_dtype = "auto";
   std::string device = "auto";       // auto | cpu | cuda
   uint64_t seed = 0;
-  int max_model_len = 0;             // 0 = from config (max_position_embeddings)
+  int max_model_len = 0;             // 0 = from config (max_position_embeddings); -1 = auto: that, or the longest the KV cache holds
   // 0 = auto, vLLM's API-server default for the device: 1024 on a GPU with >= 70 GiB (H100, H200), else
   // 256; at most kAutoStateSlots for models with per-sequence recurrent state (AsyncEngine::create
   // resolves it; config() then holds the number).

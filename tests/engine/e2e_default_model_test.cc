@@ -89,6 +89,27 @@ TEST(EndToEndDefaultModel, NumGpuBlocksOverrideSetsTheCache) {
   EXPECT_THROW(LLM{c}, Error);
 }
 
+TEST(EndToEndDefaultModel, MaxModelLenAutoFitsTheKvCache) {
+  if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
+  // vLLM's --max-model-len auto (-1): the model's length (4,096 here) when the cache holds it, else the
+  // longest it holds; a fixed length that does not fit is an error naming that estimate.
+  EngineConfig c = base_config();
+  c.max_model_len = -1;
+  c.num_gpu_blocks_override = 100;  // 1,600 tokens
+  auto eng = AsyncEngine::create(c);
+  EXPECT_EQ(eng->max_model_len(), 1600);
+  c.num_gpu_blocks_override = 1000;
+  EXPECT_EQ(AsyncEngine::create(c)->max_model_len(), 4096);
+  c.max_model_len = 0;
+  c.num_gpu_blocks_override = 100;
+  try {
+    AsyncEngine::create(c);
+    ADD_FAILURE() << "the model's 4,096 tokens do not fit 1,600";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("estimated maximum model length is 1600"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EndToEndDefaultModel, AbortHalfLeavesNothingRunning) {
   if (!have_default_tokenizer()) GTEST_SKIP() << "models/qwen3 missing (run scripts/setup.sh)";
   auto eng = AsyncEngine::create(base_config());
