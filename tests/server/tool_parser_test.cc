@@ -1,4 +1,5 @@
-// --tool-call-parser: hermes, llama3_json and openai (GPT-OSS's harmony calls), whole text and every split
+// --tool-call-parser: hermes, llama3_json, openai (GPT-OSS's harmony calls), deepseek_v3 / v31, qwen3_coder and
+// glm45, whole text and every split
 // into up to three pieces;
 // the combined reasoning + tool pipeline; tool_choice rules.
 #include <gtest/gtest.h>
@@ -193,6 +194,28 @@ TEST(ToolParser, Glm45) {
   EXPECT_EQ(d.calls[0].arguments, R"({"zip":"01234","n":7})");  // a string-typed "01234" is not read as a number
 }
 
+// deepseek_v3 / deepseek_v31: one section of calls after the content, V3's fenced JSON or V3.1's bare JSON.
+TEST(ToolParser, DeepSeek) {
+  const std::string b = "<｜tool▁calls▁begin｜>", e = "<｜tool▁calls▁end｜>", cb = "<｜tool▁call▁begin｜>",
+                    ce = "<｜tool▁call▁end｜>", sep = "<｜tool▁sep｜>";
+  const std::vector<Case> cases = {
+      // V3 (the chat template's form): type, sep, name, a fenced JSON block.
+      {"Let me check." + b + cb + "function" + sep + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + ce + "\n" + cb +
+           "function" + sep + "get_time\n```json\n{}\n```" + ce + e,
+       "Let me check.", {{"get_weather", R"({"city": "Paris"})"}, {"get_time", "{}"}}},
+      // V3.1: name, sep, JSON.
+      {b + cb + "get_weather" + sep + R"({"city":"Rome"})" + ce + e, "", {{"get_weather", R"({"city":"Rome"})"}}},
+      // Cut off inside the section (max_tokens): the calls that parse count.
+      {b + cb + "f" + sep + "{\"a\": 1}" + ce + cb + "g" + sep + "{}", "", {{"f", "{\"a\": 1}"}, {"g", "{}"}}},
+      // A call that does not parse gives the whole section back as content.
+      {"x" + b + cb + "f" + sep + "{oops" + ce + e, "x" + b + cb + "f" + sep + "{oops" + ce + e, {}},
+      {"no calls <｜tool", "no calls <｜tool", {}},
+      {"", "", {}},
+  };
+  check_parser("deepseek_v3", cases);
+  check_parser("deepseek_v31", cases);
+}
+
 // ast.literal_eval's literals as json.dumps writes them, and what it refuses.
 TEST(ToolArgValues, PythonLiterals) {
   auto lit = [](const std::string& s) { return python_literal(s); };
@@ -209,7 +232,8 @@ TEST(ToolArgValues, PythonLiterals) {
 }
 
 TEST(ToolParser, RegistryByName) {
-  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"glm45", "hermes", "llama3_json", "openai", "qwen3_coder"}));
+  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"deepseek_v3", "deepseek_v31", "glm45", "hermes", "llama3_json",
+                                                           "openai", "qwen3_coder"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
