@@ -61,9 +61,33 @@ std::unique_ptr<ChatOutputParser> ChatParsing::make() const {
                                             std::move(tools));
 }
 
+namespace {
+
+// chat_template_kwargs' thinking / enable_thinking, true when either is truthy (DeepSeek-V3.1's templates read
+// "thinking"; vLLM's deepseek_v3 reasoning parser takes either).
+bool thinking_requested(const ChatRequest& req) {
+  const auto& kw = req.chat_template_kwargs;
+  if (!kw.is_object()) return false;
+  for (const char* key : {"thinking", "enable_thinking"}) {
+    auto it = kw.find(key);
+    if (it == kw.end()) continue;
+    const Json& v = *it;  // Python's bool(v)
+    const bool truthy = v.is_boolean() ? v.get<bool>()
+                        : v.is_number() ? v != 0
+                        : v.is_string()                   ? !v.get_ref<const std::string&>().empty()
+                        : v.is_array() || v.is_object()   ? !v.empty()
+                                                          : false;
+    if (truthy) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 ChatParsing chat_parsing_for(const ServerOptions& opts, const ChatRequest& req) {
   ChatParsing p;
   p.reasoning_parser = opts.reasoning_parser;
+  if (p.reasoning_parser == "deepseek_v3") p.reasoning_parser = thinking_requested(req) ? "deepseek_r1" : "";
   if (req.tool_choice == "auto") {
     if (!opts.enable_auto_tool_choice || opts.tool_call_parser.empty())
       throw bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",

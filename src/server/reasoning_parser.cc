@@ -18,6 +18,9 @@ namespace {
 using Factory = std::unique_ptr<ReasoningParser> (*)();
 const std::pair<const char*, Factory> kParsers[] = {
     {"deepseek_r1", make_deepseek_r1_reasoning_parser},
+    // DeepSeek-V3.1+: R1's parser when the request turns thinking on (chat_template_kwargs thinking /
+    // enable_thinking), else none; chat_parsing_for decides per request (vLLM's DeepSeekV3ReasoningParser).
+    {"deepseek_v3", make_deepseek_r1_reasoning_parser},
     // GLM-4.5 / 4.6 / 4.7: <think>...</think> written by the model, as Qwen3 (vLLM's Glm4MoeModelReasoningParser).
     {"glm45", make_qwen3_reasoning_parser},
     {"openai_gptoss", [] { return make_openai_gptoss_reasoning_parser(false); }},

@@ -88,7 +88,8 @@ TEST(ReasoningParser, OpenAiGptOssHarmony) {
 }
 
 TEST(ReasoningParser, RegistryByName) {
-  EXPECT_EQ(reasoning_parser_names(), (std::vector<std::string>{"deepseek_r1", "glm45", "openai_gptoss", "qwen3"}));
+  EXPECT_EQ(reasoning_parser_names(),
+            (std::vector<std::string>{"deepseek_r1", "deepseek_v3", "glm45", "openai_gptoss", "qwen3"}));
   // glm45 reads GLM-4.5's output as qwen3 does.
   for (const char* text : {"<think>plan</think>answer", "no thinking", "<think>cut off"}) {
     ReasoningDelta g = make_reasoning_parser("glm45")->parse_all(text), q = make_reasoning_parser("qwen3")->parse_all(text);

@@ -341,3 +341,23 @@ TEST(ToolChoice, AutoNeedsTheServerFlags) {
   EXPECT_EQ(chat_parsing_for(opts, req).reasoning_parser, "qwen3");
   EXPECT_EQ(chat_parsing_for(opts, req).tool_parser, "");
 }
+
+// deepseek_v3 reasoning: R1's parser when the request turns thinking on, else the text is all content.
+TEST(ChatParsing, DeepSeekV3ReasoningFollowsTheThinkingKwarg) {
+  ServerOptions opts;
+  opts.reasoning_parser = "deepseek_v3";
+  ChatRequest req;
+  EXPECT_EQ(chat_parsing_for(opts, req).reasoning_parser, "");
+  for (const char* kw : {R"({"thinking": true})", R"({"enable_thinking": true})", R"({"thinking": "yes"})", R"({"thinking": 1})"}) {
+    req.chat_template_kwargs = Json::parse(kw);
+    EXPECT_EQ(chat_parsing_for(opts, req).reasoning_parser, "deepseek_r1") << kw;
+  }
+  for (const char* kw : {R"({"thinking": false})", R"({"thinking": null})", R"({"thinking": ""})", R"({"thinking": 0})"}) {
+    req.chat_template_kwargs = Json::parse(kw);
+    EXPECT_EQ(chat_parsing_for(opts, req).reasoning_parser, "") << kw;
+  }
+  req.chat_template_kwargs = Json::parse(R"({"thinking": true})");
+  ChatDelta d = chat_parsing_for(opts, req).make()->parse_all("plan</think>answer");  // the template opened <think>
+  EXPECT_EQ(d.reasoning, "plan");
+  EXPECT_EQ(d.content, "answer");
+}
