@@ -8,6 +8,8 @@
 // list* parse as JSON; other types try a Python literal (numbers, quoted strings, lists, dicts, True /
 // False / None), else stay strings. A block may hold several functions; one without any is given back as
 // content, tags included. Calls are released whole when their block closes (or the output ends).
+// seed_oss (Seed-OSS) writes the same functions inside <seed:tool_call>...</seed:tool_call> blocks and types
+// them the same way (vLLM's SeedOssToolParser).
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -22,8 +24,6 @@
 namespace vireo::server {
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kFunction = "<function=", kFunctionEnd = "</function>";
 constexpr std::string_view kParameter = "<parameter=", kParameterEnd = "</parameter>";
 
@@ -84,7 +84,9 @@ Json convert(const std::string& value, const std::string& name, const Json& prop
 
 class Qwen3CoderToolParser : public TaggedBlockToolParser {
  public:
-  explicit Qwen3CoderToolParser(Json tools) : TaggedBlockToolParser(kOpen, kClose), tools_(std::move(tools)) {}
+  // open / close: the block's tags (string literals).
+  Qwen3CoderToolParser(Json tools, std::string_view open, std::string_view close)
+      : TaggedBlockToolParser(open, close), tools_(std::move(tools)), open_tag_(open), close_tag_(close) {}
 
  private:
   void close_block(const std::string& body, bool closed, ToolDelta& out) const override {
@@ -118,19 +120,24 @@ class Qwen3CoderToolParser : public TaggedBlockToolParser {
       calls.push_back(std::move(call));
     }
     if (calls.empty()) {
-      out.content += std::string(kOpen) + body + (closed ? std::string(kClose) : "");
+      out.content += std::string(open_tag_) + body + (closed ? std::string(close_tag_) : "");
       return;
     }
     for (auto& c : calls) out.calls.push_back(std::move(c));
   }
 
   Json tools_;
+  const std::string_view open_tag_, close_tag_;
 };
 
 }  // namespace
 
 std::unique_ptr<ToolParser> make_qwen3_coder_tool_parser(const Json& tools) {
-  return std::make_unique<Qwen3CoderToolParser>(tools);
+  return std::make_unique<Qwen3CoderToolParser>(tools, "<tool_call>", "</tool_call>");
+}
+
+std::unique_ptr<ToolParser> make_seed_oss_tool_parser(const Json& tools) {
+  return std::make_unique<Qwen3CoderToolParser>(tools, "<seed:tool_call>", "</seed:tool_call>");
 }
 
 }  // namespace vireo::server

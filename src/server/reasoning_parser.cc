@@ -11,6 +11,7 @@ namespace vireo::server {
 // its file plus one line here.
 std::unique_ptr<ReasoningParser> make_qwen3_reasoning_parser();
 std::unique_ptr<ReasoningParser> make_deepseek_r1_reasoning_parser();
+std::unique_ptr<ReasoningParser> make_seed_oss_reasoning_parser();
 std::unique_ptr<ReasoningParser> make_openai_gptoss_reasoning_parser(bool keep_calls);  // harmony_reasoning_parser.cc
 
 namespace {
@@ -25,6 +26,7 @@ const std::pair<const char*, Factory> kParsers[] = {
     {"glm45", make_qwen3_reasoning_parser},
     {"openai_gptoss", [] { return make_openai_gptoss_reasoning_parser(false); }},
     {"qwen3", make_qwen3_reasoning_parser},
+    {"seed_oss", make_seed_oss_reasoning_parser},
 };
 
 }  // namespace

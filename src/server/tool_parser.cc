@@ -13,7 +13,8 @@ std::unique_ptr<ToolParser> make_llama3_json_tool_parser();
 std::unique_ptr<ToolParser> make_harmony_tool_parser();  // "openai" (GPT-OSS)
 std::unique_ptr<ToolParser> make_qwen3_coder_tool_parser(const Json& tools);  // types parameters by the schemas
 std::unique_ptr<ToolParser> make_glm45_tool_parser(const Json& tools);        // the same
-std::unique_ptr<ToolParser> make_deepseek_tool_parser();  // deepseek_v3 and deepseek_v31: one reads both forms
+std::unique_ptr<ToolParser> make_deepseek_tool_parser();
+std::unique_ptr<ToolParser> make_seed_oss_tool_parser(const Json& tools);  // qwen3_coder's functions, Seed's tags  // deepseek_v3 and deepseek_v31: one reads both forms
 
 namespace {
 
@@ -26,6 +27,7 @@ const std::pair<const char*, Factory> kParsers[] = {
     {"llama3_json", [](const Json&) { return make_llama3_json_tool_parser(); }},
     {"openai", [](const Json&) { return make_harmony_tool_parser(); }},
     {"qwen3_coder", make_qwen3_coder_tool_parser},
+    {"seed_oss", make_seed_oss_tool_parser},
 };
 
 }  // namespace

@@ -64,6 +64,15 @@ TEST(ReasoningParser, DeepSeekR1) {
                               });
 }
 
+TEST(ReasoningParser, SeedOss) {
+  check_parser("seed_oss", {
+                               {"<seed:think>Plan.</seed:think>Answer.", "Plan.", "Answer."},
+                               {"Plan.</seed:think>Answer.", "Plan.", "Answer."},
+                               {"no end tag", "no end tag", ""},
+                               {"", "", ""},
+                           });
+}
+
 TEST(ReasoningParser, OpenAiGptOssHarmony) {
   check_parser("openai_gptoss",
                {
@@ -89,7 +98,7 @@ TEST(ReasoningParser, OpenAiGptOssHarmony) {
 
 TEST(ReasoningParser, RegistryByName) {
   EXPECT_EQ(reasoning_parser_names(),
-            (std::vector<std::string>{"deepseek_r1", "deepseek_v3", "glm45", "openai_gptoss", "qwen3"}));
+            (std::vector<std::string>{"deepseek_r1", "deepseek_v3", "glm45", "openai_gptoss", "qwen3", "seed_oss"}));
   // glm45 reads GLM-4.5's output as qwen3 does.
   for (const char* text : {"<think>plan</think>answer", "no thinking", "<think>cut off"}) {
     ReasoningDelta g = make_reasoning_parser("glm45")->parse_all(text), q = make_reasoning_parser("qwen3")->parse_all(text);

@@ -216,6 +216,22 @@ TEST(ToolParser, DeepSeek) {
   check_parser("deepseek_v31", cases);
 }
 
+// seed_oss: qwen3_coder's functions inside <seed:tool_call> blocks, typed by the schema the same way.
+TEST(ToolParser, SeedOss) {
+  check_parser("seed_oss", {
+      {"Checking.<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+       "</seed:tool_call>",
+       "Checking.", {{"get_weather", R"({"city":"Paris"})"}}},
+      {"<tool_call><function=f></function></tool_call>", "<tool_call><function=f></function></tool_call>", {}},
+      {"<seed:tool_call>no function</seed:tool_call>", "<seed:tool_call>no function</seed:tool_call>", {}},
+  });
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"n": {"type": "integer"}}}}}])");
+  ToolDelta d = make_tool_parser("seed_oss", tools)->parse_all("<seed:tool_call><function=f><parameter=n>7</parameter></function></seed:tool_call>");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, R"({"n":7})");
+}
+
 // ast.literal_eval's literals as json.dumps writes them, and what it refuses.
 TEST(ToolArgValues, PythonLiterals) {
   auto lit = [](const std::string& s) { return python_literal(s); };
@@ -233,7 +249,7 @@ TEST(ToolArgValues, PythonLiterals) {
 
 TEST(ToolParser, RegistryByName) {
   EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"deepseek_v3", "deepseek_v31", "glm45", "hermes", "llama3_json",
-                                                           "openai", "qwen3_coder"}));
+                                                           "openai", "qwen3_coder", "seed_oss"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
