@@ -1,24 +1,16 @@
 // llama3_json (Llama 3.1/3.2 JSON tool calling): the whole answer is the call(s),
 //   {"name": "get_weather", "parameters": {"city": "Paris"}}
-// optionally after <|python_tag|>, several separated by ';'. Whether the answer is a call shows
-// in its first non-blank characters ('{' or the tag); from then on everything is held to the end,
-// because only the whole text can say whether it parses. If any part does not, the answer is
-// plain content, as vLLM does. Any other answer streams as content.
-#include <cctype>
+// optionally after <|python_tag|>, several separated by ';'. Held to the end once the answer starts
+// with '{' or the tag (held_answer_tool_parser.h); any part that does not parse makes it all content.
 #include <memory>
 #include <string>
 
-#include "server/tool_parser.h"
+#include "server/held_answer_tool_parser.h"
 
 namespace vireo::server {
 namespace {
 
 constexpr std::string_view kPythonTag = "<|python_tag|>";
-
-size_t skip_space(std::string_view s, size_t i) {
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return i;
-}
 
 // Index one past the '}' that closes the object starting at s[start] == '{' (npos if none).
 size_t object_end(std::string_view s, size_t start) {
@@ -41,7 +33,7 @@ size_t object_end(std::string_view s, size_t start) {
 }
 
 // The calls in `s` (after the optional tag), or nullopt when any part is not one.
-std::optional<std::vector<ToolCall>> parse_calls(std::string_view s) {
+std::optional<std::vector<ToolCall>> parse_json_calls(std::string_view s) {
   size_t i = skip_space(s, 0);
   if (s.substr(i).starts_with(kPythonTag)) i = skip_space(s, i + kPythonTag.size());
   std::vector<ToolCall> calls;
@@ -62,46 +54,14 @@ std::optional<std::vector<ToolCall>> parse_calls(std::string_view s) {
   return calls;
 }
 
-class Llama3JsonToolParser : public ToolParser {
+class Llama3JsonToolParser : public HeldAnswerToolParser {
  public:
-  ToolDelta feed(std::string_view text) override {
-    ToolDelta out;
-    if (state_ == State::kContent) {
-      out.content = text;
-      return out;
-    }
-    held_ += text;
-    if (state_ == State::kStart) {
-      std::string_view rest = std::string_view(held_).substr(skip_space(held_, 0));
-      if (rest.empty() || (rest.size() < kPythonTag.size() && kPythonTag.starts_with(rest))) return out;
-      if (rest.starts_with('{') || rest.starts_with(kPythonTag)) {
-        state_ = State::kCall;
-      } else {
-        state_ = State::kContent;
-        out.content = std::move(held_);
-        held_.clear();
-      }
-    }
-    return out;  // kCall: held to the end
-  }
-
-  ToolDelta finish() override {
-    ToolDelta out;
-    if (state_ == State::kCall) {
-      if (auto calls = parse_calls(held_)) out.calls = std::move(*calls);
-      else out.content = held_;
-    } else {
-      out.content = held_;
-    }
-    held_.clear();
-    state_ = State::kContent;
-    return out;
-  }
+  Llama3JsonToolParser() : HeldAnswerToolParser({kPythonTag}, '{') {}
 
  private:
-  enum class State { kStart, kCall, kContent };
-  State state_ = State::kStart;
-  std::string held_;
+  std::optional<std::vector<ToolCall>> parse_calls(std::string_view answer) const override {
+    return parse_json_calls(answer);
+  }
 };
 
 }  // namespace

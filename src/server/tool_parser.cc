@@ -14,6 +14,7 @@ std::unique_ptr<ToolParser> make_harmony_tool_parser();  // "openai" (GPT-OSS)
 std::unique_ptr<ToolParser> make_qwen3_coder_tool_parser(const Json& tools);  // types parameters by the schemas
 std::unique_ptr<ToolParser> make_glm45_tool_parser(const Json& tools);        // the same
 std::unique_ptr<ToolParser> make_deepseek_tool_parser();
+std::unique_ptr<ToolParser> make_granite_tool_parser();
 std::unique_ptr<ToolParser> make_seed_oss_tool_parser(const Json& tools);  // qwen3_coder's functions, Seed's tags  // deepseek_v3 and deepseek_v31: one reads both forms
 
 namespace {
@@ -23,6 +24,7 @@ const std::pair<const char*, Factory> kParsers[] = {
     {"deepseek_v3", [](const Json&) { return make_deepseek_tool_parser(); }},
     {"deepseek_v31", [](const Json&) { return make_deepseek_tool_parser(); }},
     {"glm45", make_glm45_tool_parser},
+    {"granite", [](const Json&) { return make_granite_tool_parser(); }},
     {"hermes", [](const Json&) { return make_hermes_tool_parser(); }},
     {"llama3_json", [](const Json&) { return make_llama3_json_tool_parser(); }},
     {"openai", [](const Json&) { return make_harmony_tool_parser(); }},

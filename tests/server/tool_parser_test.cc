@@ -216,6 +216,20 @@ TEST(ToolParser, DeepSeek) {
   check_parser("deepseek_v31", cases);
 }
 
+// granite: the whole answer a JSON list of calls, after an optional <|tool_call|> or <tool_call>.
+TEST(ToolParser, Granite) {
+  check_parser("granite", {
+      {R"(<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "f", "arguments": {}}])", "",
+       {{"get_weather", R"({"city":"Paris"})"}, {"f", "{}"}}},
+      {R"( [{"name": "g"}])", "", {{"g", "{}"}}},
+      {R"(<tool_call>[{"name": "h", "arguments": {"a": 1}}])", "", {{"h", R"({"a":1})"}}},
+      {R"([{"arguments": {}}])", R"([{"arguments": {}}])", {}},
+      {"[1, 2", "[1, 2", {}},
+      {"Plain answer [not a call]", "Plain answer [not a call]", {}},
+      {"<|tool", "<|tool", {}},
+  });
+}
+
 // seed_oss: qwen3_coder's functions inside <seed:tool_call> blocks, typed by the schema the same way.
 TEST(ToolParser, SeedOss) {
   check_parser("seed_oss", {
@@ -248,8 +262,8 @@ TEST(ToolArgValues, PythonLiterals) {
 }
 
 TEST(ToolParser, RegistryByName) {
-  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"deepseek_v3", "deepseek_v31", "glm45", "hermes", "llama3_json",
-                                                           "openai", "qwen3_coder", "seed_oss"}));
+  EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"deepseek_v3", "deepseek_v31", "glm45", "granite", "hermes",
+                                                           "llama3_json", "openai", "qwen3_coder", "seed_oss"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
