@@ -15,6 +15,7 @@ std::unique_ptr<ToolParser> make_qwen3_coder_tool_parser(const Json& tools);  //
 std::unique_ptr<ToolParser> make_glm45_tool_parser(const Json& tools);        // the same
 std::unique_ptr<ToolParser> make_deepseek_tool_parser();
 std::unique_ptr<ToolParser> make_granite_tool_parser();
+std::unique_ptr<ToolParser> make_hunyuan_tool_parser();
 std::unique_ptr<ToolParser> make_seed_oss_tool_parser(const Json& tools);  // qwen3_coder's functions, Seed's tags  // deepseek_v3 and deepseek_v31: one reads both forms
 
 namespace {
@@ -26,6 +27,7 @@ const std::pair<const char*, Factory> kParsers[] = {
     {"glm45", make_glm45_tool_parser},
     {"granite", [](const Json&) { return make_granite_tool_parser(); }},
     {"hermes", [](const Json&) { return make_hermes_tool_parser(); }},
+    {"hunyuan_a13b", [](const Json&) { return make_hunyuan_tool_parser(); }},
     {"llama3_json", [](const Json&) { return make_llama3_json_tool_parser(); }},
     {"openai", [](const Json&) { return make_harmony_tool_parser(); }},
     {"qwen3_coder", make_qwen3_coder_tool_parser},

@@ -230,6 +230,17 @@ TEST(ToolParser, Granite) {
   });
 }
 
+// hunyuan_a13b: one <tool_calls> block holding a JSON list of calls.
+TEST(ToolParser, Hunyuan) {
+  check_parser("hunyuan_a13b", {
+      {R"(Let me check.<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "f", "arguments": {}}]</tool_calls>)",
+       "Let me check.", {{"get_weather", R"({"city":"Paris"})"}, {"f", "{}"}}},
+      {R"(<tool_calls>[{"name": "g", "arguments": "{\"a\": 1}"}, {"name": "skipped"}])", "", {{"g", R"({"a": 1})"}}},
+      {"<tool_calls>not json</tool_calls>", "<tool_calls>not json</tool_calls>", {}},
+      {"plain <tool_c", "plain <tool_c", {}},
+  });
+}
+
 // seed_oss: qwen3_coder's functions inside <seed:tool_call> blocks, typed by the schema the same way.
 TEST(ToolParser, SeedOss) {
   check_parser("seed_oss", {
@@ -263,7 +274,7 @@ TEST(ToolArgValues, PythonLiterals) {
 
 TEST(ToolParser, RegistryByName) {
   EXPECT_EQ(tool_parser_names(), (std::vector<std::string>{"deepseek_v3", "deepseek_v31", "glm45", "granite", "hermes",
-                                                           "llama3_json", "openai", "qwen3_coder", "seed_oss"}));
+                                                           "hunyuan_a13b", "llama3_json", "openai", "qwen3_coder", "seed_oss"}));
   EXPECT_THROW(make_tool_parser("mistral"), Error);
 }
 
