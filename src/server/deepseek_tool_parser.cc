@@ -76,7 +76,7 @@ class DeepSeekToolParser : public TaggedBlockToolParser {
       for (auto& c : calls) out.calls.push_back(std::move(c));
       return;
     }
-    out.content += std::string(kSectionOpen) + body + (closed ? std::string(kSectionClose) : "");
+    give_back(body, closed, out);
   }
 };
 

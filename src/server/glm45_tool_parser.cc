@@ -39,7 +39,7 @@ class Glm45ToolParser : public TaggedBlockToolParser {
     const size_t nl = body.find('\n');
     const std::string name = trim_space(body.substr(0, nl));
     if (name.empty() || name.find('<') != std::string::npos) {
-      out.content += std::string(kOpen) + body + (closed ? std::string(kClose) : "");
+      give_back(body, closed, out);
       return;
     }
     const Json schemas = tool_parameter_schemas(tools_, name);

@@ -26,7 +26,7 @@ class HermesToolParser : public TaggedBlockToolParser {
       out.calls.push_back(std::move(*call));
       return;
     }
-    out.content += std::string(kOpen) + body + (closed ? std::string(kClose) : "");
+    give_back(body, closed, out);
   }
 };
 

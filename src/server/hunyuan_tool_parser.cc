@@ -31,7 +31,7 @@ class HunyuanToolParser : public TaggedBlockToolParser {
       for (auto& c : calls) out.calls.push_back(std::move(c));
       return;
     }
-    out.content += std::string(kOpen) + body + (closed ? std::string(kClose) : "");
+    give_back(body, closed, out);
   }
 };
 

@@ -13,10 +13,6 @@ MessagesStreamFormatter::MessagesStreamFormatter(ChatParsing parsing, std::strin
   if (parsing_.active()) parser_ = parsing_.make();
 }
 
-std::string MessagesStreamFormatter::sse(const Json& e) const {
-  return "event: " + e["type"].get<std::string>() + "\ndata: " + dump_json(e) + "\n\n";
-}
-
 std::vector<Json> MessagesStreamFormatter::on_error(const ApiError& err) { return {anthropic_error_json(err)}; }
 
 Json MessagesStreamFormatter::delta(Json d) const {

@@ -22,7 +22,7 @@ class MessagesStreamFormatter : public StreamFormatter {
   std::vector<Json> start(const ChoiceGroup& group) override;
   std::vector<Json> on_output(const ChoiceState& choice, const RequestOutput& out) override;
   std::optional<Json> final_chunk(const ChoiceGroup&) override { return std::nullopt; }
-  std::string sse(const Json& event) const override;
+  std::string sse(const Json& event) const override { return sse_named_event(event); }
   std::vector<Json> on_error(const ApiError& err) override;
   bool ends_with_done() const override { return false; }
 

@@ -86,7 +86,7 @@ class Qwen3CoderToolParser : public TaggedBlockToolParser {
  public:
   // open / close: the block's tags (string literals).
   Qwen3CoderToolParser(Json tools, std::string_view open, std::string_view close)
-      : TaggedBlockToolParser(open, close), tools_(std::move(tools)), open_tag_(open), close_tag_(close) {}
+      : TaggedBlockToolParser(open, close), tools_(std::move(tools)) {}
 
  private:
   void close_block(const std::string& body, bool closed, ToolDelta& out) const override {
@@ -120,14 +120,13 @@ class Qwen3CoderToolParser : public TaggedBlockToolParser {
       calls.push_back(std::move(call));
     }
     if (calls.empty()) {
-      out.content += std::string(open_tag_) + body + (closed ? std::string(close_tag_) : "");
+      give_back(body, closed, out);
       return;
     }
     for (auto& c : calls) out.calls.push_back(std::move(c));
   }
 
   Json tools_;
-  const std::string_view open_tag_, close_tag_;
 };
 
 }  // namespace

@@ -21,10 +21,6 @@ Json ResponsesStreamFormatter::event(const char* type, Json fields) {
   return e;
 }
 
-std::string ResponsesStreamFormatter::sse(const Json& e) const {
-  return "event: " + e["type"].get<std::string>() + "\ndata: " + dump_json(e) + "\n\n";
-}
-
 std::vector<Json> ResponsesStreamFormatter::on_error(const ApiError& err) {
   return {event("error", {{"code", std::to_string(err.status)}, {"message", err.message},
                           {"param", err.param ? Json(*err.param) : Json(nullptr)}})};

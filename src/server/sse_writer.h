@@ -10,6 +10,8 @@ namespace vireo::server {
 
 std::string sse_event(const Json& chunk);
 std::string sse_done();
+// "event: <type>\ndata: {json}\n\n", the type read from the event's own "type" (the Responses and Messages APIs).
+std::string sse_named_event(const Json& event);
 
 // Writes events to a sink; remembers the first failed write (the client went away).
 class SseWriter {

@@ -51,6 +51,10 @@ class TaggedBlockToolParser : public ToolParser {
  protected:
   // A block's body (between the tags; closed = false: the output ended inside it) into out.
   virtual void close_block(const std::string& body, bool closed, ToolDelta& out) const = 0;
+  // A block that holds no call goes back to the content as written, tags included.
+  void give_back(const std::string& body, bool closed, ToolDelta& out) const {
+    out.content += std::string(open_) + body + (closed ? std::string(close_) : "");
+  }
 
  private:
   const std::string_view open_, close_;
